@@ -1,0 +1,152 @@
+//! Opening rules of ledger files: current, newer, empty, corrupt and foreign files.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use dra_migrations::{
+    backup_path, initialize, inspect, migrate, MigrateOutcome, MigrationError,
+    CURRENT_SCHEMA_VERSION, META,
+};
+use redb::{Database, TableDefinition};
+
+fn ledger_with_version(dir: &Path, version: u32) -> PathBuf {
+    let path = dir.join("ledger.redb");
+    let db = Database::create(&path).unwrap();
+    let txn = db.begin_write().unwrap();
+    initialize(&txn, "gpu.example.com").unwrap();
+    txn.open_table(META)
+        .unwrap()
+        .insert("schema_version", version.to_be_bytes().as_slice())
+        .unwrap();
+    txn.commit().unwrap();
+    drop(db);
+    path
+}
+
+#[test]
+fn current_file_needs_no_migration_and_is_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = ledger_with_version(dir.path(), CURRENT_SCHEMA_VERSION);
+    let before = fs::read(&path).unwrap();
+
+    assert_eq!(migrate(&path).unwrap(), MigrateOutcome::Current);
+
+    assert_eq!(fs::read(&path).unwrap(), before);
+    let info = inspect(&path).unwrap();
+    assert_eq!(info.schema_version, CURRENT_SCHEMA_VERSION);
+    assert_eq!(info.driver_name, "gpu.example.com");
+}
+
+#[test]
+fn newer_schema_is_refused_and_file_stays_byte_for_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = ledger_with_version(dir.path(), CURRENT_SCHEMA_VERSION + 1);
+    let before = fs::read(&path).unwrap();
+
+    let error = migrate(&path).unwrap_err();
+
+    assert!(
+        matches!(error, MigrationError::NewerSchema { found, supported, .. }
+            if found == CURRENT_SCHEMA_VERSION + 1 && supported == CURRENT_SCHEMA_VERSION),
+        "{error}"
+    );
+    assert!(error
+        .to_string()
+        .contains("newer than the supported version"));
+    assert_eq!(fs::read(&path).unwrap(), before);
+    assert!(!backup_path(&path, CURRENT_SCHEMA_VERSION + 1).exists());
+}
+
+#[test]
+fn empty_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.redb");
+    fs::write(&path, b"").unwrap();
+
+    let error = inspect(&path).unwrap_err();
+
+    assert!(matches!(error, MigrationError::FileEmpty { .. }), "{error}");
+    assert!(error.to_string().contains("is empty"));
+    assert_eq!(fs::read(&path).unwrap(), b"");
+}
+
+#[test]
+fn random_bytes_are_reported_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("noise.redb");
+    // A fixed pseudo-random sequence (xorshift), so a failure reproduces.
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let noise: Vec<u8> = (0..64 * 1024)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()[0]
+        })
+        .collect();
+    fs::write(&path, &noise).unwrap();
+
+    let error = migrate(&path).unwrap_err();
+
+    assert!(
+        matches!(error, MigrationError::FileCorrupt { .. }),
+        "{error}"
+    );
+    assert_eq!(fs::read(&path).unwrap(), noise);
+}
+
+#[test]
+fn truncated_ledger_is_reported_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = ledger_with_version(dir.path(), CURRENT_SCHEMA_VERSION);
+    let bytes = fs::read(&path).unwrap();
+    fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
+
+    let error = inspect(&path).unwrap_err();
+
+    assert!(
+        matches!(error, MigrationError::FileCorrupt { .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn missing_file_is_reported_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("absent.redb");
+
+    let error = inspect(&path).unwrap_err();
+
+    assert!(
+        matches!(error, MigrationError::FileMissing { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("absent.redb"));
+}
+
+#[test]
+fn redb_file_without_meta_is_not_a_ledger() {
+    const OTHER: TableDefinition<u64, u64> = TableDefinition::new("something_else");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.redb");
+    let db = Database::create(&path).unwrap();
+    let txn = db.begin_write().unwrap();
+    txn.open_table(OTHER).unwrap().insert(1, 2).unwrap();
+    txn.commit().unwrap();
+    drop(db);
+
+    let error = migrate(&path).unwrap_err();
+
+    assert!(
+        matches!(error, MigrationError::MetaMissing { .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn backup_path_appends_the_old_version() {
+    assert_eq!(
+        backup_path(Path::new("/var/lib/dra-ledger/ledger.redb"), 3),
+        PathBuf::from("/var/lib/dra-ledger/ledger.redb.bak-v3")
+    );
+}
