@@ -1,0 +1,178 @@
+//! The public fitting entry points: the gang check over a pod's pending claims, the atomic
+//! choice for all of them on one node, and the choice for a single request on a node or on the
+//! best node by policy. Pure; reads the [`Inventory`] only.
+
+use std::cmp::Ordering;
+
+use super::inventory::NodeEntry;
+use super::search::{Failure, Prepared};
+use super::{FitError, Inventory, NamedRequest, Placement, Reservations, Result, UnsuitableNode};
+use crate::model::Policy;
+
+const NO_DEVICES: &str = "no devices of this driver on the node";
+
+fn unsuitable(node: &str, claims: &[NamedRequest<'_>], failure: Failure) -> UnsuitableNode {
+    UnsuitableNode {
+        node: node.to_owned(),
+        claim: failure.claim.map(|i| claims[i].name.to_owned()),
+        reason: failure.reason,
+    }
+}
+
+fn unknown(node: &str) -> UnsuitableNode {
+    UnsuitableNode {
+        node: node.to_owned(),
+        claim: None,
+        reason: NO_DEVICES.to_owned(),
+    }
+}
+
+/// The gang check: which `candidates` cannot hold all `claims` (the pending claims of one pod)
+/// at once, each with a reason naming the first claim that failed. Claims of the pod never take
+/// the same exclusive device, shared devices respect `maxConsumers`, and `reservations` count as
+/// taken. A node the inventory does not know is unsuitable. The result keeps candidate order;
+/// repeated candidates are reported once.
+pub fn unsuitable_nodes<S: AsRef<str>>(
+    inventory: &Inventory,
+    claims: &[NamedRequest<'_>],
+    candidates: &[S],
+    reservations: &Reservations,
+) -> Vec<UnsuitableNode> {
+    if claims.is_empty() {
+        return Vec::new();
+    }
+    let mut prepared = Prepared::new(claims);
+    let mut result: Vec<UnsuitableNode> = Vec::new();
+    for (i, candidate) in candidates.iter().enumerate() {
+        let node = candidate.as_ref();
+        if candidates[..i].iter().any(|c| c.as_ref() == node) {
+            continue;
+        }
+        let verdict = match inventory.entry(node) {
+            None => Err(unknown(node)),
+            Some(entry) => prepared
+                .place(inventory.profiles(), entry, reservations.on_node(node))
+                .map_err(|f| unsuitable(node, claims, f)),
+        };
+        if let Err(u) = verdict {
+            result.push(u);
+        }
+    }
+    result
+}
+
+fn placements(entry: &NodeEntry, chosen: Vec<Vec<usize>>) -> Vec<Placement> {
+    chosen
+        .into_iter()
+        .map(|devices| Placement {
+            node: entry.view.name.clone(),
+            devices: devices
+                .into_iter()
+                .map(|d| entry.view.devices[d].device.name.clone())
+                .collect(),
+        })
+        .collect()
+}
+
+/// Chooses devices on `node` for all `claims` of one pod at once, or none: one placement per
+/// claim, in claim order. Agrees with [`unsuitable_nodes`]: it succeeds exactly on the nodes the
+/// gang check does not report.
+pub fn choose_for_pod(
+    inventory: &Inventory,
+    node: &str,
+    claims: &[NamedRequest<'_>],
+    reservations: &Reservations,
+) -> Result<Vec<Placement>> {
+    let entry = inventory
+        .entry(node)
+        .ok_or_else(|| FitError::Unsuitable(unknown(node)))?;
+    let mut prepared = Prepared::new(claims);
+    let chosen = prepared
+        .place(inventory.profiles(), entry, reservations.on_node(node))
+        .map_err(|f| FitError::Unsuitable(unsuitable(node, claims, f)))?;
+    Ok(placements(entry, chosen))
+}
+
+/// Chooses devices for one request on `node`.
+pub fn choose_on_node(
+    inventory: &Inventory,
+    node: &str,
+    claim: NamedRequest<'_>,
+    reservations: &Reservations,
+) -> Result<Placement> {
+    let mut placements = choose_for_pod(inventory, node, &[claim], reservations)?;
+    Ok(placements.remove(0))
+}
+
+/// Chooses the best node of the whole inventory for one request, by the request's policy:
+/// `Pack` takes the busiest node that fits (highest fraction of devices in use), `Spread` the
+/// emptiest; ties go to the smaller node name.
+pub fn choose_node(
+    inventory: &Inventory,
+    claim: NamedRequest<'_>,
+    reservations: &Reservations,
+) -> Result<Placement> {
+    best_node(
+        inventory,
+        claim,
+        inventory.entries().collect(),
+        reservations,
+    )
+}
+
+/// Like [`choose_node`], restricted to `candidates` (unknown names are skipped).
+pub fn choose_node_among<S: AsRef<str>>(
+    inventory: &Inventory,
+    claim: NamedRequest<'_>,
+    candidates: &[S],
+    reservations: &Reservations,
+) -> Result<Placement> {
+    let mut entries: Vec<&NodeEntry> = candidates
+        .iter()
+        .filter_map(|c| inventory.entry(c.as_ref()))
+        .collect();
+    entries.sort_by(|a, b| a.view.name.cmp(&b.view.name));
+    entries.dedup_by(|a, b| a.view.name == b.view.name);
+    best_node(inventory, claim, entries, reservations)
+}
+
+/// Orders nodes by fraction of devices in use: descending for Pack, ascending for Spread;
+/// then by name.
+fn by_policy(policy: Policy, a: &NodeEntry, b: &NodeEntry) -> Ordering {
+    // in_use_a / total_a compared with in_use_b / total_b without division.
+    let fraction = (a.in_use * b.view.devices.len()).cmp(&(b.in_use * a.view.devices.len()));
+    let fraction = match policy {
+        Policy::Pack => fraction.reverse(),
+        Policy::Spread => fraction,
+    };
+    fraction.then_with(|| a.view.name.cmp(&b.view.name))
+}
+
+fn best_node(
+    inventory: &Inventory,
+    claim: NamedRequest<'_>,
+    mut entries: Vec<&NodeEntry>,
+    reservations: &Reservations,
+) -> Result<Placement> {
+    entries.retain(|e| !e.view.devices.is_empty());
+    entries.sort_by(|a, b| by_policy(claim.request.policy, a, b));
+    let claims = [claim];
+    let mut prepared = Prepared::new(&claims);
+    let mut first_failure: Option<UnsuitableNode> = None;
+    for entry in &entries {
+        let node = entry.view.name.as_str();
+        match prepared.place(inventory.profiles(), entry, reservations.on_node(node)) {
+            Ok(chosen) => return Ok(placements(entry, chosen).remove(0)),
+            Err(f) => {
+                if first_failure.is_none() {
+                    first_failure = Some(unsuitable(node, &claims, f));
+                }
+            }
+        }
+    }
+    let reason = match first_failure {
+        None => "no node has devices of this driver".to_owned(),
+        Some(u) => format!("none of {} nodes fits; {u}", entries.len()),
+    };
+    Err(FitError::NoNodeFits { reason })
+}
