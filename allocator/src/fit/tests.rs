@@ -1,1 +1,446 @@
-//! Unit tests of the fitting logic.
+//! Unit tests of the fitting logic: data-driven tables for usability, sharing, `sameAttribute`,
+//! Pack versus Spread, the gang check with its reasons and the inventory's bookkeeping.
+
+use super::*;
+use crate::model::{AttributeValue, Device, Operator, Policy, Requirement};
+
+fn gpu(name: &str, model: &str, numa: i64) -> DeviceView {
+    DeviceView::free(
+        Device::new(name)
+            .with("model", AttributeValue::String(model.into()))
+            .with("numa", AttributeValue::Int(numa)),
+    )
+}
+
+fn used(mut d: DeviceView, consumers: Consumers) -> DeviceView {
+    d.consumers = consumers;
+    d
+}
+
+fn exclusive(uid: &str) -> Consumers {
+    Consumers::Exclusive {
+        claim_uid: uid.into(),
+    }
+}
+
+fn shared(maxes: &[u32]) -> Consumers {
+    Consumers::Shared(
+        maxes
+            .iter()
+            .enumerate()
+            .map(|(i, m)| SharedConsumer {
+                claim_uid: format!("s{i}"),
+                max_consumers: *m,
+            })
+            .collect(),
+    )
+}
+
+/// A request builder: `req(2).model("H200").shared(4).spread().same("numa")`.
+#[derive(Clone)]
+struct Req(EffectiveRequest);
+
+fn req(count: u8) -> Req {
+    Req(EffectiveRequest {
+        count,
+        selector: Vec::new(),
+        sharing: Sharing::Exclusive,
+        policy: Policy::Pack,
+        same_attribute: None,
+    })
+}
+
+impl Req {
+    fn model(mut self, model: &str) -> Self {
+        self.0
+            .selector
+            .push(Requirement::new("model", Operator::In, &[model]));
+        self
+    }
+    fn shared(mut self, max_consumers: u32) -> Self {
+        self.0.sharing = Sharing::Shared { max_consumers };
+        self
+    }
+    fn spread(mut self) -> Self {
+        self.0.policy = Policy::Spread;
+        self
+    }
+    fn same(mut self, attribute: &str) -> Self {
+        self.0.same_attribute = Some(attribute.into());
+        self
+    }
+}
+
+fn inventory(nodes: Vec<NodeView>) -> Inventory {
+    Inventory::from_nodes(nodes).unwrap()
+}
+
+fn one_node(devices: Vec<DeviceView>) -> Inventory {
+    inventory(vec![NodeView::new("n1", devices)])
+}
+
+fn pick(inv: &Inventory, r: &Req) -> Result<Vec<String>> {
+    let claim = NamedRequest {
+        name: "c",
+        request: &r.0,
+    };
+    choose_on_node(inv, "n1", claim, &Reservations::new()).map(|p| p.devices)
+}
+
+#[test]
+fn usability_follows_consumers_cordon_and_missing() {
+    let mut cordoned = gpu("a", "H200", 0);
+    cordoned.cordoned = true;
+    let mut missing = gpu("a", "H200", 0);
+    missing.missing = true;
+    // (device, request, usable)
+    let table: Vec<(DeviceView, Req, bool)> = vec![
+        (gpu("a", "H200", 0), req(1), true),
+        (used(gpu("a", "H200", 0), exclusive("x")), req(1), false),
+        (used(gpu("a", "H200", 0), shared(&[4])), req(1), false),
+        (cordoned.clone(), req(1), false),
+        (missing.clone(), req(1), false),
+        (cordoned, req(1).shared(4), false),
+        (missing, req(1).shared(4), false),
+        (gpu("a", "H200", 0), req(1).shared(1), true),
+        (
+            used(gpu("a", "H200", 0), exclusive("x")),
+            req(1).shared(4),
+            false,
+        ),
+        (
+            used(gpu("a", "H200", 0), shared(&[4, 4])),
+            req(1).shared(4),
+            true,
+        ),
+        (
+            used(gpu("a", "H200", 0), shared(&[4, 4, 4, 4])),
+            req(1).shared(8),
+            false,
+        ),
+        (
+            used(gpu("a", "H200", 0), shared(&[2, 8])),
+            req(1).shared(8),
+            false,
+        ),
+        (
+            used(gpu("a", "H200", 0), shared(&[8])),
+            req(1).shared(2),
+            true,
+        ),
+        (
+            used(gpu("a", "H200", 0), shared(&[8, 8])),
+            req(1).shared(2),
+            false,
+        ),
+        (gpu("a", "H100", 0), req(1).model("H200"), false),
+    ];
+    for (i, (device, request, usable)) in table.into_iter().enumerate() {
+        let inv = one_node(vec![device]);
+        assert_eq!(pick(&inv, &request).is_ok(), usable, "row {i}");
+    }
+}
+
+#[test]
+fn devices_are_chosen_in_name_order() {
+    let inv = one_node(vec![
+        gpu("gpu-2", "H200", 0),
+        gpu("gpu-0", "H100", 0),
+        gpu("gpu-1", "H200", 0),
+        gpu("gpu-3", "H200", 0),
+    ]);
+    assert_eq!(
+        pick(&inv, &req(2).model("H200")).unwrap(),
+        ["gpu-1", "gpu-2"]
+    );
+    assert_eq!(pick(&inv, &req(2)).unwrap(), ["gpu-0", "gpu-1"]);
+}
+
+#[test]
+fn too_few_devices_names_the_claim_and_selector() {
+    let inv = one_node(vec![
+        gpu("a", "H200", 0),
+        used(gpu("b", "H200", 0), exclusive("x")),
+        gpu("c", "H200", 0),
+        gpu("d", "H100", 0),
+    ]);
+    let err = pick(&inv, &req(4).model("H200")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "node n1: claim c: 2 of 4 devices free matching model In [H200]"
+    );
+    let err = pick(&inv, &req(4)).unwrap_err();
+    assert_eq!(err.to_string(), "node n1: claim c: 3 of 4 devices free");
+}
+
+#[test]
+fn same_attribute_pack_takes_the_tightest_group_and_spread_the_largest() {
+    let inv = one_node(vec![
+        gpu("a0", "H200", 0),
+        gpu("a1", "H200", 0),
+        gpu("a2", "H200", 0),
+        gpu("b0", "H200", 1),
+        gpu("b1", "H200", 1),
+        gpu("c0", "H200", 2),
+        DeviceView::free(Device::new("z").with("model", AttributeValue::String("H200".into()))),
+    ]);
+    let table = [
+        (req(2).same("numa"), vec!["b0", "b1"]),
+        (req(2).same("numa").spread(), vec!["a0", "a1"]),
+        (req(1).same("numa"), vec!["c0"]),
+        (req(3).same("numa"), vec!["a0", "a1", "a2"]),
+        (req(4), vec!["a0", "a1", "a2", "b0"]),
+    ];
+    for (request, expected) in table {
+        assert_eq!(pick(&inv, &request).unwrap(), expected);
+    }
+    let err = pick(&inv, &req(4).same("numa")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "node n1: claim c: 3 of 4 devices free with one value of numa"
+    );
+}
+
+#[test]
+fn shared_pack_fills_shared_devices_and_spread_prefers_idle_ones() {
+    let inv = one_node(vec![
+        gpu("a", "H200", 0),
+        used(gpu("b", "H200", 0), shared(&[4])),
+        used(gpu("c", "H200", 0), shared(&[4, 4])),
+    ]);
+    assert_eq!(pick(&inv, &req(1).shared(4)).unwrap(), ["c"]);
+    assert_eq!(pick(&inv, &req(1).shared(4).spread()).unwrap(), ["a"]);
+    assert_eq!(pick(&inv, &req(1).shared(2)).unwrap(), ["b"]);
+}
+
+fn cluster() -> Inventory {
+    // n-busy: 3 of 4 in use, n-half: 2 of 4, n-idle-a and n-idle-b: none.
+    let node = |name: &str, in_use: usize| {
+        let devices = (0..4)
+            .map(|i| {
+                let d = gpu(&format!("gpu-{i}"), "H200", 0);
+                if i < in_use {
+                    used(d, exclusive(&format!("{name}-{i}")))
+                } else {
+                    d
+                }
+            })
+            .collect();
+        NodeView::new(name, devices)
+    };
+    inventory(vec![
+        node("n-idle-b", 0),
+        node("n-busy", 3),
+        node("n-half", 2),
+        node("n-idle-a", 0),
+    ])
+}
+
+#[test]
+fn pack_takes_the_busiest_node_that_fits_and_spread_the_emptiest() {
+    let inv = cluster();
+    let none = Reservations::new();
+    let table = [
+        (req(1), "n-busy"),
+        (req(2), "n-half"),
+        (req(3), "n-idle-a"),
+        (req(1).spread(), "n-idle-a"),
+        (req(4).spread(), "n-idle-a"),
+    ];
+    for (request, node) in table {
+        let claim = NamedRequest {
+            name: "c",
+            request: &request.0,
+        };
+        assert_eq!(choose_node(&inv, claim, &none).unwrap().node, node);
+    }
+    let claim = NamedRequest {
+        name: "c",
+        request: &req(2).0,
+    };
+    let among = choose_node_among(&inv, claim, &["n-idle-b", "n-busy", "nope"], &none);
+    assert_eq!(among.unwrap().node, "n-idle-b");
+    let big = req(5);
+    let claim = NamedRequest {
+        name: "big",
+        request: &big.0,
+    };
+    let err = choose_node(&inv, claim, &none).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no node fits: none of 4 nodes fits; n-busy: claim big: 1 of 5 devices free"
+    );
+}
+
+#[test]
+fn gang_check_reports_nodes_that_cannot_hold_all_claims() {
+    let inv = cluster();
+    let a = req(1).model("H200");
+    let b = req(1);
+    let claims = [
+        NamedRequest {
+            name: "a",
+            request: &a.0,
+        },
+        NamedRequest {
+            name: "b",
+            request: &b.0,
+        },
+    ];
+    let none = Reservations::new();
+    let candidates = ["n-busy", "n-half", "unknown", "n-busy"];
+    let unsuitable = unsuitable_nodes(&inv, &claims, &candidates, &none);
+    let text: Vec<String> = unsuitable.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        text,
+        [
+            "n-busy: claims a, b: 1 devices free for 2 exclusive devices",
+            "unknown: no devices of this driver on the node",
+        ]
+    );
+    assert_eq!(unsuitable[0].claim.as_deref(), Some("a"));
+    let placed = choose_for_pod(&inv, "n-half", &claims, &none).unwrap();
+    assert_eq!(placed[0].devices, ["gpu-2"]);
+    assert_eq!(placed[1].devices, ["gpu-3"]);
+    assert!(choose_for_pod(&inv, "n-busy", &claims, &none).is_err());
+}
+
+#[test]
+fn reservations_of_other_pods_count_as_taken() {
+    let inv = cluster();
+    let one = req(1);
+    let claims = [NamedRequest {
+        name: "a",
+        request: &one.0,
+    }];
+    let mut reserved = Reservations::new();
+    reserved.reserve("n-busy", "gpu-3", Sharing::Exclusive);
+    let unsuitable = unsuitable_nodes(&inv, &claims, &["n-busy", "n-half"], &reserved);
+    assert_eq!(unsuitable.len(), 1);
+    assert_eq!(unsuitable[0].reason, "claim a: 0 of 1 devices free");
+    let mut shared_reserved = Reservations::new();
+    shared_reserved.reserve("n-busy", "gpu-3", Sharing::Shared { max_consumers: 2 });
+    let s = req(1).shared(2);
+    let claims = [NamedRequest {
+        name: "s",
+        request: &s.0,
+    }];
+    assert!(unsuitable_nodes(&inv, &claims, &["n-busy"], &shared_reserved).is_empty());
+    shared_reserved.reserve("n-busy", "gpu-3", Sharing::Shared { max_consumers: 2 });
+    assert_eq!(
+        unsuitable_nodes(&inv, &claims, &["n-busy"], &shared_reserved).len(),
+        1
+    );
+}
+
+#[test]
+fn claims_of_one_pod_may_share_a_device_up_to_max_consumers() {
+    let inv = one_node(vec![gpu("a", "H200", 0)]);
+    let s2 = req(1).shared(2);
+    let two = [
+        NamedRequest {
+            name: "x",
+            request: &s2.0,
+        },
+        NamedRequest {
+            name: "y",
+            request: &s2.0,
+        },
+    ];
+    let placed = choose_for_pod(&inv, "n1", &two, &Reservations::new()).unwrap();
+    assert_eq!(placed[0].devices, ["a"]);
+    assert_eq!(placed[1].devices, ["a"]);
+    let three = [two[0], two[1], two[0]];
+    let err = choose_for_pod(&inv, "n1", &three, &Reservations::new()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("does not fit alongside the pod's other claims"),
+        "{err}"
+    );
+}
+
+#[test]
+fn search_backtracks_when_a_broad_claim_would_take_a_scarce_device() {
+    // `any` could take gpu-0, the only H200, leaving nothing for `h200`.
+    let inv = one_node(vec![gpu("gpu-0", "H200", 0), gpu("gpu-1", "H100", 1)]);
+    let any = req(1);
+    let h200 = req(1).model("H200");
+    let claims = [
+        NamedRequest {
+            name: "any",
+            request: &any.0,
+        },
+        NamedRequest {
+            name: "h200",
+            request: &h200.0,
+        },
+    ];
+    let placed = choose_for_pod(&inv, "n1", &claims, &Reservations::new()).unwrap();
+    assert_eq!(placed[0].devices, ["gpu-1"]);
+    assert_eq!(placed[1].devices, ["gpu-0"]);
+}
+
+#[test]
+fn inventory_tracks_consumers_and_rejects_conflicts() {
+    let mut inv = one_node(vec![gpu("a", "H200", 0), gpu("b", "H200", 0)]);
+    inv.add_consumer("n1", "a", "u1", Sharing::Exclusive)
+        .unwrap();
+    inv.add_consumer("n1", "a", "u1", Sharing::Exclusive)
+        .unwrap();
+    assert_eq!(
+        inv.add_consumer("n1", "a", "u2", Sharing::Shared { max_consumers: 2 }),
+        Err(FitError::DeviceInUse {
+            node: "n1".into(),
+            device: "a".into()
+        })
+    );
+    inv.add_consumer("n1", "b", "u2", Sharing::Shared { max_consumers: 2 })
+        .unwrap();
+    inv.add_consumer("n1", "b", "u3", Sharing::Shared { max_consumers: 3 })
+        .unwrap();
+    assert_eq!(inv.node("n1").unwrap().in_use(), 2);
+    assert_eq!(
+        inv.node("n1")
+            .unwrap()
+            .device("b")
+            .unwrap()
+            .consumers
+            .count(),
+        2
+    );
+    assert!(pick(&inv, &req(1)).is_err());
+    inv.remove_consumer("n1", "a", "u1").unwrap();
+    assert_eq!(pick(&inv, &req(1)).unwrap(), ["a"]);
+    inv.set_cordoned("n1", "a", true).unwrap();
+    assert!(pick(&inv, &req(1)).is_err());
+    inv.set_cordoned("n1", "a", false).unwrap();
+    inv.set_missing("n1", "a", true).unwrap();
+    assert!(pick(&inv, &req(1)).is_err());
+    assert_eq!(
+        inv.set_missing("n9", "a", true),
+        Err(FitError::UnknownNode("n9".into()))
+    );
+    assert!(matches!(
+        inv.set_cordoned("n1", "zz", true),
+        Err(FitError::UnknownDevice { .. })
+    ));
+    let dup = Inventory::from_nodes([NodeView::new("n", vec![gpu("a", "x", 0), gpu("a", "y", 0)])]);
+    assert!(matches!(dup, Err(FitError::DuplicateDevice { .. })));
+}
+
+#[test]
+fn pack_prefers_busier_nodes_as_consumers_are_added() {
+    let mut inv = cluster();
+    let one = req(1);
+    let claim = NamedRequest {
+        name: "c",
+        request: &one.0,
+    };
+    let none = Reservations::new();
+    // Fill n-busy, then n-half becomes the busiest with room.
+    let first = choose_node(&inv, claim, &none).unwrap();
+    assert_eq!(first.node, "n-busy");
+    inv.add_consumer("n-busy", &first.devices[0], "new", Sharing::Exclusive)
+        .unwrap();
+    assert_eq!(choose_node(&inv, claim, &none).unwrap().node, "n-half");
+}
