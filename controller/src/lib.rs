@@ -1,1 +1,12 @@
-//! placeholder for dependency warm-up
+//! `dra-controller`: the classic DRA (resource.k8s.io/v1alpha2) controller framework.
+//!
+//! [`framework`] owns the driver-independent part: watching claims, classes, scheduling contexts and
+//! pods, the work queue, the sync algorithm and the writes to the API server. A resource driver plugs
+//! in through [`framework::Driver`]. The framework must not depend on any particular driver or on the
+//! ledger.
+
+// Kubernetes kind names (ResourceClaim, PodSchedulingContext, ...) are prose in these docs, not
+// code identifiers; back-ticking every one of them would make the docs harder to read.
+#![allow(clippy::doc_markdown)]
+
+pub mod framework;

@@ -1,0 +1,64 @@
+//! Read access to the watched objects, behind the [`Caches`] trait.
+//!
+//! Owns the trait and its implementation over kube-rs reflector stores. Must not write anything and
+//! must not depend on the driver; claim reads in the sync go through the mutation cache on top.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim, ResourceClass};
+use kube::runtime::reflector::{ObjectRef, Store};
+
+/// The objects the sync reads, as last observed by the watches.
+pub trait Caches: Send + Sync + 'static {
+    /// A ResourceClaim by namespace and name.
+    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>>;
+    /// A ResourceClass by name.
+    fn class(&self, name: &str) -> Option<Arc<ResourceClass>>;
+    /// A PodSchedulingContext by namespace and name (the pod's name).
+    fn scheduling_context(&self, namespace: &str, name: &str) -> Option<Arc<PodSchedulingContext>>;
+    /// A Pod by namespace and name.
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>>;
+    /// All claims whose `spec.resourceClassName` is `class`.
+    fn claims_of_class(&self, class: &str) -> Vec<Arc<ResourceClaim>>;
+}
+
+/// [`Caches`] over kube-rs reflector stores, filled by the controller's watches.
+#[derive(Clone)]
+pub struct ReflectorCaches {
+    /// ResourceClaims of all namespaces.
+    pub claims: Store<ResourceClaim>,
+    /// ResourceClasses.
+    pub classes: Store<ResourceClass>,
+    /// PodSchedulingContexts of all namespaces.
+    pub contexts: Store<PodSchedulingContext>,
+    /// Pods of all namespaces.
+    pub pods: Store<Pod>,
+}
+
+impl Caches for ReflectorCaches {
+    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
+        self.claims.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    fn class(&self, name: &str) -> Option<Arc<ResourceClass>> {
+        self.classes.get(&ObjectRef::new(name))
+    }
+
+    fn scheduling_context(&self, namespace: &str, name: &str) -> Option<Arc<PodSchedulingContext>> {
+        self.contexts.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.pods.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// A scan of the claim store; called only when a class of ours is added or changed.
+    fn claims_of_class(&self, class: &str) -> Vec<Arc<ResourceClaim>> {
+        self.claims
+            .state()
+            .into_iter()
+            .filter(|c| c.spec.resource_class_name == class)
+            .collect()
+    }
+}

@@ -1,0 +1,173 @@
+//! Errors of the controller framework, with the message texts of the upstream Go library.
+//!
+//! Owns only error values; must not depend on the API client or the driver.
+
+/// Result alias of the framework.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A failed write or read against the API server, as seen through [`super::ClusterApi`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    /// What went wrong (class of failure).
+    pub kind: ApiErrorKind,
+    /// Human-readable text from the server or client.
+    pub message: String,
+}
+
+/// Class of an [`ApiError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiErrorKind {
+    /// The object does not exist (404).
+    NotFound,
+    /// The object changed since it was read (409, resourceVersion mismatch or failed patch test).
+    Conflict,
+    /// Anything else (transport, validation, authorization).
+    Other,
+}
+
+impl ApiError {
+    /// An error of the given kind.
+    pub fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Fixed label value for metrics and logs.
+    pub fn kind_label(&self) -> &'static str {
+        match self.kind {
+            ApiErrorKind::NotFound => "not_found",
+            ApiErrorKind::Conflict => "conflict",
+            ApiErrorKind::Other => "other",
+        }
+    }
+}
+
+/// Everything a sync can fail with. Messages follow the upstream texts so that operators who know
+/// the Go library recognise them in events.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A queue key that is neither `claim:<ns>/<name>` nor `schedulingCtx:<ns>/<name>`.
+    #[error("unexpected key format: {0:?}")]
+    UnexpectedKeyFormat(String),
+    /// The ResourceClass named by a claim is not in the cache.
+    #[error("resourceclass.resource.k8s.io {0:?} not found")]
+    ClassNotFound(String),
+    /// The driver rejected the class parameters.
+    #[error("class parameters {reference}: {message}")]
+    ClassParameters {
+        /// The class's `parametersRef`, formatted.
+        reference: String,
+        /// The driver's error text.
+        message: String,
+    },
+    /// The driver rejected the claim parameters.
+    #[error("claim parameters {reference}: {message}")]
+    ClaimParameters {
+        /// The claim's `parametersRef`, formatted.
+        reference: String,
+        /// The driver's error text.
+        message: String,
+    },
+    /// Adding our finalizer before allocation failed.
+    #[error("add finalizer: {0}")]
+    AddFinalizer(ApiError),
+    /// Writing the allocation result to the claim status failed.
+    #[error("add allocation: {0}")]
+    AddAllocation(ApiError),
+    /// The driver's Deallocate failed for an allocated claim.
+    #[error("deallocate: {0}")]
+    Deallocate(String),
+    /// The driver's Deallocate failed for a claim that was not allocated (stopping an allocation).
+    #[error("stop allocation: {0}")]
+    StopAllocation(String),
+    /// Clearing the allocation from the claim status failed.
+    #[error("remove allocation: {0}")]
+    RemoveAllocation(ApiError),
+    /// Clearing `deallocationRequested` failed.
+    #[error("remove deallocation: {0}")]
+    RemoveDeallocation(ApiError),
+    /// Removing our finalizer failed.
+    #[error("remove finalizer: {0}")]
+    RemoveFinalizer(ApiError),
+    /// The driver's Allocate reported an error for the claim (immediate path).
+    #[error("allocate: {0}")]
+    Allocate(Box<Error>),
+    /// An error reported by the driver, as its text.
+    #[error("{0}")]
+    Driver(String),
+    /// The driver's Allocate returned neither an allocation nor an error for a claim.
+    #[error("allocating claim: missing allocation from driver")]
+    MissingAllocation,
+    /// A template claim named in the pod has not been created by the resourceclaim controller yet.
+    #[error("ResourceClaim not created yet")]
+    ClaimNotCreated,
+    /// A pod claim has neither `resourceClaimName` nor `resourceClaimTemplateName`.
+    #[error("unsupported pod claim source")]
+    UnsupportedClaimSource,
+    /// A template claim is not controlled by the pod that refers to it.
+    #[error("ResourceClaim {claim} was not created for pod {pod} (pod is not owner)")]
+    ClaimNotForPod {
+        /// Claim name.
+        claim: String,
+        /// Pod name.
+        pod: String,
+    },
+    /// Resolving one of the pod's claims failed.
+    #[error("pod claim {name}: {source}")]
+    PodClaim {
+        /// The pod claim name (`pod.spec.resourceClaims[].name`).
+        name: String,
+        /// What failed.
+        source: Box<Error>,
+    },
+    /// One claim of a pod failed to allocate (joined with the others by newlines).
+    #[error("claim {claim}: {source}")]
+    ClaimAllocation {
+        /// The claim's object name.
+        claim: String,
+        /// What failed.
+        source: Box<Error>,
+    },
+    /// Several errors, one per line.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Joined(Vec<Error>),
+    /// The driver's UnsuitableNodes failed; the whole check is repeated.
+    #[error("checking potential nodes: {0}")]
+    UnsuitableNodes(String),
+    /// Writing our entries of the PodSchedulingContext status failed.
+    #[error("update unsuitable node status: {0}")]
+    UpdateSchedulingStatus(ApiError),
+}
+
+impl Error {
+    /// Fixed label value naming what failed, for metrics and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::UnexpectedKeyFormat(_) => "key",
+            Error::ClassNotFound(_) => "class_not_found",
+            Error::ClassParameters { .. } => "class_parameters",
+            Error::ClaimParameters { .. } => "claim_parameters",
+            Error::AddFinalizer(_) => "add_finalizer",
+            Error::AddAllocation(_) => "add_allocation",
+            Error::Deallocate(_) => "deallocate",
+            Error::StopAllocation(_) => "stop_allocation",
+            Error::RemoveAllocation(_) => "remove_allocation",
+            Error::RemoveDeallocation(_) => "remove_deallocation",
+            Error::RemoveFinalizer(_) => "remove_finalizer",
+            Error::Allocate(_)
+            | Error::Driver(_)
+            | Error::MissingAllocation
+            | Error::ClaimAllocation { .. } => "allocate",
+            Error::ClaimNotCreated
+            | Error::UnsupportedClaimSource
+            | Error::ClaimNotForPod { .. }
+            | Error::PodClaim { .. } => "pod_claim",
+            Error::Joined(_) => "multiple",
+            Error::UnsuitableNodes(_) => "unsuitable_nodes",
+            Error::UpdateSchedulingStatus(_) => "update_scheduling_status",
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! The framework against a real API server: [`KubeApi`] implements [`ClusterApi`] over
+//! `kube::Client`, and `Watches` runs the reflectors that fill [`ReflectorCaches`] and call the
+//! controller's event handlers.
+//!
+//! The only module that talks to the network; must not contain sync decisions.
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim, ResourceClass};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, ResourceExt};
+use serde::de::DeserializeOwned;
+use tracing::warn;
+
+use super::api::{ClusterApi, EventRecord, EventType};
+use super::caches::ReflectorCaches;
+use super::controller::Controller;
+use super::driver::Driver;
+use super::error::{ApiError, ApiErrorKind};
+
+/// [`ClusterApi`] over a `kube::Client`. Events are events.k8s.io/v1 events reported by
+/// `resource driver <name>`.
+pub struct KubeApi {
+    client: Client,
+    recorder: Recorder,
+}
+
+impl KubeApi {
+    /// Writes through `client` on behalf of driver `driver_name`.
+    pub fn new(client: Client, driver_name: &str) -> Self {
+        let reporter = Reporter {
+            controller: format!("resource driver {driver_name}"),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+        }
+    }
+
+    fn claims(&self, claim: &ResourceClaim) -> Api<ResourceClaim> {
+        Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default())
+    }
+}
+
+/// Maps a client error to the framework's [`ApiError`].
+#[allow(clippy::needless_pass_by_value)] // used as `map_err(api_error)`
+pub fn api_error(error: kube::Error) -> ApiError {
+    let kind = match &error {
+        kube::Error::Api(response) if response.code == 404 => ApiErrorKind::NotFound,
+        kube::Error::Api(response) if response.code == 409 => ApiErrorKind::Conflict,
+        kube::Error::Api(response) if response.code == 422 && response.message.contains("test") => {
+            ApiErrorKind::Conflict
+        }
+        _ => ApiErrorKind::Other,
+    };
+    ApiError::new(kind, error.to_string())
+}
+
+#[async_trait]
+impl ClusterApi for KubeApi {
+    async fn update_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ApiError> {
+        self.claims(claim)
+            .replace(&claim.name_any(), &PostParams::default(), claim)
+            .await
+            .map_err(api_error)
+    }
+
+    async fn update_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ApiError> {
+        let body = serde_json::to_vec(claim)
+            .map_err(|e| ApiError::new(ApiErrorKind::Other, e.to_string()))?;
+        self.claims(claim)
+            .replace_status(&claim.name_any(), &PostParams::default(), body)
+            .await
+            .map_err(api_error)
+    }
+
+    async fn patch_scheduling_context_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &json_patch::Patch,
+    ) -> Result<PodSchedulingContext, ApiError> {
+        Api::<PodSchedulingContext>::namespaced(self.client.clone(), namespace)
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::<()>::Json(patch.clone()),
+            )
+            .await
+            .map_err(api_error)
+    }
+
+    async fn post_event(&self, event: EventRecord) -> Result<(), ApiError> {
+        let type_ = match event.type_ {
+            EventType::Normal => KubeEventType::Normal,
+            EventType::Warning => KubeEventType::Warning,
+        };
+        let published = Event {
+            type_,
+            reason: event.reason.clone(),
+            note: Some(event.message),
+            action: event.reason,
+            secondary: None,
+        };
+        self.recorder
+            .publish(&published, &event.regarding)
+            .await
+            .map_err(api_error)
+    }
+}
+
+/// The four watches of the controller with the writers of their stores.
+pub(crate) struct Watches {
+    client: Client,
+    claims: Writer<ResourceClaim>,
+    classes: Writer<ResourceClass>,
+    contexts: Writer<PodSchedulingContext>,
+    pods: Writer<Pod>,
+    caches: ReflectorCaches,
+}
+
+/// What a watch event means for the controller.
+enum Change<K> {
+    Changed(K),
+    Deleted(K),
+}
+
+fn watch<K>(client: Client, writer: Writer<K>) -> impl Stream<Item = Change<K>> + Send + 'static
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff();
+    reflector::reflector(writer, stream).filter_map(|event| async move {
+        match event {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(Change::Changed(o)),
+            Ok(watcher::Event::Delete(o)) => Some(Change::Deleted(o)),
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+            Err(error) => {
+                warn!(%error, kind = K::kind(&()).as_ref(), "Watch failed, retrying");
+                None
+            }
+        }
+    })
+}
+
+impl Watches {
+    pub(crate) fn new(client: Client) -> (Self, ReflectorCaches) {
+        let (claims_store, claims) = reflector::store();
+        let (classes_store, classes) = reflector::store();
+        let (contexts_store, contexts) = reflector::store();
+        let (pods_store, pods) = reflector::store();
+        let caches = ReflectorCaches {
+            claims: claims_store,
+            classes: classes_store,
+            contexts: contexts_store,
+            pods: pods_store,
+        };
+        (
+            Self {
+                client,
+                claims,
+                classes,
+                contexts,
+                pods,
+                caches: caches.clone(),
+            },
+            caches,
+        )
+    }
+
+    /// Completes once every store has seen its initial list.
+    pub(crate) fn ready(&self) -> impl Future<Output = ()> + Send + 'static {
+        let caches = self.caches.clone();
+        async move {
+            let _ = futures::join!(
+                caches.claims.wait_until_ready(),
+                caches.classes.wait_until_ready(),
+                caches.contexts.wait_until_ready(),
+                caches.pods.wait_until_ready(),
+            );
+        }
+    }
+
+    /// Runs the watches forever, feeding the stores and the controller's handlers.
+    pub(crate) async fn run<D: Driver>(self, controller: Controller<D>) {
+        let claims = watch(self.client.clone(), self.claims).map(|c| match c {
+            Change::Changed(o) => controller.claim_changed(&o),
+            Change::Deleted(o) => controller.claim_deleted(&o),
+        });
+        let classes = watch(self.client.clone(), self.classes).map(|c| {
+            if let Change::Changed(o) = c {
+                controller.class_changed(&o);
+            }
+        });
+        let contexts = watch(self.client.clone(), self.contexts).map(|c| match c {
+            Change::Changed(o) => controller.scheduling_context_changed(&o),
+            Change::Deleted(o) => controller.scheduling_context_deleted(&o),
+        });
+        let pods = watch(self.client, self.pods).map(|c| {
+            if let Change::Changed(o) = c {
+                controller.pod_changed(&o);
+            }
+        });
+        let all = futures::stream::select_all([
+            claims.boxed(),
+            classes.boxed(),
+            contexts.boxed(),
+            pods.boxed(),
+        ]);
+        all.for_each(|()| async {}).await;
+    }
+}

@@ -1,0 +1,259 @@
+//! Sync of one ResourceClaim: deallocation and finalizer removal for deleted or
+//! deallocation-requested claims, and allocation of claims with immediate allocation. Also the
+//! shared steps: parameter retrieval and `allocate_claims`.
+//!
+//! Writes go through `ClusterApi`; must not touch the queue.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1alpha2::{
+    ResourceClaim, ResourceClaimConsumerReference, ResourceClass,
+};
+use tracing::debug;
+
+use super::api::EventRecord;
+use super::controller::{Inner, SyncOutcome};
+use super::driver::{ClaimAllocation, Driver};
+use super::error::{Error, Result};
+
+/// Whether the claim has an allocation result.
+pub(crate) fn is_allocated(claim: &ResourceClaim) -> bool {
+    claim
+        .status
+        .as_ref()
+        .is_some_and(|s| s.allocation.is_some())
+}
+
+fn is_reserved(claim: &ResourceClaim) -> bool {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .is_some_and(|r| !r.is_empty())
+}
+
+fn deallocation_requested(claim: &ResourceClaim) -> bool {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.deallocation_requested)
+        .unwrap_or(false)
+}
+
+fn class_parameters_ref(class: &ResourceClass) -> String {
+    match &class.parameters_ref {
+        None => "<none>".to_owned(),
+        Some(r) => {
+            let group = r.api_group.as_deref().unwrap_or_default();
+            match r.namespace.as_deref() {
+                Some(ns) => format!("{}.{group} {ns}/{}", r.kind, r.name),
+                None => format!("{}.{group} {}", r.kind, r.name),
+            }
+        }
+    }
+}
+
+fn claim_parameters_ref(claim: &ResourceClaim) -> String {
+    match &claim.spec.parameters_ref {
+        None => "<none>".to_owned(),
+        Some(r) => format!(
+            "{}.{} {}",
+            r.kind,
+            r.api_group.as_deref().unwrap_or_default(),
+            r.name
+        ),
+    }
+}
+
+impl<D: Driver> Inner<D> {
+    pub(crate) async fn sync_claim(&self, claim: Arc<ResourceClaim>) -> Result<SyncOutcome> {
+        if is_reserved(&claim) {
+            return Ok(SyncOutcome::Done);
+        }
+        if claim.metadata.deletion_timestamp.is_some() || deallocation_requested(&claim) {
+            if !self.has_finalizer(&claim) {
+                return Ok(SyncOutcome::Done);
+            }
+            self.release(claim).await?;
+            // Never reallocate in the same pass.
+            return Ok(SyncOutcome::Done);
+        }
+        if is_allocated(&claim) {
+            return Ok(SyncOutcome::Done);
+        }
+        if claim.spec.allocation_mode.as_deref() != Some("Immediate") {
+            return Ok(SyncOutcome::Done);
+        }
+        let class_name = &claim.spec.resource_class_name;
+        let class = self
+            .caches
+            .class(class_name)
+            .ok_or_else(|| Error::ClassNotFound(class_name.clone()))?;
+        if class.driver_name != self.name {
+            return Ok(SyncOutcome::Requeue);
+        }
+        let (class_parameters, claim_parameters) = self.parameters(&claim, &class, false).await?;
+        let items = vec![ClaimAllocation::new(
+            "",
+            claim,
+            class,
+            class_parameters,
+            claim_parameters,
+        )];
+        let mut errors = self.allocate_claims(items, None, None).await;
+        match errors.pop() {
+            Some((_, error)) => Err(Error::Allocate(Box::new(error))),
+            None => Ok(SyncOutcome::Done),
+        }
+    }
+
+    /// Deallocates (or stops allocating) a claim being deleted or asked to be deallocated, clears
+    /// its allocation and `deallocationRequested`, then removes our finalizer.
+    async fn release(&self, claim: Arc<ResourceClaim>) -> Result<()> {
+        let mut claim = claim;
+        if is_allocated(&claim) {
+            self.driver
+                .deallocate(&claim)
+                .await
+                .map_err(|e| Error::Deallocate(e.to_string()))?;
+            let mut cleared = (*claim).clone();
+            let status = cleared.status.get_or_insert_with(Default::default);
+            status.allocation = None;
+            status.driver_name = None;
+            status.deallocation_requested = None;
+            claim = self
+                .write_claim(&cleared, true)
+                .await
+                .map_err(Error::RemoveAllocation)?;
+        } else {
+            self.driver
+                .deallocate(&claim)
+                .await
+                .map_err(|e| Error::StopAllocation(e.to_string()))?;
+        }
+        if deallocation_requested(&claim) {
+            let mut cleared = (*claim).clone();
+            cleared
+                .status
+                .get_or_insert_with(Default::default)
+                .deallocation_requested = None;
+            claim = self
+                .write_claim(&cleared, true)
+                .await
+                .map_err(Error::RemoveDeallocation)?;
+        }
+        let mut without = (*claim).clone();
+        if let Some(finalizers) = without.metadata.finalizers.as_mut() {
+            finalizers.retain(|f| *f != self.finalizer);
+        }
+        self.write_claim(&without, false)
+            .await
+            .map_err(Error::RemoveFinalizer)?;
+        debug!(claim.name = ?claim.metadata.name, "Released claim");
+        Ok(())
+    }
+
+    /// Class and claim parameters from the driver. A class failure is also reported as an event on
+    /// the class; a claim failure on the claim when `notify_claim` (the pod path, whose sync error
+    /// lands on the scheduling context).
+    pub(crate) async fn parameters(
+        &self,
+        claim: &ResourceClaim,
+        class: &ResourceClass,
+        notify_claim: bool,
+    ) -> Result<(Arc<D::ClassParameters>, Arc<D::ClaimParameters>)> {
+        let class_parameters = match self.driver.get_class_parameters(class).await {
+            Ok(p) => Arc::new(p),
+            Err(e) => {
+                self.post_event(EventRecord::failed(class, e.to_string()))
+                    .await;
+                return Err(Error::ClassParameters {
+                    reference: class_parameters_ref(class),
+                    message: e.to_string(),
+                });
+            }
+        };
+        match self
+            .driver
+            .get_claim_parameters(claim, class, &class_parameters)
+            .await
+        {
+            Ok(p) => Ok((class_parameters, Arc::new(p))),
+            Err(e) => {
+                if notify_claim {
+                    self.post_event(EventRecord::failed(claim, e.to_string()))
+                        .await;
+                }
+                Err(Error::ClaimParameters {
+                    reference: claim_parameters_ref(claim),
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+
+    /// Allocates the claims of `items` that are not allocated yet: our finalizer is persisted
+    /// first, then the driver allocates the batch, then each result is written to the claim status
+    /// (with `user` appended to `reservedFor` when configured). Returns the failed claims' names
+    /// with their errors (finalizer failures first, then allocation failures).
+    pub(crate) async fn allocate_claims(
+        &self,
+        items: Vec<ClaimAllocation<D>>,
+        selected_node: Option<&str>,
+        user: Option<&ResourceClaimConsumerReference>,
+    ) -> Vec<(String, Error)> {
+        let mut errors = Vec::new();
+        let mut batch = Vec::with_capacity(items.len());
+        for mut item in items {
+            if is_allocated(&item.claim) {
+                // Another pod's context allocated a shared claim first.
+                continue;
+            }
+            if !self.has_finalizer(&item.claim) {
+                let mut claim = (*item.claim).clone();
+                claim
+                    .metadata
+                    .finalizers
+                    .get_or_insert_with(Vec::new)
+                    .push(self.finalizer.clone());
+                match self.write_claim(&claim, false).await {
+                    Ok(updated) => item.claim = updated,
+                    Err(e) => {
+                        errors.push((item.claim_name().to_owned(), Error::AddFinalizer(e)));
+                        continue;
+                    }
+                }
+            }
+            batch.push(item);
+        }
+        if batch.is_empty() {
+            return errors;
+        }
+        self.driver.allocate(&mut batch, selected_node).await;
+        for item in batch {
+            let name = item.claim_name().to_owned();
+            if let Some(e) = &item.error {
+                errors.push((name, Error::Driver(e.to_string())));
+                continue;
+            }
+            let Some(allocation) = item.allocation else {
+                errors.push((name, Error::MissingAllocation));
+                continue;
+            };
+            let mut claim = (*item.claim).clone();
+            let status = claim.status.get_or_insert_with(Default::default);
+            status.allocation = Some(allocation);
+            status.driver_name = Some(self.name.clone());
+            if let (Some(user), true) = (user, self.config.set_reserved_for) {
+                status
+                    .reserved_for
+                    .get_or_insert_with(Vec::new)
+                    .push(user.clone());
+            }
+            if let Err(e) = self.write_claim(&claim, true).await {
+                errors.push((name, Error::AddAllocation(e)));
+            }
+        }
+        errors
+    }
+}

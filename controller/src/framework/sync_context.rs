@@ -1,0 +1,255 @@
+//! Sync of one PodSchedulingContext: collects the pod's pending delayed claims of this driver,
+//! asks the driver for unsuitable nodes, allocates on the selected node when every claim fits
+//! there, and writes this driver's entries of the context status.
+//!
+//! Writes go through `ClusterApi`; must not touch the queue.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
+use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaimConsumerReference};
+use kube::ResourceExt;
+use tracing::{debug, warn};
+
+use super::controller::{Inner, SyncOutcome};
+use super::driver::{ClaimAllocation, Driver};
+use super::error::{Error, Result};
+use super::scheduling::{status_patch, truncate_nodes, ClaimStatusEntry};
+use super::sync_claim::is_allocated;
+
+/// Whether `owner` is the controller of `context` (same UID).
+fn controlled_by(context: &PodSchedulingContext, pod: &Pod) -> bool {
+    let Some(uid) = pod.metadata.uid.as_deref() else {
+        return false;
+    };
+    context
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
+/// The claim name of a pod claim and whether the claim must be owned by the pod (template).
+/// `Ok(None)` when the template claim is not needed (`resourceClaimName` recorded as null).
+/// Our status entries: each pending claim's unsuitable nodes, limited to the candidates, without
+/// duplicates, truncated.
+fn status_entries<D: Driver>(
+    pending: &[ClaimAllocation<D>],
+    candidates: &[String],
+    selected_node: Option<&str>,
+) -> Vec<ClaimStatusEntry> {
+    let allowed: HashSet<&str> = candidates.iter().map(String::as_str).collect();
+    pending
+        .iter()
+        .map(|item| {
+            let mut seen = HashSet::new();
+            let nodes = item
+                .unsuitable_nodes
+                .iter()
+                .filter(|n| allowed.contains(n.as_str()) && seen.insert(n.as_str()))
+                .cloned()
+                .collect();
+            ClaimStatusEntry {
+                name: item.pod_claim_name.clone(),
+                unsuitable_nodes: truncate_nodes(nodes, selected_node),
+            }
+        })
+        .collect()
+}
+
+fn claim_name(pod: &Pod, pod_claim: &PodResourceClaim) -> Result<Option<(String, bool)>> {
+    let source = pod_claim.source.as_ref();
+    if let Some(name) = source.and_then(|s| s.resource_claim_name.as_ref()) {
+        return Ok(Some((name.clone(), false)));
+    }
+    if source
+        .and_then(|s| s.resource_claim_template_name.as_ref())
+        .is_some()
+    {
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.resource_claim_statuses.as_ref());
+        let entry = statuses
+            .and_then(|list| list.iter().find(|s| s.name == pod_claim.name))
+            .ok_or(Error::ClaimNotCreated)?;
+        return Ok(entry.resource_claim_name.clone().map(|n| (n, true)));
+    }
+    Err(Error::UnsupportedClaimSource)
+}
+
+impl<D: Driver> Inner<D> {
+    pub(crate) async fn sync_context(
+        &self,
+        context: Arc<PodSchedulingContext>,
+    ) -> Result<SyncOutcome> {
+        if context.metadata.deletion_timestamp.is_some() {
+            return Ok(SyncOutcome::Done);
+        }
+        let selected_node = context
+            .spec
+            .selected_node
+            .as_deref()
+            .filter(|n| !n.is_empty());
+        let potential_nodes = context.spec.potential_nodes.clone().unwrap_or_default();
+        if selected_node.is_none() && potential_nodes.is_empty() {
+            return Ok(SyncOutcome::Done);
+        }
+        let namespace = context.namespace().unwrap_or_default();
+        // The pod comes from the watch; when it arrives later its event re-queues this context.
+        let Some(pod) = self.caches.pod(&namespace, &context.name_any()) else {
+            return Ok(SyncOutcome::Done);
+        };
+        if pod.metadata.deletion_timestamp.is_some() || !controlled_by(&context, &pod) {
+            return Ok(SyncOutcome::Done);
+        }
+
+        let mut pending = Vec::new();
+        for pod_claim in pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.resource_claims.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            match self.pending_claim(&pod, pod_claim).await {
+                Ok(Some(item)) => pending.push(item),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(Error::PodClaim {
+                        name: pod_claim.name.clone(),
+                        source: Box::new(e),
+                    })
+                }
+            }
+        }
+        if pending.is_empty() {
+            return Ok(SyncOutcome::Periodic);
+        }
+
+        // The selected node is checked even when the scheduler did not list it as potential.
+        let mut candidates = potential_nodes;
+        if let Some(node) = selected_node {
+            if !candidates.iter().any(|n| n == node) {
+                candidates.push(node.to_owned());
+            }
+        }
+        self.driver
+            .unsuitable_nodes(&pod, &mut pending, &candidates)
+            .await
+            .map_err(|e| Error::UnsuitableNodes(e.to_string()))?;
+        let entries = status_entries(&pending, &candidates, selected_node);
+        let allocation_error = match selected_node {
+            Some(node) => self.allocate_on_selected(&pod, pending, node).await,
+            None => None,
+        };
+
+        // The report is written even when the allocation failed, so the scheduler can move on.
+        if let Some(patch) = status_patch(&context, &entries) {
+            let written = self
+                .api
+                .patch_scheduling_context_status(&namespace, &context.name_any(), &patch)
+                .await;
+            if let Err(e) = written {
+                if allocation_error.is_none() {
+                    return Err(Error::UpdateSchedulingStatus(e));
+                }
+                warn!(error = %e, "Failed to update unsuitable nodes");
+            }
+        }
+        match allocation_error {
+            Some(e) => Err(e),
+            None => Ok(SyncOutcome::Periodic),
+        }
+    }
+
+    /// Allocates the pending claims on the selected node unless a claim reported it unsuitable;
+    /// returns the joined per-claim errors.
+    async fn allocate_on_selected(
+        &self,
+        pod: &Pod,
+        pending: Vec<ClaimAllocation<D>>,
+        node: &str,
+    ) -> Option<Error> {
+        if pending
+            .iter()
+            .any(|item| item.unsuitable_nodes.iter().any(|n| n == node))
+        {
+            debug!(node, "Selected node is unsuitable, not allocating");
+            return None;
+        }
+        let user = ResourceClaimConsumerReference {
+            api_group: None,
+            resource: "pods".to_owned(),
+            name: pod.name_any(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+        };
+        let mut errors: Vec<Error> = self
+            .allocate_claims(pending, Some(node), Some(&user))
+            .await
+            .into_iter()
+            .map(|(claim, source)| Error::ClaimAllocation {
+                claim,
+                source: Box::new(source),
+            })
+            .collect();
+        match errors.len() {
+            0 => None,
+            1 => errors.pop(),
+            _ => Some(Error::Joined(errors)),
+        }
+    }
+
+    /// The pending claim behind one pod claim, or `None` when it is not ours to allocate now.
+    async fn pending_claim(
+        &self,
+        pod: &Pod,
+        pod_claim: &PodResourceClaim,
+    ) -> Result<Option<ClaimAllocation<D>>> {
+        let Some((name, must_be_owned)) = claim_name(pod, pod_claim)? else {
+            return Ok(None);
+        };
+        let namespace = pod.namespace().unwrap_or_default();
+        let Some(claim) = self.claim(&namespace, &name) else {
+            return Ok(None);
+        };
+        if must_be_owned {
+            let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+            let owned = claim
+                .owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && o.uid == uid);
+            if !owned {
+                return Err(Error::ClaimNotForPod {
+                    claim: name,
+                    pod: pod.name_any(),
+                });
+            }
+        }
+        let delayed = claim
+            .spec
+            .allocation_mode
+            .as_deref()
+            .unwrap_or("WaitForFirstConsumer")
+            == "WaitForFirstConsumer";
+        if !delayed || is_allocated(&claim) {
+            return Ok(None);
+        }
+        let class_name = &claim.spec.resource_class_name;
+        let class = self
+            .caches
+            .class(class_name)
+            .ok_or_else(|| Error::ClassNotFound(class_name.clone()))?;
+        if class.driver_name != self.name {
+            return Ok(None);
+        }
+        let (class_parameters, claim_parameters) = self.parameters(&claim, &class, true).await?;
+        Ok(Some(ClaimAllocation::new(
+            pod_claim.name.clone(),
+            claim,
+            class,
+            class_parameters,
+            claim_parameters,
+        )))
+    }
+}

@@ -1,0 +1,216 @@
+//! The rate-limited work queue of sync keys.
+//!
+//! A key is queued at most once and never handed to two workers at once: a key added while it is
+//! being processed is queued again when its worker calls [`WorkQueue::done`]. Retries use a per-key
+//! exponential backoff combined with an overall token bucket; the larger delay wins. Owns only the
+//! queue; must not depend on the API client or the driver.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+/// Retry limits of the queue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    /// First per-key retry delay (doubles with every failure).
+    pub base_delay: Duration,
+    /// Largest per-key retry delay.
+    pub max_delay: Duration,
+    /// Overall retry rate, tokens per second.
+    pub qps: f64,
+    /// Overall burst, tokens.
+    pub burst: u32,
+}
+
+impl Default for RateLimit {
+    /// The client-go default: 5 ms .. 1000 s per key, 10/s with burst 100 overall.
+    fn default() -> Self {
+        Self {
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_secs(1000),
+            qps: 10.0,
+            burst: 100,
+        }
+    }
+}
+
+/// A deduplicating, rate-limited queue of string keys. Clones share the queue.
+#[derive(Clone)]
+pub struct WorkQueue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    limit: RateLimit,
+    state: Mutex<State>,
+    notify: Notify,
+}
+
+struct State {
+    queue: VecDeque<String>,
+    dirty: HashSet<String>,
+    processing: HashSet<String>,
+    failures: HashMap<String, u32>,
+    tokens: f64,
+    refilled: Instant,
+    shut_down: bool,
+}
+
+impl WorkQueue {
+    /// An empty queue with the given retry limits.
+    pub fn new(limit: RateLimit) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                limit,
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    dirty: HashSet::new(),
+                    processing: HashSet::new(),
+                    failures: HashMap::new(),
+                    tokens: f64::from(limit.burst),
+                    refilled: Instant::now(),
+                    shut_down: false,
+                }),
+                notify: Notify::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.state.lock().expect("work queue lock")
+    }
+
+    /// Queues `key` unless it is already queued. A key being processed is queued again after
+    /// [`WorkQueue::done`].
+    pub fn add(&self, key: &str) {
+        let mut state = self.lock();
+        if state.shut_down || state.dirty.contains(key) {
+            return;
+        }
+        state.dirty.insert(key.to_owned());
+        if !state.processing.contains(key) {
+            state.queue.push_back(key.to_owned());
+            drop(state);
+            self.inner.notify.notify_one();
+        }
+    }
+
+    /// Queues `key` after `delay` (must be called inside a tokio runtime when `delay` is non-zero).
+    pub fn add_after(&self, key: &str, delay: Duration) {
+        if delay.is_zero() {
+            self.add(key);
+            return;
+        }
+        let queue = self.clone();
+        let key = key.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            queue.add(&key);
+        });
+    }
+
+    /// Queues `key` after its next backoff delay.
+    pub fn add_rate_limited(&self, key: &str) {
+        let delay = self.next_delay(key);
+        self.add_after(key, delay);
+    }
+
+    /// The delay before the next retry of `key`, counting this retry: the larger of the per-key
+    /// exponential backoff and the overall token bucket's wait.
+    pub fn next_delay(&self, key: &str) -> Duration {
+        let limit = self.inner.limit;
+        let mut state = self.lock();
+        let failures = state.failures.entry(key.to_owned()).or_insert(0);
+        let exponent = i32::try_from((*failures).min(63)).unwrap_or(63);
+        *failures = failures.saturating_add(1);
+        let factor = 2f64.powi(exponent);
+        let backoff = limit.base_delay.as_secs_f64() * factor;
+        let backoff = Duration::from_secs_f64(backoff.min(limit.max_delay.as_secs_f64()));
+
+        let now = Instant::now();
+        let elapsed = now.duration_since(state.refilled).as_secs_f64();
+        state.refilled = now;
+        state.tokens = (state.tokens + elapsed * limit.qps).min(f64::from(limit.burst)) - 1.0;
+        let bucket = if state.tokens < 0.0 && limit.qps > 0.0 {
+            Duration::from_secs_f64(-state.tokens / limit.qps)
+        } else {
+            Duration::ZERO
+        };
+        backoff.max(bucket)
+    }
+
+    /// Clears the failure count of `key` (after a successful sync or a delete).
+    pub fn forget(&self, key: &str) {
+        self.lock().failures.remove(key);
+    }
+
+    /// How many retries of `key` are counted.
+    pub fn num_requeues(&self, key: &str) -> u32 {
+        self.lock().failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// Waits for the next key and marks it as being processed; `None` once the queue is shut down.
+    pub async fn get(&self) -> Option<String> {
+        loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.lock();
+                if state.shut_down {
+                    return None;
+                }
+                if let Some(key) = state.queue.pop_front() {
+                    state.dirty.remove(&key);
+                    state.processing.insert(key.clone());
+                    let more = !state.queue.is_empty();
+                    drop(state);
+                    if more {
+                        self.inner.notify.notify_one();
+                    }
+                    return Some(key);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Marks `key` as no longer being processed, re-queuing it if it was added meanwhile.
+    pub fn done(&self, key: &str) {
+        let mut state = self.lock();
+        state.processing.remove(key);
+        if state.dirty.contains(key) && !state.shut_down {
+            state.queue.push_back(key.to_owned());
+            drop(state);
+            self.inner.notify.notify_one();
+        }
+    }
+
+    /// Stops handing out keys; waiting [`WorkQueue::get`] calls return `None`.
+    pub fn shut_down(&self) {
+        self.lock().shut_down = true;
+        self.inner.notify.notify_waiters();
+    }
+
+    /// Whether [`WorkQueue::shut_down`] was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.lock().shut_down
+    }
+
+    /// Number of keys waiting to be processed (the `workqueue_depth` metric).
+    pub fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// Whether no key is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `key` is being processed right now.
+    pub fn is_processing(&self, key: &str) -> bool {
+        self.lock().processing.contains(key)
+    }
+}
