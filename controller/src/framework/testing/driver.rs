@@ -1,7 +1,9 @@
 //! [`ScriptedDriver`]: a [`Driver`] whose answers are set by the test and whose calls are recorded.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
@@ -61,6 +63,7 @@ struct Script {
     deallocate_error: Option<String>,
     unsuitable: HashMap<String, Vec<String>>,
     unsuitable_error: Option<String>,
+    allocate_delay: Duration,
 }
 
 /// A driver that succeeds unless told otherwise. Class parameters are `"class:<name>"`, claim
@@ -71,6 +74,8 @@ pub struct ScriptedDriver {
     name: String,
     script: Mutex<Script>,
     calls: Mutex<Vec<DriverCall>>,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
 }
 
 impl ScriptedDriver {
@@ -143,6 +148,16 @@ impl ScriptedDriver {
         self.script().unsuitable_error = message.map(str::to_owned);
     }
 
+    /// Every allocate call sleeps this long (to observe concurrency).
+    pub fn set_allocate_delay(&self, delay: Duration) {
+        self.script().allocate_delay = delay;
+    }
+
+    /// The largest number of allocate calls that ran at the same time.
+    pub fn max_concurrent_allocations(&self) -> usize {
+        self.max_in_flight.load(Ordering::SeqCst)
+    }
+
     /// The allocation this driver produces for `node` (`None`: immediate).
     pub fn allocation_for(&self, node: Option<&str>) -> AllocationResult {
         AllocationResult {
@@ -203,6 +218,13 @@ impl Driver for ScriptedDriver {
                 })
                 .collect(),
         });
+        let delay = self.script().allocate_delay;
+        if !delay.is_zero() {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(delay).await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
         let script = self.script();
         for item in claims.iter_mut() {
             if let Some(e) = script.allocate_errors.get(item.claim_name()) {

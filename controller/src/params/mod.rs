@@ -1,0 +1,14 @@
+//! Driver parameters: the `dra-ledger.io/v1alpha1` custom resources (`DeviceClassParameters`,
+//! `DeviceClaimParameters`) generated from Rust types, and their conversion into the allocator's
+//! model with validation errors that name the field.
+//!
+//! Owns only the shape of the parameter objects; reads nothing from the cluster itself.
+
+mod convert;
+mod crd;
+
+pub use convert::{class_defaults, claim_request, ParamsError};
+pub use crd::{
+    crd_manifests, DeviceClaimParameters, DeviceClaimParametersSpec, DeviceClassParameters,
+    DeviceClassParametersSpec, RequirementSpec, SharingSpec, API_GROUP, API_VERSION,
+};
