@@ -60,8 +60,12 @@ raw_type!(
     ClaimUid, "dra_ledger::ClaimUid@v1", None
 );
 raw_type!(
-    /// A big-endian `u64` sequence number.
-    Sequence, "dra_ledger::Sequence@v1", Some(8)
+    /// An intent id, a big-endian `u64`.
+    IntentId, "dra_ledger::IntentId@v1", Some(8)
+);
+raw_type!(
+    /// An audit sequence number, a big-endian `u64`.
+    AuditSeq, "dra_ledger::AuditSeq@v1", Some(8)
 );
 raw_type!(
     /// `claim uid 0x00 big-endian u64 intent id`, ordered bytewise.
@@ -90,15 +94,15 @@ pub const DEVICES: TableDefinition<DeviceKey, DeviceRecord> = TableDefinition::n
 pub const ALLOCATIONS: TableDefinition<ClaimUid, AllocationRecord> =
     TableDefinition::new("allocations");
 /// The intent journal keyed by intent id.
-pub const INTENTS: TableDefinition<Sequence, IntentRecord> = TableDefinition::new("intents");
+pub const INTENTS: TableDefinition<IntentId, IntentRecord> = TableDefinition::new("intents");
 /// Index: claim UID to the id of its open allocate intent.
-pub const PENDING_INTENTS: TableDefinition<ClaimUid, Sequence> =
+pub const PENDING_INTENTS: TableDefinition<ClaimUid, IntentId> =
     TableDefinition::new("pending_intents");
 /// Index: (claim UID, intent id) of every journalled intent.
 pub const CLAIM_INTENTS: TableDefinition<ClaimIntentKey, ()> =
     TableDefinition::new("claim_intents");
 /// The audit log keyed by sequence number.
-pub const AUDIT: TableDefinition<Sequence, AuditRecord> = TableDefinition::new("audit");
+pub const AUDIT: TableDefinition<AuditSeq, AuditRecord> = TableDefinition::new("audit");
 
 /// Every table name of schema version 1, `meta` included.
 pub const TABLE_NAMES: [&str; 7] = [

@@ -1,1 +1,359 @@
-//! The durable ledger (redb).
+//! The durable ledger: one redb file holding the device inventory, the allocations keyed by claim
+//! UID, the intent journal and the audit log (tables and their invariants in [`tables`]).
+//!
+//! Writes go through one writer thread with group commit (see `writer`): every write method
+//! blocks until the durable commit that carries it, so an allocation returned to the caller is
+//! already on disk as an intent. Reads use their own snapshots and never wait for the writer.
+//! Methods are blocking; async callers use `spawn_blocking`. The fitting decisions come from
+//! [`crate::fit`]; this module owns all storage and must not be imported by `model` or `fit`.
+
+mod error;
+mod inventory;
+mod ops;
+pub mod records;
+mod stats;
+mod store;
+pub mod tables;
+mod txn;
+pub mod types;
+mod verify;
+mod views;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, StorageError};
+
+pub use error::{LedgerError, Result};
+pub use stats::{CommitHook, CommitSample, CommitStats, RECENT_COMMITS};
+pub use store::{system_clock, Clock};
+pub use types::{
+    AllocateRequest, Allocation, AllocationPage, AllocationQuery, AllocationState, AuditEntry,
+    AuditEvent, ClaimDetail, ClaimRef, DeviceConsumer, DeviceCounts, DeviceStatus, ImportRequest,
+    Intent, IntentKind, InventoryChange, NodeSummary, PendingIntent, PodClaimRequest, Resolution,
+    Utilisation, VerifyReport,
+};
+
+use stats::StatsRecorder;
+use writer::{Retention, WriterHandle, WriterState};
+
+use crate::model::Device;
+
+/// How a ledger is opened.
+#[derive(Clone)]
+pub struct LedgerOptions {
+    /// Source of timestamps (unix milliseconds).
+    pub clock: Clock,
+    /// Audit entries kept; older ones are pruned (at least 1).
+    pub audit_retention: u64,
+    /// Resolved journal entries kept; open intents are never pruned (at least 1).
+    pub intent_retention: u64,
+    /// Most operations in one commit.
+    pub max_batch: usize,
+    /// redb page cache in bytes.
+    pub cache_bytes: usize,
+    /// Called after every commit with its batch size and latency.
+    pub on_commit: Option<CommitHook>,
+}
+
+impl Default for LedgerOptions {
+    fn default() -> Self {
+        LedgerOptions {
+            clock: system_clock(),
+            audit_retention: 100_000,
+            intent_retention: 100_000,
+            max_batch: 256,
+            cache_bytes: 64 * 1024 * 1024,
+            on_commit: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for LedgerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LedgerOptions")
+            .field("audit_retention", &self.audit_retention)
+            .field("intent_retention", &self.intent_retention)
+            .field("max_batch", &self.max_batch)
+            .field("cache_bytes", &self.cache_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    // Declared first so it drops (joining the writer) before the database handle.
+    writer: WriterHandle,
+    db: Arc<Database>,
+    path: PathBuf,
+    driver_name: String,
+    stats: Arc<StatsRecorder>,
+}
+
+/// A handle to an open ledger file; cheap to clone and shareable between threads.
+#[derive(Clone)]
+pub struct Ledger {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("path", &self.inner.path)
+            .field("driver_name", &self.inner.driver_name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn open_error(path: &Path, error: DatabaseError) -> LedgerError {
+    match error {
+        DatabaseError::DatabaseAlreadyOpen => LedgerError::FileLocked {
+            path: path.to_path_buf(),
+        },
+        DatabaseError::Storage(StorageError::Io(source)) => LedgerError::FileOpen {
+            path: path.to_path_buf(),
+            source,
+        },
+        other => LedgerError::storage(other),
+    }
+}
+
+impl Ledger {
+    /// Opens (or creates) the ledger at `path` for `driver_name` with default options.
+    ///
+    /// An older schema is migrated after a backup copy; a newer one, a corrupt file or a file of
+    /// another driver is refused with a clear error.
+    pub fn open(path: impl AsRef<Path>, driver_name: &str) -> Result<Ledger> {
+        Self::open_with(path, driver_name, LedgerOptions::default())
+    }
+
+    /// Opens (or creates) the ledger at `path` with `options`.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        driver_name: &str,
+        options: LedgerOptions,
+    ) -> Result<Ledger> {
+        let path = path.as_ref().to_path_buf();
+        ops::check_name("driver name", driver_name)?;
+        let fresh = !path.exists();
+        if !fresh {
+            let info = dra_migrations::inspect(&path)?;
+            if info.driver_name != driver_name {
+                return Err(LedgerError::DriverMismatch {
+                    path,
+                    found: info.driver_name,
+                    expected: driver_name.to_owned(),
+                });
+            }
+            if let dra_migrations::MigrateOutcome::Migrated { from, to, backup } =
+                dra_migrations::migrate(&path)?
+            {
+                tracing::info!(from, to, backup = %backup.display(), "Migrated ledger schema");
+            }
+        }
+        let mut builder = Database::builder();
+        builder.set_cache_size(options.cache_bytes);
+        let db = if fresh {
+            builder.create(&path)
+        } else {
+            builder.open(&path)
+        }
+        .map_err(|error| open_error(&path, error))?;
+        let txn = db.begin_write().map_err(LedgerError::storage)?;
+        if fresh {
+            dra_migrations::initialize(&txn, driver_name)?;
+        }
+        tables::create_all(&txn)?;
+        txn.commit().map_err(LedgerError::storage)?;
+
+        let db = Arc::new(db);
+        let mut state = WriterState {
+            inventory: crate::fit::Inventory::new(),
+            next_intent: 1,
+            next_audit: 1,
+            clock: options.clock,
+            retention: Retention {
+                audit: options.audit_retention.max(1),
+                intents: options.intent_retention.max(1),
+            },
+        };
+        state.reload(&db)?;
+        let recorder = Arc::new(StatsRecorder::new(options.on_commit));
+        let writer = WriterHandle::spawn(db.clone(), state, recorder.clone(), options.max_batch)?;
+        Ok(Ledger {
+            inner: Arc::new(Inner {
+                writer,
+                db,
+                path,
+                driver_name: driver_name.to_owned(),
+                stats: recorder,
+            }),
+        })
+    }
+
+    /// The ledger file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The driver the ledger belongs to.
+    pub fn driver_name(&self) -> &str {
+        &self.inner.driver_name
+    }
+
+    fn read(&self) -> Result<ReadTransaction> {
+        self.inner.db.begin_read().map_err(LedgerError::storage)
+    }
+
+    /// Allocates one claim (on `request.node`, or the best node by policy). Idempotent: a repeat
+    /// returns the same devices; a repeat with other parameters is [`LedgerError::ClaimConflict`]
+    /// until released. Returns once the intent and the reservation are durable.
+    pub fn allocate(&self, request: AllocateRequest) -> Result<Allocation> {
+        self.inner
+            .writer
+            .submit(move |tx| ops::allocate(tx, &request))
+    }
+
+    /// Allocates all `claims` of pod `pod_uid` on `node` in one transaction, all or nothing.
+    /// Claims already allocated there with the same parameters are returned unchanged.
+    pub fn allocate_pod(
+        &self,
+        pod_uid: &str,
+        node: &str,
+        claims: Vec<PodClaimRequest>,
+    ) -> Result<Vec<Allocation>> {
+        let (pod_uid, node) = (pod_uid.to_owned(), node.to_owned());
+        self.inner
+            .writer
+            .submit(move |tx| ops::allocate_pod(tx, &pod_uid, &node, &claims))
+    }
+
+    /// Marks the claim's allocation as seen in the cluster (resolves its intent). Idempotent.
+    pub fn confirm(&self, uid: &str) -> Result<Allocation> {
+        let uid = uid.to_owned();
+        self.inner.writer.submit(move |tx| ops::confirm(tx, &uid))
+    }
+
+    /// Frees the claim's devices. Idempotent: `None` when the claim had no allocation.
+    pub fn release(&self, uid: &str) -> Result<Option<Allocation>> {
+        let uid = uid.to_owned();
+        self.inner.writer.submit(move |tx| ops::release(tx, &uid))
+    }
+
+    /// Drops a pending allocation that never reached the cluster; `None` when there is none.
+    /// A confirmed allocation is [`LedgerError::AbortConfirmed`].
+    pub fn abort(&self, uid: &str) -> Result<Option<Allocation>> {
+        let uid = uid.to_owned();
+        self.inner.writer.submit(move |tx| ops::abort(tx, &uid))
+    }
+
+    /// Records an allocation the cluster shows as confirmed (rebuilding a lost ledger).
+    pub fn import(&self, request: ImportRequest) -> Result<Allocation> {
+        self.inner
+            .writer
+            .submit(move |tx| inventory::import(tx, &request))
+    }
+
+    /// Replaces the published devices of `node`. Allocated devices that vanish are kept as
+    /// missing; free ones are removed.
+    pub fn set_inventory(&self, node: &str, devices: Vec<Device>) -> Result<InventoryChange> {
+        let node = node.to_owned();
+        self.inner
+            .writer
+            .submit(move |tx| inventory::set_inventory(tx, &node, &devices))
+    }
+
+    /// Takes a device out of allocation; existing consumers keep it. `true` when it changed.
+    pub fn cordon(&self, node: &str, device: &str) -> Result<bool> {
+        let (node, device) = (node.to_owned(), device.to_owned());
+        self.inner
+            .writer
+            .submit(move |tx| inventory::set_cordon(tx, &node, &device, true))
+    }
+
+    /// Puts a cordoned device back into allocation. `true` when it changed.
+    pub fn uncordon(&self, node: &str, device: &str) -> Result<bool> {
+        let (node, device) = (node.to_owned(), device.to_owned());
+        self.inner
+            .writer
+            .submit(move |tx| inventory::set_cordon(tx, &node, &device, false))
+    }
+
+    /// Per node device counts, by node name.
+    pub fn nodes(&self) -> Result<Vec<NodeSummary>> {
+        views::nodes(&self.read()?)
+    }
+
+    /// The devices of `node` with their state; `None` for a node without devices.
+    pub fn node_devices(&self, node: &str) -> Result<Option<Vec<DeviceStatus>>> {
+        views::node_devices(&self.read()?, node)
+    }
+
+    /// The allocation of claim `uid`.
+    pub fn allocation(&self, uid: &str) -> Result<Option<Allocation>> {
+        views::allocation(&self.read()?, uid)
+    }
+
+    /// The claim's allocation and intent history; `None` when the ledger never saw it (or its
+    /// history was pruned).
+    pub fn claim(&self, uid: &str) -> Result<Option<ClaimDetail>> {
+        views::claim(&self.read()?, uid)
+    }
+
+    /// A page of allocations by claim UID, optionally filtered by namespace and node.
+    pub fn allocations(&self, query: &AllocationQuery) -> Result<AllocationPage> {
+        views::allocations(&self.read()?, query)
+    }
+
+    /// Allocations whose intent is durable but not yet confirmed, by intent id; after a crash,
+    /// the controller resolves each against the cluster.
+    pub fn pending_intents(&self) -> Result<Vec<PendingIntent>> {
+        views::pending_intents(&self.read()?)
+    }
+
+    /// Audit entries with a sequence number above `after`, at most `limit`.
+    pub fn audit_since(&self, after: u64, limit: usize) -> Result<Vec<AuditEntry>> {
+        views::audit_since(&self.read()?, after, limit)
+    }
+
+    /// Device totals and per attribute value, with claim and pending counts.
+    pub fn utilisation(&self) -> Result<Utilisation> {
+        views::utilisation(&self.read()?)
+    }
+
+    /// Group-commit statistics.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.inner.stats.snapshot()
+    }
+
+    /// Checks every invariant of the file and that the writer's in-memory inventory agrees with
+    /// it. Problems are listed in the report; `Err` only when the check itself cannot run.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let memory = self
+            .inner
+            .writer
+            .submit(|tx| verify::inventory_agrees(tx))?;
+        let mut report =
+            verify::verify_snapshot(&self.read()?, &self.inner.path, &self.inner.driver_name)?;
+        report.problems.extend(memory);
+        Ok(report)
+    }
+
+    /// Writes a consistent copy of the ledger (one read snapshot) to a new file at `to`.
+    pub fn backup(&self, to: impl AsRef<Path>) -> Result<()> {
+        let to = to.as_ref();
+        let failed = |reason: String| LedgerError::Backup {
+            path: to.to_path_buf(),
+            reason,
+        };
+        if to.exists() {
+            return Err(failed("destination exists".to_owned()));
+        }
+        let snapshot = self.read()?;
+        let copy = Database::create(to).map_err(|e| failed(e.to_string()))?;
+        let txn = copy.begin_write().map_err(|e| failed(e.to_string()))?;
+        dra_migrations::copy_current_tables(&snapshot, &txn).map_err(|e| failed(e.to_string()))?;
+        txn.commit().map_err(|e| failed(e.to_string()))?;
+        Ok(())
+    }
+}

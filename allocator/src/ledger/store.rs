@@ -1,0 +1,164 @@
+//! Low-level access to the tables: decoding with errors instead of panics, converting stored
+//! records to the fitting layer's views, and deriving the writer's in-memory state from a file.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
+
+use super::records::{Consumer, DeviceRecord, StoredSharing};
+use super::tables::{DeviceKey, Stored, Undecodable, AUDIT, DEVICES, INTENTS};
+use super::{LedgerError, Result};
+use crate::fit::{Consumers, DeviceView, Inventory, NodeView, SharedConsumer};
+use crate::model::{Attributes, Device};
+
+/// The source of "now" in unix milliseconds; tests pass a fake one.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// The wall clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    })
+}
+
+/// A decoded record, or the error naming its table.
+pub(crate) fn decoded<T>(
+    table: &'static str,
+    value: std::result::Result<T, Undecodable>,
+) -> Result<T> {
+    value.map_err(|error| LedgerError::RecordDecode {
+        table,
+        reason: error.reason,
+    })
+}
+
+/// Opens a table in a read transaction.
+pub(crate) fn read_table<K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &ReadTransaction,
+    definition: TableDefinition<K, V>,
+) -> Result<redb::ReadOnlyTable<K, V>> {
+    txn.open_table(definition).map_err(|error| match error {
+        TableError::TableDoesNotExist(name) => {
+            LedgerError::Storage(format!("table {name} is missing from the ledger file"))
+        }
+        other => LedgerError::storage(other),
+    })
+}
+
+/// The model attributes of a stored device.
+pub(crate) fn attributes_of(record: &DeviceRecord) -> Result<Attributes> {
+    record
+        .attributes
+        .iter()
+        .map(|(name, value)| {
+            value
+                .to_model()
+                .map(|v| (name.clone(), v))
+                .map_err(|reason| LedgerError::RecordDecode {
+                    table: "devices",
+                    reason: format!("attribute {name}: {reason}"),
+                })
+        })
+        .collect()
+}
+
+/// The fitting layer's view of a device's consumers.
+pub(crate) fn consumers_of(consumers: &[Consumer]) -> Consumers {
+    if consumers.is_empty() {
+        return Consumers::None;
+    }
+    if let Some(exclusive) = consumers
+        .iter()
+        .find(|c| c.sharing == StoredSharing::Exclusive)
+    {
+        return Consumers::Exclusive {
+            claim_uid: exclusive.claim_uid.clone(),
+        };
+    }
+    Consumers::Shared(
+        consumers
+            .iter()
+            .map(|c| SharedConsumer {
+                claim_uid: c.claim_uid.clone(),
+                max_consumers: match c.sharing {
+                    StoredSharing::Shared { max_consumers } => max_consumers,
+                    StoredSharing::Exclusive => 1,
+                },
+            })
+            .collect(),
+    )
+}
+
+/// The fitting layer's view of one stored device.
+pub(crate) fn device_view(name: &str, record: &DeviceRecord) -> Result<DeviceView> {
+    Ok(DeviceView {
+        device: Device {
+            name: name.to_owned(),
+            attributes: attributes_of(record)?,
+        },
+        cordoned: record.cordoned,
+        missing: record.missing,
+        consumers: consumers_of(&record.consumers),
+    })
+}
+
+/// Builds the inventory from the devices table.
+pub(crate) fn inventory_from(
+    table: &impl ReadableTable<DeviceKey, Stored<DeviceRecord>>,
+) -> Result<Inventory> {
+    let mut nodes: BTreeMap<String, Vec<DeviceView>> = BTreeMap::new();
+    for entry in table.iter().map_err(LedgerError::storage)? {
+        let (key, value) = entry.map_err(LedgerError::storage)?;
+        let (node, device) = key.value().parts();
+        let record = decoded("devices", value.value())?;
+        nodes
+            .entry(node)
+            .or_default()
+            .push(device_view(&device, &record)?);
+    }
+    Inventory::from_nodes(
+        nodes
+            .into_iter()
+            .map(|(name, devices)| NodeView::new(name, devices)),
+    )
+    .map_err(|error| LedgerError::RecordDecode {
+        table: "devices",
+        reason: error.to_string(),
+    })
+}
+
+/// Builds the inventory from a committed snapshot.
+pub(crate) fn load_inventory(txn: &ReadTransaction) -> Result<Inventory> {
+    inventory_from(&read_table(txn, DEVICES)?)
+}
+
+/// The next intent id and audit sequence number of a committed snapshot.
+pub(crate) fn next_sequences(txn: &ReadTransaction) -> Result<(u64, u64)> {
+    let intents = read_table(txn, INTENTS)?;
+    let audit = read_table(txn, AUDIT)?;
+    let next_intent = intents
+        .last()
+        .map_err(LedgerError::storage)?
+        .map_or(1, |(key, _)| key.value().0 + 1);
+    let next_audit = audit
+        .last()
+        .map_err(LedgerError::storage)?
+        .map_or(1, |(key, _)| key.value().0 + 1);
+    Ok((next_intent, next_audit))
+}
+
+/// How many entries a table holds.
+pub(crate) fn count(table: &impl ReadableTableMetadata) -> Result<u64> {
+    table.len().map_err(LedgerError::storage)
+}
+
+/// A stable 64-bit FNV-1a hash (the request fingerprint; never `std`'s randomised hasher).
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}

@@ -1,0 +1,274 @@
+//! The ledger's public request and view types (what the controller and the admin API use).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use super::records::{AllocationState, AuditEvent, IntentKind, Resolution};
+use crate::model::{Attributes, EffectiveRequest, Sharing};
+
+/// Identifies a claim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ClaimRef {
+    /// The claim UID (the ledger's key).
+    pub uid: String,
+    /// The claim namespace.
+    pub namespace: String,
+    /// The claim name.
+    pub name: String,
+}
+
+impl ClaimRef {
+    /// A claim reference.
+    pub fn new(
+        uid: impl Into<String>,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        ClaimRef {
+            uid: uid.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+/// One claim to allocate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocateRequest {
+    /// The claim.
+    pub claim: ClaimRef,
+    /// The pod the allocation is for (delayed allocation), if any.
+    pub pod_uid: Option<String>,
+    /// What the claim asks for, its class applied.
+    pub request: EffectiveRequest,
+    /// The node to allocate on, or `None` for the best node by the request's policy.
+    pub node: Option<String>,
+}
+
+/// One claim of a pod to allocate together with the pod's other claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodClaimRequest {
+    /// The claim.
+    pub claim: ClaimRef,
+    /// What the claim asks for, its class applied.
+    pub request: EffectiveRequest,
+}
+
+/// An allocation known from the cluster, recorded as confirmed (ledger rebuild).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportRequest {
+    /// The claim.
+    pub claim: ClaimRef,
+    /// The pod, if known.
+    pub pod_uid: Option<String>,
+    /// The node of the allocation.
+    pub node: String,
+    /// The devices of the allocation.
+    pub devices: Vec<String>,
+    /// How the claim holds them.
+    pub sharing: Sharing,
+}
+
+/// The allocation of one claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocation {
+    /// The claim.
+    pub claim: ClaimRef,
+    /// The pod it was made for, if any.
+    pub pod_uid: Option<String>,
+    /// The node holding the devices.
+    pub node: String,
+    /// Device names on the node.
+    pub devices: Vec<String>,
+    /// How the claim holds them.
+    pub sharing: Sharing,
+    /// Pending until the cluster is seen to carry it.
+    pub state: AllocationState,
+    /// The intent that created it.
+    pub intent: u64,
+    /// Unix milliseconds of creation.
+    pub created_ms: u64,
+    /// Unix milliseconds of the last change.
+    pub updated_ms: u64,
+}
+
+/// One page of allocations ordered by claim UID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllocationQuery {
+    /// Only claims with a UID greater than this (the previous page's `next`).
+    pub after: Option<String>,
+    /// At most this many (0 means 100).
+    pub limit: usize,
+    /// Only this namespace.
+    pub namespace: Option<String>,
+    /// Only this node.
+    pub node: Option<String>,
+}
+
+/// A page of allocations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationPage {
+    /// The allocations, by claim UID.
+    pub items: Vec<Allocation>,
+    /// The UID to pass as `after` for the next page; `None` on the last page.
+    pub next: Option<String>,
+}
+
+/// One journal entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// The intent id.
+    pub id: u64,
+    /// The claim UID.
+    pub claim_uid: String,
+    /// What it journals.
+    pub kind: IntentKind,
+    /// The node.
+    pub node: String,
+    /// The devices.
+    pub devices: Vec<String>,
+    /// Unix milliseconds.
+    pub at_ms: u64,
+    /// How and when an allocate intent ended; `None` while open (and for other kinds).
+    pub resolution: Option<(Resolution, u64)>,
+}
+
+/// A claim as the ledger knows it: its allocation, if any, and its intent history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimDetail {
+    /// The current allocation.
+    pub allocation: Option<Allocation>,
+    /// The claim's journalled intents, oldest first (within the retention bound).
+    pub intents: Vec<Intent>,
+}
+
+/// An allocation whose intent is durable but not yet seen in the cluster; the controller
+/// resolves it by confirming, or by aborting/releasing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingIntent {
+    /// The intent id.
+    pub intent: u64,
+    /// The claim.
+    pub claim: ClaimRef,
+    /// The pod, if any.
+    pub pod_uid: Option<String>,
+    /// The node.
+    pub node: String,
+    /// The reserved devices.
+    pub devices: Vec<String>,
+    /// Unix milliseconds when the intent was written.
+    pub created_ms: u64,
+}
+
+/// One audit entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// Sequence number; only grows.
+    pub seq: u64,
+    /// Unix milliseconds.
+    pub at_ms: u64,
+    /// What happened.
+    pub event: AuditEvent,
+}
+
+/// A claim holding a device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceConsumer {
+    /// The claim UID.
+    pub claim_uid: String,
+    /// How the claim holds the device.
+    pub sharing: Sharing,
+}
+
+/// One device with its state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceStatus {
+    /// The device name.
+    pub name: String,
+    /// Its attributes.
+    pub attributes: Attributes,
+    /// Out of allocation by an operator.
+    pub cordoned: bool,
+    /// No longer published while allocated.
+    pub missing: bool,
+    /// The claims holding it.
+    pub consumers: Vec<DeviceConsumer>,
+}
+
+/// Device counts by state. A device counts once in `free`/`allocated`, and additionally in
+/// `shared`, `cordoned` and `missing` when those apply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceCounts {
+    /// All devices.
+    pub total: u64,
+    /// Devices with no consumer, not cordoned and not missing.
+    pub free: u64,
+    /// Devices with at least one consumer.
+    pub allocated: u64,
+    /// Devices held by shared consumers.
+    pub shared: u64,
+    /// Cordoned devices.
+    pub cordoned: u64,
+    /// Missing devices.
+    pub missing: u64,
+}
+
+/// One node's device counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// The node.
+    pub node: String,
+    /// Its counts.
+    pub counts: DeviceCounts,
+}
+
+/// Utilisation totals and per attribute value (`model` -> `H200` -> counts).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Utilisation {
+    /// All devices.
+    pub totals: DeviceCounts,
+    /// Per attribute name, per value as text.
+    pub by_attribute: BTreeMap<String, BTreeMap<String, DeviceCounts>>,
+    /// Claims with an allocation.
+    pub claims_allocated: u64,
+    /// Allocations still pending confirmation.
+    pub intents_pending: u64,
+}
+
+/// What an inventory update changed on a node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryChange {
+    /// Devices newly recorded.
+    pub added: Vec<String>,
+    /// Devices whose attributes changed.
+    pub updated: Vec<String>,
+    /// Free devices no longer published, deleted.
+    pub removed: Vec<String>,
+    /// Allocated devices no longer published, now marked missing.
+    pub marked_missing: Vec<String>,
+    /// Missing devices published again.
+    pub restored: Vec<String>,
+}
+
+/// The result of [`super::Ledger::verify`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    /// Devices checked.
+    pub devices: u64,
+    /// Allocations checked.
+    pub allocations: u64,
+    /// Journal entries checked.
+    pub intents: u64,
+    /// Audit entries checked.
+    pub audit_entries: u64,
+    /// Every broken invariant found, one sentence each; empty when consistent.
+    pub problems: Vec<String>,
+}
+
+impl VerifyReport {
+    /// Whether no problem was found.
+    pub fn is_consistent(&self) -> bool {
+        self.problems.is_empty()
+    }
+}

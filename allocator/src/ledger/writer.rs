@@ -1,0 +1,240 @@
+//! The single writer thread and group commit.
+//!
+//! Callers hand operations to the writer over a channel and block on a one-shot reply. The writer
+//! drains everything queued (up to a bound), applies each operation in order inside ONE write
+//! transaction, commits once durably, and only then replies to every caller. An operation that is
+//! refused (conflict, no fit) has written nothing, by construction: operations validate before they
+//! mutate. An operation that fails in storage poisons the transaction: it is aborted, that caller
+//! gets the error, and the other operations of the batch are applied again in a fresh transaction.
+//!
+//! The writer also owns the in-memory [`Inventory`] the fitting logic reads. It is derived from the
+//! file on open, changed only alongside the tables, and rebuilt from the file whenever a
+//! transaction is abandoned, so it never runs ahead of what is durable for long.
+
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use redb::{Database, ReadableDatabase, WriteTransaction};
+
+use super::stats::{CommitSample, StatsRecorder};
+use super::store::{self, Clock};
+use super::{LedgerError, Result};
+use crate::fit::Inventory;
+
+/// Retention bounds of the journal and the audit log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retention {
+    pub(crate) audit: u64,
+    pub(crate) intents: u64,
+}
+
+/// What the writer keeps between transactions.
+pub(crate) struct WriterState {
+    pub(crate) inventory: Inventory,
+    pub(crate) next_intent: u64,
+    pub(crate) next_audit: u64,
+    pub(crate) clock: Clock,
+    pub(crate) retention: Retention,
+}
+
+impl WriterState {
+    /// Reloads everything derived from the file.
+    pub(crate) fn reload(&mut self, db: &Database) -> Result<()> {
+        let txn = db.begin_read().map_err(LedgerError::storage)?;
+        self.inventory = store::load_inventory(&txn)?;
+        let (intent, audit) = store::next_sequences(&txn)?;
+        self.next_intent = intent;
+        self.next_audit = audit;
+        Ok(())
+    }
+}
+
+/// One operation inside a write transaction: the transaction and the writer's state.
+pub(crate) struct Tx<'a> {
+    pub(crate) txn: &'a WriteTransaction,
+    pub(crate) state: &'a mut WriterState,
+}
+
+/// A queued operation with its reply channel.
+pub(crate) trait Job: Send {
+    /// Applies the operation; `false` when the transaction must be abandoned.
+    fn apply(&mut self, tx: &mut Tx<'_>) -> bool;
+    /// Sends the reply; `commit_error` is set when the batch's commit failed.
+    fn finish(self: Box<Self>, commit_error: Option<&str>);
+}
+
+struct Op<T, F> {
+    run: F,
+    result: Option<Result<T>>,
+    reply: SyncSender<Result<T>>,
+}
+
+impl<T, F> Job for Op<T, F>
+where
+    T: Send,
+    F: FnMut(&mut Tx<'_>) -> Result<T> + Send,
+{
+    fn apply(&mut self, tx: &mut Tx<'_>) -> bool {
+        let result = (self.run)(tx);
+        let keep = !matches!(&result, Err(error) if error.is_storage());
+        self.result = Some(result);
+        keep
+    }
+
+    fn finish(self: Box<Self>, commit_error: Option<&str>) {
+        let result = match commit_error {
+            Some(reason) => Err(LedgerError::Commit {
+                reason: reason.to_owned(),
+            }),
+            None => self.result.unwrap_or(Err(LedgerError::WriterStopped)),
+        };
+        // The caller may have given up waiting; nothing to do then.
+        let _ = self.reply.send(result);
+    }
+}
+
+/// The handle callers use to reach the writer.
+pub(crate) struct WriterHandle {
+    sender: Option<Sender<Box<dyn Job>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WriterHandle {
+    /// Starts the writer thread over `db`.
+    pub(crate) fn spawn(
+        db: Arc<Database>,
+        state: WriterState,
+        recorder: Arc<StatsRecorder>,
+        max_batch: usize,
+    ) -> Result<Self> {
+        let (sender, receiver) = mpsc::channel::<Box<dyn Job>>();
+        let thread = std::thread::Builder::new()
+            .name("ledger-writer".to_owned())
+            .spawn(move || run(&db, state, &recorder, &receiver, max_batch.max(1)))
+            .map_err(|error| {
+                LedgerError::Storage(format!("cannot start writer thread: {error}"))
+            })?;
+        Ok(WriterHandle {
+            sender: Some(sender),
+            thread: Some(thread),
+        })
+    }
+
+    /// Runs `op` in the writer and waits until the commit that carries it is durable.
+    pub(crate) fn submit<T, F>(&self, op: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Tx<'_>) -> Result<T> + Send + 'static,
+    {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: Box<dyn Job> = Box::new(Op {
+            run: op,
+            result: None,
+            reply,
+        });
+        self.sender
+            .as_ref()
+            .ok_or(LedgerError::WriterStopped)?
+            .send(job)
+            .map_err(|_| LedgerError::WriterStopped)?;
+        answer.recv().map_err(|_| LedgerError::WriterStopped)?
+    }
+}
+
+impl Drop for WriterHandle {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer loop once the queue is drained.
+        drop(self.sender.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(
+    db: &Database,
+    mut state: WriterState,
+    recorder: &StatsRecorder,
+    receiver: &Receiver<Box<dyn Job>>,
+    max_batch: usize,
+) {
+    while let Ok(first) = receiver.recv() {
+        let mut batch = vec![first];
+        while batch.len() < max_batch {
+            match receiver.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if let Err(error) = run_batch(db, &mut state, recorder, batch) {
+            tracing::error!(%error, "Ledger writer cannot reload its state; stopping");
+            return;
+        }
+    }
+}
+
+/// Applies and commits one batch. Fails only when the state cannot be reloaded from the file.
+fn run_batch(
+    db: &Database,
+    state: &mut WriterState,
+    recorder: &StatsRecorder,
+    mut batch: Vec<Box<dyn Job>>,
+) -> Result<()> {
+    while !batch.is_empty() {
+        let started = Instant::now();
+        let txn = match db.begin_write() {
+            Ok(txn) => txn,
+            Err(error) => {
+                let reason = error.to_string();
+                for job in batch {
+                    job.finish(Some(&reason));
+                }
+                return Ok(());
+            }
+        };
+        let mut poisoned = None;
+        for (i, job) in batch.iter_mut().enumerate() {
+            let mut tx = Tx {
+                txn: &txn,
+                state: &mut *state,
+            };
+            if !job.apply(&mut tx) {
+                poisoned = Some(i);
+                break;
+            }
+        }
+        if let Some(i) = poisoned {
+            drop(txn.abort());
+            state.reload(db)?;
+            batch.remove(i).finish(None);
+            continue;
+        }
+        let batch_size = batch.len();
+        let committed = txn.commit();
+        let sample = CommitSample {
+            batch_size,
+            duration: started.elapsed(),
+            ok: committed.is_ok(),
+        };
+        recorder.record(sample);
+        match committed {
+            Ok(()) => {
+                for job in batch {
+                    job.finish(None);
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, batch_size, "Failed to commit ledger batch");
+                state.reload(db)?;
+                let reason = error.to_string();
+                for job in batch {
+                    job.finish(Some(&reason));
+                }
+            }
+        }
+        return Ok(());
+    }
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! Builders shared by the ledger tests.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger, LedgerOptions, PodClaimRequest};
+use dra_allocator::model::{
+    AttributeValue, Device, EffectiveRequest, Operator, Policy, Requirement, Sharing,
+};
+
+pub const DRIVER: &str = "gpu.example.com";
+
+/// A device with a `model` string and a `numa` integer attribute.
+pub fn gpu(name: &str, model: &str, numa: i64) -> Device {
+    Device::new(name)
+        .with("model", AttributeValue::String(model.to_owned()))
+        .with("numa", AttributeValue::Int(numa))
+}
+
+/// `count` devices `gpu-0..` of `model`, two per NUMA node.
+pub fn gpus(count: usize, model: &str) -> Vec<Device> {
+    (0..count)
+        .map(|i| gpu(&format!("gpu-{i}"), model, (i / 2) as i64))
+        .collect()
+}
+
+/// A request for `count` devices.
+pub fn request(count: u8, sharing: Sharing) -> EffectiveRequest {
+    EffectiveRequest {
+        count,
+        selector: Vec::new(),
+        sharing,
+        policy: Policy::Pack,
+        same_attribute: None,
+    }
+}
+
+/// A request for `count` exclusive devices of `model`.
+pub fn model_request(count: u8, model: &str) -> EffectiveRequest {
+    EffectiveRequest {
+        selector: vec![Requirement::new("model", Operator::In, &[model])],
+        ..request(count, Sharing::Exclusive)
+    }
+}
+
+/// The claim `uid` in namespace `default`, named `claim-<uid>`.
+pub fn claim(uid: &str) -> ClaimRef {
+    ClaimRef::new(uid, "default", format!("claim-{uid}"))
+}
+
+/// An allocation request for claim `uid`.
+pub fn allocate(uid: &str, node: Option<&str>, request: EffectiveRequest) -> AllocateRequest {
+    AllocateRequest {
+        claim: claim(uid),
+        pod_uid: None,
+        request,
+        node: node.map(str::to_owned),
+    }
+}
+
+/// A pod claim request.
+pub fn pod_claim(uid: &str, request: EffectiveRequest) -> PodClaimRequest {
+    PodClaimRequest {
+        claim: claim(uid),
+        request,
+    }
+}
+
+/// Options with a clock that advances one millisecond per reading, from 1000.
+pub fn options() -> LedgerOptions {
+    let now = Arc::new(AtomicU64::new(1000));
+    LedgerOptions {
+        clock: Arc::new(move || now.fetch_add(1, Ordering::Relaxed)),
+        ..LedgerOptions::default()
+    }
+}
+
+/// Opens `dir/ledger.redb` with [`options`].
+pub fn open(dir: &Path) -> Ledger {
+    Ledger::open_with(dir.join("ledger.redb"), DRIVER, options()).expect("open ledger")
+}
+
+/// Fails the test with every problem `verify()` finds.
+pub fn assert_consistent(ledger: &Ledger) {
+    let report = ledger.verify().expect("verify runs");
+    assert!(
+        report.is_consistent(),
+        "ledger inconsistent: {:#?}",
+        report.problems
+    );
+}
