@@ -1,0 +1,327 @@
+//! DELETE: preconditions, finalizers (deletionTimestamp set, object kept until they are gone),
+//! propagation policies (Foreground/Orphan add their finalizers as the API server does), graceful
+//! pod deletion for pods bound to a node, deletecollection, and namespace termination.
+//!
+//! Namespace termination runs as a background loop that deletes the namespace's content and
+//! removes the namespace once it is empty, as the namespace controller would.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::Response;
+use chrono::Utc;
+use http::{HeaderMap, StatusCode};
+use serde_json::{json, Value};
+
+use super::params::decode_body;
+use super::read::{format_of, with_gvk, Filter};
+use super::write::now;
+use super::{json_response, AppState, Params};
+use crate::server::crd;
+use crate::server::error::{ApiError, Result};
+use crate::server::render;
+use crate::server::resources::ResourceInfo;
+use crate::server::route::ResourceRequest;
+use crate::server::store::{Change, Written};
+
+/// Parsed `DeleteOptions` (body and query).
+#[derive(Debug, Default, Clone)]
+struct DeleteOptions {
+    uid: Option<String>,
+    resource_version: Option<String>,
+    grace: Option<i64>,
+    propagation: Option<String>,
+    dry_run: bool,
+}
+
+impl DeleteOptions {
+    fn parse(params: &Params, headers: &HeaderMap, body: &[u8]) -> Result<Self> {
+        let body = if body.iter().all(u8::is_ascii_whitespace) {
+            json!({})
+        } else {
+            decode_body(headers, body)?
+        };
+        let grace = match body["gracePeriodSeconds"].as_i64() {
+            Some(g) => Some(g),
+            None => params
+                .get("gracePeriodSeconds")
+                .map(|g| g.parse::<i64>())
+                .transpose()
+                .map_err(|_| ApiError::BadRequest("invalid gracePeriodSeconds".into()))?,
+        };
+        let mut propagation = body["propagationPolicy"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| params.get("propagationPolicy").map(str::to_string));
+        if propagation.is_none()
+            && (body["orphanDependents"].as_bool() == Some(true) || params.flag("orphanDependents"))
+        {
+            propagation = Some("Orphan".into());
+        }
+        if let Some(p) = &propagation {
+            if !matches!(p.as_str(), "Foreground" | "Background" | "Orphan") {
+                return Err(ApiError::BadRequest(format!(
+                    "propagationPolicy: Unsupported value: {p:?}"
+                )));
+            }
+        }
+        Ok(Self {
+            uid: body
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            resource_version: body
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            grace,
+            propagation,
+            dry_run: params.dry_run() || body["dryRun"].as_array().is_some_and(|a| !a.is_empty()),
+        })
+    }
+}
+
+/// Pods bound to a node that is still running them get a grace period; everything else goes at once.
+fn grace_period(info: &ResourceInfo, obj: &Value, requested: Option<i64>) -> i64 {
+    if info.kind != "Pod" || !info.group.is_empty() {
+        return 0;
+    }
+    let bound = obj["spec"]["nodeName"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty());
+    let terminal = matches!(
+        obj["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    );
+    if !bound || terminal {
+        return 0;
+    }
+    requested
+        .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
+        .unwrap_or(30)
+        .max(0)
+}
+
+fn decide(info: &ResourceInfo, current: &Value, opts: &DeleteOptions) -> Result<Change> {
+    let name = current["metadata"]["name"].as_str().unwrap_or_default();
+    let meta = &current["metadata"];
+    if let Some(uid) = &opts.uid {
+        if meta["uid"].as_str() != Some(uid.as_str()) {
+            let why = format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                meta["uid"].as_str().unwrap_or_default()
+            );
+            return Err(ApiError::conflict(&info.plural, &info.group, name, &why));
+        }
+    }
+    if let Some(rv) = &opts.resource_version {
+        if meta["resourceVersion"].as_str() != Some(rv.as_str()) {
+            let why = format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                meta["resourceVersion"].as_str().unwrap_or_default()
+            );
+            return Err(ApiError::conflict(&info.plural, &info.group, name, &why));
+        }
+    }
+    let mut new = current.clone();
+    let mut finalizers: Vec<Value> = meta["finalizers"].as_array().cloned().unwrap_or_default();
+    let policy_finalizer = match opts.propagation.as_deref() {
+        Some("Foreground") => Some("foregroundDeletion"),
+        Some("Orphan") => Some("orphan"),
+        _ => None,
+    };
+    if let Some(f) = policy_finalizer {
+        finalizers.retain(|x| x != "foregroundDeletion" && x != "orphan");
+        finalizers.push(json!(f));
+        new["metadata"]["finalizers"] = Value::Array(finalizers.clone());
+    }
+    let grace = grace_period(info, current, opts.grace);
+    let already = meta["deletionTimestamp"].is_string();
+    if finalizers.is_empty() && grace == 0 {
+        return Ok(Change::Remove);
+    }
+    if already {
+        let current_grace = meta["deletionGracePeriodSeconds"].as_i64().unwrap_or(0);
+        if grace < current_grace {
+            new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            new["metadata"]["deletionTimestamp"] = json!(deadline(grace));
+        }
+        return Ok(Change::Put(new));
+    }
+    new["metadata"]["deletionTimestamp"] = json!(deadline(grace));
+    new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+    if info.kind == "Namespace" && info.group.is_empty() {
+        new["status"]["phase"] = json!("Terminating");
+    }
+    Ok(Change::Put(new))
+}
+
+fn deadline(grace: i64) -> String {
+    if grace == 0 {
+        now()
+    } else {
+        (Utc::now() + chrono::Duration::seconds(grace))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    }
+}
+
+fn delete_one(
+    state: &AppState,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOptions,
+) -> Result<Written> {
+    let mut opts = opts.clone();
+    if info.kind == "Namespace" && info.group.is_empty() {
+        // The namespace keeps its `kubernetes` finalizer in spec; termination is driven by a loop.
+        opts.grace = Some(0);
+    }
+    let written = state.store.modify(
+        &info.storage_key(),
+        ns,
+        name,
+        || ApiError::not_found(&info.plural, &info.group, name),
+        |current| {
+            if opts.dry_run {
+                decide(info, current, &opts)?;
+                return Ok(Change::Keep);
+            }
+            if info.kind == "Namespace" && info.group.is_empty() {
+                // Terminating first; the finalize loop removes it when empty.
+                let mut change = decide(info, current, &opts)?;
+                if let Change::Remove = change {
+                    let mut new = (**current).clone();
+                    if !new["metadata"]["deletionTimestamp"].is_string() {
+                        new["metadata"]["deletionTimestamp"] = json!(now());
+                        new["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                    }
+                    new["status"]["phase"] = json!("Terminating");
+                    change = Change::Put(new);
+                }
+                return Ok(change);
+            }
+            decide(info, current, &opts)
+        },
+    )?;
+    if info.kind == "CustomResourceDefinition" {
+        if let Written::Removed(o) = &written {
+            crd::unregister(&state.store, o);
+        }
+    }
+    Ok(written)
+}
+
+/// DELETE one object.
+pub(super) fn delete(
+    state: &AppState,
+    req: &ResourceRequest,
+    params: &Params,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response> {
+    let info = &req.info;
+    let opts = DeleteOptions::parse(params, headers, body)?;
+    let name = req.name.clone().unwrap_or_default();
+    let ns = req.namespace.clone().unwrap_or_default();
+    let written = delete_one(state, info, &ns, &name, &opts)?;
+    let format = format_of(headers, params);
+    let body = match &written {
+        Written::Removed(o) if !info.return_deleted_object => json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": name, "group": info.group, "kind": info.plural, "uid": o["metadata"]["uid"]},
+        }),
+        other => render::object(format, info, &with_gvk(info, other.object())),
+    };
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// DELETE on a collection: deletes every object matching the selectors.
+pub(super) fn delete_collection(
+    state: &AppState,
+    req: &ResourceRequest,
+    params: &Params,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response> {
+    let info = &req.info;
+    let opts = DeleteOptions::parse(params, headers, body)?;
+    let filter = Filter::from_request(req, params)?;
+    let (all, _) = state
+        .store
+        .list(&info.storage_key(), filter.namespace.as_deref(), None);
+    let mut deleted = Vec::new();
+    for obj in all.iter().filter(|o| filter.matches(o)) {
+        let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        match delete_one(state, info, ns, name, &opts) {
+            Ok(w) => deleted.push(w.object().clone()),
+            Err(ApiError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let rv = state.store.current_rv();
+    Ok(json_response(
+        StatusCode::OK,
+        &render::list(format_of(headers, params), info, &deleted, rv, None, None),
+    ))
+}
+
+/// Background loop: empties terminating namespaces and removes them once empty.
+pub(crate) async fn finalize_namespaces(state: Arc<AppState>) {
+    let mut closing = state.closing.subscribe();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = closing.changed() => return,
+        }
+        let (namespaces, _) = state.store.list("/namespaces", None, None);
+        for ns in namespaces
+            .iter()
+            .filter(|n| n["metadata"]["deletionTimestamp"].is_string())
+        {
+            finalize_one(&state, ns["metadata"]["name"].as_str().unwrap_or_default());
+        }
+    }
+}
+
+fn finalize_one(state: &AppState, ns: &str) {
+    let registry = state.store.registry();
+    let keys = state.store.keys_with_objects_in(ns);
+    let opts = DeleteOptions {
+        propagation: Some("Background".into()),
+        ..DeleteOptions::default()
+    };
+    let mut left = 0;
+    for key in keys {
+        let Some((group, plural)) = key.split_once('/') else {
+            continue;
+        };
+        let Some(info) = registry.find_any_version(group, plural) else {
+            continue;
+        };
+        let (objs, _) = state.store.list(&key, Some(ns), None);
+        for obj in objs {
+            left += 1;
+            if obj["metadata"]["deletionTimestamp"].is_string() {
+                continue;
+            }
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            if let Err(error) = delete_one(state, &info, ns, name, &opts) {
+                tracing::debug!(%error, namespace = ns, name, "Namespace content deletion failed");
+            }
+        }
+    }
+    if left == 0 {
+        let _ = state.store.modify(
+            "/namespaces",
+            "",
+            ns,
+            || ApiError::no_route(),
+            |_| Ok(Change::Remove),
+        );
+    }
+}

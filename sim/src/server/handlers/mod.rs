@@ -1,0 +1,137 @@
+//! HTTP entry point: one fallback handler that routes every request by path and method to the
+//! per-verb handlers (get/list, watch, create/update/patch/binding, delete).
+//!
+//! Handlers are async; they touch the store only through its short synchronous operations.
+
+mod delete;
+mod params;
+mod read;
+mod watch;
+mod write;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, Method, StatusCode, Uri};
+use serde_json::Value;
+
+use super::discovery;
+use super::error::{ApiError, Result};
+use super::faults::{FaultInjector, WriteFault};
+use super::route::{self, ResourceRequest, Target};
+use super::store::Store;
+
+pub(crate) use delete::finalize_namespaces;
+pub(crate) use params::Params;
+
+/// Shared state of all handlers.
+#[derive(Debug)]
+pub(crate) struct AppState {
+    pub store: Arc<Store>,
+    pub faults: Arc<FaultInjector>,
+    pub bookmark_interval: Duration,
+    pub default_watch_timeout: Duration,
+    /// Bumped to end all open watches (on-demand disconnect).
+    pub disconnect: tokio::sync::watch::Sender<u64>,
+    /// Set to true on shutdown; ends watches and background tasks.
+    pub closing: tokio::sync::watch::Sender<bool>,
+    /// Address the server listens on (for discovery).
+    pub addr: std::net::SocketAddr,
+}
+
+/// The fallback handler serving every path.
+pub(crate) async fn dispatch(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let params = match Params::from_uri(&uri) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let target = match route::parse(uri.path(), &state.store.registry()) {
+        Ok(t) => t,
+        Err(e) => return e.into_response(),
+    };
+    let result = match target {
+        Target::Resource(req) => resource(&state, method, req, &params, &headers, body).await,
+        other if method == Method::GET => {
+            discovery::serve(&state.store.registry(), &other, state.addr)
+        }
+        _ => Err(ApiError::MethodNotAllowed(format!(
+            "the server does not allow this method on the requested resource ({method})"
+        ))),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+fn is_write(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
+}
+
+async fn resource(
+    state: &Arc<AppState>,
+    method: Method,
+    req: ResourceRequest,
+    params: &Params,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response> {
+    if is_write(&method) {
+        match state.faults.next_write() {
+            WriteFault::None => {}
+            WriteFault::Delay(d) => tokio::time::sleep(d).await,
+            WriteFault::Conflict => {
+                let name = req.name.clone().unwrap_or_default();
+                return Err(ApiError::conflict(
+                    &req.info.plural,
+                    &req.info.group,
+                    &name,
+                    "injected conflict",
+                ));
+            }
+            WriteFault::Error => return Err(ApiError::Internal("injected internal error".into())),
+        }
+    }
+    let sub = req.subresource.as_deref();
+    match (method, req.name.is_some(), sub) {
+        (Method::GET, false, None) if params.flag("watch") => {
+            watch::watch(state, &req, params, headers)
+        }
+        (Method::GET, false, None) => read::list(state, &req, params, headers),
+        (Method::GET, true, None | Some("status")) => read::get(state, &req, params, headers),
+        (Method::POST, false, None) => write::create(state, &req, params, headers, &body),
+        (Method::POST, true, Some("binding")) => write::bind(state, &req, headers, &body),
+        (Method::PUT, true, None | Some("status")) => {
+            write::update(state, &req, params, headers, &body)
+        }
+        (Method::PATCH, true, None | Some("status")) => {
+            write::patch(state, &req, params, headers, &body)
+        }
+        (Method::DELETE, true, None) => delete::delete(state, &req, params, headers, &body),
+        (Method::DELETE, false, None) => {
+            delete::delete_collection(state, &req, params, headers, &body)
+        }
+        (m, _, _) => Err(ApiError::MethodNotAllowed(format!(
+            "the server does not allow this method on the requested resource ({m})"
+        ))),
+    }
+}
+
+/// A JSON response with a status code.
+pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
+    (
+        code,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}

@@ -1,0 +1,190 @@
+//! GET of one object and LIST of a collection (selectors, `limit`/`continue` paging).
+//!
+//! Reads copy `Arc`s out of the store under its lock and filter outside it.
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use http::{HeaderMap, StatusCode};
+use serde_json::{json, Value};
+
+use super::{json_response, AppState, Params};
+use crate::server::error::{ApiError, Result};
+use crate::server::render::{self, Format};
+use crate::server::route::ResourceRequest;
+use crate::server::selectors::{FieldSelector, LabelSelector};
+
+pub(super) fn format_of(headers: &HeaderMap, params: &Params) -> Format {
+    let accept = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    render::negotiate(accept, params.get("includeObject"))
+}
+
+/// GET one object (also serves GET on the `status` subresource).
+pub(super) fn get(
+    state: &AppState,
+    req: &ResourceRequest,
+    params: &Params,
+    headers: &HeaderMap,
+) -> Result<Response> {
+    let info = &req.info;
+    let name = req.name.as_deref().unwrap_or_default();
+    let ns = req.namespace.as_deref().unwrap_or_default();
+    let obj = state
+        .store
+        .get(&info.storage_key(), ns, name)
+        .ok_or_else(|| ApiError::not_found(&info.plural, &info.group, name))?;
+    Ok(json_response(
+        StatusCode::OK,
+        &render::object(format_of(headers, params), info, &with_gvk(info, &obj)),
+    ))
+}
+
+/// Sets `apiVersion` for the requested version (objects are shared between served versions).
+pub(super) fn with_gvk(info: &crate::server::resources::ResourceInfo, obj: &Value) -> Value {
+    let mut out = obj.clone();
+    if out["apiVersion"].as_str() != Some(&info.api_version()) {
+        out["apiVersion"] = json!(info.api_version());
+    }
+    out
+}
+
+/// Parsed selectors of a list or watch request.
+pub(super) struct Filter {
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn from_request(req: &ResourceRequest, params: &Params) -> Result<Self> {
+        Ok(Self {
+            namespace: req.namespace.clone(),
+            labels: LabelSelector::parse(params.get("labelSelector").unwrap_or_default())?,
+            fields: FieldSelector::parse(
+                params.get("fieldSelector").unwrap_or_default(),
+                &req.info.kind,
+            )?,
+        })
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        let ns_ok = self
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns));
+        ns_ok && self.labels.matches(obj) && self.fields.matches(obj)
+    }
+}
+
+/// A continue token: the list's resourceVersion and the last key returned.
+fn encode_token(rv: u64, ns: &str, name: &str) -> String {
+    let raw = json!({"rv": rv, "ns": ns, "name": name}).to_string();
+    raw.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_token(token: &str) -> Result<(u64, String, String)> {
+    let bad = || ApiError::BadRequest(format!("continue key is not valid: {token:?}"));
+    if token.len() % 2 != 0 {
+        return Err(bad());
+    }
+    let bytes = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&token[i..i + 2], 16))
+        .collect::<std::result::Result<Vec<u8>, _>>()
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    Ok((
+        v["rv"].as_u64().ok_or_else(bad)?,
+        v["ns"].as_str().ok_or_else(bad)?.to_string(),
+        v["name"].as_str().ok_or_else(bad)?.to_string(),
+    ))
+}
+
+/// LIST a collection.
+pub(super) fn list(
+    state: &AppState,
+    req: &ResourceRequest,
+    params: &Params,
+    headers: &HeaderMap,
+) -> Result<Response> {
+    let info = &req.info;
+    let filter = Filter::from_request(req, params)?;
+    let limit = params
+        .number("limit")?
+        .filter(|l| *l > 0)
+        .map(|l| l as usize);
+    let after = match params.get("continue") {
+        Some(token) => {
+            let (rv, ns, name) = decode_token(token)?;
+            if rv < state.store.compacted_rv() {
+                return Err(ApiError::Gone(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
+                ));
+            }
+            Some((rv, (ns, name)))
+        }
+        None => None,
+    };
+    let (all, current_rv) = state.store.list(
+        &info.storage_key(),
+        filter.namespace.as_deref(),
+        after.as_ref().map(|(_, k)| k),
+    );
+    let list_rv = after.as_ref().map_or(current_rv, |(rv, _)| *rv);
+    let mut items: Vec<Arc<Value>> = Vec::new();
+    let mut token = None;
+    let mut remaining = None;
+    let api_version = info.api_version();
+    let mut iter = all.iter().filter(|o| filter.matches(o));
+    for obj in iter.by_ref() {
+        if obj["apiVersion"].as_str() == Some(api_version.as_str()) {
+            items.push(obj.clone());
+        } else {
+            items.push(Arc::new(with_gvk(info, obj)));
+        }
+        if limit.is_some_and(|l| items.len() >= l) {
+            break;
+        }
+    }
+    let rest = iter.count();
+    if rest > 0 {
+        let last = items
+            .last()
+            .map(|o| &o["metadata"])
+            .cloned()
+            .unwrap_or_default();
+        token = Some(encode_token(
+            list_rv,
+            last["namespace"].as_str().unwrap_or_default(),
+            last["name"].as_str().unwrap_or_default(),
+        ));
+        remaining = Some(rest);
+    }
+    let body = render::list(
+        format_of(headers, params),
+        info,
+        &items,
+        list_rv,
+        token.as_deref(),
+        remaining,
+    );
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_reject_garbage() {
+        let t = encode_token(42, "ns", "a-b");
+        assert_eq!(
+            decode_token(&t).unwrap(),
+            (42, "ns".to_string(), "a-b".to_string())
+        );
+        assert!(decode_token("zz").is_err());
+        assert!(decode_token("abc").is_err());
+    }
+}

@@ -1,0 +1,215 @@
+//! WATCH: replays retained history after a resourceVersion (or sends the current objects as ADDED),
+//! then streams live events filtered per watcher; BOOKMARK events, `timeoutSeconds`, 410 Expired as
+//! an ERROR event, and fault-injected disconnects.
+//!
+//! Each watch runs in its own task that writes newline-delimited JSON into the response body.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::response::Response;
+use http::{HeaderMap, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::read::{format_of, with_gvk, Filter};
+use super::{AppState, Params};
+use crate::server::error::{ApiError, Result};
+use crate::server::render::{self, Format};
+use crate::server::resources::ResourceInfo;
+use crate::server::route::ResourceRequest;
+use crate::server::store::{EventType, StoredEvent, Subscription};
+
+struct Watcher {
+    info: Arc<ResourceInfo>,
+    key: String,
+    filter: Filter,
+    format: Format,
+    bookmarks: bool,
+    first_table: bool,
+    tx: mpsc::Sender<std::result::Result<Bytes, std::io::Error>>,
+}
+
+impl Watcher {
+    fn encode(&mut self, kind: &str, obj: &Value) -> Bytes {
+        let object = match self.format {
+            Format::Table { full_object } => {
+                let row = render::watch_table_row(
+                    &self.info,
+                    &with_gvk(&self.info, obj),
+                    full_object,
+                    self.first_table,
+                );
+                self.first_table = false;
+                row
+            }
+            f => render::object(f, &self.info, &with_gvk(&self.info, obj)),
+        };
+        let mut line = json!({"type": kind, "object": object}).to_string();
+        line.push('\n');
+        Bytes::from(line)
+    }
+
+    async fn send(&mut self, kind: &str, obj: &Value) -> bool {
+        let bytes = self.encode(kind, obj);
+        self.tx.send(Ok(bytes)).await.is_ok()
+    }
+
+    async fn send_raw(&self, event: &Value) -> bool {
+        let mut line = event.to_string();
+        line.push('\n');
+        self.tx.send(Ok(Bytes::from(line))).await.is_ok()
+    }
+
+    async fn bookmark(&self, rv: u64, initial_end: bool) -> bool {
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": metadata});
+        self.send_raw(&json!({"type": "BOOKMARK", "object": obj}))
+            .await
+    }
+
+    /// Sends one stored event as this watcher sees it (selector transitions become ADDED/DELETED).
+    async fn deliver(&mut self, event: &StoredEvent) -> bool {
+        if &*event.key != self.key {
+            return true;
+        }
+        let now = self.filter.matches(&event.object);
+        let before = event.old.as_ref().is_some_and(|o| self.filter.matches(o));
+        let kind = match event.kind {
+            EventType::Added if now => "ADDED",
+            EventType::Modified if now && before => "MODIFIED",
+            EventType::Modified if now => "ADDED",
+            EventType::Modified if before => "DELETED",
+            EventType::Deleted if now || before => "DELETED",
+            _ => return true,
+        };
+        let obj = event.object.clone();
+        self.send(kind, &obj).await
+    }
+}
+
+fn expired(message: &str) -> Value {
+    json!({"type": "ERROR", "object": ApiError::Gone(message.to_string()).status_body()})
+}
+
+/// Starts a watch and returns the streaming response.
+pub(super) fn watch(
+    state: &Arc<AppState>,
+    req: &ResourceRequest,
+    params: &Params,
+    headers: &HeaderMap,
+) -> Result<Response> {
+    let filter = Filter::from_request(req, params)?;
+    let format = format_of(headers, params);
+    let send_initial = params.flag("sendInitialEvents");
+    let from = match params.get("resourceVersion") {
+        None | Some("0") => None,
+        Some(_) if send_initial => None,
+        Some(v) => Some(
+            v.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {v:?}")))?,
+        ),
+    };
+    let timeout = params
+        .number("timeoutSeconds")?
+        .map_or(state.default_watch_timeout, Duration::from_secs);
+    let (tx, rx) = mpsc::channel(256);
+    let watcher = Watcher {
+        info: req.info.clone(),
+        key: req.info.storage_key(),
+        filter,
+        format,
+        bookmarks: params.flag("allowWatchBookmarks"),
+        first_table: true,
+        tx,
+    };
+    let subscription = state.store.subscribe(&watcher.key, from);
+    let lifetime = state.faults.next_watch_lifetime();
+    let state = state.clone();
+    tokio::spawn(async move {
+        match subscription {
+            Ok(sub) => run(state, watcher, sub, timeout, lifetime, send_initial).await,
+            Err(e) => {
+                let _ = watcher.send_raw(&expired(&e.to_string())).await;
+            }
+        }
+    });
+    let body = Body::from_stream(ReceiverStream::new(rx));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::TRANSFER_ENCODING, "chunked")
+        .body(body)
+        .map_err(|e| ApiError::Internal(format!("building watch response: {e}")))
+}
+
+async fn run(
+    state: Arc<AppState>,
+    mut w: Watcher,
+    sub: Subscription,
+    timeout: Duration,
+    lifetime: Option<Duration>,
+    send_initial: bool,
+) {
+    let mut last_rv = sub.rv;
+    let mut receiver = sub.receiver;
+    for obj in &sub.snapshot {
+        if w.filter.matches(obj) && !w.send("ADDED", obj).await {
+            return;
+        }
+    }
+    if send_initial && w.bookmarks && !w.bookmark(last_rv, true).await {
+        return;
+    }
+    for event in &sub.replay {
+        if !w.deliver(event).await {
+            return;
+        }
+    }
+    let mut disconnect = state.disconnect.subscribe();
+    let mut closing = state.closing.subscribe();
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let fault_end = tokio::time::sleep(lifetime.unwrap_or(Duration::from_secs(86_400 * 365)));
+    tokio::pin!(fault_end);
+    let mut ticker = tokio::time::interval(state.bookmark_interval);
+    ticker.reset();
+    loop {
+        tokio::select! {
+            received = receiver.recv() => match received {
+                Ok(event) => {
+                    last_rv = last_rv.max(event.rv);
+                    if event.rv > sub.rv && !w.deliver(&event).await {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    let _ = w.send_raw(&expired("watch fell behind; too old resource version")).await;
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = ticker.tick() => {
+                if w.bookmarks && !w.bookmark(last_rv, false).await {
+                    return;
+                }
+            }
+            () = &mut deadline => return,
+            () = &mut fault_end => {
+                state.faults.record_disconnect();
+                return;
+            }
+            _ = disconnect.changed() => {
+                state.faults.record_disconnect();
+                return;
+            }
+            _ = closing.changed() => return,
+            () = w.tx.closed() => return,
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The registry of served resources: the built-in kinds of this API server subset plus the custom
+//! resources declared by CustomResourceDefinitions.
+//!
+//! Owns resource metadata only (names, kinds, scope, subresources, verbs); it must not depend on the
+//! store, handlers or HTTP types.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Static description of one served resource (one group/version/plural).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceInfo {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version, e.g. `v1`, `v1alpha2`.
+    pub version: String,
+    /// Plural resource name used in URLs.
+    pub plural: String,
+    /// Singular name.
+    pub singular: String,
+    /// Kind of a single object.
+    pub kind: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Short names for `kubectl`.
+    pub short_names: Vec<String>,
+    /// Categories (e.g. `all`).
+    pub categories: Vec<String>,
+    /// Whether the `status` subresource is served.
+    pub status: bool,
+    /// Whether the pod `binding` subresource is served.
+    pub binding: bool,
+    /// Whether the resource is declared by a CRD (custom resources reject strategic merge patch).
+    pub custom: bool,
+    /// Whether DELETE returns the deleted object rather than a Status.
+    pub return_deleted_object: bool,
+}
+
+impl ResourceInfo {
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Storage key shared by all versions of the resource: `group/plural`.
+    pub fn storage_key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+
+    /// The kind of the list type.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// Verbs served on the main resource.
+    pub fn verbs(&self) -> Vec<&'static str> {
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+}
+
+fn builtin(
+    group: &str,
+    version: &str,
+    plural: &str,
+    kind: &str,
+    namespaced: bool,
+    short_names: &[&str],
+    status: bool,
+) -> ResourceInfo {
+    ResourceInfo {
+        group: group.into(),
+        version: version.into(),
+        plural: plural.into(),
+        singular: kind.to_lowercase(),
+        kind: kind.into(),
+        namespaced,
+        short_names: short_names.iter().map(|s| (*s).to_string()).collect(),
+        categories: Vec::new(),
+        status,
+        binding: false,
+        custom: false,
+        return_deleted_object: false,
+    }
+}
+
+/// The built-in resources served from the start.
+pub fn builtin_resources() -> Vec<ResourceInfo> {
+    let mut pods = builtin("", "v1", "pods", "Pod", true, &["po"], true);
+    pods.binding = true;
+    pods.return_deleted_object = true;
+    pods.categories = vec!["all".into()];
+    let r = "resource.k8s.io";
+    vec![
+        builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true),
+        builtin("", "v1", "nodes", "Node", false, &["no"], true),
+        pods,
+        builtin("", "v1", "events", "Event", true, &["ev"], false),
+        builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], false),
+        builtin(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "Event",
+            true,
+            &["ev"],
+            false,
+        ),
+        builtin(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "Lease",
+            true,
+            &[],
+            false,
+        ),
+        builtin(
+            r,
+            "v1alpha2",
+            "resourceclasses",
+            "ResourceClass",
+            false,
+            &[],
+            false,
+        ),
+        builtin(
+            r,
+            "v1alpha2",
+            "resourceclaims",
+            "ResourceClaim",
+            true,
+            &[],
+            true,
+        ),
+        builtin(
+            r,
+            "v1alpha2",
+            "resourceclaimtemplates",
+            "ResourceClaimTemplate",
+            true,
+            &[],
+            false,
+        ),
+        builtin(
+            r,
+            "v1alpha2",
+            "podschedulingcontexts",
+            "PodSchedulingContext",
+            true,
+            &[],
+            true,
+        ),
+        builtin(
+            r,
+            "v1alpha2",
+            "resourceslices",
+            "ResourceSlice",
+            false,
+            &[],
+            false,
+        ),
+        builtin(
+            r,
+            "v1alpha2",
+            "resourceclaimparameters",
+            "ResourceClaimParameters",
+            true,
+            &[],
+            false,
+        ),
+        builtin(
+            r,
+            "v1alpha2",
+            "resourceclassparameters",
+            "ResourceClassParameters",
+            true,
+            &[],
+            false,
+        ),
+        builtin(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            false,
+            &["crd", "crds"],
+            true,
+        ),
+    ]
+}
+
+/// All served resources, indexed by group/version/plural. Cheap to clone (shared snapshot).
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    by_path: BTreeMap<(String, String, String), Arc<ResourceInfo>>,
+}
+
+impl Registry {
+    /// A registry with the built-in resources.
+    pub fn with_builtins() -> Self {
+        let mut reg = Self::default();
+        for info in builtin_resources() {
+            reg.insert(info);
+        }
+        reg
+    }
+
+    /// Adds or replaces a resource.
+    pub fn insert(&mut self, info: ResourceInfo) {
+        let key = (
+            info.group.clone(),
+            info.version.clone(),
+            info.plural.clone(),
+        );
+        self.by_path.insert(key, Arc::new(info));
+    }
+
+    /// Removes every version of `group/plural`.
+    pub fn remove(&mut self, group: &str, plural: &str) {
+        self.by_path
+            .retain(|(g, _, p), _| !(g == group && p == plural));
+    }
+
+    /// Looks up a resource by URL parts.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+        self.by_path
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    /// Any served version of `group/plural` (for in-process reads).
+    pub fn find_any_version(&self, group: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+        self.by_path
+            .iter()
+            .find(|((g, _, p), _)| g == group && p == plural)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// Resources of one group/version.
+    pub fn resources_of(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
+        self.by_path
+            .iter()
+            .filter(|((g, v, _), _)| g == group && v == version)
+            .map(|(_, info)| info.clone())
+            .collect()
+    }
+
+    /// Groups (excluding core) with their versions, in a stable order.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for (g, v, _) in self.by_path.keys() {
+            if g.is_empty() {
+                continue;
+            }
+            match out.iter_mut().find(|(name, _)| name == g) {
+                Some((_, versions)) if !versions.contains(v) => versions.push(v.clone()),
+                Some(_) => {}
+                None => out.push((g.clone(), vec![v.clone()])),
+            }
+        }
+        out
+    }
+}
