@@ -11,9 +11,25 @@ use dra_controller::framework::{
     claim_key, scheduling_context_key, Controller, ControllerConfig, EventType, Result, SyncOutcome,
 };
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim, ResourceClass};
+use k8s_openapi::api::resource::v1alpha2::{
+    PodSchedulingContext, ResourceClaim, ResourceClaimStatus, ResourceClass,
+};
 
 pub use dra_controller::framework::testing::fixtures::DRIVER;
+
+/// Cache queries used by the tests.
+pub trait CachesExt {
+    /// Whether the cached claim has no allocation.
+    fn claim_is_unallocated(&self, name: &str) -> bool;
+}
+
+impl CachesExt for MemoryCaches {
+    fn claim_is_unallocated(&self, name: &str) -> bool {
+        use dra_controller::framework::Caches;
+        self.claim(NAMESPACE, name)
+            .is_some_and(|c| c.status.as_ref().is_none_or(|s| s.allocation.is_none()))
+    }
+}
 
 /// The objects, the driver and the controller of one test.
 pub struct Harness {
@@ -142,7 +158,7 @@ pub fn unversioned(mut claim: ResourceClaim) -> ResourceClaim {
     {
         claim.metadata.finalizers = None;
     }
-    if claim.status == Some(Default::default()) {
+    if claim.status == Some(ResourceClaimStatus::default()) {
         claim.status = None;
     }
     claim
