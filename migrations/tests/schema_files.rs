@@ -150,3 +150,68 @@ fn backup_path_appends_the_old_version() {
         PathBuf::from("/var/lib/dra-ledger/ledger.redb.bak-v3")
     );
 }
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+#[test]
+fn v1_fixture_is_a_current_ledger_and_inspecting_it_changes_nothing() {
+    let path = fixture("ledger-v1.redb");
+    let before = fs::read(&path).unwrap();
+
+    let info = inspect(&path).unwrap();
+
+    assert_eq!(info.schema_version, 1);
+    assert_eq!(info.driver_name, "gpu.example.com");
+    assert_eq!(fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn v1_fixture_migrates_as_current_without_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger-v1.redb");
+    fs::copy(fixture("ledger-v1.redb"), &path).unwrap();
+
+    assert_eq!(migrate(&path).unwrap(), MigrateOutcome::Current);
+    assert!(!backup_path(&path, 1).exists());
+}
+
+#[test]
+fn copy_of_v1_fixture_holds_every_table_entry() {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let dir = tempfile::tempdir().unwrap();
+    let source = redb::ReadOnlyDatabase::open(fixture("ledger-v1.redb")).unwrap();
+    let target_path = dir.path().join("copy.redb");
+    let target = Database::create(&target_path).unwrap();
+    let snapshot = source.begin_read().unwrap();
+    let txn = target.begin_write().unwrap();
+
+    dra_migrations::copy_current_tables(&snapshot, &txn).unwrap();
+    txn.commit().unwrap();
+
+    let copy = target.begin_read().unwrap();
+    let lengths = |txn: &redb::ReadTransaction| {
+        use dra_migrations::v1;
+        [
+            txn.open_table(v1::DEVICES).unwrap().len().unwrap(),
+            txn.open_table(v1::ALLOCATIONS).unwrap().len().unwrap(),
+            txn.open_table(v1::INTENTS).unwrap().len().unwrap(),
+            txn.open_table(v1::PENDING_INTENTS).unwrap().len().unwrap(),
+            txn.open_table(v1::CLAIM_INTENTS).unwrap().len().unwrap(),
+            txn.open_table(v1::AUDIT).unwrap().len().unwrap(),
+        ]
+    };
+    let expected = lengths(&snapshot);
+    assert!(
+        expected.iter().all(|n| *n > 0),
+        "fixture tables: {expected:?}"
+    );
+    assert_eq!(lengths(&copy), expected);
+    assert_eq!(
+        dra_migrations::read_meta(&copy, &target_path).unwrap(),
+        inspect(&fixture("ledger-v1.redb")).unwrap()
+    );
+}
