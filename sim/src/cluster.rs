@@ -1,5 +1,5 @@
 //! Assembles a simulated cluster: the API server, the control-plane actors running against it
-//! over HTTP, and the simulated hardware (Nodes plus the ResourceSlices that publish their devices
+//! over HTTP, and the simulated hardware (Nodes plus the `ResourceSlices` that publish their devices
 //! for a DRA driver). `dra-sim` and `dra-ledger sim`/`demo` start clusters through this module.
 //!
 //! Depends on `server` only through its public handle and on `actors` only through `Actors`.
@@ -29,10 +29,10 @@ pub const DEFAULT_DRIVER_NAME: &str = "gpu.dra-ledger.io";
 pub enum ClusterError {
     /// The API server failed.
     #[error("api server: {0}")]
-    Server(#[from] ServerError),
+    Server(Box<ServerError>),
     /// An actor or a setup request failed.
     #[error("control plane: {0}")]
-    Actors(#[from] ActorError),
+    Actors(Box<ActorError>),
     /// A device memory size is not a Kubernetes quantity.
     #[error("memory {0:?} is not a quantity such as 80Gi")]
     Quantity(String),
@@ -42,6 +42,18 @@ pub enum ClusterError {
     /// Waiting for a signal failed.
     #[error("signal handling: {0}")]
     Signal(#[source] std::io::Error),
+}
+
+impl From<ServerError> for ClusterError {
+    fn from(error: ServerError) -> Self {
+        Self::Server(Box::new(error))
+    }
+}
+
+impl From<ActorError> for ClusterError {
+    fn from(error: ActorError) -> Self {
+        Self::Actors(Box::new(error))
+    }
 }
 
 /// Result alias of the cluster module.
@@ -56,9 +68,9 @@ pub struct ClusterConfig {
     pub actors: ActorsConfig,
     /// Number of nodes to create (`<node_prefix>0` ..).
     pub nodes: usize,
-    /// Devices published per node; 0 creates nodes without a ResourceSlice.
+    /// Devices published per node; 0 creates nodes without a `ResourceSlice`.
     pub devices_per_node: usize,
-    /// Driver name in the ResourceSlices (and of `resource_class`).
+    /// Driver name in the `ResourceSlices` (and of `resource_class`).
     pub driver_name: String,
     /// Device models, cycled across nodes (`model` string attribute).
     pub models: Vec<String>,
@@ -70,7 +82,7 @@ pub struct ClusterConfig {
     pub driver_version: String,
     /// Prefix of node names.
     pub node_prefix: String,
-    /// When set, a ResourceClass of this name for `driver_name` is created.
+    /// When set, a `ResourceClass` of this name for `driver_name` is created.
     pub resource_class: Option<String>,
 }
 
@@ -156,7 +168,7 @@ impl ClusterHandle {
     }
 }
 
-/// Starts the API server, creates the nodes, their ResourceSlices and the optional ResourceClass,
+/// Starts the API server, creates the nodes, their `ResourceSlices` and the optional `ResourceClass`,
 /// then starts the control-plane actors and waits until their caches are filled.
 pub async fn start_cluster(config: ClusterConfig) -> Result<ClusterHandle> {
     config.validate()?;
@@ -185,7 +197,7 @@ pub async fn start_cluster(config: ClusterConfig) -> Result<ClusterHandle> {
     })
 }
 
-/// Creates the nodes (ready), one ResourceSlice per node with devices, and the ResourceClass.
+/// Creates the nodes (ready), one `ResourceSlice` per node with devices, and the `ResourceClass`.
 pub async fn populate(client: &Client, config: &ClusterConfig) -> Result<Vec<String>> {
     if let Some(class) = &config.resource_class {
         let classes: Api<ResourceClass> = Api::all(client.clone());

@@ -1,0 +1,383 @@
+//! The kube-controller-manager `resourceclaim` controller of Kubernetes 1.30: creates claims from
+//! the pod's `ResourceClaimTemplates` (generateName `<pod>-<podClaim>-`, owned by the pod, annotated
+//! with the pod claim name) and records them in `pod.status.resourceClaimStatuses`; drops
+//! `reservedFor` entries of pods that are gone, replaced or done, requesting deallocation when a
+//! `WaitForFirstConsumer` claim loses its last consumer; deletes generated claims of done pods.
+//!
+//! Talks to the API server only through `kube::Client`; reads come from the shared informer stores.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, PodResourceClaimStatus};
+use k8s_openapi::api::resource::v1alpha2::{ResourceClaim, ResourceClaimTemplate};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client};
+
+use super::error::{is_not_found, ActorError, Result};
+use super::runtime::{Change, Next, WorkQueue};
+use super::writes::{read_modify_write, with_retry, Part};
+use super::{pod_claim_names, ObjectKey, POD_CLAIM_NAME_ANNOTATION};
+
+/// The resourceclaim controller: a pod queue (claim creation) and a claim queue (reservations).
+pub struct ClaimController {
+    client: Client,
+    pods: Store<Pod>,
+    claims: Store<ResourceClaim>,
+    templates: Store<ResourceClaimTemplate>,
+    /// Pods whose template claims may need creating.
+    pub pod_queue: Arc<WorkQueue<ObjectKey>>,
+    /// Claims whose reservations may need cleaning.
+    pub claim_queue: Arc<WorkQueue<ObjectKey>>,
+}
+
+/// Whether the pod has finished running (it will never need its claims again).
+pub fn is_pod_done(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// The pod claims made from templates that have no entry in `status.resourceClaimStatuses` yet:
+/// `(pod claim name, template name)`.
+pub fn missing_template_claims(pod: &Pod) -> Vec<(String, String)> {
+    let statuses = recorded_statuses(pod);
+    pod.spec
+        .iter()
+        .flat_map(|spec| spec.resource_claims.iter().flatten())
+        .filter_map(|entry| {
+            let template = entry
+                .source
+                .as_ref()?
+                .resource_claim_template_name
+                .clone()?;
+            let recorded = statuses.iter().any(|s| s.name == entry.name);
+            (!recorded).then(|| (entry.name.clone(), template))
+        })
+        .collect()
+}
+
+fn recorded_statuses(pod: &Pod) -> Vec<PodResourceClaimStatus> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.clone())
+        .unwrap_or_default()
+}
+
+/// The owner reference a pod puts on the objects it controls.
+pub fn pod_owner_reference(pod: &Pod) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The claim the controller creates for `pod_claim_name` of `pod` from `template`.
+pub fn claim_from_template(
+    pod: &Pod,
+    pod_claim_name: &str,
+    template: &ResourceClaimTemplate,
+) -> ResourceClaim {
+    let template_meta = template.spec.metadata.clone().unwrap_or_default();
+    let mut annotations = template_meta.annotations.unwrap_or_default();
+    annotations.insert(POD_CLAIM_NAME_ANNOTATION.into(), pod_claim_name.into());
+    ResourceClaim {
+        metadata: ObjectMeta {
+            generate_name: Some(format!(
+                "{}-{}-",
+                pod.metadata.name.as_deref().unwrap_or_default(),
+                pod_claim_name
+            )),
+            namespace: pod.metadata.namespace.clone(),
+            labels: template_meta.labels,
+            annotations: Some(annotations),
+            owner_references: Some(vec![pod_owner_reference(pod)]),
+            ..ObjectMeta::default()
+        },
+        spec: template.spec.spec.clone(),
+        status: None,
+    }
+}
+
+/// The controlling pod of a claim generated from a template: `(name, uid)`.
+pub fn owning_pod(claim: &ResourceClaim) -> Option<(String, String)> {
+    claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true) && r.kind == "Pod" && r.api_version == "v1")
+        .map(|r| (r.name.clone(), r.uid.clone()))
+}
+
+/// Whether a claim uses delayed (`WaitForFirstConsumer`) allocation, the default mode.
+pub fn is_delayed(claim: &ResourceClaim) -> bool {
+    claim.spec.allocation_mode.as_deref() != Some("Immediate")
+}
+
+/// Removes the `reservedFor` entries whose pod UID is in `gone` and, when that empties the list of
+/// an allocated `WaitForFirstConsumer` claim, requests deallocation. Returns whether it changed.
+pub fn drop_reservations(claim: &mut ResourceClaim, gone: &[String]) -> bool {
+    let Some(status) = claim.status.as_mut() else {
+        return false;
+    };
+    let Some(reserved) = status.reserved_for.as_mut() else {
+        return false;
+    };
+    let before = reserved.len();
+    reserved.retain(|r| !(r.resource == "pods" && gone.contains(&r.uid)));
+    if reserved.len() == before {
+        return false;
+    }
+    if reserved.is_empty() {
+        status.reserved_for = None;
+        if status.allocation.is_some() && claim.spec.allocation_mode.as_deref() != Some("Immediate")
+        {
+            status.deallocation_requested = Some(true);
+        }
+    }
+    true
+}
+
+impl ClaimController {
+    /// A controller reading the given stores.
+    pub fn new(
+        client: Client,
+        pods: Store<Pod>,
+        claims: Store<ResourceClaim>,
+        templates: Store<ResourceClaimTemplate>,
+    ) -> Self {
+        Self {
+            client,
+            pods,
+            claims,
+            templates,
+            pod_queue: WorkQueue::new(),
+            claim_queue: WorkQueue::new(),
+        }
+    }
+
+    /// Routes a pod change: the pod itself (template claims) and the claims it uses (reservations).
+    pub fn on_pod(&self, change: &Change<'_, Pod>) {
+        match change {
+            Change::Applied(pod) => {
+                if pod.metadata.deletion_timestamp.is_none()
+                    && !is_pod_done(pod)
+                    && !missing_template_claims(pod).is_empty()
+                {
+                    self.pod_queue.add(ObjectKey::of(&pod.metadata));
+                }
+                self.queue_claims_of(pod);
+            }
+            Change::Deleted(pod) => self.queue_claims_of(pod),
+            Change::Resynced => {
+                for claim in self.claims.state() {
+                    self.claim_queue.add(ObjectKey::of(&claim.metadata));
+                }
+            }
+        }
+    }
+
+    fn queue_claims_of(&self, pod: &Pod) {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        for name in pod_claim_names(pod) {
+            self.claim_queue.add(ObjectKey::new(&namespace, &name));
+        }
+    }
+
+    /// Routes a claim change to the claim queue.
+    pub fn on_claim(&self, change: &Change<'_, ResourceClaim>) {
+        if let Change::Applied(claim) = change {
+            self.claim_queue.add(ObjectKey::of(&claim.metadata));
+        }
+    }
+
+    /// Creates the missing template claims of a pod and records them in the pod status.
+    pub async fn sync_pod(&self, key: ObjectKey) -> Result<Next> {
+        let Some(cached) = self
+            .pods
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        else {
+            return Ok(Next::Done);
+        };
+        if missing_template_claims(&cached).is_empty() {
+            return Ok(Next::Done);
+        }
+        // The cache may predate this controller's own status write: decide on the live pod.
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        let Some(pod) = with_retry("get pod", || pods.get_opt(&key.name)).await? else {
+            return Ok(Next::Done);
+        };
+        if pod.metadata.deletion_timestamp.is_some() || is_pod_done(&pod) {
+            return Ok(Next::Done);
+        }
+        let missing = missing_template_claims(&pod);
+        if missing.is_empty() {
+            return Ok(Next::Done);
+        }
+        let mut statuses = recorded_statuses(&pod);
+        for (pod_claim_name, template_name) in missing {
+            let name = self
+                .ensure_claim(&pod, &pod_claim_name, &template_name)
+                .await?;
+            statuses.push(PodResourceClaimStatus {
+                name: pod_claim_name,
+                resource_claim_name: Some(name),
+            });
+        }
+        let patch = serde_json::json!({ "status": { "resourceClaimStatuses": statuses } });
+        let action = format!("record claims of pod {key}");
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+        with_retry(&action, || pods.patch_status(&key.name, &params, &patch)).await?;
+        Ok(Next::Done)
+    }
+
+    /// The name of the claim for `pod_claim_name`, creating it from the template if needed.
+    async fn ensure_claim(
+        &self,
+        pod: &Pod,
+        pod_claim_name: &str,
+        template_name: &str,
+    ) -> Result<String> {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        // A claim created before a crash or a failed status write is adopted, not duplicated.
+        let existing = self.claims.find(|claim| {
+            claim.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && owning_pod(claim).is_some_and(|(_, uid)| uid == pod_uid)
+                && claim
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION))
+                    .is_some_and(|n| n == pod_claim_name)
+        });
+        if let Some(claim) = existing {
+            return Ok(claim.metadata.name.clone().unwrap_or_default());
+        }
+        let cached = self
+            .templates
+            .get(&ObjectRef::new(template_name).within(&namespace));
+        let template = if let Some(template) = cached {
+            template
+        } else {
+            let api: Api<ResourceClaimTemplate> = Api::namespaced(self.client.clone(), &namespace);
+            let fetched =
+                with_retry("get resourceclaimtemplate", || api.get_opt(template_name)).await?;
+            Arc::new(fetched.ok_or_else(|| ActorError::Missing {
+                what: format!("resourceclaimtemplate {namespace}/{template_name}"),
+            })?)
+        };
+        let claim = claim_from_template(pod, pod_claim_name, &template);
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
+        let action = format!(
+            "create claim {pod_claim_name} for pod {namespace}/{}",
+            pod.metadata.name.as_deref().unwrap_or_default()
+        );
+        let params = PostParams::default();
+        let created = with_retry(&action, || api.create(&params, &claim)).await?;
+        tracing::debug!(claim.name = ?created.metadata.name, pod = ?pod.metadata.name, "Created claim from template");
+        Ok(created.metadata.name.unwrap_or_default())
+    }
+
+    /// Whether the pod with this name and UID still needs its reservations: it exists with that
+    /// UID, is not being deleted and is not done. The cache is confirmed with a live read before a
+    /// pod is declared gone.
+    async fn pod_still_active(&self, namespace: &str, name: &str, uid: &str) -> Result<bool> {
+        let active = |pod: &Pod| {
+            pod.metadata.uid.as_deref() == Some(uid)
+                && pod.metadata.deletion_timestamp.is_none()
+                && !is_pod_done(pod)
+        };
+        if let Some(pod) = self.pods.get(&ObjectRef::new(name).within(namespace)) {
+            if active(&pod) {
+                return Ok(true);
+            }
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let live = with_retry("get pod", || pods.get_opt(name)).await?;
+        Ok(live.as_ref().is_some_and(active))
+    }
+
+    /// Cleans the reservations of a claim and deletes it once its generated-for pod is done.
+    pub async fn sync_claim(&self, key: ObjectKey) -> Result<Next> {
+        let Some(claim) = self
+            .claims
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        else {
+            return Ok(Next::Done);
+        };
+        let reserved = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.reserved_for.clone())
+            .unwrap_or_default();
+        let mut gone = Vec::new();
+        for entry in reserved.iter().filter(|r| {
+            r.resource == "pods" && r.api_group.as_deref().unwrap_or_default().is_empty()
+        }) {
+            if !self
+                .pod_still_active(&key.namespace, &entry.name, &entry.uid)
+                .await?
+            {
+                gone.push(entry.uid.clone());
+            }
+        }
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
+        let mut still_reserved = reserved.len() > gone.len();
+        if !gone.is_empty() {
+            let action = format!("drop reservations of claim {key}");
+            let written = read_modify_write(&api, &key.name, Part::Status, &action, |claim| {
+                drop_reservations(claim, &gone)
+            })
+            .await?;
+            if let Some(written) = written {
+                still_reserved = written
+                    .status
+                    .and_then(|s| s.reserved_for)
+                    .is_some_and(|r| !r.is_empty());
+            }
+        }
+        if still_reserved || claim.metadata.deletion_timestamp.is_some() {
+            return Ok(Next::Done);
+        }
+        let Some((pod_name, pod_uid)) = owning_pod(&claim) else {
+            return Ok(Next::Done);
+        };
+        // Only a pod known to the cache is judged here; a pod that is truly gone is the garbage
+        // collector's business.
+        let Some(pod) = self
+            .pods
+            .get(&ObjectRef::new(&pod_name).within(&key.namespace))
+        else {
+            return Ok(Next::Done);
+        };
+        if pod.metadata.uid.as_deref() != Some(pod_uid.as_str()) || is_pod_done(&pod) {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: claim.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            let action = format!("delete claim {key} of finished pod");
+            match with_retry(&action, || api.delete(&key.name, &params)).await {
+                Ok(_) => {
+                    tracing::debug!(claim.name = %key, pod = %pod_name, "Deleted claim of finished pod");
+                }
+                Err(ActorError::Api { source, .. }) if is_not_found(&source) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(Next::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,322 @@
+//! A minimal kubelet for every node: a bound pod becomes Running (with its start time and ready
+//! conditions); a pod annotated `sim.dra-ledger.io/run-seconds` becomes Succeeded that long after
+//! it started; a bound pod being deleted gracefully is removed for good.
+//!
+//! Talks to the API server only through `kube::Client`; the phase decision is pure (`step`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client};
+
+use super::error::{is_not_found, ActorError, Result};
+use super::runtime::{Change, Next, WorkQueue};
+use super::writes::with_retry;
+use super::ObjectKey;
+
+/// Annotation with the number of seconds (fractions allowed) a pod runs before it succeeds.
+pub const RUN_SECONDS_ANNOTATION: &str = "sim.dra-ledger.io/run-seconds";
+
+/// What the kubelet does with a pod now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Not bound, or already finished: nothing.
+    Nothing,
+    /// Bound and not started: mark it Running; finish after the given run time, if any.
+    Start(Option<Duration>),
+    /// Running, but not long enough yet: look again after this delay.
+    Wait(Duration),
+    /// Its run time is over: mark it Succeeded.
+    Finish,
+    /// Being deleted on its node: remove it for good.
+    Remove,
+}
+
+/// The run time the annotation asks for; `None` when absent or not a non-negative number.
+pub fn run_time(pod: &Pod) -> Option<Duration> {
+    let raw = pod
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(RUN_SECONDS_ANNOTATION)?;
+    let seconds: f64 = raw.trim().parse().ok()?;
+    Duration::try_from_secs_f64(seconds).ok()
+}
+
+/// The kubelet's decision for `pod` at time `now`. `started` is when this kubelet started the
+/// pod, if it remembers; otherwise `status.startTime` (whole seconds only) is used.
+pub fn step(pod: &Pod, now: DateTime<Utc>, started: Option<DateTime<Utc>>) -> Step {
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    if !bound {
+        return Step::Nothing;
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Step::Remove;
+    }
+    let status = pod.status.as_ref();
+    match status.and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded" | "Failed") => Step::Nothing,
+        Some("Running") => {
+            let Some(run) = run_time(pod) else {
+                return Step::Nothing;
+            };
+            let started = started
+                .or_else(|| status.and_then(|s| s.start_time.as_ref()).map(|t| t.0))
+                .unwrap_or(now);
+            let elapsed = (now - started).to_std().unwrap_or_default();
+            if elapsed >= run {
+                Step::Finish
+            } else {
+                Step::Wait(run.saturating_sub(elapsed))
+            }
+        }
+        _ => Step::Start(run_time(pod)),
+    }
+}
+
+fn conditions(ready: bool, now: &str) -> serde_json::Value {
+    let ready = if ready { "True" } else { "False" };
+    serde_json::json!([
+        { "type": "PodScheduled", "status": "True", "lastTransitionTime": now },
+        { "type": "Initialized", "status": "True", "lastTransitionTime": now },
+        { "type": "ContainersReady", "status": ready, "lastTransitionTime": now },
+        { "type": "Ready", "status": ready, "lastTransitionTime": now },
+    ])
+}
+
+/// The kubelet actor.
+pub struct Kubelet {
+    client: Client,
+    pods: Store<Pod>,
+    /// Precise start times of the pods this kubelet started, by UID.
+    started: Mutex<HashMap<String, DateTime<Utc>>>,
+    /// Pods whose state on their node may have to change.
+    pub queue: Arc<WorkQueue<ObjectKey>>,
+}
+
+impl Kubelet {
+    /// A kubelet reading the pod store.
+    pub fn new(client: Client, pods: Store<Pod>) -> Self {
+        Self {
+            client,
+            pods,
+            started: Mutex::new(HashMap::new()),
+            queue: WorkQueue::new(),
+        }
+    }
+
+    /// Queues a changed pod that is bound to a node.
+    pub fn on_pod(&self, change: &Change<'_, Pod>) {
+        match change {
+            Change::Applied(pod) => {
+                if step(pod, Utc::now(), None) != Step::Nothing {
+                    self.queue.add(ObjectKey::of(&pod.metadata));
+                }
+            }
+            Change::Deleted(pod) => {
+                if let Some(uid) = &pod.metadata.uid {
+                    self.started.lock().expect("kubelet lock").remove(uid);
+                }
+            }
+            Change::Resynced => {}
+        }
+    }
+
+    /// Moves the pod one step along its life on the node.
+    pub async fn sync(&self, key: ObjectKey) -> Result<Next> {
+        let Some(pod) = self
+            .pods
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        else {
+            return Ok(Next::Done);
+        };
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        let now = Utc::now();
+        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let started = self
+            .started
+            .lock()
+            .expect("kubelet lock")
+            .get(&uid)
+            .copied();
+        let (patch, next) = match step(&pod, now, started) {
+            Step::Nothing => return Ok(Next::Done),
+            Step::Wait(delay) => return Ok(Next::After(delay)),
+            Step::Remove => {
+                let action = format!("remove pod {key}");
+                let params = DeleteParams::default().grace_period(0);
+                return match with_retry(&action, || api.delete(&key.name, &params)).await {
+                    Ok(_) => Ok(Next::Done),
+                    Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(Next::Done),
+                    Err(error) => Err(error),
+                };
+            }
+            Step::Start(run) => {
+                self.started
+                    .lock()
+                    .expect("kubelet lock")
+                    .insert(uid.clone(), now);
+                let host_ip = "10.0.0.1";
+                let patch = serde_json::json!({ "status": {
+                    "phase": "Running",
+                    "startTime": stamp,
+                    "hostIP": host_ip,
+                    "conditions": conditions(true, &stamp),
+                }});
+                (patch, run.map_or(Next::Done, Next::After))
+            }
+            Step::Finish => {
+                self.started.lock().expect("kubelet lock").remove(&uid);
+                let patch = serde_json::json!({ "status": {
+                    "phase": "Succeeded",
+                    "conditions": conditions(false, &stamp),
+                }});
+                (patch, Next::Done)
+            }
+        };
+        let action = format!("update status of pod {key}");
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+        match with_retry(&action, || api.patch_status(&key.name, &params, &patch)).await {
+            Ok(_) => Ok(next),
+            Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(Next::Done),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    fn pod(
+        node: Option<&str>,
+        phase: Option<&str>,
+        run: Option<&str>,
+        started: Option<DateTime<Utc>>,
+    ) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                annotations: run
+                    .map(|r| [(RUN_SECONDS_ANNOTATION.to_owned(), r.to_owned())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                node_name: node.map(Into::into),
+                ..PodSpec::default()
+            }),
+            status: Some(PodStatus {
+                phase: phase.map(Into::into),
+                start_time: started.map(Time),
+                ..PodStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn unbound_pod_is_left_alone() {
+        assert_eq!(
+            step(&pod(None, Some("Pending"), None, None), Utc::now(), None),
+            Step::Nothing
+        );
+    }
+
+    #[test]
+    fn bound_pending_pod_starts_with_its_run_time() {
+        let now = Utc::now();
+        assert_eq!(
+            step(&pod(Some("n"), None, None, None), now, None),
+            Step::Start(None)
+        );
+        assert_eq!(
+            step(
+                &pod(Some("n"), Some("Pending"), Some("1.5"), None),
+                now,
+                None
+            ),
+            Step::Start(Some(Duration::from_millis(1500)))
+        );
+    }
+
+    #[test]
+    fn running_pod_finishes_once_its_run_time_is_over() {
+        let now = Utc::now();
+        let started = now - chrono::Duration::seconds(3);
+        assert_eq!(
+            step(
+                &pod(Some("n"), Some("Running"), Some("2"), Some(started)),
+                now,
+                None
+            ),
+            Step::Finish
+        );
+        assert_eq!(
+            step(
+                &pod(Some("n"), Some("Running"), Some("5"), Some(started)),
+                now,
+                None
+            ),
+            Step::Wait(Duration::from_secs(2))
+        );
+        assert_eq!(
+            step(
+                &pod(Some("n"), Some("Running"), None, Some(started)),
+                now,
+                None
+            ),
+            Step::Nothing
+        );
+    }
+
+    #[test]
+    fn remembered_start_time_beats_the_whole_second_status_time() {
+        let now = Utc::now();
+        let status_time = now - chrono::Duration::seconds(2);
+        let precise = now - chrono::Duration::milliseconds(500);
+        assert_eq!(
+            step(
+                &pod(Some("n"), Some("Running"), Some("1"), Some(status_time)),
+                now,
+                Some(precise)
+            ),
+            Step::Wait(Duration::from_millis(500))
+        );
+    }
+
+    #[test]
+    fn malformed_run_time_means_run_forever() {
+        let now = Utc::now();
+        assert_eq!(
+            step(&pod(Some("n"), None, Some("soon"), None), now, None),
+            Step::Start(None)
+        );
+        assert_eq!(
+            step(&pod(Some("n"), None, Some("-1"), None), now, None),
+            Step::Start(None)
+        );
+    }
+
+    #[test]
+    fn finished_pod_stays_finished() {
+        assert_eq!(
+            step(
+                &pod(Some("n"), Some("Succeeded"), Some("0"), None),
+                Utc::now(),
+                None
+            ),
+            Step::Nothing
+        );
+    }
+}

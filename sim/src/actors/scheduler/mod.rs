@@ -1,0 +1,413 @@
+//! The kube-scheduler with the 1.30 `DynamicResources` plugin (classic DRA path): schedules pods
+//! whose `schedulerName` is `default-scheduler` (or unset), negotiating with DRA drivers through
+//! `PodSchedulingContexts`, then reserves the claims, binds the pod and deletes the context.
+//! Node filtering is basic: the node exists and is not `spec.unschedulable`; only DRA claims are
+//! modelled as resources.
+//!
+//! The decision of a cycle is pure (`plan`); this module does the I/O, only through
+//! `kube::Client`, and is driven by the shared informers.
+
+pub mod plan;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::api::resource::v1alpha2::{
+    PodSchedulingContext, PodSchedulingContextSpec, ResourceClaim, ResourceClaimConsumerReference,
+    ResourceClass,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client};
+
+use super::claims::pod_owner_reference;
+use super::error::{is_conflict, is_not_found, ActorError, Result};
+use super::runtime::{Change, Next, WorkQueue};
+use super::writes::{read_modify_write, with_retry, Part};
+use super::{pod_claim_names, ObjectKey};
+use plan::{decide, reserved_for, resolve_claims, Decision, Snapshot, MAX_RESERVED_FOR};
+
+/// The scheduler name this scheduler answers to.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// How long a pod waiting for a driver or a claim sleeps before it is looked at again even
+/// without a change (changes wake it earlier).
+const WAIT_RECHECK: Duration = Duration::from_millis(500);
+/// Delay after a write whose effect the caches have not shown yet.
+const SETTLE: Duration = Duration::from_millis(20);
+
+/// The scheduler actor.
+pub struct Scheduler {
+    client: Client,
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    claims: Store<ResourceClaim>,
+    contexts: Store<PodSchedulingContext>,
+    classes: Store<ResourceClass>,
+    /// Pods waiting for a scheduling cycle.
+    pub queue: Arc<WorkQueue<ObjectKey>>,
+}
+
+/// Whether this scheduler is responsible for the pod right now: ours, unbound, alive, not done.
+pub fn wants(pod: &Pod) -> bool {
+    let spec = pod.spec.as_ref();
+    let ours = spec
+        .and_then(|s| s.scheduler_name.as_deref())
+        .is_none_or(|n| n == DEFAULT_SCHEDULER);
+    let unbound = spec
+        .and_then(|s| s.node_name.as_deref())
+        .is_none_or(str::is_empty);
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    ours && unbound
+        && pod.metadata.deletion_timestamp.is_none()
+        && !matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+impl Scheduler {
+    /// A scheduler reading the given stores.
+    pub fn new(
+        client: Client,
+        pods: Store<Pod>,
+        nodes: Store<Node>,
+        claims: Store<ResourceClaim>,
+        contexts: Store<PodSchedulingContext>,
+        classes: Store<ResourceClass>,
+    ) -> Self {
+        Self {
+            client,
+            pods,
+            nodes,
+            claims,
+            contexts,
+            classes,
+            queue: WorkQueue::new(),
+        }
+    }
+
+    /// Queues a changed pod that needs scheduling.
+    pub fn on_pod(&self, change: &Change<'_, Pod>) {
+        if let Change::Applied(pod) = change {
+            if wants(pod) {
+                self.queue.add(ObjectKey::of(&pod.metadata));
+            }
+        }
+    }
+
+    /// Queues the unbound pods that use a changed claim.
+    pub fn on_claim(&self, change: &Change<'_, ResourceClaim>) {
+        let claim = match change {
+            Change::Applied(claim) | Change::Deleted(claim) => claim,
+            Change::Resynced => return self.queue_all_waiting(),
+        };
+        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        for pod in self.pods.state() {
+            if pod.metadata.namespace.as_deref() == Some(namespace)
+                && wants(&pod)
+                && pod_claim_names(&pod).iter().any(|n| n == name)
+            {
+                self.queue.add(ObjectKey::of(&pod.metadata));
+            }
+        }
+    }
+
+    /// Queues the pod of a changed scheduling context.
+    pub fn on_context(&self, change: &Change<'_, PodSchedulingContext>) {
+        if let Change::Applied(ctx) | Change::Deleted(ctx) = change {
+            self.queue.add(ObjectKey::of(&ctx.metadata));
+        }
+    }
+
+    /// Queues every waiting pod (nodes or classes changed).
+    pub fn queue_all_waiting(&self) {
+        for pod in self.pods.state() {
+            if wants(&pod) {
+                self.queue.add(ObjectKey::of(&pod.metadata));
+            }
+        }
+    }
+
+    fn node_load(&self) -> HashMap<String, usize> {
+        let mut load = HashMap::new();
+        for pod in self.pods.state() {
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+                *load.entry(node).or_insert(0) += 1;
+            }
+        }
+        load
+    }
+
+    /// One scheduling cycle for the pod.
+    pub async fn sync(&self, key: ObjectKey) -> Result<Next> {
+        let Some(pod) = self
+            .pods
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        else {
+            return Ok(Next::Done);
+        };
+        if !wants(&pod) {
+            return Ok(Next::Done);
+        }
+        let lookup = |name: &str| {
+            self.claims
+                .get(&ObjectRef::new(name).within(&key.namespace))
+        };
+        let claims = match resolve_claims(&pod, &lookup) {
+            Ok(claims) => claims,
+            Err(reason) => {
+                tracing::trace!(pod = %key, reason, "Pod not ready for scheduling");
+                return Ok(Next::After(WAIT_RECHECK));
+            }
+        };
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        let context = self
+            .contexts
+            .get(&ObjectRef::new(&key.name).within(&key.namespace));
+        if let Some(ctx) = &context {
+            let owned = ctx
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.uid == pod_uid);
+            if !owned {
+                // Left behind by an earlier pod of the same name.
+                self.delete_context(&key).await?;
+                return Ok(Next::After(SETTLE));
+            }
+        }
+        let nodes = self.nodes.state();
+        let load = if claims.is_empty()
+            || claims.iter().all(|c| {
+                c.claim
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.allocation.is_some())
+            }) {
+            self.node_load()
+        } else {
+            HashMap::new()
+        };
+        let class = |name: &str| self.classes.get(&ObjectRef::new(name));
+        let load_of = |node: &str| load.get(node).copied().unwrap_or(0);
+        let decision = decide(&Snapshot {
+            pod: &pod,
+            claims: &claims,
+            context: context.as_deref(),
+            nodes: &nodes,
+            class: &class,
+            load: &load_of,
+        });
+        tracing::trace!(pod = %key, ?decision, "Scheduling cycle");
+        match decision {
+            Decision::Unschedulable(_) => Ok(Next::After(WAIT_RECHECK)),
+            Decision::Deallocate {
+                claim,
+                clear_selected_node,
+            } => {
+                self.request_deallocation(&key, &pod_uid, &claim, clear_selected_node)
+                    .await?;
+                Ok(Next::After(WAIT_RECHECK))
+            }
+            Decision::Publish {
+                potential_nodes,
+                selected_node,
+            } => {
+                let spec = PodSchedulingContextSpec {
+                    potential_nodes: Some(potential_nodes),
+                    selected_node,
+                };
+                self.publish(&key, &pod, context.is_some(), spec).await
+            }
+            Decision::Bind { node, reserve } => {
+                self.reserve_and_bind(&key, &pod_uid, &node, &reserve).await
+            }
+        }
+    }
+
+    /// `PostFilter`: stop asking for allocation on the selected node, then request deallocation.
+    async fn request_deallocation(
+        &self,
+        key: &ObjectKey,
+        pod_uid: &str,
+        claim: &str,
+        clear_selected_node: bool,
+    ) -> Result<()> {
+        if clear_selected_node {
+            let contexts: Api<PodSchedulingContext> =
+                Api::namespaced(self.client.clone(), &key.namespace);
+            let patch = serde_json::json!({ "spec": { "selectedNode": null } });
+            let action = format!("clear selected node of {key}");
+            let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+            match with_retry(&action, || contexts.patch(&key.name, &params, &patch)).await {
+                Ok(_) => {}
+                Err(ActorError::Api { source, .. }) if is_not_found(&source) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
+        let action = format!("request deallocation of claim {}/{claim}", key.namespace);
+        read_modify_write(&claims, claim, Part::Status, &action, |claim| {
+            let Some(status) = claim.status.as_mut() else {
+                return false;
+            };
+            let reserved = status.reserved_for.as_deref().unwrap_or_default();
+            if status.allocation.is_none()
+                || status.deallocation_requested == Some(true)
+                || !reserved.iter().all(|r| r.uid == pod_uid)
+            {
+                return false;
+            }
+            status.reserved_for = None;
+            status.deallocation_requested = Some(true);
+            true
+        })
+        .await?;
+        tracing::debug!(pod = %key, claim, "Requested deallocation of a claim that no node can use");
+        Ok(())
+    }
+
+    /// `PreBind` waiting point: publish the context (create it owned by the pod, or update its spec).
+    async fn publish(
+        &self,
+        key: &ObjectKey,
+        pod: &Pod,
+        exists: bool,
+        spec: PodSchedulingContextSpec,
+    ) -> Result<Next> {
+        let contexts: Api<PodSchedulingContext> =
+            Api::namespaced(self.client.clone(), &key.namespace);
+        if exists {
+            let patch = serde_json::json!({ "spec": {
+                "potentialNodes": spec.potential_nodes,
+                "selectedNode": spec.selected_node,
+            }});
+            let action = format!("update scheduling context {key}");
+            let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+            match with_retry(&action, || contexts.patch(&key.name, &params, &patch)).await {
+                Ok(_) => {}
+                Err(ActorError::Api { source, .. }) if is_not_found(&source) => {
+                    return Ok(Next::After(SETTLE))
+                }
+                Err(error) => return Err(error),
+            }
+        } else {
+            let ctx = PodSchedulingContext {
+                metadata: ObjectMeta {
+                    name: Some(key.name.clone()),
+                    namespace: Some(key.namespace.clone()),
+                    owner_references: Some(vec![pod_owner_reference(pod)]),
+                    ..ObjectMeta::default()
+                },
+                spec,
+                status: None,
+            };
+            let action = format!("create scheduling context {key}");
+            match contexts.create(&PostParams::default(), &ctx).await {
+                Ok(_) => {}
+                // The cache has not caught up with an earlier create.
+                Err(error) if is_conflict(&error) => return Ok(Next::After(SETTLE)),
+                Err(error) => return Err(ActorError::api(action, error)),
+            }
+        }
+        Ok(Next::After(WAIT_RECHECK))
+    }
+
+    /// `PreBind` (reserve the claims for the pod), Bind, `PostBind` (delete the context).
+    async fn reserve_and_bind(
+        &self,
+        key: &ObjectKey,
+        pod_uid: &str,
+        node: &str,
+        reserve: &[String],
+    ) -> Result<Next> {
+        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
+        for name in reserve {
+            let action = format!(
+                "reserve claim {}/{name} for pod {}",
+                key.namespace, key.name
+            );
+            let mut usable = true;
+            read_modify_write(&claims, name, Part::Status, &action, |claim| {
+                if reserved_for(claim, pod_uid) {
+                    return false;
+                }
+                let Some(status) = claim.status.as_mut() else {
+                    usable = false;
+                    return false;
+                };
+                let reserved = status.reserved_for.get_or_insert_with(Vec::new);
+                let shareable = status.allocation.as_ref().and_then(|a| a.shareable) == Some(true);
+                if status.allocation.is_none()
+                    || status.deallocation_requested == Some(true)
+                    || (!reserved.is_empty() && !shareable)
+                    || reserved.len() >= MAX_RESERVED_FOR
+                {
+                    usable = false;
+                    return false;
+                }
+                reserved.push(ResourceClaimConsumerReference {
+                    api_group: None,
+                    resource: "pods".into(),
+                    name: key.name.clone(),
+                    uid: pod_uid.to_owned(),
+                });
+                true
+            })
+            .await?;
+            if !usable {
+                // The claim changed under us; the next cycle sees the new state.
+                return Ok(Next::After(SETTLE));
+            }
+        }
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: Some(key.name.clone()),
+                namespace: Some(key.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            target: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(node.to_owned()),
+                ..ObjectReference::default()
+            },
+        };
+        let body = serde_json::to_vec(&binding).map_err(|source| ActorError::Encode {
+            what: "binding",
+            source,
+        })?;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        let action = format!("bind pod {key} to {node}");
+        let post = PostParams::default();
+        let bound: Result<serde_json::Value> = with_retry(&action, || {
+            pods.create_subresource("binding", &key.name, &post, body.clone())
+        })
+        .await;
+        match bound {
+            Ok(_) => tracing::debug!(pod = %key, node, "Bound pod"),
+            Err(ActorError::Api { source, .. }) if is_not_found(&source) => return Ok(Next::Done),
+            Err(error) => return Err(error),
+        }
+        self.delete_context(key).await?;
+        Ok(Next::Done)
+    }
+
+    async fn delete_context(&self, key: &ObjectKey) -> Result<()> {
+        let contexts: Api<PodSchedulingContext> =
+            Api::namespaced(self.client.clone(), &key.namespace);
+        let action = format!("delete scheduling context {key}");
+        let params = DeleteParams::default();
+        match with_retry(&action, || contexts.delete(&key.name, &params)).await {
+            Ok(_) => Ok(()),
+            Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
