@@ -31,9 +31,9 @@ pub struct ControllerConfig {
     pub set_reserved_for: bool,
     /// Retry limits of the work queue.
     pub rate_limit: RateLimit,
-    /// How long our own claim writes shadow older watched copies (60 s).
+    /// How long our own claim and context writes shadow older watched copies (60 s).
     pub mutation_cache_ttl: Duration,
-    /// How many written claims are remembered (100).
+    /// How many written claims (and, separately, contexts) are remembered (100).
     pub mutation_cache_size: usize,
 }
 
@@ -93,7 +93,8 @@ pub(crate) struct Inner<D: Driver> {
     pub(crate) api: Arc<dyn ClusterApi>,
     pub(crate) caches: Arc<dyn Caches>,
     pub(crate) queue: WorkQueue,
-    pub(crate) claims: MutationCache,
+    pub(crate) claims: MutationCache<ResourceClaim>,
+    pub(crate) contexts: MutationCache<PodSchedulingContext>,
     pub(crate) config: ControllerConfig,
 }
 
@@ -133,6 +134,7 @@ impl<D: Driver> Controller<D> {
                 caches,
                 queue: WorkQueue::new(config.rate_limit),
                 claims: MutationCache::new(config.mutation_cache_ttl, config.mutation_cache_size),
+                contexts: MutationCache::new(config.mutation_cache_ttl, config.mutation_cache_size),
                 config,
             }),
             watches: None,
@@ -323,7 +325,7 @@ impl<D: Driver> Inner<D> {
                     (self.sync_claim(claim).await, Some(object))
                 }
             },
-            "schedulingCtx" => match self.caches.scheduling_context(namespace, name) {
+            "schedulingCtx" => match self.scheduling_context(namespace, name) {
                 None => (Ok(SyncOutcome::Done), None),
                 Some(context) => {
                     let object = object_reference(context.as_ref());
@@ -338,6 +340,19 @@ impl<D: Driver> Inner<D> {
     pub(crate) fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
         self.claims
             .newest(namespace, name, self.caches.claim(namespace, name))
+    }
+
+    /// A scheduling context as seen through the mutation cache.
+    pub(crate) fn scheduling_context(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<PodSchedulingContext>> {
+        self.contexts.newest(
+            namespace,
+            name,
+            self.caches.scheduling_context(namespace, name),
+        )
     }
 
     /// Writes a claim (metadata or status) and remembers the result in the mutation cache.

@@ -1,24 +1,27 @@
-//! The claim mutation cache: the objects returned by our own successful claim writes.
+//! The mutation cache: the objects returned by our own successful writes (claims, and scheduling
+//! contexts).
 //!
-//! A watch may still deliver an older copy of a claim after we wrote it; reading through this cache
-//! makes the sync see its own writes, so a stale copy never triggers a second allocation. Owns only
-//! the cache; must not depend on the API client or the driver.
+//! A watch may still deliver an older copy of an object after we wrote it; reading through this
+//! cache makes the sync see its own writes, so a stale claim never triggers a second allocation and
+//! a stale context never makes a status patch conflict. Owns only the cache; must not depend on the
+//! API client or the driver.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
+use kube::Resource;
 
-/// Bounded, expiring map from `<ns>/<name>` to the claim our last write returned.
-pub struct MutationCache {
+/// Bounded, expiring map from `<ns>/<name>` to the object our last write returned.
+pub struct MutationCache<K = ResourceClaim> {
     ttl: Duration,
     capacity: usize,
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<HashMap<String, Entry<K>>>,
 }
 
-struct Entry {
-    claim: Arc<ResourceClaim>,
+struct Entry<K> {
+    object: Arc<K>,
     written: Instant,
 }
 
@@ -29,8 +32,8 @@ fn newer_than(a: Option<&str>, b: Option<&str>) -> Option<bool> {
     Some(a > b)
 }
 
-impl MutationCache {
-    /// A cache keeping at most `capacity` claims for `ttl` each.
+impl<K: Resource> MutationCache<K> {
+    /// A cache keeping at most `capacity` objects for `ttl` each.
     pub fn new(ttl: Duration, capacity: usize) -> Self {
         Self {
             ttl,
@@ -39,24 +42,25 @@ impl MutationCache {
         }
     }
 
-    fn key(claim: &ResourceClaim) -> String {
+    fn key(object: &K) -> String {
+        let meta = object.meta();
         format!(
             "{}/{}",
-            claim.metadata.namespace.as_deref().unwrap_or_default(),
-            claim.metadata.name.as_deref().unwrap_or_default()
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
         )
     }
 
     /// Records the object returned by a successful write. An entry with a numerically newer
     /// resourceVersion is kept; otherwise the newer write replaces it.
-    pub fn mutation(&self, claim: Arc<ResourceClaim>) {
-        let key = Self::key(&claim);
+    pub fn mutation(&self, object: Arc<K>) {
+        let key = Self::key(&object);
         let now = Instant::now();
         let mut entries = self.entries.lock().expect("mutation cache lock");
         entries.retain(|_, e| now.duration_since(e.written) < self.ttl);
         if let Some(old) = entries.get(&key) {
-            let old_rv = old.claim.metadata.resource_version.as_deref();
-            let new_rv = claim.metadata.resource_version.as_deref();
+            let old_rv = old.object.meta().resource_version.as_deref();
+            let new_rv = object.meta().resource_version.as_deref();
             if newer_than(old_rv, new_rv) == Some(true) {
                 return;
             }
@@ -73,33 +77,27 @@ impl MutationCache {
         entries.insert(
             key,
             Entry {
-                claim,
+                object,
                 written: now,
             },
         );
     }
 
-    /// The newer of the watched copy and our last written copy of the claim `<ns>/<name>`.
-    /// With no watched copy the claim is treated as gone (deleted claims are not resurrected).
-    pub fn newest(
-        &self,
-        namespace: &str,
-        name: &str,
-        observed: Option<Arc<ResourceClaim>>,
-    ) -> Option<Arc<ResourceClaim>> {
+    /// The newer of the watched copy and our last written copy of the object `<ns>/<name>`.
+    /// With no watched copy the object is treated as gone (deleted objects are not resurrected).
+    pub fn newest(&self, namespace: &str, name: &str, observed: Option<Arc<K>>) -> Option<Arc<K>> {
         let observed = observed?;
         let key = format!("{namespace}/{name}");
         let mut entries = self.entries.lock().expect("mutation cache lock");
         let Some(entry) = entries.get(&key) else {
             return Some(observed);
         };
-        if entry.written.elapsed() >= self.ttl || entry.claim.metadata.uid != observed.metadata.uid
-        {
+        if entry.written.elapsed() >= self.ttl || entry.object.meta().uid != observed.meta().uid {
             entries.remove(&key);
             return Some(observed);
         }
-        let cached_rv = entry.claim.metadata.resource_version.as_deref();
-        let observed_rv = observed.metadata.resource_version.as_deref();
+        let cached_rv = entry.object.meta().resource_version.as_deref();
+        let observed_rv = observed.meta().resource_version.as_deref();
         match newer_than(cached_rv, observed_rv) {
             Some(false) => {
                 // The watch has caught up with (or passed) our write.
@@ -109,7 +107,7 @@ impl MutationCache {
             None if cached_rv == observed_rv => Some(observed),
             // Newer, or unparseable versions: our write is the newest we know of (the TTL bounds
             // the unparseable case).
-            Some(true) | None => Some(entry.claim.clone()),
+            Some(true) | None => Some(entry.object.clone()),
         }
     }
 
@@ -148,7 +146,7 @@ mod tests {
 
     #[test]
     fn written_copy_hides_stale_watched_copy() {
-        let cache = MutationCache::new(Duration::from_secs(60), 100);
+        let cache = MutationCache::<ResourceClaim>::new(Duration::from_secs(60), 100);
         cache.mutation(claim("a", "10"));
         let got = cache.newest("default", "a", Some(claim("a", "9"))).unwrap();
         assert_eq!(rv(&got), "10");
@@ -156,7 +154,7 @@ mod tests {
 
     #[test]
     fn watched_copy_wins_once_it_is_newer() {
-        let cache = MutationCache::new(Duration::from_secs(60), 100);
+        let cache = MutationCache::<ResourceClaim>::new(Duration::from_secs(60), 100);
         cache.mutation(claim("a", "10"));
         let got = cache
             .newest("default", "a", Some(claim("a", "11")))
@@ -167,7 +165,7 @@ mod tests {
 
     #[test]
     fn older_write_does_not_replace_newer_entry() {
-        let cache = MutationCache::new(Duration::from_secs(60), 100);
+        let cache = MutationCache::<ResourceClaim>::new(Duration::from_secs(60), 100);
         cache.mutation(claim("a", "12"));
         cache.mutation(claim("a", "10"));
         let got = cache.newest("default", "a", Some(claim("a", "5"))).unwrap();
@@ -176,7 +174,7 @@ mod tests {
 
     #[test]
     fn entries_expire_after_ttl() {
-        let cache = MutationCache::new(Duration::from_millis(1), 100);
+        let cache = MutationCache::<ResourceClaim>::new(Duration::from_millis(1), 100);
         cache.mutation(claim("a", "10"));
         std::thread::sleep(Duration::from_millis(5));
         let got = cache.newest("default", "a", Some(claim("a", "9"))).unwrap();
@@ -185,7 +183,7 @@ mod tests {
 
     #[test]
     fn capacity_evicts_oldest_entry() {
-        let cache = MutationCache::new(Duration::from_secs(60), 2);
+        let cache = MutationCache::<ResourceClaim>::new(Duration::from_secs(60), 2);
         cache.mutation(claim("a", "10"));
         std::thread::sleep(Duration::from_millis(2));
         cache.mutation(claim("b", "10"));
@@ -197,7 +195,7 @@ mod tests {
 
     #[test]
     fn deleted_claim_is_not_resurrected() {
-        let cache = MutationCache::new(Duration::from_secs(60), 100);
+        let cache = MutationCache::<ResourceClaim>::new(Duration::from_secs(60), 100);
         cache.mutation(claim("a", "10"));
         assert!(cache.newest("default", "a", None).is_none());
     }

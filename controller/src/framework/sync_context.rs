@@ -150,6 +150,9 @@ impl<D: Driver> Inner<D> {
                 .api
                 .patch_scheduling_context_status(&namespace, &context.name_any(), &patch)
                 .await;
+            if let Ok(updated) = &written {
+                self.contexts.mutation(Arc::new(updated.clone()));
+            }
             if let Err(e) = written {
                 if allocation_error.is_none() {
                     return Err(Error::UpdateSchedulingStatus(e));
