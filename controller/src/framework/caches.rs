@@ -62,3 +62,43 @@ impl Caches for ReflectorCaches {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::testing::fixtures::{claim, class, ClaimFixture, OTHER_CLASS};
+    use kube::runtime::reflector::store;
+    use kube::runtime::watcher::Event;
+
+    #[test]
+    fn reflector_caches_find_claims_by_name_and_class() {
+        let (claims, mut claims_writer) = store::<ResourceClaim>();
+        let (classes, mut classes_writer) = store::<ResourceClass>();
+        let (contexts, _) = store::<PodSchedulingContext>();
+        let (pods, _) = store::<Pod>();
+        for c in [
+            claim(),
+            claim().named("b"),
+            claim().named("c").in_class(OTHER_CLASS),
+        ] {
+            claims_writer.apply_watcher_event(&Event::Apply(c));
+        }
+        classes_writer.apply_watcher_event(&Event::Apply(class()));
+        let caches = ReflectorCaches {
+            claims,
+            classes,
+            contexts,
+            pods,
+        };
+        assert!(caches.claim("default", "b").is_some());
+        assert!(caches.claim("other", "b").is_none());
+        assert!(caches.class("mock-class").is_some());
+        let mut names: Vec<String> = caches
+            .claims_of_class("mock-class")
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, vec!["b".to_owned(), "claim".to_owned()]);
+    }
+}

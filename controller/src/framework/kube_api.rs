@@ -142,7 +142,10 @@ where
         + Sync
         + 'static,
 {
-    let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff();
+    let stream = watcher(Api::<K>::all(client), watcher::Config::default())
+        .default_backoff()
+        // Managed fields are never read; dropping them keeps the caches small.
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None);
     reflector::reflector(writer, stream).filter_map(|event| async move {
         match event {
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(Change::Changed(o)),
@@ -221,5 +224,38 @@ impl Watches {
             pods.boxed(),
         ]);
         all.for_each(|()| async {}).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::ErrorResponse;
+
+    fn response(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(ErrorResponse {
+            status: "Failure".into(),
+            message: message.into(),
+            reason: String::new(),
+            code,
+        })
+    }
+
+    #[test]
+    fn client_errors_map_to_kinds() {
+        assert_eq!(
+            api_error(response(404, "gone")).kind,
+            ApiErrorKind::NotFound
+        );
+        assert_eq!(
+            api_error(response(409, "modified")).kind,
+            ApiErrorKind::Conflict
+        );
+        assert_eq!(
+            api_error(response(422, "test operation failed")).kind,
+            ApiErrorKind::Conflict
+        );
+        assert_eq!(api_error(response(500, "boom")).kind, ApiErrorKind::Other);
+        assert!(api_error(response(500, "boom")).message.contains("boom"));
     }
 }
