@@ -1,0 +1,399 @@
+//! Every Prometheus metric of dra-ledger, defined in this one module (spec section 6).
+//!
+//! [`Metrics`] owns its own [`Registry`]; all names carry the `dra_ledger_` prefix and every
+//! label value comes from a fixed set (the enums below, or an HTTP status code). Counters and
+//! histograms are recorded by the driver, the ledger's commit hook and the Kubernetes client
+//! layer; gauges are refreshed from the ledger's read views. Must not depend on the controller.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dra_allocator::ledger::{CommitHook, CommitSample, Ledger, Utilisation};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+use crate::error::{Error, Result};
+
+/// The prefix of every metric name.
+pub const PREFIX: &str = "dra_ledger_";
+
+/// The full names of all metrics, as exposed on `/metrics`.
+pub const METRIC_NAMES: [&str; 13] = [
+    "dra_ledger_allocations_total",
+    "dra_ledger_deallocations_total",
+    "dra_ledger_allocate_duration_seconds",
+    "dra_ledger_unsuitable_nodes_duration_seconds",
+    "dra_ledger_ledger_commit_duration_seconds",
+    "dra_ledger_ledger_commit_batch_size",
+    "dra_ledger_devices",
+    "dra_ledger_claims_allocated",
+    "dra_ledger_intents_pending",
+    "dra_ledger_reconcile_drift_total",
+    "dra_ledger_workqueue_depth",
+    "dra_ledger_api_requests_total",
+    "dra_ledger_build_info",
+];
+
+/// How a claim was allocated (`mode` label of `allocations_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocationMode {
+    /// Allocation mode `Immediate`: allocated as soon as the claim exists.
+    Immediate,
+    /// Allocation mode `WaitForFirstConsumer`: allocated for a pod on the node the scheduler picked.
+    WaitForFirstConsumer,
+}
+
+impl AllocationMode {
+    /// All modes.
+    pub const ALL: [AllocationMode; 2] = [Self::Immediate, Self::WaitForFirstConsumer];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Immediate => "immediate",
+            Self::WaitForFirstConsumer => "wait_for_first_consumer",
+        }
+    }
+}
+
+/// How an allocation or deallocation ended (`outcome` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done (including idempotent repeats).
+    Success,
+    /// No devices fit the request.
+    Unsatisfiable,
+    /// The claim or class parameters are invalid.
+    InvalidParameters,
+    /// Any other failure (ledger, API server).
+    Error,
+}
+
+impl Outcome {
+    /// All outcomes.
+    pub const ALL: [Outcome; 4] = [
+        Self::Success,
+        Self::Unsatisfiable,
+        Self::InvalidParameters,
+        Self::Error,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Unsatisfiable => "unsatisfiable",
+            Self::InvalidParameters => "invalid_parameters",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// What a reconcile between ledger and cluster repaired (`kind` label of `reconcile_drift_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriftKind {
+    /// A claim shows an allocation the ledger lacked; it was imported.
+    MissingInLedger,
+    /// The ledger held an allocation whose claim is gone or unallocated; it was released.
+    StaleInLedger,
+    /// A pending intent whose claim shows the allocation was confirmed.
+    IntentRolledForward,
+    /// A pending intent whose claim never showed the allocation was released.
+    IntentReleased,
+    /// The ledger's devices of a node differed from its published ResourceSlices.
+    Inventory,
+}
+
+impl DriftKind {
+    /// All kinds.
+    pub const ALL: [DriftKind; 5] = [
+        Self::MissingInLedger,
+        Self::StaleInLedger,
+        Self::IntentRolledForward,
+        Self::IntentReleased,
+        Self::Inventory,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MissingInLedger => "missing_in_ledger",
+            Self::StaleInLedger => "stale_in_ledger",
+            Self::IntentRolledForward => "intent_rolled_forward",
+            Self::IntentReleased => "intent_released",
+            Self::Inventory => "inventory",
+        }
+    }
+}
+
+/// The `state` label values of `devices`.
+pub const DEVICE_STATES: [&str; 5] = ["free", "allocated", "shared", "cordoned", "missing"];
+
+/// The Kubernetes API verbs of `api_requests_total`.
+pub const API_VERBS: [&str; 7] = [
+    "get", "watch", "create", "update", "patch", "delete", "other",
+];
+
+/// The registry and every metric of the process. Cheap to share behind an `Arc`.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    allocations: IntCounterVec,
+    deallocations: IntCounterVec,
+    allocate_duration: Histogram,
+    unsuitable_nodes_duration: Histogram,
+    commit_duration: Histogram,
+    commit_batch_size: Histogram,
+    devices: IntGaugeVec,
+    claims_allocated: IntGauge,
+    intents_pending: IntGauge,
+    drift: IntCounterVec,
+    workqueue_depth: IntGauge,
+    api_requests: IntCounterVec,
+    build_info: IntGaugeVec,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+fn name(suffix: &str) -> String {
+    format!("{PREFIX}{suffix}")
+}
+
+fn histogram(suffix: &str, help: &str, buckets: Vec<f64>) -> Result<Histogram> {
+    Ok(Histogram::with_opts(
+        HistogramOpts::new(name(suffix), help).buckets(buckets),
+    )?)
+}
+
+/// Latency buckets from 100 µs to about 13 s.
+fn latency_buckets() -> Result<Vec<f64>> {
+    Ok(prometheus::exponential_buckets(0.000_1, 2.0, 18)?)
+}
+
+impl Metrics {
+    /// Creates every metric in a fresh registry, with `build_info{version}` set to 1 and all
+    /// fixed label combinations present at 0.
+    pub fn new(version: &str) -> Result<Self> {
+        let metrics = Metrics {
+            registry: Registry::new(),
+            allocations: IntCounterVec::new(
+                Opts::new(
+                    name("allocations_total"),
+                    "Allocate calls by mode and outcome",
+                ),
+                &["mode", "outcome"],
+            )?,
+            deallocations: IntCounterVec::new(
+                Opts::new(name("deallocations_total"), "Deallocate calls by outcome"),
+                &["outcome"],
+            )?,
+            allocate_duration: histogram(
+                "allocate_duration_seconds",
+                "Duration of one Allocate call of the driver, including the durable commit",
+                latency_buckets()?,
+            )?,
+            unsuitable_nodes_duration: histogram(
+                "unsuitable_nodes_duration_seconds",
+                "Duration of one UnsuitableNodes call of the driver",
+                latency_buckets()?,
+            )?,
+            commit_duration: histogram(
+                "ledger_commit_duration_seconds",
+                "Duration of one durable ledger commit",
+                latency_buckets()?,
+            )?,
+            commit_batch_size: histogram(
+                "ledger_commit_batch_size",
+                "Operations carried by one ledger commit",
+                prometheus::exponential_buckets(1.0, 2.0, 10)?,
+            )?,
+            devices: IntGaugeVec::new(
+                Opts::new(
+                    name("devices"),
+                    "Devices in the ledger by state (free and allocated partition the total)",
+                ),
+                &["state"],
+            )?,
+            claims_allocated: IntGauge::new(
+                name("claims_allocated"),
+                "Claims with an allocation in the ledger",
+            )?,
+            intents_pending: IntGauge::new(
+                name("intents_pending"),
+                "Allocations durable in the ledger but not yet seen in the cluster",
+            )?,
+            drift: IntCounterVec::new(
+                Opts::new(
+                    name("reconcile_drift_total"),
+                    "Differences between ledger and cluster repaired by reconciles, by kind",
+                ),
+                &["kind"],
+            )?,
+            workqueue_depth: IntGauge::new(
+                name("workqueue_depth"),
+                "Keys waiting in the controller's work queue",
+            )?,
+            api_requests: IntCounterVec::new(
+                Opts::new(
+                    name("api_requests_total"),
+                    "Requests to the Kubernetes API server by verb and HTTP status code",
+                ),
+                &["verb", "code"],
+            )?,
+            build_info: IntGaugeVec::new(
+                Opts::new(
+                    name("build_info"),
+                    "Always 1; the version label names the build",
+                ),
+                &["version"],
+            )?,
+        };
+        metrics.register_all()?;
+        metrics.build_info.with_label_values(&[version]).set(1);
+        for mode in AllocationMode::ALL {
+            for outcome in Outcome::ALL {
+                metrics
+                    .allocations
+                    .with_label_values(&[mode.as_str(), outcome.as_str()]);
+            }
+        }
+        for outcome in Outcome::ALL {
+            metrics.deallocations.with_label_values(&[outcome.as_str()]);
+        }
+        for state in DEVICE_STATES {
+            metrics.devices.with_label_values(&[state]);
+        }
+        for kind in DriftKind::ALL {
+            metrics.drift.with_label_values(&[kind.as_str()]);
+        }
+        Ok(metrics)
+    }
+
+    fn register_all(&self) -> Result<()> {
+        let collectors: [Box<dyn prometheus::core::Collector>; 13] = [
+            Box::new(self.allocations.clone()),
+            Box::new(self.deallocations.clone()),
+            Box::new(self.allocate_duration.clone()),
+            Box::new(self.unsuitable_nodes_duration.clone()),
+            Box::new(self.commit_duration.clone()),
+            Box::new(self.commit_batch_size.clone()),
+            Box::new(self.devices.clone()),
+            Box::new(self.claims_allocated.clone()),
+            Box::new(self.intents_pending.clone()),
+            Box::new(self.drift.clone()),
+            Box::new(self.workqueue_depth.clone()),
+            Box::new(self.api_requests.clone()),
+            Box::new(self.build_info.clone()),
+        ];
+        for collector in collectors {
+            self.registry.register(collector)?;
+        }
+        Ok(())
+    }
+
+    /// The registry (for tests and for exporting elsewhere).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Records one Allocate call of the driver.
+    pub fn record_allocation(&self, mode: AllocationMode, outcome: Outcome, took: Duration) {
+        self.allocations
+            .with_label_values(&[mode.as_str(), outcome.as_str()])
+            .inc();
+        self.allocate_duration.observe(took.as_secs_f64());
+    }
+
+    /// Records one Deallocate call of the driver.
+    pub fn record_deallocation(&self, outcome: Outcome) {
+        self.deallocations
+            .with_label_values(&[outcome.as_str()])
+            .inc();
+    }
+
+    /// Records one UnsuitableNodes call of the driver.
+    pub fn record_unsuitable_nodes(&self, took: Duration) {
+        self.unsuitable_nodes_duration.observe(took.as_secs_f64());
+    }
+
+    /// Records `count` repaired differences of one kind.
+    pub fn record_drift(&self, kind: DriftKind, count: u64) {
+        self.drift.with_label_values(&[kind.as_str()]).inc_by(count);
+    }
+
+    /// Records one request to the Kubernetes API server; `verb` outside [`API_VERBS`] counts as
+    /// `other`, `code` is the HTTP status (or `error` when no response arrived).
+    pub fn record_api_request(&self, verb: &str, code: &str) {
+        let verb = API_VERBS
+            .iter()
+            .find(|known| **known == verb)
+            .copied()
+            .unwrap_or("other");
+        self.api_requests.with_label_values(&[verb, code]).inc();
+    }
+
+    /// Sets the work queue depth.
+    pub fn set_workqueue_depth(&self, depth: usize) {
+        self.workqueue_depth
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// Records one durable ledger commit.
+    pub fn record_commit(&self, sample: &CommitSample) {
+        self.commit_duration.observe(sample.duration.as_secs_f64());
+        if sample.ok {
+            self.commit_batch_size.observe(sample.batch_size as f64);
+        }
+    }
+
+    /// A hook for `LedgerOptions::on_commit` that records every commit here.
+    pub fn commit_hook(self: &Arc<Self>) -> CommitHook {
+        let metrics = Arc::clone(self);
+        Arc::new(move |sample: &CommitSample| metrics.record_commit(sample))
+    }
+
+    /// Sets the device, claim and intent gauges from a utilisation view.
+    pub fn set_utilisation(&self, utilisation: &Utilisation) {
+        let totals = &utilisation.totals;
+        let values = [
+            totals.free,
+            totals.allocated,
+            totals.shared,
+            totals.cordoned,
+            totals.missing,
+        ];
+        for (state, value) in DEVICE_STATES.iter().zip(values) {
+            self.devices.with_label_values(&[state]).set(gauge(value));
+        }
+        self.claims_allocated
+            .set(gauge(utilisation.claims_allocated));
+        self.intents_pending.set(gauge(utilisation.intents_pending));
+    }
+
+    /// Refreshes the gauges from the ledger's read view (blocking; does not wait for the writer).
+    pub fn refresh_from_ledger(&self, ledger: &Ledger) -> Result<()> {
+        let utilisation = ledger.utilisation().map_err(Error::Ledger)?;
+        self.set_utilisation(&utilisation);
+        Ok(())
+    }
+
+    /// The current values in the Prometheus text format.
+    pub fn encode(&self) -> Result<String> {
+        let mut buffer = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
+        String::from_utf8(buffer).map_err(|error| Error::Encode(error.to_string()))
+    }
+}
+
+fn gauge(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The content type of [`Metrics::encode`].
+pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
