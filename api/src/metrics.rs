@@ -39,91 +39,112 @@ pub const METRIC_NAMES: [&str; 13] = [
 /// How a claim was allocated (`mode` label of `allocations_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllocationMode {
-    /// Allocation mode `Immediate`: allocated as soon as the claim exists.
+    /// Immediate allocation: the driver picks the node.
     Immediate,
-    /// Allocation mode `WaitForFirstConsumer`: allocated for a pod on the node the scheduler picked.
-    WaitForFirstConsumer,
+    /// Delayed allocation (`WaitForFirstConsumer`) on the node the scheduler selected.
+    Delayed,
 }
 
 impl AllocationMode {
     /// All modes.
-    pub const ALL: [AllocationMode; 2] = [Self::Immediate, Self::WaitForFirstConsumer];
+    pub const ALL: [AllocationMode; 2] = [Self::Immediate, Self::Delayed];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Immediate => "immediate",
-            Self::WaitForFirstConsumer => "wait_for_first_consumer",
+            Self::Delayed => "delayed",
         }
     }
 }
 
-/// How an allocation or deallocation ended (`outcome` label).
+/// How an allocation ended (`outcome` label of `allocations_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Done (including idempotent repeats).
-    Success,
-    /// No devices fit the request.
+pub enum AllocationOutcome {
+    /// The claims got devices (including idempotent repeats).
+    Allocated,
+    /// No devices fit the claims.
     Unsatisfiable,
-    /// The claim or class parameters are invalid.
-    InvalidParameters,
-    /// Any other failure (ledger, API server).
+    /// Anything else failed (parameters, ledger, not ready).
     Error,
 }
 
-impl Outcome {
+impl AllocationOutcome {
     /// All outcomes.
-    pub const ALL: [Outcome; 4] = [
-        Self::Success,
-        Self::Unsatisfiable,
-        Self::InvalidParameters,
-        Self::Error,
-    ];
+    pub const ALL: [AllocationOutcome; 3] = [Self::Allocated, Self::Unsatisfiable, Self::Error];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Success => "success",
+            Self::Allocated => "allocated",
             Self::Unsatisfiable => "unsatisfiable",
-            Self::InvalidParameters => "invalid_parameters",
             Self::Error => "error",
         }
     }
 }
 
-/// What a reconcile between ledger and cluster repaired (`kind` label of `reconcile_drift_total`).
+/// How a deallocation ended (`outcome` label of `deallocations_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeallocationOutcome {
+    /// The claim's devices were freed.
+    Released,
+    /// The claim had no allocation in the ledger (a repeat).
+    NotAllocated,
+    /// The ledger failed.
+    Error,
+}
+
+impl DeallocationOutcome {
+    /// All outcomes.
+    pub const ALL: [DeallocationOutcome; 3] = [Self::Released, Self::NotAllocated, Self::Error];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Released => "released",
+            Self::NotAllocated => "not_allocated",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// What a reconcile between ledger and cluster found (`kind` label of `reconcile_drift_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DriftKind {
-    /// A claim shows an allocation the ledger lacked; it was imported.
+    /// A claim showed an allocation the ledger lacked; it was imported.
     MissingInLedger,
-    /// The ledger held an allocation whose claim is gone or unallocated; it was released.
-    StaleInLedger,
-    /// A pending intent whose claim shows the allocation was confirmed.
-    IntentRolledForward,
-    /// A pending intent whose claim never showed the allocation was released.
-    IntentReleased,
-    /// The ledger's devices of a node differed from its published ResourceSlices.
-    Inventory,
+    /// The ledger held an allocation whose claim is gone, unallocated or allocated otherwise.
+    OrphanInLedger,
+    /// The claim showed other devices or another node than the ledger; the claim won.
+    DeviceMismatch,
+    /// A pending intent whose claim stayed unallocated past the grace period was released.
+    StaleIntent,
+    /// A claim's resource handle data did not parse.
+    BadHandleData,
+    /// A claim's allocation could not be recorded because another claim holds its devices.
+    DeviceConflict,
 }
 
 impl DriftKind {
     /// All kinds.
-    pub const ALL: [DriftKind; 5] = [
+    pub const ALL: [DriftKind; 6] = [
         Self::MissingInLedger,
-        Self::StaleInLedger,
-        Self::IntentRolledForward,
-        Self::IntentReleased,
-        Self::Inventory,
+        Self::OrphanInLedger,
+        Self::DeviceMismatch,
+        Self::StaleIntent,
+        Self::BadHandleData,
+        Self::DeviceConflict,
     ];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::MissingInLedger => "missing_in_ledger",
-            Self::StaleInLedger => "stale_in_ledger",
-            Self::IntentRolledForward => "intent_rolled_forward",
-            Self::IntentReleased => "intent_released",
-            Self::Inventory => "inventory",
+            Self::OrphanInLedger => "orphan_in_ledger",
+            Self::DeviceMismatch => "device_mismatch",
+            Self::StaleIntent => "stale_intent",
+            Self::BadHandleData => "bad_handle_data",
+            Self::DeviceConflict => "device_conflict",
         }
     }
 }
@@ -257,13 +278,13 @@ impl Metrics {
         metrics.register_all()?;
         metrics.build_info.with_label_values(&[version]).set(1);
         for mode in AllocationMode::ALL {
-            for outcome in Outcome::ALL {
+            for outcome in AllocationOutcome::ALL {
                 metrics
                     .allocations
                     .with_label_values(&[mode.as_str(), outcome.as_str()]);
             }
         }
-        for outcome in Outcome::ALL {
+        for outcome in DeallocationOutcome::ALL {
             metrics.deallocations.with_label_values(&[outcome.as_str()]);
         }
         for state in DEVICE_STATES {
@@ -302,16 +323,23 @@ impl Metrics {
         &self.registry
     }
 
-    /// Records one Allocate call of the driver.
-    pub fn record_allocation(&self, mode: AllocationMode, outcome: Outcome, took: Duration) {
+    /// Records one Allocate call of the driver for `claims` claims: the counter grows by the
+    /// number of claims, the histogram observes the call.
+    pub fn record_allocation(
+        &self,
+        mode: AllocationMode,
+        outcome: AllocationOutcome,
+        claims: usize,
+        took: Duration,
+    ) {
         self.allocations
             .with_label_values(&[mode.as_str(), outcome.as_str()])
-            .inc();
+            .inc_by(claims as u64);
         self.allocate_duration.observe(took.as_secs_f64());
     }
 
     /// Records one Deallocate call of the driver.
-    pub fn record_deallocation(&self, outcome: Outcome) {
+    pub fn record_deallocation(&self, outcome: DeallocationOutcome) {
         self.deallocations
             .with_label_values(&[outcome.as_str()])
             .inc();

@@ -8,7 +8,9 @@ use axum::body::{to_bytes, Body};
 use axum::http::Request;
 use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger, LedgerOptions};
 use dra_allocator::model::{ClassDefaults, Device, EffectiveRequest};
-use dra_api::metrics::{AllocationMode, DriftKind, Outcome, METRIC_NAMES};
+use dra_api::metrics::{
+    AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, METRIC_NAMES,
+};
 use dra_api::{router, AppState, Metrics, Readiness};
 use tower::ServiceExt;
 
@@ -60,12 +62,13 @@ async fn every_spec_metric_is_exposed_after_a_short_workload() {
 
     metrics.record_allocation(
         AllocationMode::Immediate,
-        Outcome::Success,
+        AllocationOutcome::Allocated,
+        2,
         Duration::from_millis(3),
     );
-    metrics.record_deallocation(Outcome::Success);
+    metrics.record_deallocation(DeallocationOutcome::Released);
     metrics.record_unsuitable_nodes(Duration::from_millis(1));
-    metrics.record_drift(DriftKind::StaleInLedger, 2);
+    metrics.record_drift(DriftKind::OrphanInLedger, 2);
     metrics.record_api_request("patch", "200");
 
     let state = AppState::new(metrics.clone(), Readiness::new()).with_ledger(ledger.clone());
@@ -83,13 +86,14 @@ async fn every_spec_metric_is_exposed_after_a_short_workload() {
     assert_eq!(value("dra_ledger_claims_allocated"), 2.0);
     assert_eq!(value("dra_ledger_intents_pending"), 1.0);
     assert_eq!(
-        value("dra_ledger_reconcile_drift_total{kind=\"stale_in_ledger\"}"),
+        value("dra_ledger_reconcile_drift_total{kind=\"orphan_in_ledger\"}"),
         2.0
     );
     assert_eq!(
-        value("dra_ledger_allocations_total{mode=\"immediate\",outcome=\"success\"}"),
-        1.0
+        value("dra_ledger_allocations_total{mode=\"immediate\",outcome=\"allocated\"}"),
+        2.0
     );
+    assert!((value("dra_ledger_allocate_duration_seconds_count") - 1.0).abs() < f64::EPSILON);
     // Every write above went through a durable commit observed by the hook.
     assert!(value("dra_ledger_ledger_commit_batch_size_count") >= 1.0);
     assert!(value("dra_ledger_ledger_commit_duration_seconds_count") >= 1.0);
