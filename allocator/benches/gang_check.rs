@@ -43,7 +43,7 @@ fn inventory(rng: &mut Rng) -> Inventory {
     let drivers = ["550.54.15", "535.161.8", "560.28.3"];
     let nodes = (0..NODES).map(|n| {
         let kind = n % models.len();
-        let devices = (0..DEVICES)
+        let devices = (0..DEVICES as u8)
             .map(|d| {
                 let device = Device::new(format!("gpu-{d}"))
                     .with("model", AttributeValue::String(models[kind].into()))
@@ -55,8 +55,8 @@ fn inventory(rng: &mut Rng) -> Inventory {
                         "driverVersion",
                         AttributeValue::Version(Version::parse(drivers[n % 3]).unwrap()),
                     )
-                    .with("numa", AttributeValue::Int((d / 4) as i64))
-                    .with("index", AttributeValue::Int(d as i64))
+                    .with("numa", AttributeValue::Int(i64::from(d / 4)))
+                    .with("index", AttributeValue::Int(i64::from(d)))
                     .with(
                         "uuid",
                         AttributeValue::String(format!("GPU-{n:05}-{d}-{:08x}", rng.next())),
@@ -113,7 +113,11 @@ fn requests() -> Vec<EffectiveRequest> {
         ),
         request(
             1,
-            vec![Requirement::new("driverVersion", Operator::Gt, &["540.0.0"])],
+            vec![Requirement::new(
+                "driverVersion",
+                Operator::Gt,
+                &["540.0.0"],
+            )],
             Sharing::Exclusive,
             None,
         ),

@@ -3,6 +3,7 @@
 //! best node by policy. Pure; reads the [`Inventory`] only.
 
 use std::cmp::Ordering;
+use std::collections::HashSet;
 
 use super::inventory::NodeEntry;
 use super::search::{Failure, Prepared};
@@ -41,17 +42,18 @@ pub fn unsuitable_nodes<S: AsRef<str>>(
     if claims.is_empty() {
         return Vec::new();
     }
-    let mut prepared = Prepared::new(claims);
+    let mut prepared = Prepared::new(claims, inventory.interner());
     let mut result: Vec<UnsuitableNode> = Vec::new();
-    for (i, candidate) in candidates.iter().enumerate() {
+    let mut seen: HashSet<&str> = HashSet::with_capacity(candidates.len());
+    for candidate in candidates {
         let node = candidate.as_ref();
-        if candidates[..i].iter().any(|c| c.as_ref() == node) {
+        if !seen.insert(node) {
             continue;
         }
         let verdict = match inventory.entry(node) {
             None => Err(unknown(node)),
             Some(entry) => prepared
-                .place(inventory.profiles(), entry, reservations.on_node(node))
+                .place(inventory.interner(), entry, reservations.on_node(node))
                 .map_err(|f| unsuitable(node, claims, f)),
         };
         if let Err(u) = verdict {
@@ -86,9 +88,9 @@ pub fn choose_for_pod(
     let entry = inventory
         .entry(node)
         .ok_or_else(|| FitError::Unsuitable(unknown(node)))?;
-    let mut prepared = Prepared::new(claims);
+    let mut prepared = Prepared::new(claims, inventory.interner());
     let chosen = prepared
-        .place(inventory.profiles(), entry, reservations.on_node(node))
+        .place(inventory.interner(), entry, reservations.on_node(node))
         .map_err(|f| FitError::Unsuitable(unsuitable(node, claims, f)))?;
     Ok(placements(entry, chosen))
 }
@@ -157,11 +159,11 @@ fn best_node(
     entries.retain(|e| !e.view.devices.is_empty());
     entries.sort_by(|a, b| by_policy(claim.request.policy, a, b));
     let claims = [claim];
-    let mut prepared = Prepared::new(&claims);
+    let mut prepared = Prepared::new(&claims, inventory.interner());
     let mut first_failure: Option<UnsuitableNode> = None;
     for entry in &entries {
         let node = entry.view.name.as_str();
-        match prepared.place(inventory.profiles(), entry, reservations.on_node(node)) {
+        match prepared.place(inventory.interner(), entry, reservations.on_node(node)) {
             Ok(chosen) => return Ok(placements(entry, chosen).remove(0)),
             Err(f) => {
                 if first_failure.is_none() {

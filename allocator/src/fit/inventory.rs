@@ -1,14 +1,14 @@
 //! The in-memory inventory the fitting logic reads: every node's devices with their cordon and
 //! missing flags and current consumers, as the ledger records them. Lookup by node name is
-//! O(log n). Identical attribute sets are interned once so that selectors are evaluated once per
-//! distinct set. Pure data; no I/O.
+//! O(log n). Attribute names and values are interned so that a selector is evaluated once per
+//! distinct value. Pure data; no I/O.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use super::FitError;
-use crate::model::{Attributes, Device, Sharing};
+use crate::model::{AttributeValue, Attributes, Device, Sharing};
 
 /// One claim sharing a device, with the limit it was allocated under.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -121,49 +121,185 @@ impl NodeView {
     }
 }
 
-/// Interned attribute sets: devices with identical attributes share one id.
+/// The values one attribute takes across the inventory, each with a dense id.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Profiles {
-    ids: HashMap<Attributes, u32>,
-    list: Vec<Attributes>,
+pub(crate) struct ValueTable {
+    ids: HashMap<AttributeValue, u32>,
+    list: Vec<AttributeValue>,
 }
 
-impl Profiles {
-    fn intern(&mut self, attributes: &Attributes) -> u32 {
-        if let Some(id) = self.ids.get(attributes) {
-            return *id;
-        }
-        let id = u32::try_from(self.list.len()).expect("fewer than 2^32 attribute sets");
-        self.list.push(attributes.clone());
-        self.ids.insert(attributes.clone(), id);
-        id
-    }
-
+impl ValueTable {
     pub(crate) fn len(&self) -> usize {
         self.list.len()
     }
 
-    pub(crate) fn get(&self, id: u32) -> &Attributes {
+    pub(crate) fn get(&self, id: u32) -> &AttributeValue {
         &self.list[id as usize]
     }
 }
 
+/// Interned attribute names and values, so that a requirement is evaluated once per distinct
+/// value of its attribute rather than once per device.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Interner {
+    names: HashMap<String, u32>,
+    values: Vec<ValueTable>,
+}
+
+impl Interner {
+    /// Interns every attribute of `attributes`, returning `(attribute id, value id)` pairs.
+    fn intern(&mut self, attributes: &Attributes) -> Vec<(u32, u32)> {
+        attributes
+            .iter()
+            .map(|(name, value)| {
+                let next = u32::try_from(self.names.len()).expect("fewer than 2^32 attributes");
+                let attribute = *self.names.entry(name.clone()).or_insert(next);
+                if attribute as usize == self.values.len() {
+                    self.values.push(ValueTable::default());
+                }
+                let table = &mut self.values[attribute as usize];
+                let next = u32::try_from(table.list.len()).expect("fewer than 2^32 values");
+                let value = *table.ids.entry(value.clone()).or_insert_with(|| {
+                    table.list.push(value.clone());
+                    next
+                });
+                (attribute, value)
+            })
+            .collect()
+    }
+
+    /// The id of an attribute name, if any device ever carried it.
+    pub(crate) fn attribute(&self, name: &str) -> Option<u32> {
+        self.names.get(name).copied()
+    }
+
+    pub(crate) fn values(&self, attribute: u32) -> &ValueTable {
+        &self.values[attribute as usize]
+    }
+}
+
+/// Marks an attribute a device does not carry in [`NodeEntry::values`].
+const NO_VALUE: u32 = u32::MAX;
+
+/// A device's occupancy by the ledger's state: what the fitting search starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Usage {
+    /// Cordoned or missing: nobody new may take it.
+    pub(crate) blocked: bool,
+    /// Held (or reserved) exclusively.
+    pub(crate) exclusive: bool,
+    /// Shared consumers.
+    pub(crate) shared: u32,
+    /// Smallest `maxConsumers` among the shared consumers (`u32::MAX` when none).
+    pub(crate) cap: u32,
+}
+
+impl Usage {
+    fn of(device: &DeviceView) -> Self {
+        let mut usage = Usage {
+            blocked: device.cordoned || device.missing,
+            exclusive: false,
+            shared: 0,
+            cap: u32::MAX,
+        };
+        match &device.consumers {
+            Consumers::None => {}
+            Consumers::Exclusive { .. } => usage.exclusive = true,
+            Consumers::Shared(list) => {
+                for c in list {
+                    usage.take(Sharing::Shared {
+                        max_consumers: c.max_consumers,
+                    });
+                }
+            }
+        }
+        usage
+    }
+
+    /// Whether a request with `sharing` may take the device now.
+    pub(crate) fn usable(self, sharing: Sharing) -> bool {
+        !self.blocked
+            && !self.exclusive
+            && match sharing {
+                Sharing::Exclusive => self.shared == 0,
+                Sharing::Shared { max_consumers } => self.shared < max_consumers.min(self.cap),
+            }
+    }
+
+    /// Records one more consumer with `sharing`.
+    pub(crate) fn take(&mut self, sharing: Sharing) {
+        match sharing {
+            Sharing::Exclusive => self.exclusive = true,
+            Sharing::Shared { max_consumers } => {
+                self.shared += 1;
+                self.cap = self.cap.min(max_consumers);
+            }
+        }
+    }
+}
+
+/// One node: the public view plus compact data the search reads (kept in step with the view).
 #[derive(Clone, Debug)]
 pub(crate) struct NodeEntry {
     pub(crate) view: NodeView,
-    /// Profile id per device, parallel to `view.devices`.
-    pub(crate) profiles: Vec<u32>,
+    /// Occupancy per device, parallel to `view.devices`.
+    pub(crate) usage: Vec<Usage>,
+    /// Attribute ids known when the node was inserted; `values` has this many columns.
+    width: usize,
+    /// Value id per device and attribute id (row-major), [`NO_VALUE`] when absent.
+    values: Vec<u32>,
     pub(crate) in_use: usize,
 }
 
-/// All nodes' devices and their state, keyed by node name.
+impl NodeEntry {
+    fn new(view: NodeView, interner: &mut Interner) -> Self {
+        let pairs: Vec<Vec<(u32, u32)>> = view
+            .devices
+            .iter()
+            .map(|d| interner.intern(&d.device.attributes))
+            .collect();
+        let width = interner.names.len();
+        let mut values = vec![NO_VALUE; width * view.devices.len()];
+        for (d, pairs) in pairs.iter().enumerate() {
+            for &(attribute, value) in pairs {
+                values[d * width + attribute as usize] = value;
+            }
+        }
+        NodeEntry {
+            usage: view.devices.iter().map(Usage::of).collect(),
+            in_use: view.in_use(),
+            view,
+            width,
+            values,
+        }
+    }
+
+    /// The value id of `attribute` on device `d`.
+    pub(crate) fn value_of(&self, d: usize, attribute: u32) -> Option<u32> {
+        let attribute = attribute as usize;
+        if attribute >= self.width {
+            return None;
+        }
+        let value = self.values[d * self.width + attribute];
+        (value != NO_VALUE).then_some(value)
+    }
+
+    fn refresh(&mut self, i: usize) {
+        self.usage[i] = Usage::of(&self.view.devices[i]);
+        self.in_use = self.view.in_use();
+    }
+}
+
+/// All nodes' devices and their state, keyed by node name (hashed lookup; name order kept
+/// separately for iteration).
 ///
-/// Attribute sets are interned for the life of the inventory; rebuilding it from the ledger
-/// drops sets no device carries any more.
+/// Attribute names and values are interned for the life of the inventory; rebuilding it from
+/// the ledger drops values no device carries any more.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
-    nodes: BTreeMap<String, NodeEntry>,
-    profiles: Profiles,
+    nodes: HashMap<String, NodeEntry>,
+    names: BTreeSet<String>,
+    interner: Interner,
 }
 
 impl Inventory {
@@ -195,25 +331,15 @@ impl Inventory {
                 device: pair[0].device.name.clone(),
             });
         }
-        let profiles = view
-            .devices
-            .iter()
-            .map(|d| self.profiles.intern(&d.device.attributes))
-            .collect();
-        let in_use = view.in_use();
-        self.nodes.insert(
-            view.name.clone(),
-            NodeEntry {
-                view,
-                profiles,
-                in_use,
-            },
-        );
+        self.names.insert(view.name.clone());
+        let entry = NodeEntry::new(view, &mut self.interner);
+        self.nodes.insert(entry.view.name.clone(), entry);
         Ok(())
     }
 
     /// Removes a node, returning its view.
     pub fn remove_node(&mut self, node: &str) -> Option<NodeView> {
+        self.names.remove(node);
         self.nodes.remove(node).map(|e| e.view)
     }
 
@@ -224,7 +350,7 @@ impl Inventory {
 
     /// All nodes in name order.
     pub fn nodes(&self) -> impl Iterator<Item = &NodeView> {
-        self.nodes.values().map(|e| &e.view)
+        self.entries().map(|e| &e.view)
     }
 
     /// How many nodes.
@@ -246,10 +372,8 @@ impl Inventory {
     ) -> Result<(), FitError> {
         let entry = self.entry_mut(node)?;
         let i = Self::position(entry, node, device)?;
-        let was = entry.view.devices[i].consumers.is_in_use();
-        let now = consumers.is_in_use();
         entry.view.devices[i].consumers = consumers;
-        entry.in_use = entry.in_use + usize::from(now) - usize::from(was);
+        entry.refresh(i);
         Ok(())
     }
 
@@ -337,6 +461,7 @@ impl Inventory {
         let entry = self.entry_mut(node)?;
         let i = Self::position(entry, node, device)?;
         entry.view.devices[i].cordoned = cordoned;
+        entry.refresh(i);
         Ok(())
     }
 
@@ -345,6 +470,7 @@ impl Inventory {
         let entry = self.entry_mut(node)?;
         let i = Self::position(entry, node, device)?;
         entry.view.devices[i].missing = missing;
+        entry.refresh(i);
         Ok(())
     }
 
@@ -352,12 +478,13 @@ impl Inventory {
         self.nodes.get(node)
     }
 
+    /// Entries in node-name order.
     pub(crate) fn entries(&self) -> impl Iterator<Item = &NodeEntry> {
-        self.nodes.values()
+        self.names.iter().filter_map(|name| self.nodes.get(name))
     }
 
-    pub(crate) fn profiles(&self) -> &Profiles {
-        &self.profiles
+    pub(crate) fn interner(&self) -> &Interner {
+        &self.interner
     }
 
     fn entry_mut(&mut self, node: &str) -> Result<&mut NodeEntry, FitError> {

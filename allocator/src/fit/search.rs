@@ -1,65 +1,43 @@
 //! The per-node placement search shared by every public entry point: usable devices per
 //! request, quick necessary checks with readable reasons, then an exact backtracking search
 //! (with symmetry breaking between interchangeable devices) for all requests at once.
-//! Pure; works on borrowed inventory data only.
+//! Pure; works on borrowed inventory data and reuses its buffers from node to node.
 
-use super::inventory::{NodeEntry, Profiles};
-use super::{Consumers, NamedRequest};
-use crate::model::{AttributeValue, CompiledRequirement, Sharing};
+use super::inventory::{Interner, NodeEntry, Usage};
+use super::NamedRequest;
+use crate::model::{CompiledRequirement, Policy, Sharing};
 
 /// Search steps per node before the search gives up and reports the node unsuitable.
 const STEP_BUDGET: u32 = 50_000;
 
-/// A device's occupancy as seen by one search (ledger consumers plus reservations plus the
-/// picks made so far).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Usage {
-    blocked: bool,
-    exclusive: bool,
-    shared: u32,
-    cap: u32,
-}
-
-impl Usage {
-    fn usable(self, sharing: Sharing) -> bool {
-        !self.blocked
-            && !self.exclusive
-            && match sharing {
-                Sharing::Exclusive => self.shared == 0,
-                Sharing::Shared { max_consumers } => self.shared < max_consumers.min(self.cap),
-            }
-    }
-
-    fn take(&mut self, sharing: Sharing) {
-        match sharing {
-            Sharing::Exclusive => self.exclusive = true,
-            Sharing::Shared { max_consumers } => {
-                self.shared += 1;
-                self.cap = self.cap.min(max_consumers);
-            }
-        }
-    }
-}
-
-/// A selector with its answers memoised per interned attribute set.
-struct Matcher {
-    requirements: Vec<CompiledRequirement>,
-    /// 0 = not evaluated, 1 = matches, 2 = does not.
+/// One requirement with its answers memoised per interned value of its attribute.
+struct Check {
+    attribute: Option<u32>,
+    requirement: CompiledRequirement,
+    /// Index = value id; 0 = not evaluated, 1 = matches, 2 = does not.
     memo: Vec<u8>,
+    /// The answer for devices without the attribute.
+    when_missing: bool,
 }
 
-impl Matcher {
-    fn matches(&mut self, profiles: &Profiles, id: u32) -> bool {
+impl Check {
+    fn matches(&mut self, interner: &Interner, entry: &NodeEntry, d: usize) -> bool {
+        let Some(attribute) = self.attribute else {
+            return self.when_missing;
+        };
+        let Some(value) = entry.value_of(d, attribute) else {
+            return self.when_missing;
+        };
+        let values = interner.values(attribute);
         if self.memo.is_empty() {
-            self.memo = vec![0; profiles.len()];
+            self.memo = vec![0; values.len()];
         }
-        match self.memo[id as usize] {
+        match self.memo[value as usize] {
             1 => true,
             2 => false,
             _ => {
-                let attributes = profiles.get(id);
-                let hit = self.requirements.iter().all(|r| r.matches(attributes));
-                self.memo[id as usize] = if hit { 1 } else { 2 };
+                let hit = self.requirement.matches_value(Some(values.get(value)));
+                self.memo[value as usize] = if hit { 1 } else { 2 };
                 hit
             }
         }
@@ -72,225 +50,306 @@ pub(crate) struct Failure {
     pub(crate) reason: String,
 }
 
-/// One request's candidate devices on one node, grouped by `sameAttribute` value.
+/// One request's candidate devices on the current node: `devices` split into groups (one per
+/// `sameAttribute` value, or a single group) by `bounds`.
+#[derive(Default)]
 struct Plan {
-    input: usize,
+    devices: Vec<usize>,
+    bounds: Vec<(usize, usize)>,
+}
+
+/// A request's `sameAttribute`, resolved against the interned attribute names.
+#[derive(Clone, Copy)]
+enum Same {
+    /// No `sameAttribute`.
+    Unset,
+    /// An attribute some device carries.
+    Attribute(u32),
+    /// An attribute no device carries: nothing is eligible.
+    Unknown,
+}
+
+/// What a request needs, resolved against the inventory once per check.
+struct Claim {
     sharing: Sharing,
     count: usize,
-    groups: Vec<Vec<usize>>,
+    policy: Policy,
+    selector: usize,
+    same: Same,
+    /// The `sameAttribute` name, for reasons.
+    same_name: String,
+    /// `" matching <selector>"` or empty, for reasons.
+    matching: String,
 }
 
 /// Requests compiled once and reused for every node of a check.
 pub(crate) struct Prepared<'a> {
-    claims: &'a [NamedRequest<'a>],
-    matcher_of: Vec<usize>,
-    matchers: Vec<Matcher>,
+    names: Vec<&'a str>,
+    claims: Vec<Claim>,
+    selectors: Vec<Vec<Check>>,
+    usage: Vec<Usage>,
+    plans: Vec<Plan>,
+    order: Vec<usize>,
+    grouping: Vec<(u32, usize)>,
 }
 
 impl<'a> Prepared<'a> {
-    pub(crate) fn new(claims: &'a [NamedRequest<'a>]) -> Self {
-        let mut matcher_of = Vec::with_capacity(claims.len());
-        let mut matchers: Vec<Matcher> = Vec::new();
+    pub(crate) fn new(claims: &[NamedRequest<'a>], interner: &Interner) -> Self {
+        let mut selectors: Vec<Vec<Check>> = Vec::new();
+        let mut compiled: Vec<Claim> = Vec::with_capacity(claims.len());
         for (i, claim) in claims.iter().enumerate() {
-            let same = claims[..i]
+            let request = claim.request;
+            let earlier = claims[..i]
                 .iter()
-                .position(|c| c.request.selector == claim.request.selector);
-            let index = if let Some(j) = same {
-                matcher_of[j]
+                .position(|c| c.request.selector == request.selector);
+            let selector = if let Some(j) = earlier {
+                compiled[j].selector
             } else {
-                matchers.push(Matcher {
-                    requirements: claim
-                        .request
+                selectors.push(
+                    request
                         .selector
                         .iter()
-                        .map(CompiledRequirement::new)
+                        .map(|r| {
+                            let requirement = CompiledRequirement::new(r);
+                            Check {
+                                attribute: interner.attribute(&r.attribute),
+                                when_missing: requirement.matches_value(None),
+                                requirement,
+                                memo: Vec::new(),
+                            }
+                        })
                         .collect(),
-                    memo: Vec::new(),
-                });
-                matchers.len() - 1
+                );
+                selectors.len() - 1
             };
-            matcher_of.push(index);
+            let text = request.selector_text();
+            compiled.push(Claim {
+                sharing: request.sharing,
+                count: usize::from(request.count),
+                policy: request.policy,
+                selector,
+                same: match &request.same_attribute {
+                    None => Same::Unset,
+                    Some(a) => interner.attribute(a).map_or(Same::Unknown, Same::Attribute),
+                },
+                same_name: request.same_attribute.clone().unwrap_or_default(),
+                matching: if text.is_empty() {
+                    text
+                } else {
+                    format!(" matching {text}")
+                },
+            });
         }
         Prepared {
-            claims,
-            matcher_of,
-            matchers,
+            names: claims.iter().map(|c| c.name).collect(),
+            plans: (0..claims.len()).map(|_| Plan::default()).collect(),
+            claims: compiled,
+            selectors,
+            usage: Vec::new(),
+            order: Vec::new(),
+            grouping: Vec::new(),
         }
     }
 
     /// Chooses devices (indices into the node's devices) for every request, in input order.
     pub(crate) fn place(
         &mut self,
-        profiles: &Profiles,
+        interner: &Interner,
         entry: &NodeEntry,
         reservations: &[(String, Sharing)],
     ) -> Result<Vec<Vec<usize>>, Failure> {
-        let mut usage = base_usage(entry, reservations);
-        let mut plans = Vec::with_capacity(self.claims.len());
+        self.base_usage(entry, reservations);
         for input in 0..self.claims.len() {
-            plans.push(self.plan(input, profiles, entry, &usage)?);
+            self.plan(input, interner, entry)?;
         }
-        self.check_exclusive_totals(&plans)?;
-        plans.sort_by_key(|p| {
-            (
-                p.groups.iter().map(Vec::len).sum::<usize>() - p.count,
-                p.input,
-            )
-        });
+        self.check_exclusive_totals()?;
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend(0..self.claims.len());
+        order.sort_by_key(|&i| (self.plans[i].devices.len() - self.claims[i].count, i));
         let mut search = Search {
-            plans: &plans,
-            profiles: &entry.profiles,
-            usage: &mut usage,
-            chosen: vec![Vec::new(); plans.len()],
+            claims: &self.claims,
+            plans: &self.plans,
+            order: &order,
+            usage: &mut self.usage,
+            chosen: vec![Vec::new(); order.len()],
             steps: 0,
             deepest: 0,
             exhausted: false,
         };
-        if search.place(0) {
-            let mut result = vec![Vec::new(); plans.len()];
-            for (plan, chosen) in plans.iter().zip(search.chosen) {
-                result[plan.input] = chosen;
+        let found = search.place(0);
+        let (chosen, deepest, exhausted) = (search.chosen, search.deepest, search.exhausted);
+        let result = if found {
+            let mut result = vec![Vec::new(); order.len()];
+            for (&input, devices) in order.iter().zip(chosen) {
+                result[input] = devices;
             }
-            return Ok(result);
-        }
-        let claim = plans[search.deepest].input;
-        let name = self.claims[claim].name;
-        let reason = if search.exhausted {
-            format!("claim {name}: too many combinations to check alongside the pod's other claims")
+            Ok(result)
         } else {
-            format!("claim {name}: does not fit alongside the pod's other claims")
+            let claim = order[deepest];
+            let name = self.names[claim];
+            let reason = if exhausted {
+                format!(
+                    "claim {name}: too many combinations to check alongside the pod's other claims"
+                )
+            } else {
+                format!("claim {name}: does not fit alongside the pod's other claims")
+            };
+            Err(Failure {
+                claim: Some(claim),
+                reason,
+            })
         };
-        Err(Failure {
-            claim: Some(claim),
-            reason,
-        })
+        self.order = order;
+        result
     }
 
-    /// The usable matching devices of request `input`, or why there are too few.
+    fn base_usage(&mut self, entry: &NodeEntry, reservations: &[(String, Sharing)]) {
+        self.usage.clear();
+        self.usage.extend_from_slice(&entry.usage);
+        for (device, sharing) in reservations {
+            if let Some(i) = entry.view.position(device) {
+                self.usage[i].take(*sharing);
+            }
+        }
+    }
+
+    /// Fills the plan of request `input` with its usable matching devices, or says why there
+    /// are too few.
     fn plan(
         &mut self,
         input: usize,
-        profiles: &Profiles,
+        interner: &Interner,
         entry: &NodeEntry,
-        usage: &[Usage],
-    ) -> Result<Plan, Failure> {
+    ) -> Result<(), Failure> {
         let claim = &self.claims[input];
-        let request = claim.request;
-        let matcher = &mut self.matchers[self.matcher_of[input]];
-        let count = usize::from(request.count);
-        let shared_pack = match (request.sharing, request.policy) {
-            (Sharing::Shared { .. }, crate::model::Policy::Pack) => Some(true),
-            (Sharing::Shared { .. }, crate::model::Policy::Spread) => Some(false),
-            (Sharing::Exclusive, _) => None,
-        };
-        let mut eligible: Vec<usize> = (0..usage.len())
-            .filter(|&d| {
-                usage[d].usable(request.sharing) && matcher.matches(profiles, entry.profiles[d])
-            })
-            .collect();
-        if let Some(pack) = shared_pack {
+        let checks = &mut self.selectors[claim.selector];
+        let plan = &mut self.plans[input];
+        plan.devices.clear();
+        plan.bounds.clear();
+        for (d, usage) in self.usage.iter().enumerate() {
+            if usage.usable(claim.sharing)
+                && checks.iter_mut().all(|c| c.matches(interner, entry, d))
+            {
+                plan.devices.push(d);
+            }
+        }
+        if let Sharing::Shared { .. } = claim.sharing {
             // Pack fills devices that are already shared; Spread prefers the least shared.
-            eligible.sort_by_key(|&d| {
+            let usage = &self.usage;
+            plan.devices.sort_by_key(|&d| {
                 let n = usage[d].shared;
-                (if pack { u32::MAX - n } else { n }, d)
+                (
+                    if claim.policy == Policy::Pack {
+                        u32::MAX - n
+                    } else {
+                        n
+                    },
+                    d,
+                )
             });
         }
-        let with = |what: &str| {
-            let selector = request.selector_text();
-            let matching = if selector.is_empty() {
-                String::new()
-            } else {
-                format!(" matching {selector}")
-            };
-            Failure {
-                claim: Some(input),
-                reason: format!("claim {}: {what}{matching}", claim.name),
-            }
+        let count = claim.count;
+        let failure = |what: String| Failure {
+            claim: Some(input),
+            reason: format!("claim {}: {what}{}", self.names[input], claim.matching),
         };
-        let groups = match &request.same_attribute {
-            None => {
-                if eligible.len() < count {
-                    return Err(with(&format!("{} of {count} devices free", eligible.len())));
-                }
-                vec![eligible]
+        if let Same::Unset = claim.same {
+            if plan.devices.len() < count {
+                return Err(failure(format!(
+                    "{} of {count} devices free",
+                    plan.devices.len()
+                )));
             }
-            Some(attribute) => {
-                let mut groups: Vec<(&AttributeValue, Vec<usize>)> = Vec::new();
-                for d in eligible {
-                    let Some(value) = profiles.get(entry.profiles[d]).get(attribute) else {
-                        continue;
-                    };
-                    match groups.iter_mut().find(|(v, _)| *v == value) {
-                        Some((_, members)) => members.push(d),
-                        None => groups.push((value, vec![d])),
-                    }
-                }
-                let largest = groups.iter().map(|(_, m)| m.len()).max().unwrap_or(0);
-                if largest < count {
-                    return Err(with(&format!(
-                        "{largest} of {count} devices free with one value of {attribute}"
-                    )));
-                }
-                groups.retain(|(_, m)| m.len() >= count);
-                // Pack takes the tightest group that fits, leaving larger groups whole;
-                // Spread takes the largest. Ties keep device-name order.
-                match request.policy {
-                    crate::model::Policy::Pack => groups.sort_by_key(|(_, m)| m.len()),
-                    crate::model::Policy::Spread => {
-                        groups.sort_by_key(|(_, m)| std::cmp::Reverse(m.len()));
-                    }
-                }
-                groups.into_iter().map(|(_, m)| m).collect()
+            plan.bounds.push((0, plan.devices.len()));
+            return Ok(());
+        }
+        // Group by the value of the attribute; devices without it are not eligible.
+        let grouping = &mut self.grouping;
+        grouping.clear();
+        if let Same::Attribute(attribute) = claim.same {
+            grouping.extend(
+                plan.devices
+                    .iter()
+                    .filter_map(|&d| entry.value_of(d, attribute).map(|v| (v, d))),
+            );
+        }
+        // Stable: devices keep their preference order within a value.
+        grouping.sort_by_key(|&(v, _)| v);
+        plan.devices.clear();
+        let mut groups: Vec<(usize, usize, usize)> = Vec::new(); // (start, end, first device)
+        let mut largest = 0;
+        let mut start = 0;
+        while start < grouping.len() {
+            let value = grouping[start].0;
+            let end = start
+                + grouping[start..]
+                    .iter()
+                    .take_while(|(v, _)| *v == value)
+                    .count();
+            largest = largest.max(end - start);
+            if end - start >= count {
+                let first = grouping[start..end]
+                    .iter()
+                    .map(|&(_, d)| d)
+                    .min()
+                    .unwrap_or(0);
+                groups.push((start, end, first));
             }
-        };
-        Ok(Plan {
-            input,
-            sharing: request.sharing,
-            count,
-            groups,
-        })
+            start = end;
+        }
+        if largest < count {
+            return Err(failure(format!(
+                "{largest} of {count} devices free with one value of {}",
+                claim.same_name
+            )));
+        }
+        // Pack takes the tightest group that fits, leaving larger groups whole; Spread the
+        // largest. Ties go to the group holding the first device by name.
+        groups.sort_by_key(|&(s, e, first)| match claim.policy {
+            Policy::Pack => (e - s, first),
+            Policy::Spread => (usize::MAX - (e - s), first),
+        });
+        for (s, e, _) in groups {
+            let begin = plan.devices.len();
+            plan.devices.extend(grouping[s..e].iter().map(|&(_, d)| d));
+            plan.bounds.push((begin, plan.devices.len()));
+        }
+        Ok(())
     }
+}
 
+impl Prepared<'_> {
     /// Exclusive requests need distinct devices: every subset of them must find at least as
     /// many candidate devices as it asks for in total (a necessary condition).
-    fn check_exclusive_totals(&self, plans: &[Plan]) -> Result<(), Failure> {
-        let exclusive: Vec<&Plan> = plans
-            .iter()
-            .filter(|p| p.sharing == Sharing::Exclusive)
+    fn check_exclusive_totals(&self) -> Result<(), Failure> {
+        let exclusive: Vec<usize> = (0..self.claims.len())
+            .filter(|&i| self.claims[i].sharing == Sharing::Exclusive)
             .collect();
         if exclusive.len() < 2 || exclusive.len() > 8 {
             return Ok(());
         }
-        let masks: Option<Vec<u128>> = exclusive
-            .iter()
-            .map(|p| {
-                p.groups
-                    .iter()
-                    .flatten()
-                    .try_fold(0u128, |mask, &d| (d < 128).then(|| mask | (1u128 << d)))
-            })
-            .collect();
-        let Some(masks) = masks else { return Ok(()) };
+        let mut masks = [0u128; 8];
+        for (k, &i) in exclusive.iter().enumerate() {
+            for &d in &self.plans[i].devices {
+                if d >= 128 {
+                    return Ok(());
+                }
+                masks[k] |= 1u128 << d;
+            }
+        }
         for subset in 1u32..(1 << exclusive.len()) {
             if subset.count_ones() < 2 {
                 continue;
             }
-            let members = (0..exclusive.len()).filter(|i| subset & (1 << i) != 0);
-            let (union, wanted) = members.fold((0u128, 0usize), |(u, w), i| {
-                (u | masks[i], w + exclusive[i].count)
-            });
+            let members = || (0..exclusive.len()).filter(move |k| subset & (1 << k) != 0);
+            let union = members().fold(0u128, |u, k| u | masks[k]);
+            let wanted: usize = members().map(|k| self.claims[exclusive[k]].count).sum();
             let free = union.count_ones() as usize;
             if free < wanted {
-                let names: Vec<&str> = (0..exclusive.len())
-                    .filter(|i| subset & (1 << i) != 0)
-                    .map(|i| self.claims[exclusive[i].input].name)
-                    .collect();
-                let first = (0..exclusive.len())
-                    .filter(|i| subset & (1 << i) != 0)
-                    .map(|i| exclusive[i].input)
-                    .min();
+                let names: Vec<&str> = members().map(|k| self.names[exclusive[k]]).collect();
                 return Err(Failure {
-                    claim: first,
+                    claim: members().map(|k| exclusive[k]).next(),
                     reason: format!(
                         "claims {}: {free} devices free for {wanted} exclusive devices",
                         names.join(", ")
@@ -302,45 +361,12 @@ impl<'a> Prepared<'a> {
     }
 }
 
-fn base_usage(entry: &NodeEntry, reservations: &[(String, Sharing)]) -> Vec<Usage> {
-    let mut usage: Vec<Usage> = entry
-        .view
-        .devices
-        .iter()
-        .map(|d| {
-            let mut u = Usage {
-                blocked: d.cordoned || d.missing,
-                exclusive: false,
-                shared: 0,
-                cap: u32::MAX,
-            };
-            match &d.consumers {
-                Consumers::None => {}
-                Consumers::Exclusive { .. } => u.exclusive = true,
-                Consumers::Shared(list) => {
-                    for c in list {
-                        u.take(Sharing::Shared {
-                            max_consumers: c.max_consumers,
-                        });
-                    }
-                }
-            }
-            u
-        })
-        .collect();
-    for (device, sharing) in reservations {
-        if let Some(i) = entry.view.position(device) {
-            usage[i].take(*sharing);
-        }
-    }
-    usage
-}
-
 /// Backtracking over requests (most constrained first) and, per request, over combinations of
 /// devices within one group.
 struct Search<'s> {
+    claims: &'s [Claim],
     plans: &'s [Plan],
-    profiles: &'s [u32],
+    order: &'s [usize],
     usage: &'s mut [Usage],
     chosen: Vec<Vec<usize>>,
     steps: u32,
@@ -350,28 +376,48 @@ struct Search<'s> {
 
 impl Search<'_> {
     fn place(&mut self, pos: usize) -> bool {
-        let plans = self.plans;
-        if pos == plans.len() {
+        if pos == self.order.len() {
             return true;
         }
         self.deepest = self.deepest.max(pos);
-        for group in 0..plans[pos].groups.len() {
-            if self.pick(pos, group, 0, plans[pos].count) || self.exhausted {
-                return !self.exhausted;
+        let input = self.order[pos];
+        for group in 0..self.plans[input].bounds.len() {
+            if self.pick(pos, group, 0, self.claims[input].count) {
+                return true;
+            }
+            if self.exhausted {
+                return false;
             }
         }
         false
+    }
+
+    /// Two devices are interchangeable for the rest of the search when they have the same
+    /// occupancy and the same place (eligibility and group) in every request's plan.
+    fn interchangeable(&self, a: usize, b: usize) -> bool {
+        self.usage[a] == self.usage[b]
+            && self.plans.iter().all(|plan| {
+                let group_of = |d: usize| {
+                    plan.devices
+                        .iter()
+                        .position(|&x| x == d)
+                        .map(|i| plan.bounds.iter().position(|&(s, e)| s <= i && i < e))
+                };
+                group_of(a) == group_of(b)
+            })
     }
 
     fn pick(&mut self, pos: usize, group: usize, start: usize, need: usize) -> bool {
         if need == 0 {
             return self.place(pos + 1);
         }
+        let input = self.order[pos];
+        let sharing = self.claims[input].sharing;
         let plans = self.plans;
-        let plan = &plans[pos];
-        let devices = &plan.groups[group];
-        // Interchangeable devices (same attributes, same occupancy) that already failed here.
-        let mut failed: Vec<(u32, Usage)> = Vec::new();
+        let (begin, end) = plans[input].bounds[group];
+        let devices = &plans[input].devices[begin..end];
+        // Devices that already failed at this step; an interchangeable one would fail too.
+        let mut failed: Vec<usize> = Vec::new();
         for i in start..devices.len() {
             if devices.len() - i < need {
                 break;
@@ -383,10 +429,10 @@ impl Search<'_> {
             }
             let d = devices[i];
             let before = self.usage[d];
-            if !before.usable(plan.sharing) || failed.contains(&(self.profiles[d], before)) {
+            if !before.usable(sharing) || failed.iter().any(|&f| self.interchangeable(f, d)) {
                 continue;
             }
-            self.usage[d].take(plan.sharing);
+            self.usage[d].take(sharing);
             self.chosen[pos].push(d);
             if self.pick(pos, group, i + 1, need - 1) {
                 return true;
@@ -396,7 +442,7 @@ impl Search<'_> {
             if self.exhausted {
                 return false;
             }
-            failed.push((self.profiles[d], before));
+            failed.push(d);
         }
         false
     }

@@ -221,7 +221,19 @@ impl CompiledRequirement {
 
     /// Whether a device with `attributes` meets the requirement (see [`Requirement::matches`]).
     pub fn matches(&self, attributes: &Attributes) -> bool {
-        let Some(value) = attributes.get(&self.attribute) else {
+        self.matches_value(attributes.get(&self.attribute))
+    }
+
+    /// The attribute name the requirement looks at.
+    pub fn attribute(&self) -> &str {
+        &self.attribute
+    }
+
+    /// Whether a device whose value of [`Self::attribute`] is `value` (`None`: the device lacks
+    /// it) meets the requirement. The answer depends on nothing else, so callers may memoise it
+    /// per distinct value.
+    pub fn matches_value(&self, value: Option<&AttributeValue>) -> bool {
+        let Some(value) = value else {
             return matches!(self.operator, Operator::NotIn | Operator::DoesNotExist);
         };
         match self.operator {
