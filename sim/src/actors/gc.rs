@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
+    PropagationPolicy,
 };
 use kube::{Api, Client};
 
@@ -26,6 +27,9 @@ use super::writes::with_retry;
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 /// Finalizer of an owner deleted with orphan propagation.
 pub const ORPHAN_FINALIZER: &str = "orphan";
+/// How often an owner in a foreground deletion looks again at dependents that block it (changes
+/// of the dependents wake it earlier).
+const OWNER_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One kind the collector tracks.
 #[derive(Debug, Clone)]
@@ -219,9 +223,30 @@ impl GarbageCollector {
             return Ok(Next::Done);
         };
         if vertex.deleting {
-            self.finish_owner_deletion(&uid, &vertex).await?;
+            let waiting = self.finish_owner_deletion(&uid, &vertex).await?;
+            return Ok(if waiting {
+                Next::After(OWNER_RECHECK)
+            } else {
+                Next::Done
+            });
+        }
+        if vertex.owners.is_empty() {
             return Ok(Next::Done);
         }
+        // The graph may lag behind (an owner reference may have been removed a moment ago):
+        // decide on the live object, as the upstream collector does.
+        let api = self.api(vertex.kind, vertex.namespace.as_deref());
+        let action = format!("get {}", vertex.name);
+        let Some(live) = with_retry(&action, || api.get_opt(&vertex.name)).await? else {
+            return Ok(Next::Done);
+        };
+        if live.metadata.uid.as_deref() != Some(uid.as_str())
+            || live.metadata.deletion_timestamp.is_some()
+        {
+            return Ok(Next::Done);
+        }
+        let mut vertex = vertex;
+        vertex.owners = live.metadata.owner_references.unwrap_or_default();
         let mut exists = HashMap::new();
         for owner in &vertex.owners {
             let present = self
@@ -229,7 +254,6 @@ impl GarbageCollector {
                 .await?;
             exists.insert(owner.uid.clone(), present);
         }
-        let api = self.api(vertex.kind, vertex.namespace.as_deref());
         match verdict(&vertex.owners, &|o| {
             exists.get(&o.uid).copied().unwrap_or(true)
         }) {
@@ -303,19 +327,42 @@ impl GarbageCollector {
         }
     }
 
+    /// The dependents of an owner as the API server has them now. The graph is not enough here:
+    /// a dependent created just before its owner's deletion may not have reached it yet.
+    async fn live_dependents(&self, uid: &str, owner: &Vertex) -> Result<Vec<(String, Vertex)>> {
+        let mut found = Vec::new();
+        for (index, kind) in self.kinds.iter().enumerate() {
+            let namespace = owner.namespace.as_deref().filter(|_| kind.namespaced);
+            let api = self.api(index, namespace);
+            let action = format!("list {} dependents", kind.resource.plural);
+            let params = ListParams::default();
+            let list = with_retry(&action, || api.list(&params)).await?;
+            for object in list.items {
+                let owners = object.metadata.owner_references.clone().unwrap_or_default();
+                if !owners.iter().any(|o| o.uid == uid) {
+                    continue;
+                }
+                let dep_uid = object.metadata.uid.clone().unwrap_or_default();
+                found.push((
+                    dep_uid,
+                    Vertex {
+                        kind: index,
+                        namespace: object.metadata.namespace.clone(),
+                        name: object.metadata.name.clone().unwrap_or_default(),
+                        owners,
+                        deleting: object.metadata.deletion_timestamp.is_some(),
+                        finalizers: object.metadata.finalizers.clone().unwrap_or_default(),
+                    },
+                ));
+            }
+        }
+        Ok(found)
+    }
+
     /// Foreground: delete blocking dependents, drop the finalizer once none is left.
     /// Orphan: remove this owner from its dependents, then drop the finalizer.
-    async fn finish_owner_deletion(&self, uid: &str, owner: &Vertex) -> Result<()> {
-        let dependents: Vec<(String, Vertex)> = {
-            let graph = self.graph.lock().expect("gc graph lock");
-            graph
-                .dependents
-                .get(uid)
-                .into_iter()
-                .flatten()
-                .filter_map(|d| graph.vertices.get(d).map(|v| (d.clone(), v.clone())))
-                .collect()
-        };
+    async fn finish_owner_deletion(&self, uid: &str, owner: &Vertex) -> Result<bool> {
+        let dependents = self.live_dependents(uid, owner).await?;
         let finalizer = if owner.finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
             for (dep_uid, dep) in &dependents {
                 let remaining: Vec<&OwnerReference> =
@@ -346,11 +393,11 @@ impl GarbageCollector {
                 }
             }
             if blocking {
-                return Ok(());
+                return Ok(true);
             }
             FOREGROUND_FINALIZER
         } else {
-            return Ok(());
+            return Ok(false);
         };
         let api = self.api(owner.kind, owner.namespace.as_deref());
         let finalizers: Vec<&String> = owner
@@ -362,8 +409,8 @@ impl GarbageCollector {
         let action = format!("remove {finalizer} finalizer of {}", owner.name);
         let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
         match with_retry(&action, || api.patch(&owner.name, &params, &patch)).await {
-            Ok(_) => Ok(()),
-            Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(()),
+            Ok(_) => Ok(false),
+            Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(false),
             Err(error) => Err(error),
         }
     }

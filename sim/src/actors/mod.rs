@@ -17,7 +17,7 @@ pub mod writes;
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::resource::v1alpha2::{
     PodSchedulingContext, ResourceClaim, ResourceClaimTemplate, ResourceClass, ResourceSlice,
 };
@@ -25,6 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 use kube::runtime::reflector::{self, store::Writer, Store};
 use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -158,6 +159,10 @@ fn gc_kinds() -> Vec<Kind> {
             resource: ApiResource::erase::<ResourceClass>(&()),
             namespaced: false,
         },
+        Kind {
+            resource: ApiResource::erase::<ConfigMap>(&()),
+            namespaced: true,
+        },
     ]
 }
 const GC_POD: usize = 0;
@@ -167,6 +172,7 @@ const GC_CONTEXT: usize = 3;
 const GC_SLICE: usize = 4;
 const GC_TEMPLATE: usize = 5;
 const GC_CLASS: usize = 6;
+const GC_CONFIGMAP: usize = 7;
 
 fn meta_change<'a, K: Resource<DynamicType = ()>>(
     change: &Change<'a, K>,
@@ -195,6 +201,7 @@ struct Writers {
     classes: Writer<ResourceClass>,
     templates: Writer<ResourceClaimTemplate>,
     slices: Writer<ResourceSlice>,
+    config_maps: Writer<ConfigMap>,
 }
 
 /// Starts one informer per kind; each change is routed to the actors interested in it.
@@ -268,25 +275,39 @@ fn spawn_informers(
         },
         stop.clone(),
     );
+    let templates = gc_informer(client, writers.templates, gc, GC_TEMPLATE, stop);
+    let slices = gc_informer(client, writers.slices, gc, GC_SLICE, stop);
+    let config_maps = gc_informer(client, writers.config_maps, gc, GC_CONFIGMAP, stop);
+    vec![
+        pods,
+        nodes,
+        claims,
+        contexts,
+        classes,
+        templates,
+        slices,
+        config_maps,
+    ]
+}
+
+/// An informer whose changes only the garbage collector needs.
+fn gc_informer<K>(
+    client: &Client,
+    writer: Writer<K>,
+    gc: &Arc<GarbageCollector>,
+    kind: usize,
+    stop: &watch::Receiver<bool>,
+) -> JoinHandle<()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+{
     let g = gc.clone();
-    let templates = spawn_informer(
-        Api::<ResourceClaimTemplate>::all(client.clone()),
-        writers.templates,
-        move |change| {
-            g.observe(GC_TEMPLATE, &meta_change(&change));
-        },
+    spawn_informer(
+        Api::<K>::all(client.clone()),
+        writer,
+        move |change| g.observe(kind, &meta_change(&change)),
         stop.clone(),
-    );
-    let g = gc.clone();
-    let slices = spawn_informer(
-        Api::<ResourceSlice>::all(client.clone()),
-        writers.slices,
-        move |change| {
-            g.observe(GC_SLICE, &meta_change(&change));
-        },
-        stop.clone(),
-    );
-    vec![pods, nodes, claims, contexts, classes, templates, slices]
+    )
 }
 
 /// Starts the worker loops of every actor.
@@ -352,6 +373,7 @@ impl Actors {
         let (classes, classes_w) = reflector::store::<ResourceClass>();
         let (templates, templates_w) = reflector::store::<ResourceClaimTemplate>();
         let (slices, slices_w) = reflector::store::<ResourceSlice>();
+        let (config_maps, config_maps_w) = reflector::store::<ConfigMap>();
         let parts = Parts {
             scheduler: Arc::new(Scheduler::new(
                 client.clone(),
@@ -378,6 +400,7 @@ impl Actors {
             classes: classes_w,
             templates: templates_w,
             slices: slices_w,
+            config_maps: config_maps_w,
         };
         let mut tasks = spawn_informers(&client, &parts, writers, &stop);
         let ready = async {
@@ -387,7 +410,8 @@ impl Actors {
             wait_ready(&contexts).await?;
             wait_ready(&classes).await?;
             wait_ready(&templates).await?;
-            wait_ready(&slices).await
+            wait_ready(&slices).await?;
+            wait_ready(&config_maps).await
         };
         if let Err(error) = ready.await {
             let _ = shutdown.send(true);

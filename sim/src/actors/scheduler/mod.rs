@@ -24,9 +24,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
 use super::claims::pod_owner_reference;
-use super::error::{is_conflict, is_not_found, ActorError, Result};
+use super::error::{is_conflict, is_not_found, is_transient, ActorError, Result};
+use super::runtime::backoff_delay;
 use super::runtime::{Change, Next, WorkQueue};
-use super::writes::{read_modify_write, with_retry, Part};
+use super::writes::{read_modify_write, with_retry, Part, ATTEMPTS};
 use super::{pod_claim_names, ObjectKey};
 use plan::{decide, reserved_for, resolve_claims, Decision, Snapshot, MAX_RESERVED_FOR};
 
@@ -383,15 +384,34 @@ impl Scheduler {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
         let action = format!("bind pod {key} to {node}");
         let post = PostParams::default();
-        let bound: Result<serde_json::Value> = with_retry(&action, || {
-            pods.create_subresource("binding", &key.name, &post, body.clone())
-        })
-        .await;
-        match bound {
-            Ok(_) => tracing::debug!(pod = %key, node, "Bound pod"),
-            Err(ActorError::Api { source, .. }) if is_not_found(&source) => return Ok(Next::Done),
-            Err(error) => return Err(error),
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let bound: std::result::Result<serde_json::Value, kube::Error> = pods
+                .create_subresource("binding", &key.name, &post, body.clone())
+                .await;
+            match bound {
+                Ok(_) => break,
+                Err(error) if is_not_found(&error) => return Ok(Next::Done),
+                // A conflict may mean an earlier attempt bound the pod but its answer was lost.
+                Err(error) if is_conflict(&error) => {
+                    let live = with_retry(&action, || pods.get_opt(&key.name)).await?;
+                    let node_name = live
+                        .as_ref()
+                        .and_then(|p| p.spec.as_ref()?.node_name.clone());
+                    if live.is_none() || node_name.is_some() {
+                        break;
+                    }
+                    if attempt >= ATTEMPTS {
+                        return Err(ActorError::api(action, error));
+                    }
+                }
+                Err(error) if is_transient(&error) && attempt < ATTEMPTS => {}
+                Err(error) => return Err(ActorError::api(action, error)),
+            }
+            tokio::time::sleep(backoff_delay(attempt)).await;
         }
+        tracing::debug!(pod = %key, node, "Bound pod");
         self.delete_context(key).await?;
         Ok(Next::Done)
     }
