@@ -56,6 +56,12 @@ impl ResourceInfo {
         format!("{}List", self.kind)
     }
 
+    /// Whether `metadata.generation` is maintained (custom resources and CRDs; the built-in kinds
+    /// served here do not track it in 1.30).
+    pub fn tracks_generation(&self) -> bool {
+        self.custom || self.kind == "CustomResourceDefinition"
+    }
+
     /// Verbs served on the main resource.
     pub fn verbs(&self) -> Vec<&'static str> {
         vec![

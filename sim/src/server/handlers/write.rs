@@ -160,7 +160,11 @@ pub(super) fn create(
     let created = now();
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(created));
-    meta.insert("generation".into(), json!(1));
+    if info.tracks_generation() {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
     for field in [
         "deletionTimestamp",
         "deletionGracePeriodSeconds",
@@ -288,7 +292,9 @@ pub(super) fn merge_update(
         incoming["kind"] = current["kind"].clone();
         incoming
     };
-    if without(&new, &["metadata", "status"]) != without(current, &["metadata", "status"]) {
+    if info.tracks_generation()
+        && without(&new, &["metadata", "status"]) != without(current, &["metadata", "status"])
+    {
         let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
         new["metadata"]["generation"] = json!(generation);
     }
