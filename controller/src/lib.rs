@@ -9,4 +9,6 @@
 // code identifiers; back-ticking every one of them would make the docs harder to read.
 #![allow(clippy::doc_markdown)]
 
+pub mod driver;
 pub mod framework;
+pub mod params;

@@ -5,7 +5,9 @@ use dra_allocator::model::{
     ClaimRequest, ClassDefaults, Operator, Policy, Requirement, Sharing, ValidationError, MAX_COUNT,
 };
 
-use super::crd::{DeviceClaimParametersSpec, DeviceClassParametersSpec, RequirementSpec, SharingSpec};
+use super::crd::{
+    DeviceClaimParametersSpec, DeviceClassParametersSpec, RequirementSpec, SharingSpec,
+};
 
 /// Invalid parameters: the field and the reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -92,7 +94,9 @@ pub fn class_defaults(spec: &DeviceClassParametersSpec) -> Result<ClassDefaults,
 }
 
 /// The request described by a `DeviceClaimParameters` spec, with its `shareable` flag.
-pub fn claim_request(spec: &DeviceClaimParametersSpec) -> Result<(ClaimRequest, bool), ParamsError> {
+pub fn claim_request(
+    spec: &DeviceClaimParametersSpec,
+) -> Result<(ClaimRequest, bool), ParamsError> {
     let count = spec.count.unwrap_or(1);
     let count = u8::try_from(count)
         .ok()

@@ -37,7 +37,9 @@ pub struct SharingSpec {
 
 /// Parameters of a `ResourceClass` of this driver: what every device of the class must meet and
 /// how its claims are placed.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "dra-ledger.io",
     version = "v1alpha1",
@@ -59,7 +61,9 @@ pub struct DeviceClassParametersSpec {
 }
 
 /// Parameters of one `ResourceClaim`: how many devices, which ones, and how they are shared.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
+)]
 #[kube(
     group = "dra-ledger.io",
     version = "v1alpha1",
@@ -91,8 +95,10 @@ pub struct DeviceClaimParametersSpec {
 pub fn crd_manifests() -> String {
     use kube::CustomResourceExt;
     let docs = [DeviceClassParameters::crd(), DeviceClaimParameters::crd()];
-    docs.iter()
-        .map(|crd| serde_yaml::to_string(crd).expect("a CRD always serializes to YAML"))
-        .map(|text| format!("---\n{text}"))
-        .collect()
+    let mut out = String::new();
+    for crd in &docs {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(crd).expect("a CRD always serializes to YAML"));
+    }
+    out
 }

@@ -7,7 +7,7 @@
 mod convert;
 mod crd;
 
-pub use convert::{class_defaults, claim_request, ParamsError};
+pub use convert::{claim_request, class_defaults, ParamsError};
 pub use crd::{
     crd_manifests, DeviceClaimParameters, DeviceClaimParametersSpec, DeviceClassParameters,
     DeviceClassParametersSpec, RequirementSpec, SharingSpec, API_GROUP, API_VERSION,

@@ -1,0 +1,301 @@
+//! [`crate::framework::Driver`] for [`LedgerDriver`]: parameters, allocate (one pod's claims in
+//! one ledger transaction, immediate claims by the class policy), deallocate (idempotent, aborts
+//! an allocation in flight) and unsuitable nodes (in `unsuitable`).
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use dra_allocator::ledger::{AllocateRequest, Allocation, ClaimRef, LedgerError, PodClaimRequest};
+use dra_allocator::model::ClassDefaults;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1alpha2::{ResourceClaim, ResourceClass};
+use kube::ResourceExt;
+use tracing::{debug, info, instrument, warn};
+
+use super::handle::{allocation_result, HandleData};
+use super::{
+    AllocationMode, AllocationOutcome, ClaimParameters, DeallocationOutcome, DriverError,
+    LedgerDriver, Result,
+};
+use crate::framework::{ClaimAllocation, Driver};
+
+/// The ledger's reference to a claim; fails when the object lacks UID or name.
+pub(crate) fn claim_ref(claim: &ResourceClaim) -> Result<ClaimRef> {
+    let name = claim.name_any();
+    let namespace = claim.namespace().unwrap_or_default();
+    let missing = |reason| DriverError::ClaimObject {
+        claim: format!("{namespace}/{name}"),
+        reason,
+    };
+    let uid = claim
+        .metadata
+        .uid
+        .clone()
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| missing("has no uid"))?;
+    if name.is_empty() || namespace.is_empty() {
+        return Err(missing("has no name or namespace"));
+    }
+    Ok(ClaimRef::new(uid, namespace, name))
+}
+
+/// A per-claim copy of an error that failed a whole batch.
+fn batch_error(node: &str, error: &DriverError) -> DriverError {
+    match error {
+        DriverError::Ledger(LedgerError::Unsatisfiable { reason }) => {
+            DriverError::Ledger(LedgerError::Unsatisfiable {
+                reason: reason.clone(),
+            })
+        }
+        DriverError::NotReady => DriverError::NotReady,
+        other => DriverError::LedgerTask(format!("allocate on node {node}: {other}")),
+    }
+}
+
+fn outcome_of(error: &DriverError) -> AllocationOutcome {
+    match error {
+        DriverError::Ledger(LedgerError::Unsatisfiable { .. }) => AllocationOutcome::Unsatisfiable,
+        _ => AllocationOutcome::Error,
+    }
+}
+
+impl LedgerDriver {
+    fn handle_data(allocation: &Allocation) -> HandleData {
+        HandleData {
+            node: allocation.node.clone(),
+            devices: allocation.devices.clone(),
+            sharing: allocation.sharing.into(),
+            claim_uid: allocation.claim.uid.clone(),
+        }
+    }
+
+    /// Drops a ledger allocation of `uid` that the cluster does not show (the framework only
+    /// allocates unallocated claims): aborted when pending, released when confirmed.
+    async fn drop_stale(&self, uid: &str) -> Result<()> {
+        warn!(claim.uid = %uid, "Replacing a ledger allocation the claim does not show");
+        let owned = uid.to_owned();
+        self.ledger_call(move |ledger| match ledger.abort(&owned) {
+            Err(LedgerError::AbortConfirmed { .. }) => ledger.release(&owned).map(|_| ()),
+            other => other.map(|_| ()),
+        })
+        .await
+    }
+
+    /// Allocates one immediate claim on the best node by its class policy.
+    async fn allocate_immediate(
+        &self,
+        claim: ClaimRef,
+        params: &ClaimParameters,
+    ) -> Result<Allocation> {
+        for _ in 0..2 {
+            let request = AllocateRequest {
+                claim: claim.clone(),
+                pod_uid: None,
+                request: params.request.clone(),
+                node: None,
+            };
+            match self.ledger_call(move |l| l.allocate(request)).await {
+                Err(DriverError::Ledger(LedgerError::ClaimConflict { uid })) => {
+                    self.drop_stale(&uid).await?;
+                }
+                other => return other,
+            }
+        }
+        Err(DriverError::LedgerTask(format!(
+            "claim {} stays in conflict in the ledger",
+            claim.uid
+        )))
+    }
+
+    /// Allocates all `claims` of one pod on `node` in one ledger transaction.
+    async fn allocate_pod(
+        &self,
+        pod_uid: String,
+        node: &str,
+        claims: Vec<PodClaimRequest>,
+    ) -> Result<Vec<Allocation>> {
+        for _ in 0..=claims.len() {
+            let (pod, at, batch) = (pod_uid.clone(), node.to_owned(), claims.clone());
+            match self
+                .ledger_call(move |l| l.allocate_pod(&pod, &at, batch))
+                .await
+            {
+                Err(DriverError::Ledger(LedgerError::ClaimConflict { uid })) => {
+                    self.drop_stale(&uid).await?;
+                }
+                other => return other,
+            }
+        }
+        Err(DriverError::LedgerTask(format!(
+            "claims of pod {pod_uid} stay in conflict in the ledger"
+        )))
+    }
+
+    /// The pod the claims are allocated for: the one whose unsuitable-node check included them,
+    /// else the pod that owns the first claim, else the first claim's UID as the group key.
+    fn pod_for(&self, claims: &[ClaimAllocation<Self>]) -> String {
+        claims
+            .iter()
+            .find_map(|c| self.state.pod_of(c.claim_uid()))
+            .or_else(|| {
+                claims.iter().find_map(|c| {
+                    c.claim
+                        .owner_references()
+                        .iter()
+                        .find(|o| o.kind == "Pod" && o.controller == Some(true))
+                        .map(|o| o.uid.clone())
+                })
+            })
+            .unwrap_or_else(|| format!("claim:{}", claims[0].claim_uid()))
+    }
+
+    async fn run_allocate(
+        &self,
+        claims: &mut [ClaimAllocation<Self>],
+        selected_node: Option<&str>,
+    ) -> Result<Vec<Option<Allocation>>> {
+        self.wait_ready().await?;
+        let mut refs = Vec::with_capacity(claims.len());
+        for item in claims.iter() {
+            refs.push(claim_ref(&item.claim)?);
+        }
+        let Some(node) = selected_node else {
+            let mut out = Vec::with_capacity(claims.len());
+            for (item, claim) in claims.iter_mut().zip(refs) {
+                match self.allocate_immediate(claim, &item.claim_parameters).await {
+                    Ok(allocation) => out.push(Some(allocation)),
+                    Err(error) => {
+                        item.error = Some(error);
+                        out.push(None);
+                    }
+                }
+            }
+            return Ok(out);
+        };
+        let pod_uid = self.pod_for(claims);
+        let requests = claims
+            .iter()
+            .zip(refs)
+            .map(|(item, claim)| PodClaimRequest {
+                claim,
+                request: item.claim_parameters.request.clone(),
+            })
+            .collect();
+        Ok(self
+            .allocate_pod(pod_uid, node, requests)
+            .await?
+            .into_iter()
+            .map(Some)
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Driver for LedgerDriver {
+    type ClassParameters = ClassDefaults;
+    type ClaimParameters = ClaimParameters;
+    type Error = DriverError;
+
+    async fn get_class_parameters(&self, class: &ResourceClass) -> Result<ClassDefaults> {
+        self.class_defaults(class).await
+    }
+
+    async fn get_claim_parameters(
+        &self,
+        claim: &ResourceClaim,
+        _class: &ResourceClass,
+        class_parameters: &ClassDefaults,
+    ) -> Result<ClaimParameters> {
+        self.claim_request(claim, class_parameters).await
+    }
+
+    #[instrument(skip_all, fields(driver = %self.config.driver_name, node = selected_node.unwrap_or(""), claims = claims.len()))]
+    async fn allocate(&self, claims: &mut [ClaimAllocation<Self>], selected_node: Option<&str>) {
+        let started = Instant::now();
+        let mode = match selected_node {
+            Some(_) => AllocationMode::Delayed,
+            None => AllocationMode::Immediate,
+        };
+        let uids: Vec<String> = claims.iter().map(|c| c.claim_uid().to_owned()).collect();
+        self.state.start_allocation(&uids);
+        let result = self.run_allocate(claims, selected_node).await;
+        let aborted = self.state.finish_allocation(&uids);
+        let mut outcome = AllocationOutcome::Allocated;
+        match result {
+            Ok(allocations) => {
+                for (item, allocation) in claims.iter_mut().zip(allocations) {
+                    let Some(allocation) = allocation else {
+                        outcome = item.error.as_ref().map_or(outcome, outcome_of);
+                        continue;
+                    };
+                    let uid = allocation.claim.uid.clone();
+                    if aborted.contains(&uid) {
+                        // A deallocate ran while the ledger committed; it found nothing to free.
+                        let _ = self.ledger_call(move |l| l.release(&uid)).await;
+                        item.error = Some(DriverError::AllocationAborted {
+                            uid: allocation.claim.uid,
+                        });
+                        outcome = AllocationOutcome::Error;
+                        continue;
+                    }
+                    debug!(claim.uid = %allocation.claim.uid, node = %allocation.node, devices = ?allocation.devices, "Allocated");
+                    let data = Self::handle_data(&allocation);
+                    item.allocation = Some(allocation_result(
+                        &self.config.driver_name,
+                        &data,
+                        item.claim_parameters.shareable,
+                    ));
+                }
+            }
+            Err(error) => {
+                info!(%error, "Allocation failed");
+                outcome = outcome_of(&error);
+                let node = selected_node.unwrap_or_default();
+                for item in claims.iter_mut() {
+                    item.error = Some(batch_error(node, &error));
+                }
+            }
+        }
+        self.observer
+            .allocation(mode, outcome, claims.len(), started.elapsed());
+    }
+
+    #[instrument(skip_all, fields(driver = %self.config.driver_name, claim.name = %claim.name_any()))]
+    async fn deallocate(&self, claim: &ResourceClaim) -> Result<()> {
+        let Some(uid) = claim.metadata.uid.clone().filter(|u| !u.is_empty()) else {
+            self.observer
+                .deallocation(DeallocationOutcome::NotAllocated);
+            return Ok(());
+        };
+        self.state.deallocated(&uid);
+        let released = {
+            let uid = uid.clone();
+            self.ledger_call(move |l| l.release(&uid)).await
+        };
+        match released {
+            Ok(Some(allocation)) => {
+                debug!(claim.uid = %uid, node = %allocation.node, "Released");
+                self.observer.deallocation(DeallocationOutcome::Released);
+                Ok(())
+            }
+            Ok(None) => {
+                self.observer
+                    .deallocation(DeallocationOutcome::NotAllocated);
+                Ok(())
+            }
+            Err(error) => {
+                self.observer.deallocation(DeallocationOutcome::Error);
+                Err(error)
+            }
+        }
+    }
+
+    async fn unsuitable_nodes(
+        &self,
+        pod: &Pod,
+        claims: &mut [ClaimAllocation<Self>],
+        potential_nodes: &[String],
+    ) -> Result<()> {
+        self.check_nodes(pod, claims, potential_nodes).await
+    }
+}

@@ -1,0 +1,234 @@
+//! The driver's background work: the ResourceSlice watch that keeps the ledger's inventory in
+//! step with the cluster, and the reconcile at start and every `reconcile_interval`. Both stop
+//! when the shutdown future completes.
+//!
+//! The watch is the only network code of the driver besides [`super::KubeCluster`]; the
+//! conversion of slices to devices is in [`super::inventory`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dra_allocator::model::Device;
+use futures::StreamExt;
+use k8s_openapi::api::resource::v1alpha2::ResourceSlice;
+use kube::api::Api;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, ResourceExt};
+use tracing::{debug, info, warn};
+
+use super::inventory::{devices_by_node, slice_node};
+use super::reconcile::RETRY_DELAY;
+use super::{LedgerDriver, Result};
+
+/// How often nodes whose inventory update failed are retried.
+const INVENTORY_RETRY: Duration = Duration::from_secs(5);
+
+/// Runs the inventory watch and the reconcile loop until `shutdown` completes: the inventory is
+/// synced from the ResourceSlices first, then the initial reconcile runs (retried until it
+/// succeeds), then the driver is ready and reconciles every `reconcile_interval`.
+pub async fn run_background(
+    driver: Arc<LedgerDriver>,
+    client: Client,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    tokio::pin!(shutdown);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let inventory = tokio::spawn(sync_inventory(driver.clone(), client, async move {
+        let mut rx = stop_rx;
+        let _ = rx.wait_for(|stop| *stop).await;
+    }));
+    tokio::select! {
+        () = &mut shutdown => {}
+        () = reconcile_loop(&driver) => {}
+    }
+    let _ = stop_tx.send(true);
+    let _ = inventory.await;
+}
+
+async fn reconcile_loop(driver: &LedgerDriver) {
+    let readiness = driver.readiness();
+    readiness.wait_inventory_synced().await;
+    loop {
+        match driver.reconcile_now().await {
+            Ok(_) => break,
+            Err(error) => {
+                warn!(%error, "Initial reconcile failed, retrying");
+                tokio::time::sleep(RETRY_DELAY).await;
+            }
+        }
+    }
+    readiness.set_reconciled();
+    info!(driver = %driver.config.driver_name, "Driver ready: inventory synced and ledger reconciled");
+    let interval = driver.config.reconcile_interval.max(Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(interval).await;
+        if let Err(error) = driver.reconcile_now().await {
+            warn!(%error, "Periodic reconcile failed");
+        }
+    }
+}
+
+/// What the watch knows: this driver's slices by name, and the devices last written per node.
+struct InventorySync {
+    driver: Arc<LedgerDriver>,
+    slices: BTreeMap<String, ResourceSlice>,
+    written: BTreeMap<String, Vec<Device>>,
+    dirty: BTreeSet<String>,
+}
+
+impl InventorySync {
+    fn devices_of(&self, node: &str) -> Vec<Device> {
+        let on_node = self
+            .slices
+            .values()
+            .filter(|s| slice_node(&self.driver.config.driver_name, s) == Some(node));
+        let (mut nodes, skipped) = devices_by_node(&self.driver.config.driver_name, on_node);
+        for s in skipped {
+            warn!(node = %s.node, device = %s.device, attribute = %s.attribute, reason = %s.reason, "Dropped device attribute");
+        }
+        nodes.remove(node).unwrap_or_default()
+    }
+
+    /// Writes the devices of every dirty node whose published devices changed.
+    async fn flush(&mut self) {
+        for node in std::mem::take(&mut self.dirty) {
+            let devices = self.devices_of(&node);
+            if self.written.get(&node) == Some(&devices) {
+                continue;
+            }
+            let (name, list) = (node.clone(), devices.clone());
+            match self
+                .driver
+                .ledger_call(move |l| l.set_inventory(&name, list))
+                .await
+            {
+                Ok(change) => {
+                    if !change.marked_missing.is_empty() {
+                        warn!(node = %node, devices = ?change.marked_missing, "Allocated devices vanished from their ResourceSlice; marked missing");
+                    }
+                    debug!(node = %node, added = change.added.len(), removed = change.removed.len(), "Inventory updated");
+                    self.written.insert(node, devices);
+                }
+                Err(error) => {
+                    warn!(%error, node = %node, "Failed to update inventory, retrying");
+                    self.dirty.insert(node);
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, slice: ResourceSlice) {
+        let name = slice.name_any();
+        if let Some(old) = self.slices.remove(&name) {
+            if let Some(node) = slice_node(&self.driver.config.driver_name, &old) {
+                self.dirty.insert(node.to_owned());
+            }
+        }
+        if let Some(node) = slice_node(&self.driver.config.driver_name, &slice) {
+            self.dirty.insert(node.to_owned());
+            self.slices.insert(name, slice);
+        }
+    }
+
+    fn delete(&mut self, slice: &ResourceSlice) {
+        if let Some(old) = self.slices.remove(&slice.name_any()) {
+            if let Some(node) = slice_node(&self.driver.config.driver_name, &old) {
+                self.dirty.insert(node.to_owned());
+            }
+        }
+    }
+
+    /// Sets `inventory_synced` once a complete listing has been written without failures.
+    fn mark_synced(&self, listed: bool) {
+        let readiness = &self.driver.readiness;
+        if listed && self.dirty.is_empty() && !readiness.inventory_synced() {
+            info!(
+                nodes = self.written.len(),
+                "Inventory synced from ResourceSlices"
+            );
+            readiness.set_inventory_synced();
+        }
+    }
+
+    /// A complete listing replaces what was known; nodes the ledger knows without any slice
+    /// now are updated to no devices (allocated ones become missing).
+    async fn relist(&mut self, listed: BTreeMap<String, ResourceSlice>) -> Result<()> {
+        let ledger_nodes = self
+            .driver
+            .ledger_call(dra_allocator::ledger::Ledger::nodes)
+            .await?;
+        self.dirty.extend(ledger_nodes.into_iter().map(|n| n.node));
+        self.dirty.extend(self.written.keys().cloned());
+        self.written.clear();
+        self.slices.clear();
+        for slice in listed.into_values() {
+            self.apply(slice);
+        }
+        Ok(())
+    }
+}
+
+/// Watches this driver's ResourceSlices and keeps the ledger's inventory per node in step until
+/// `shutdown` completes. After the first complete listing is written, the readiness flag
+/// `inventory_synced` is set.
+pub async fn sync_inventory(
+    driver: Arc<LedgerDriver>,
+    client: Client,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    tokio::pin!(shutdown);
+    let api = Api::<ResourceSlice>::all(client);
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    tokio::pin!(stream);
+    let mut sync = InventorySync {
+        driver: driver.clone(),
+        slices: BTreeMap::new(),
+        written: BTreeMap::new(),
+        dirty: BTreeSet::new(),
+    };
+    let mut listing: Option<BTreeMap<String, ResourceSlice>> = None;
+    let mut listed = false;
+    let mut retry = tokio::time::interval(INVENTORY_RETRY);
+    loop {
+        let event = tokio::select! {
+            () = &mut shutdown => return,
+            _ = retry.tick() => None,
+            event = stream.next() => match event {
+                Some(event) => Some(event),
+                None => return,
+            },
+        };
+        let Some(event) = event else {
+            sync.flush().await;
+            sync.mark_synced(listed);
+            continue;
+        };
+        match event {
+            Ok(watcher::Event::Init) => listing = Some(BTreeMap::new()),
+            Ok(watcher::Event::InitApply(slice)) => {
+                if let Some(list) = listing.as_mut() {
+                    list.insert(slice.name_any(), slice);
+                }
+            }
+            Ok(watcher::Event::InitDone) => {
+                match sync.relist(listing.take().unwrap_or_default()).await {
+                    Ok(()) => listed = true,
+                    Err(error) => warn!(%error, "Failed to read ledger nodes after listing slices"),
+                }
+                sync.flush().await;
+            }
+            Ok(watcher::Event::Apply(slice)) => {
+                sync.apply(slice);
+                sync.flush().await;
+            }
+            Ok(watcher::Event::Delete(slice)) => {
+                sync.delete(&slice);
+                sync.flush().await;
+            }
+            Err(error) => warn!(%error, "ResourceSlice watch failed, retrying"),
+        }
+        sync.mark_synced(listed);
+    }
+}

@@ -1,0 +1,111 @@
+//! What the driver reads from and posts to the cluster, behind the [`DriverCluster`] trait:
+//! parameter objects, the list of claims a reconcile compares with the ledger, and the events
+//! that explain unsuitable nodes. [`KubeCluster`] implements it over `kube::Client`; tests use an
+//! in-memory implementation.
+//!
+//! Must not contain allocation decisions.
+
+use async_trait::async_trait;
+use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
+use kube::api::{Api, ListParams};
+use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
+use kube::Client;
+
+use crate::framework::{api_error, ApiError, EventRecord, EventType};
+use crate::params::{DeviceClaimParameters, DeviceClassParameters};
+
+/// The driver's reads and event posts against the cluster.
+#[async_trait]
+pub trait DriverCluster: Send + Sync + 'static {
+    /// The cluster-scoped `DeviceClassParameters` named `name`; `None` when it does not exist.
+    async fn class_parameters(&self, name: &str)
+        -> Result<Option<DeviceClassParameters>, ApiError>;
+
+    /// The `DeviceClaimParameters` `namespace/name`; `None` when it does not exist.
+    async fn claim_parameters(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<DeviceClaimParameters>, ApiError>;
+
+    /// Every ResourceClaim of the cluster (all namespaces), read fresh from the API server.
+    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, ApiError>;
+
+    /// Posts an event.
+    async fn post_event(&self, event: EventRecord) -> Result<(), ApiError>;
+}
+
+/// [`DriverCluster`] over a `kube::Client`; events are reported by `resource driver <name>`.
+pub struct KubeCluster {
+    client: Client,
+    recorder: Recorder,
+}
+
+impl KubeCluster {
+    /// Reads and posts through `client` on behalf of driver `driver_name`.
+    pub fn new(client: Client, driver_name: &str) -> Self {
+        let reporter = Reporter {
+            controller: format!("resource driver {driver_name}"),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+        }
+    }
+}
+
+#[async_trait]
+impl DriverCluster for KubeCluster {
+    async fn class_parameters(
+        &self,
+        name: &str,
+    ) -> Result<Option<DeviceClassParameters>, ApiError> {
+        Api::<DeviceClassParameters>::all(self.client.clone())
+            .get_opt(name)
+            .await
+            .map_err(api_error)
+    }
+
+    async fn claim_parameters(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<DeviceClaimParameters>, ApiError> {
+        Api::<DeviceClaimParameters>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(api_error)
+    }
+
+    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, ApiError> {
+        let api = Api::<ResourceClaim>::all(self.client.clone());
+        let mut claims = Vec::new();
+        let mut params = ListParams::default().limit(500);
+        loop {
+            let page = api.list(&params).await.map_err(api_error)?;
+            claims.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(claims),
+            }
+        }
+    }
+
+    async fn post_event(&self, event: EventRecord) -> Result<(), ApiError> {
+        let kube_event = Event {
+            type_: match event.type_ {
+                EventType::Normal => KubeEventType::Normal,
+                EventType::Warning => KubeEventType::Warning,
+            },
+            reason: event.reason,
+            note: Some(event.message),
+            action: "Allocate".to_owned(),
+            secondary: None,
+        };
+        self.recorder
+            .publish(&kube_event, &event.regarding)
+            .await
+            .map_err(api_error)
+    }
+}

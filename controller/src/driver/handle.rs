@@ -1,0 +1,175 @@
+//! The allocation result this driver writes into a claim (spec section 3) and reads back when it
+//! rebuilds or reconciles the ledger: one `resourceHandle` `{driverName, data}` whose `data` is
+//! JSON `{"node", "devices", "sharing", "claimUID"}`, `availableOnNodes` selecting the node by
+//! `metadata.name`, and `shareable` from the claim parameters.
+//!
+//! Pure conversions; must not depend on the ledger handle or the API client. Malformed data is an
+//! error, never a panic.
+
+use std::collections::BTreeSet;
+
+use dra_allocator::model::Sharing;
+use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
+use k8s_openapi::api::resource::v1alpha2::{AllocationResult, ResourceClaim, ResourceHandle};
+use serde::{Deserialize, Serialize};
+
+/// Device sharing as written in the handle data: `{"mode": "Exclusive"}` or
+/// `{"mode": "Shared", "maxConsumers": 4}` (the shape of the parameter objects).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", deny_unknown_fields)]
+pub enum HandleSharing {
+    /// The claim holds its devices alone.
+    Exclusive,
+    /// Up to `maxConsumers` claims share each device.
+    #[serde(rename_all = "camelCase")]
+    Shared {
+        /// How many claims may share one device.
+        max_consumers: u32,
+    },
+}
+
+impl From<Sharing> for HandleSharing {
+    fn from(sharing: Sharing) -> Self {
+        match sharing {
+            Sharing::Exclusive => HandleSharing::Exclusive,
+            Sharing::Shared { max_consumers } => HandleSharing::Shared { max_consumers },
+        }
+    }
+}
+
+impl From<HandleSharing> for Sharing {
+    fn from(sharing: HandleSharing) -> Self {
+        match sharing {
+            HandleSharing::Exclusive => Sharing::Exclusive,
+            HandleSharing::Shared { max_consumers } => Sharing::Shared { max_consumers },
+        }
+    }
+}
+
+/// The `data` of this driver's resource handle: what a node agent and a ledger rebuild read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandleData {
+    /// The node holding the devices.
+    pub node: String,
+    /// Device names on that node.
+    pub devices: Vec<String>,
+    /// How the claim holds them.
+    pub sharing: HandleSharing,
+    /// The UID of the claim the allocation belongs to.
+    #[serde(rename = "claimUID")]
+    pub claim_uid: String,
+}
+
+impl HandleData {
+    /// The data as the JSON text stored in the handle.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parses and checks handle data: a non-empty node and claim UID, at least one device, no
+    /// device twice, `maxConsumers` at least 1.
+    pub fn parse(text: &str) -> Result<HandleData, String> {
+        let data: HandleData = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if data.node.is_empty() {
+            return Err("node is empty".to_owned());
+        }
+        if data.claim_uid.is_empty() {
+            return Err("claimUID is empty".to_owned());
+        }
+        if data.devices.is_empty() {
+            return Err("devices is empty".to_owned());
+        }
+        let mut seen = BTreeSet::new();
+        if let Some(device) = data
+            .devices
+            .iter()
+            .find(|d| d.is_empty() || !seen.insert(d.as_str()))
+        {
+            return Err(format!("device {device:?} is empty or listed twice"));
+        }
+        if data.sharing == (HandleSharing::Shared { max_consumers: 0 }) {
+            return Err("sharing.maxConsumers must be at least 1".to_owned());
+        }
+        Ok(data)
+    }
+}
+
+/// The allocation result for `data` written by driver `driver_name`.
+pub fn allocation_result(
+    driver_name: &str,
+    data: &HandleData,
+    shareable: bool,
+) -> AllocationResult {
+    AllocationResult {
+        resource_handles: Some(vec![ResourceHandle {
+            driver_name: Some(driver_name.to_owned()),
+            data: Some(data.to_json()),
+            structured_data: None,
+        }]),
+        available_on_nodes: Some(NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm {
+                match_expressions: None,
+                match_fields: Some(vec![NodeSelectorRequirement {
+                    key: "metadata.name".to_owned(),
+                    operator: "In".to_owned(),
+                    values: Some(vec![data.node.clone()]),
+                }]),
+            }],
+        }),
+        shareable: Some(shareable),
+    }
+}
+
+/// What a claim's status says about an allocation by driver `driver_name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimAllocationState {
+    /// The claim is not allocated.
+    Unallocated,
+    /// The claim is allocated by another driver.
+    OtherDriver,
+    /// The claim is allocated by this driver with this data.
+    Ours(HandleData),
+}
+
+/// Reads the allocation of `claim` as written by driver `driver_name`. An allocation of ours
+/// whose handle is missing or malformed is an error naming what is wrong.
+pub fn claim_allocation(
+    claim: &ResourceClaim,
+    driver_name: &str,
+) -> Result<ClaimAllocationState, String> {
+    let Some(status) = claim.status.as_ref() else {
+        return Ok(ClaimAllocationState::Unallocated);
+    };
+    let Some(allocation) = status.allocation.as_ref() else {
+        return Ok(ClaimAllocationState::Unallocated);
+    };
+    if status.driver_name.as_deref() != Some(driver_name) {
+        return Ok(ClaimAllocationState::OtherDriver);
+    }
+    let handles: Vec<&ResourceHandle> = allocation
+        .resource_handles
+        .iter()
+        .flatten()
+        .filter(|h| h.driver_name.as_deref().is_none_or(|d| d == driver_name))
+        .collect();
+    let [handle] = handles.as_slice() else {
+        return Err(format!(
+            "expected one resource handle of driver {driver_name}, found {}",
+            handles.len()
+        ));
+    };
+    let text = handle
+        .data
+        .as_deref()
+        .ok_or("resource handle has no data")?;
+    let data = HandleData::parse(text)?;
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    if data.claim_uid != uid {
+        return Err(format!(
+            "claimUID {} does not match the claim's UID {uid}",
+            data.claim_uid
+        ));
+    }
+    Ok(ClaimAllocationState::Ours(data))
+}

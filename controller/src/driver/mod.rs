@@ -1,0 +1,177 @@
+//! The ledger-backed resource driver: implements [`crate::framework::Driver`] on top of the
+//! `dra-allocator` ledger.
+//!
+//! - parameters: `parametersRef` of classes and claims resolved to the `dra-ledger.io` objects
+//!   and converted by [`crate::params`] (errors name the field);
+//! - allocation: every claim of one pod on the selected node committed in one ledger
+//!   transaction; immediate claims placed by the class policy; results in the format of
+//!   [`handle`];
+//! - unsuitable nodes: the gang check over the pod's pending claims against the ledger's
+//!   inventory (other pods' pending allocations count as taken; no soft reservations are made),
+//!   with a Warning event on the pod that says why when no node fits;
+//! - background: the ResourceSlice watch that keeps the ledger's inventory, and the periodic
+//!   reconcile of the ledger with the claims of the cluster ([`reconcile`]).
+//!
+//! The ledger is blocking; every call goes through `tokio::task::spawn_blocking`. Cluster access
+//! goes through [`DriverCluster`] so that the logic runs against an in-memory cluster in tests.
+//! Must not depend on the framework's internals (only its public `Driver` interface and types)
+//! nor on prometheus (metrics go through [`DriverObserver`]).
+
+mod allocate;
+mod background;
+mod cluster;
+mod error;
+pub mod handle;
+pub mod inventory;
+mod observer;
+mod parameters;
+pub mod reconcile;
+mod state;
+pub mod testing;
+mod unsuitable;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dra_allocator::ledger::{Ledger, LedgerError};
+use dra_allocator::model::EffectiveRequest;
+
+pub use background::{run_background, sync_inventory};
+pub use cluster::{DriverCluster, KubeCluster};
+pub use error::{DriverError, Result};
+pub use observer::{
+    AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, DriverObserver, NoopObserver,
+};
+pub use reconcile::DriftReport;
+pub use state::Readiness;
+pub use unsuitable::explain_unsuitable;
+
+use state::DriverState;
+
+/// Settings of the driver.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    /// The DRA driver name (`ResourceClass.driverName`, `ResourceSlice.driverName`).
+    pub driver_name: String,
+    /// How long a pending intent may wait for its claim to show the allocation before a
+    /// reconcile releases it (2 min).
+    pub grace_period: Duration,
+    /// How often the ledger is reconciled with the cluster (5 min).
+    pub reconcile_interval: Duration,
+    /// How long `allocate` and `unsuitable_nodes` wait for readiness before failing (30 s).
+    pub ready_timeout: Duration,
+    /// How many node reasons the "no node fits" event on a pod lists before "and N more" (5).
+    pub event_reasons: usize,
+}
+
+impl DriverConfig {
+    /// The defaults for driver `driver_name`.
+    pub fn new(driver_name: impl Into<String>) -> Self {
+        DriverConfig {
+            driver_name: driver_name.into(),
+            grace_period: Duration::from_secs(120),
+            reconcile_interval: Duration::from_secs(300),
+            ready_timeout: Duration::from_secs(30),
+            event_reasons: 5,
+        }
+    }
+}
+
+/// The validated parameters of one claim: its request with the class applied, and whether
+/// several pods may use it at once (the allocation result's `shareable`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimParameters {
+    /// What the fitting logic works on.
+    pub request: EffectiveRequest,
+    /// `spec.shareable` of the claim parameters.
+    pub shareable: bool,
+}
+
+/// The ledger-backed driver. Share it as `Arc<LedgerDriver>` between the framework's
+/// `Controller`, [`run_background`] and the admin API.
+pub struct LedgerDriver {
+    ledger: Ledger,
+    cluster: Arc<dyn DriverCluster>,
+    config: DriverConfig,
+    observer: Arc<dyn DriverObserver>,
+    readiness: Readiness,
+    state: DriverState,
+    reconcile_lock: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for LedgerDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LedgerDriver")
+            .field("ledger", &self.ledger)
+            .field("config", &self.config)
+            .field("ready", &self.readiness.is_ready())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LedgerDriver {
+    /// A driver over `ledger` that talks to the cluster through `client`.
+    pub fn new(ledger: Ledger, client: kube::Client, config: DriverConfig) -> Self {
+        let cluster = Arc::new(KubeCluster::new(client, &config.driver_name));
+        Self::with_cluster(ledger, cluster, config)
+    }
+
+    /// A driver over `ledger` with the given cluster access (tests, embedding).
+    pub fn with_cluster(
+        ledger: Ledger,
+        cluster: Arc<dyn DriverCluster>,
+        config: DriverConfig,
+    ) -> Self {
+        LedgerDriver {
+            ledger,
+            cluster,
+            config,
+            observer: Arc::new(NoopObserver),
+            readiness: Readiness::new(),
+            state: DriverState::default(),
+            reconcile_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Reports metric-relevant facts to `observer` instead of nowhere.
+    #[must_use]
+    pub fn with_observer(mut self, observer: Arc<dyn DriverObserver>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &DriverConfig {
+        &self.config
+    }
+
+    /// The readiness flags (inventory synced, initial reconcile done) for `/readyz`.
+    pub fn readiness(&self) -> Readiness {
+        self.readiness.clone()
+    }
+
+    /// Runs `call` on the ledger in a blocking thread.
+    async fn ledger_call<T, F>(&self, call: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Ledger) -> std::result::Result<T, LedgerError> + Send + 'static,
+    {
+        let ledger = self.ledger.clone();
+        tokio::task::spawn_blocking(move || call(&ledger))
+            .await
+            .map_err(|e| DriverError::LedgerTask(e.to_string()))?
+            .map_err(DriverError::from)
+    }
+
+    /// Waits until the driver is ready, at most `ready_timeout`.
+    async fn wait_ready(&self) -> Result<()> {
+        tokio::time::timeout(self.config.ready_timeout, self.readiness.wait())
+            .await
+            .map_err(|_| DriverError::NotReady)
+    }
+}

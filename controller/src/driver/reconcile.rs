@@ -1,0 +1,307 @@
+//! The reconcile of the ledger with the claims of the cluster, at start, every
+//! `reconcile_interval` and on demand (`POST /v1/reconcile`):
+//!
+//! - a pending intent whose claim shows our allocation (same node and devices) is confirmed;
+//! - a pending intent whose claim is gone, unallocated or allocated otherwise is released once it
+//!   is older than the grace period (younger ones may still be in flight and are left alone);
+//! - a confirmed allocation whose claim is gone, unallocated or allocated otherwise is an orphan
+//!   and released;
+//! - an allocation of ours that a claim shows and the ledger lacks is imported (this rebuilds a
+//!   lost or empty ledger); one with other devices than the ledger has is replaced by the
+//!   claim's;
+//! - handle data that does not parse is an error for that claim: logged, counted, left alone.
+//!
+//! Every difference is counted by [`DriftKind`] in the returned [`DriftReport`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dra_allocator::ledger::{
+    Allocation, AllocationQuery, AllocationState, ClaimRef, ImportRequest, LedgerError,
+};
+use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
+use kube::ResourceExt;
+use serde::Serialize;
+use tracing::{debug, info, warn};
+
+use super::handle::{claim_allocation, ClaimAllocationState, HandleData};
+use super::{DriftKind, DriverError, LedgerDriver, Result};
+
+/// What a reconcile found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DriftReport {
+    /// Claims listed from the cluster.
+    pub claims_checked: u64,
+    /// Allocations the ledger held at the start.
+    pub allocations_checked: u64,
+    /// Pending intents confirmed because their claim shows the allocation (not drift).
+    pub confirmed: u64,
+    /// Allocations released from the ledger.
+    pub released: u64,
+    /// Allocations imported from claims into the ledger.
+    pub imported: u64,
+    /// Pending intents left alone because they are younger than the grace period.
+    pub in_flight: u64,
+    /// Differences by kind; every kind is present, most with 0.
+    pub drift: BTreeMap<&'static str, u64>,
+    /// One line per claim that could not be reconciled.
+    pub errors: Vec<String>,
+    /// How long the reconcile took, in milliseconds.
+    pub duration_ms: u64,
+}
+
+impl DriftReport {
+    fn new() -> Self {
+        DriftReport {
+            drift: DriftKind::ALL.iter().map(|k| (k.as_str(), 0)).collect(),
+            ..DriftReport::default()
+        }
+    }
+
+    /// The count of `kind`.
+    pub fn count(&self, kind: DriftKind) -> u64 {
+        self.drift.get(kind.as_str()).copied().unwrap_or(0)
+    }
+
+    /// All differences together.
+    pub fn total_drift(&self) -> u64 {
+        self.drift.values().sum()
+    }
+
+    fn add(&mut self, kind: DriftKind) {
+        *self.drift.entry(kind.as_str()).or_insert(0) += 1;
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn claim_name(claim: &ResourceClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.namespace().unwrap_or_default(),
+        claim.name_any()
+    )
+}
+
+fn same_devices(allocation: &Allocation, data: &HandleData) -> bool {
+    allocation.node == data.node
+        && allocation.devices.iter().collect::<BTreeSet<_>>()
+            == data.devices.iter().collect::<BTreeSet<_>>()
+}
+
+/// The pod a claim is reserved for, if any.
+fn reserved_pod(claim: &ResourceClaim) -> Option<String> {
+    claim
+        .status
+        .as_ref()?
+        .reserved_for
+        .as_ref()?
+        .iter()
+        .find(|r| r.resource == "pods")
+        .map(|r| r.uid.clone())
+}
+
+fn import_request(claim: &ResourceClaim, data: &HandleData) -> ImportRequest {
+    ImportRequest {
+        claim: ClaimRef::new(
+            data.claim_uid.clone(),
+            claim.namespace().unwrap_or_default(),
+            claim.name_any(),
+        ),
+        pod_uid: reserved_pod(claim),
+        node: data.node.clone(),
+        devices: data.devices.clone(),
+        sharing: data.sharing.into(),
+    }
+}
+
+impl LedgerDriver {
+    /// Runs a reconcile now and returns what it found. Reconciles never overlap.
+    pub async fn reconcile_now(&self) -> Result<DriftReport> {
+        let _serial = self.reconcile_lock.lock().await;
+        let started = Instant::now();
+        let claims = self
+            .cluster
+            .list_claims()
+            .await
+            .map_err(DriverError::ListClaims)?;
+        let allocations = self.ledger_call(all_allocations).await?;
+        let mut report = DriftReport::new();
+        report.claims_checked = claims.len() as u64;
+        report.allocations_checked = allocations.len() as u64;
+        let by_uid: HashMap<&str, &ResourceClaim> = claims
+            .iter()
+            .filter_map(|c| c.metadata.uid.as_deref().map(|uid| (uid, c)))
+            .collect();
+        let grace_ms = self.config.grace_period.as_millis() as u64;
+        let now = now_ms();
+        let mut known: HashSet<String> = HashSet::new();
+        for allocation in allocations {
+            let young = allocation.state == AllocationState::Pending
+                && now.saturating_sub(allocation.created_ms) < grace_ms;
+            known.insert(allocation.claim.uid.clone());
+            let shown = by_uid
+                .get(allocation.claim.uid.as_str())
+                .map(|claim| (*claim, claim_allocation(claim, &self.config.driver_name)));
+            match shown {
+                Some((_, Ok(ClaimAllocationState::Ours(data))))
+                    if same_devices(&allocation, &data) =>
+                {
+                    if allocation.state == AllocationState::Pending {
+                        let uid = allocation.claim.uid.clone();
+                        match self.ledger_call(move |l| l.confirm(&uid)).await {
+                            Ok(_) => report.confirmed += 1,
+                            Err(e) => report
+                                .errors
+                                .push(format!("confirm {}: {e}", allocation.claim.uid)),
+                        }
+                    }
+                }
+                Some((claim, Ok(ClaimAllocationState::Ours(data)))) => {
+                    self.replace(&mut report, &allocation, claim, &data).await;
+                }
+                Some((claim, Err(reason))) => self.bad_handle(&mut report, claim, &reason),
+                _ if young => report.in_flight += 1,
+                _ => {
+                    let kind = match allocation.state {
+                        AllocationState::Pending => DriftKind::StaleIntent,
+                        AllocationState::Confirmed => DriftKind::OrphanInLedger,
+                    };
+                    self.release(&mut report, &allocation, kind).await;
+                }
+            }
+        }
+        for claim in &claims {
+            let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+            if uid.is_empty() || known.contains(uid) {
+                continue;
+            }
+            match claim_allocation(claim, &self.config.driver_name) {
+                Ok(ClaimAllocationState::Ours(data)) => {
+                    if self
+                        .state
+                        .recently_deallocated(uid, self.config.grace_period)
+                    {
+                        continue;
+                    }
+                    self.import(&mut report, claim, &data, DriftKind::MissingInLedger)
+                        .await;
+                }
+                Err(reason) => self.bad_handle(&mut report, claim, &reason),
+                Ok(_) => {}
+            }
+        }
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        for kind in DriftKind::ALL {
+            let count = report.count(kind);
+            if count > 0 {
+                self.observer.drift(kind, count);
+            }
+        }
+        self.observer.reconcile(started.elapsed());
+        if report.total_drift() > 0 || !report.errors.is_empty() {
+            info!(drift = ?report.drift, errors = report.errors.len(), confirmed = report.confirmed, "Reconciled ledger with the cluster");
+        } else {
+            debug!(
+                confirmed = report.confirmed,
+                "Reconciled ledger with the cluster"
+            );
+        }
+        Ok(report)
+    }
+
+    fn bad_handle(&self, report: &mut DriftReport, claim: &ResourceClaim, reason: &str) {
+        let error = DriverError::HandleData {
+            claim: claim_name(claim),
+            reason: reason.to_owned(),
+        };
+        warn!(%error, driver = %self.config.driver_name, "Claim allocation cannot be reconciled");
+        report.add(DriftKind::BadHandleData);
+        report.errors.push(error.to_string());
+    }
+
+    async fn release(&self, report: &mut DriftReport, allocation: &Allocation, kind: DriftKind) {
+        let uid = allocation.claim.uid.clone();
+        match self.ledger_call(move |l| l.release(&uid)).await {
+            Ok(_) => {
+                info!(claim.uid = %allocation.claim.uid, claim.name = %allocation.claim.name, node = %allocation.node, kind = kind.as_str(), "Released ledger allocation the cluster does not show");
+                report.released += 1;
+                report.add(kind);
+            }
+            Err(e) => report
+                .errors
+                .push(format!("release {}: {e}", allocation.claim.uid)),
+        }
+    }
+
+    async fn import(
+        &self,
+        report: &mut DriftReport,
+        claim: &ResourceClaim,
+        data: &HandleData,
+        kind: DriftKind,
+    ) {
+        let request = import_request(claim, data);
+        match self.ledger_call(move |l| l.import(request)).await {
+            Ok(_) => {
+                info!(claim.uid = %data.claim_uid, claim.name = %claim_name(claim), node = %data.node, kind = kind.as_str(), "Imported allocation from the cluster");
+                report.imported += 1;
+                report.add(kind);
+            }
+            Err(DriverError::Ledger(e @ LedgerError::DeviceConflict { .. })) => {
+                warn!(error = %e, claim.name = %claim_name(claim), "Claim allocation conflicts with the ledger");
+                report.add(DriftKind::DeviceConflict);
+                report.errors.push(format!("{}: {e}", claim_name(claim)));
+            }
+            Err(e) => report
+                .errors
+                .push(format!("import {}: {e}", claim_name(claim))),
+        }
+    }
+
+    /// The claim shows other devices than the ledger: the claim wins.
+    async fn replace(
+        &self,
+        report: &mut DriftReport,
+        allocation: &Allocation,
+        claim: &ResourceClaim,
+        data: &HandleData,
+    ) {
+        let uid = allocation.claim.uid.clone();
+        if let Err(e) = self.ledger_call(move |l| l.release(&uid)).await {
+            report
+                .errors
+                .push(format!("release {}: {e}", allocation.claim.uid));
+            return;
+        }
+        report.released += 1;
+        self.import(report, claim, data, DriftKind::DeviceMismatch)
+            .await;
+    }
+}
+
+/// Every allocation of the ledger, page by page.
+fn all_allocations(
+    ledger: &dra_allocator::ledger::Ledger,
+) -> std::result::Result<Vec<Allocation>, LedgerError> {
+    let mut out = Vec::new();
+    let mut query = AllocationQuery {
+        limit: 1000,
+        ..AllocationQuery::default()
+    };
+    loop {
+        let page = ledger.allocations(&query)?;
+        out.extend(page.items);
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// How long a background reconcile waits before retrying after a failure.
+pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(5);

@@ -1,0 +1,105 @@
+//! An in-memory [`DriverCluster`] for tests of the driver without an API server: parameter
+//! objects and claims are put in by the test, posted events are recorded.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use async_trait::async_trait;
+use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
+use kube::ResourceExt;
+
+use super::DriverCluster;
+use crate::framework::{ApiError, ApiErrorKind, EventRecord};
+use crate::params::{DeviceClaimParameters, DeviceClassParameters};
+
+#[derive(Default)]
+struct Objects {
+    class_parameters: BTreeMap<String, DeviceClassParameters>,
+    claim_parameters: BTreeMap<(String, String), DeviceClaimParameters>,
+    claims: BTreeMap<String, ResourceClaim>,
+    events: Vec<EventRecord>,
+    fail_list: bool,
+}
+
+/// A cluster held in memory.
+#[derive(Default)]
+pub struct MemoryCluster {
+    objects: Mutex<Objects>,
+}
+
+impl MemoryCluster {
+    /// An empty cluster.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Objects) -> T) -> T {
+        f(&mut self.objects.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Stores a `DeviceClassParameters` under its name.
+    pub fn put_class_parameters(&self, object: DeviceClassParameters) {
+        self.with(|o| o.class_parameters.insert(object.name_any(), object));
+    }
+
+    /// Stores a `DeviceClaimParameters` under its namespace and name.
+    pub fn put_claim_parameters(&self, object: DeviceClaimParameters) {
+        let key = (object.namespace().unwrap_or_default(), object.name_any());
+        self.with(|o| o.claim_parameters.insert(key, object));
+    }
+
+    /// Stores (or replaces) a claim, keyed by UID.
+    pub fn put_claim(&self, claim: ResourceClaim) {
+        let uid = claim.metadata.uid.clone().unwrap_or_default();
+        self.with(|o| o.claims.insert(uid, claim));
+    }
+
+    /// Removes the claim with `uid`.
+    pub fn remove_claim(&self, uid: &str) {
+        self.with(|o| o.claims.remove(uid));
+    }
+
+    /// Makes `list_claims` fail (or work again).
+    pub fn fail_list(&self, fail: bool) {
+        self.with(|o| o.fail_list = fail);
+    }
+
+    /// The events posted so far.
+    pub fn events(&self) -> Vec<EventRecord> {
+        self.with(|o| o.events.clone())
+    }
+}
+
+#[async_trait]
+impl DriverCluster for MemoryCluster {
+    async fn class_parameters(
+        &self,
+        name: &str,
+    ) -> Result<Option<DeviceClassParameters>, ApiError> {
+        Ok(self.with(|o| o.class_parameters.get(name).cloned()))
+    }
+
+    async fn claim_parameters(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<DeviceClaimParameters>, ApiError> {
+        let key = (namespace.to_owned(), name.to_owned());
+        Ok(self.with(|o| o.claim_parameters.get(&key).cloned()))
+    }
+
+    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, ApiError> {
+        self.with(|o| {
+            if o.fail_list {
+                Err(ApiError::new(ApiErrorKind::Other, "injected list failure"))
+            } else {
+                Ok(o.claims.values().cloned().collect())
+            }
+        })
+    }
+
+    async fn post_event(&self, event: EventRecord) -> Result<(), ApiError> {
+        self.with(|o| o.events.push(event));
+        Ok(())
+    }
+}
