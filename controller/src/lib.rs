@@ -4,6 +4,10 @@
 //! pods, the work queue, the sync algorithm and the writes to the API server. A resource driver plugs
 //! in through [`framework::Driver`]. The framework must not depend on any particular driver or on the
 //! ledger.
+//!
+//! [`driver`] is the ledger-backed resource driver (allocation through the `dra-allocator` ledger,
+//! inventory from ResourceSlices, reconcile with the cluster); [`params`] owns the
+//! `dra-ledger.io` parameter custom resources and their conversion into the allocator's model.
 
 // Kubernetes kind names (ResourceClaim, PodSchedulingContext, ...) are prose in these docs, not
 // code identifiers; back-ticking every one of them would make the docs harder to read.
