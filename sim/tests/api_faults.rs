@@ -1,0 +1,97 @@
+//! Fault injection: seeded and reproducible conflicts, errors and delays on writes, and forced
+//! watch disconnects that clients survive.
+
+mod api_support;
+
+use std::time::{Duration, Instant};
+
+use api_support::{config_map, start, start_with};
+use dra_sim::server::{Faults, ServerConfig};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+
+/// Outcome codes of `n` creates against a fresh server with `faults`.
+async fn outcomes(faults: Faults, n: usize) -> Vec<u16> {
+    let (server, client) = start_with(ServerConfig {
+        faults,
+        ..ServerConfig::default()
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let mut out = Vec::new();
+    for i in 0..n {
+        match cms
+            .create(&PostParams::default(), &config_map(&format!("c{i}"), &[]))
+            .await
+        {
+            Ok(_) => out.push(201),
+            Err(kube::Error::Api(e)) => out.push(e.code),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    server.shutdown().await;
+    out
+}
+
+#[tokio::test]
+async fn the_same_seed_injects_the_same_faults() {
+    let faults = Faults::seeded(42).conflicts(0.2).errors(0.1);
+    let a = outcomes(faults.clone(), 60).await;
+    assert_eq!(a, outcomes(faults.clone(), 60).await);
+    assert!(
+        a.contains(&409) && a.contains(&500) && a.contains(&201),
+        "{a:?}"
+    );
+    assert_ne!(a, outcomes(Faults { seed: 43, ..faults }, 60).await);
+}
+
+#[tokio::test]
+async fn injected_failures_do_not_apply_the_write() {
+    let (server, client) = start().await;
+    server.set_faults(Faults::seeded(1).errors(1.0));
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let err = cms
+        .create(&PostParams::default(), &config_map("x", &[]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, kube::Error::Api(ref e) if e.code == 500));
+    server.set_faults(Faults::none());
+    assert!(cms.get_opt("x").await.unwrap().is_none());
+    assert_eq!(server.fault_stats().errors, 1);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn slow_writes_are_delayed() {
+    let (server, client) = start().await;
+    server.set_faults(Faults::seeded(1).delays(1.0, Duration::from_millis(200)));
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let t = Instant::now();
+    cms.create(&PostParams::default(), &config_map("slow", &[]))
+        .await
+        .unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(200));
+    let t = Instant::now();
+    cms.get("slow").await.unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(200),
+        "reads are not delayed"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn watches_end_after_their_random_lifetime() {
+    let (server, client) = start().await;
+    server.set_faults(Faults::seeded(5).watch_disconnects(Duration::from_millis(200)));
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let stream = cms.watch(&Default::default(), "0").await.unwrap();
+    let ended = tokio::time::timeout(
+        Duration::from_secs(5),
+        futures::StreamExt::collect::<Vec<_>>(stream),
+    )
+    .await;
+    assert!(ended.is_ok(), "the watch stream ended");
+    assert_eq!(server.fault_stats().watch_disconnects, 1);
+    server.shutdown().await;
+}
