@@ -214,6 +214,49 @@ async fn pods_with_claim_templates_are_scheduled_run_and_release_their_claims() 
     cluster.shutdown().await;
 }
 
+/// Pods of the claim batch test; `DRA_SIM_BATCH_PODS` raises it (e.g. 1000).
+fn batch_size() -> usize {
+    std::env::var("DRA_SIM_BATCH_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_of_pods_with_claims_is_allocated_bound_and_run() {
+    let cluster = cluster(10).await;
+    let client = cluster.kube_client();
+    let count = batch_size();
+    let driver = Driver::start(client.clone(), Script::with_capacity(count));
+    create_template(&client, "gpu-template").await;
+    let started = std::time::Instant::now();
+    for i in 0..count {
+        let name = format!("batch-{i}");
+        create_pod(
+            &client,
+            &pod(&name, &[("gpu", "template:gpu-template")], None),
+        )
+        .await;
+    }
+    let created = started.elapsed();
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    wait_for("every pod runs", Duration::from_secs(300), || async {
+        let list = pods.list(&ListParams::default()).await.unwrap();
+        list.items.iter().filter(|p| phase(p) == "Running").count() == count
+    })
+    .await;
+    let elapsed = started.elapsed();
+    eprintln!("{count} pods with claims created in {created:?}, all running after {elapsed:?}");
+    let allocations = driver
+        .log()
+        .iter()
+        .filter(|r| matches!(r, Record::Allocated { .. }))
+        .count();
+    assert_eq!(allocations, count, "exactly one allocation per pod");
+    driver.stop();
+    cluster.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claim_flow_survives_conflicts_server_errors_and_watch_disconnects() {
     let cluster = cluster(2).await;

@@ -120,7 +120,8 @@ impl GarbageCollector {
                     deleting: meta.deletion_timestamp.is_some(),
                     finalizers: meta.finalizers.clone().unwrap_or_default(),
                 };
-                if let Some(old) = graph.vertices.get(&uid).cloned() {
+                let old = graph.vertices.get(&uid).cloned();
+                if let Some(old) = &old {
                     for owner in &old.owners {
                         if let Some(set) = graph.dependents.get_mut(&owner.uid) {
                             set.remove(&uid);
@@ -138,12 +139,17 @@ impl GarbageCollector {
                         self.queue.add(owner.uid.clone());
                     }
                 }
-                let interesting = !vertex.owners.is_empty()
-                    || (vertex.deleting
-                        && vertex
-                            .finalizers
-                            .iter()
-                            .any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER));
+                // Status updates change neither owners nor deletion state: nothing to examine.
+                let owners_changed = old.as_ref().is_none_or(|o| o.owners != vertex.owners);
+                let owner_deletion = vertex.deleting
+                    && vertex
+                        .finalizers
+                        .iter()
+                        .any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER)
+                    && old
+                        .as_ref()
+                        .is_none_or(|o| !o.deleting || o.finalizers != vertex.finalizers);
+                let interesting = (owners_changed && !vertex.owners.is_empty()) || owner_deletion;
                 graph.vertices.insert(uid.clone(), vertex);
                 if interesting {
                     self.queue.add(uid);

@@ -9,8 +9,8 @@
 
 pub mod plan;
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
@@ -48,6 +48,8 @@ pub struct Scheduler {
     claims: Store<ResourceClaim>,
     contexts: Store<PodSchedulingContext>,
     classes: Store<ResourceClass>,
+    /// Claim -> the unbound pods that use it, so that a claim change wakes only its pods.
+    claim_users: Mutex<HashMap<ObjectKey, HashSet<ObjectKey>>>,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
 }
@@ -67,6 +69,18 @@ pub fn wants(pod: &Pod) -> bool {
         && !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
+fn forget_user(users: &mut HashMap<ObjectKey, HashSet<ObjectKey>>, pod: &Pod, key: &ObjectKey) {
+    for name in pod_claim_names(pod) {
+        let claim = ObjectKey::new(&key.namespace, &name);
+        if let Some(set) = users.get_mut(&claim) {
+            set.remove(key);
+            if set.is_empty() {
+                users.remove(&claim);
+            }
+        }
+    }
+}
+
 impl Scheduler {
     /// A scheduler reading the given stores.
     pub fn new(
@@ -84,16 +98,37 @@ impl Scheduler {
             claims,
             contexts,
             classes,
+            claim_users: Mutex::new(HashMap::new()),
             queue: WorkQueue::new(),
         }
     }
 
-    /// Queues a changed pod that needs scheduling.
+    /// Queues a changed pod that needs scheduling and indexes the claims it waits for.
     pub fn on_pod(&self, change: &Change<'_, Pod>) {
-        if let Change::Applied(pod) = change {
-            if wants(pod) {
-                self.queue.add(ObjectKey::of(&pod.metadata));
+        match change {
+            Change::Applied(pod) => {
+                let key = ObjectKey::of(&pod.metadata);
+                let mut users = self.claim_users.lock().expect("claim users lock");
+                if wants(pod) {
+                    for name in pod_claim_names(pod) {
+                        let claim = ObjectKey::new(&key.namespace, &name);
+                        users.entry(claim).or_default().insert(key.clone());
+                    }
+                    drop(users);
+                    self.queue.add(key);
+                } else {
+                    forget_user(&mut users, pod, &key);
+                }
             }
+            Change::Deleted(pod) => {
+                let key = ObjectKey::of(&pod.metadata);
+                forget_user(
+                    &mut self.claim_users.lock().expect("claim users lock"),
+                    pod,
+                    &key,
+                );
+            }
+            Change::Resynced => {}
         }
     }
 
@@ -103,15 +138,15 @@ impl Scheduler {
             Change::Applied(claim) | Change::Deleted(claim) => claim,
             Change::Resynced => return self.queue_all_waiting(),
         };
-        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
-        let name = claim.metadata.name.as_deref().unwrap_or_default();
-        for pod in self.pods.state() {
-            if pod.metadata.namespace.as_deref() == Some(namespace)
-                && wants(&pod)
-                && pod_claim_names(&pod).iter().any(|n| n == name)
-            {
-                self.queue.add(ObjectKey::of(&pod.metadata));
-            }
+        let users = self
+            .claim_users
+            .lock()
+            .expect("claim users lock")
+            .get(&ObjectKey::of(&claim.metadata))
+            .cloned()
+            .unwrap_or_default();
+        for key in users {
+            self.queue.add(key);
         }
     }
 
