@@ -1,22 +1,24 @@
 //! The driver's pure parts: parameter conversion (every invalid field named), the checked-in CRD
-//! manifests, the resource handle data format, ResourceSlice conversion and the "no node fits"
+//! manifests, the resource handle data format, `ResourceSlice` conversion and the "no node fits"
 //! explanation.
 
 use dra_allocator::fit::UnsuitableNode;
-use dra_allocator::model::{AttributeValue, Operator, Policy, Quantity, Requirement, Sharing, Version};
+use dra_allocator::model::{
+    AttributeValue, Operator, Policy, Quantity, Requirement, Sharing, Version,
+};
+use dra_controller::driver::explain_unsuitable;
 use dra_controller::driver::handle::{
     allocation_result, claim_allocation, ClaimAllocationState, HandleData, HandleSharing,
 };
 use dra_controller::driver::inventory::{attribute_value, devices_by_node};
-use dra_controller::driver::explain_unsuitable;
 use dra_controller::params::{
     claim_request, class_defaults, crd_manifests, DeviceClaimParametersSpec,
     DeviceClassParametersSpec, RequirementSpec, SharingSpec,
 };
 use k8s_openapi::api::resource::v1alpha2::{
     AllocationResult, NamedResourcesAttribute, NamedResourcesInstance, NamedResourcesIntSlice,
-    NamedResourcesResources, NamedResourcesStringSlice, ResourceClaim, ResourceClaimStatus,
-    ResourceHandle, ResourceSlice,
+    NamedResourcesResources, NamedResourcesStringSlice, ResourceClaim, ResourceClaimSpec,
+    ResourceClaimStatus, ResourceHandle, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -40,7 +42,10 @@ fn shared(max: Option<u32>) -> SharingSpec {
 fn valid_claim_parameters_convert_to_the_model() {
     let spec = DeviceClaimParametersSpec {
         count: Some(2),
-        selector: vec![req("model", "In", &["H200"]), req("memory", "Gt", &["40Gi"])],
+        selector: vec![
+            req("model", "In", &["H200"]),
+            req("memory", "Gt", &["40Gi"]),
+        ],
         sharing: Some(shared(Some(4))),
         same_attribute: Some("numa".into()),
         shareable: Some(true),
@@ -69,14 +74,39 @@ fn empty_claim_parameters_mean_one_device_not_shareable() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one data table
 fn each_invalid_claim_field_is_named_in_the_error() {
     let base = DeviceClaimParametersSpec::default;
     let cases: Vec<(DeviceClaimParametersSpec, &str, &str)> = vec![
-        (DeviceClaimParametersSpec { count: Some(0), ..base() }, "spec.count", "got 0"),
-        (DeviceClaimParametersSpec { count: Some(17), ..base() }, "spec.count", "got 17"),
-        (DeviceClaimParametersSpec { count: Some(-3), ..base() }, "spec.count", "got -3"),
         (
-            DeviceClaimParametersSpec { selector: vec![req("model", "Matches", &["x"])], ..base() },
+            DeviceClaimParametersSpec {
+                count: Some(0),
+                ..base()
+            },
+            "spec.count",
+            "got 0",
+        ),
+        (
+            DeviceClaimParametersSpec {
+                count: Some(17),
+                ..base()
+            },
+            "spec.count",
+            "got 17",
+        ),
+        (
+            DeviceClaimParametersSpec {
+                count: Some(-3),
+                ..base()
+            },
+            "spec.count",
+            "got -3",
+        ),
+        (
+            DeviceClaimParametersSpec {
+                selector: vec![req("model", "Matches", &["x"])],
+                ..base()
+            },
             "spec.selector[0].operator",
             "Matches",
         ),
@@ -89,40 +119,61 @@ fn each_invalid_claim_field_is_named_in_the_error() {
             "empty",
         ),
         (
-            DeviceClaimParametersSpec { selector: vec![req("model", "In", &[])], ..base() },
+            DeviceClaimParametersSpec {
+                selector: vec![req("model", "In", &[])],
+                ..base()
+            },
             "spec.selector[0].values",
             "at least one",
         ),
         (
-            DeviceClaimParametersSpec { selector: vec![req("memory", "Gt", &["lots"])], ..base() },
+            DeviceClaimParametersSpec {
+                selector: vec![req("memory", "Gt", &["lots"])],
+                ..base()
+            },
             "spec.selector[0].values[0]",
             "\"lots\"",
         ),
         (
-            DeviceClaimParametersSpec { selector: vec![req("numa", "Exists", &["0"])], ..base() },
+            DeviceClaimParametersSpec {
+                selector: vec![req("numa", "Exists", &["0"])],
+                ..base()
+            },
             "spec.selector[0].values",
             "no values",
         ),
         (
-            DeviceClaimParametersSpec { sharing: Some(shared(Some(0))), ..base() },
+            DeviceClaimParametersSpec {
+                sharing: Some(shared(Some(0))),
+                ..base()
+            },
             "spec.sharing.maxConsumers",
             "at least 1",
         ),
         (
-            DeviceClaimParametersSpec { sharing: Some(shared(None)), ..base() },
+            DeviceClaimParametersSpec {
+                sharing: Some(shared(None)),
+                ..base()
+            },
             "spec.sharing.maxConsumers",
             "required",
         ),
         (
             DeviceClaimParametersSpec {
-                sharing: Some(SharingSpec { mode: Some("Sometimes".into()), max_consumers: None }),
+                sharing: Some(SharingSpec {
+                    mode: Some("Sometimes".into()),
+                    max_consumers: None,
+                }),
                 ..base()
             },
             "spec.sharing.mode",
             "Sometimes",
         ),
         (
-            DeviceClaimParametersSpec { same_attribute: Some(" ".into()), ..base() },
+            DeviceClaimParametersSpec {
+                same_attribute: Some(" ".into()),
+                ..base()
+            },
             "spec.sameAttribute",
             "empty",
         ),
@@ -143,7 +194,10 @@ fn class_parameters_convert_with_pack_as_the_default_policy() {
     let spread = class_defaults(&DeviceClassParametersSpec {
         selector: vec![req("model", "In", &["H100", "H200"])],
         policy: Some("Spread".into()),
-        sharing: Some(SharingSpec { mode: Some("Exclusive".into()), max_consumers: None }),
+        sharing: Some(SharingSpec {
+            mode: Some("Exclusive".into()),
+            max_consumers: None,
+        }),
     })
     .unwrap();
     assert_eq!(spread.policy, Policy::Spread);
@@ -155,18 +209,33 @@ fn class_parameters_convert_with_pack_as_the_default_policy() {
 fn each_invalid_class_field_is_named_in_the_error() {
     let base = DeviceClassParametersSpec::default;
     let cases: Vec<(DeviceClassParametersSpec, &str)> = vec![
-        (DeviceClassParametersSpec { policy: Some("Random".into()), ..base() }, "spec.policy"),
         (
-            DeviceClassParametersSpec { selector: vec![req("model", "Like", &["H"])], ..base() },
+            DeviceClassParametersSpec {
+                policy: Some("Random".into()),
+                ..base()
+            },
+            "spec.policy",
+        ),
+        (
+            DeviceClassParametersSpec {
+                selector: vec![req("model", "Like", &["H"])],
+                ..base()
+            },
             "spec.selector[0].operator",
         ),
         (
-            DeviceClassParametersSpec { sharing: Some(shared(Some(0))), ..base() },
+            DeviceClassParametersSpec {
+                sharing: Some(shared(Some(0))),
+                ..base()
+            },
             "spec.sharing.maxConsumers",
         ),
         (
             DeviceClassParametersSpec {
-                sharing: Some(SharingSpec { mode: Some("Exclusive".into()), max_consumers: Some(2) }),
+                sharing: Some(SharingSpec {
+                    mode: Some("Exclusive".into()),
+                    max_consumers: Some(2),
+                }),
                 ..base()
             },
             "spec.sharing.maxConsumers",
@@ -215,7 +284,8 @@ fn generated_crds_describe_both_parameter_kinds_with_their_scopes() {
             ("deviceclaimparameters.dra-ledger.io", "Namespaced"),
         ]
     );
-    let claim_spec = &docs[1]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    let claim_spec = &docs[1]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+        ["spec"]["properties"];
     for field in ["count", "selector", "sharing", "sameAttribute", "shareable"] {
         assert!(!claim_spec[field].is_null(), "claim spec has {field}");
     }
@@ -244,7 +314,10 @@ fn handle_data_round_trips_in_the_spec_format() {
         })
     );
     assert_eq!(HandleData::parse(&text).unwrap(), data());
-    let exclusive = HandleData { sharing: HandleSharing::Exclusive, ..data() };
+    let exclusive = HandleData {
+        sharing: HandleSharing::Exclusive,
+        ..data()
+    };
     assert_eq!(HandleData::parse(&exclusive.to_json()).unwrap(), exclusive);
     assert_eq!(Sharing::from(HandleSharing::Exclusive), Sharing::Exclusive);
 }
@@ -255,13 +328,34 @@ fn malformed_handle_data_is_rejected_with_a_reason() {
         ("", "EOF"),
         ("not json", "expected"),
         (r#"{"node":"n","devices":["a"],"claimUID":"u"}"#, "sharing"),
-        (r#"{"node":"","devices":["a"],"sharing":{"mode":"Exclusive"},"claimUID":"u"}"#, "node"),
-        (r#"{"node":"n","devices":[],"sharing":{"mode":"Exclusive"},"claimUID":"u"}"#, "devices"),
-        (r#"{"node":"n","devices":["a","a"],"sharing":{"mode":"Exclusive"},"claimUID":"u"}"#, "twice"),
-        (r#"{"node":"n","devices":["a"],"sharing":{"mode":"Exclusive"},"claimUID":""}"#, "claimUID"),
-        (r#"{"node":"n","devices":["a"],"sharing":{"mode":"Shared","maxConsumers":0},"claimUID":"u"}"#, "maxConsumers"),
-        (r#"{"node":"n","devices":["a"],"sharing":{"mode":"Some"},"claimUID":"u"}"#, "variant"),
-        (r#"{"node":7,"devices":["a"],"sharing":{"mode":"Exclusive"},"claimUID":"u"}"#, "invalid type"),
+        (
+            r#"{"node":"","devices":["a"],"sharing":{"mode":"Exclusive"},"claimUID":"u"}"#,
+            "node",
+        ),
+        (
+            r#"{"node":"n","devices":[],"sharing":{"mode":"Exclusive"},"claimUID":"u"}"#,
+            "devices",
+        ),
+        (
+            r#"{"node":"n","devices":["a","a"],"sharing":{"mode":"Exclusive"},"claimUID":"u"}"#,
+            "twice",
+        ),
+        (
+            r#"{"node":"n","devices":["a"],"sharing":{"mode":"Exclusive"},"claimUID":""}"#,
+            "claimUID",
+        ),
+        (
+            r#"{"node":"n","devices":["a"],"sharing":{"mode":"Shared","maxConsumers":0},"claimUID":"u"}"#,
+            "maxConsumers",
+        ),
+        (
+            r#"{"node":"n","devices":["a"],"sharing":{"mode":"Some"},"claimUID":"u"}"#,
+            "variant",
+        ),
+        (
+            r#"{"node":7,"devices":["a"],"sharing":{"mode":"Exclusive"},"claimUID":"u"}"#,
+            "invalid type",
+        ),
     ];
     for (text, reason) in cases {
         let error = HandleData::parse(text).expect_err(text);
@@ -269,7 +363,11 @@ fn malformed_handle_data_is_rejected_with_a_reason() {
     }
 }
 
-fn claim_with(uid: &str, driver: Option<&str>, allocation: Option<AllocationResult>) -> ResourceClaim {
+fn claim_with(
+    uid: &str,
+    driver: Option<&str>,
+    allocation: Option<AllocationResult>,
+) -> ResourceClaim {
     ResourceClaim {
         metadata: ObjectMeta {
             name: Some("c".into()),
@@ -277,7 +375,7 @@ fn claim_with(uid: &str, driver: Option<&str>, allocation: Option<AllocationResu
             uid: Some(uid.into()),
             ..ObjectMeta::default()
         },
-        spec: Default::default(),
+        spec: ResourceClaimSpec::default(),
         status: Some(ResourceClaimStatus {
             allocation,
             driver_name: driver.map(Into::into),
@@ -292,7 +390,10 @@ fn allocation_result_has_one_handle_a_node_selector_and_shareable() {
     let json = serde_json::to_value(&result).unwrap();
     assert_eq!(json["shareable"], true);
     assert_eq!(json["resourceHandles"].as_array().unwrap().len(), 1);
-    assert_eq!(json["resourceHandles"][0]["driverName"], "gpu.dra-ledger.io");
+    assert_eq!(
+        json["resourceHandles"][0]["driverName"],
+        "gpu.dra-ledger.io"
+    );
     assert_eq!(
         json["availableOnNodes"]["nodeSelectorTerms"][0]["matchFields"][0],
         serde_json::json!({"key": "metadata.name", "operator": "In", "values": ["node-3"]})
@@ -324,13 +425,19 @@ fn claim_allocation_tells_ours_from_others_and_rejects_bad_handles() {
         structured_data: None,
     }]);
     assert!(claim_allocation(&claim_with("uid-1", Some("d"), Some(garbled)), "d").is_err());
-    let none = AllocationResult { resource_handles: None, ..AllocationResult::default() };
+    let none = AllocationResult {
+        resource_handles: None,
+        ..AllocationResult::default()
+    };
     let error = claim_allocation(&claim_with("uid-1", Some("d"), Some(none)), "d").unwrap_err();
     assert!(error.contains("found 0"), "{error}");
 }
 
 fn attr(name: &str, set: impl FnOnce(&mut NamedResourcesAttribute)) -> NamedResourcesAttribute {
-    let mut a = NamedResourcesAttribute { name: name.into(), ..NamedResourcesAttribute::default() };
+    let mut a = NamedResourcesAttribute {
+        name: name.into(),
+        ..NamedResourcesAttribute::default()
+    };
     set(&mut a);
     a
 }
@@ -338,20 +445,30 @@ fn attr(name: &str, set: impl FnOnce(&mut NamedResourcesAttribute)) -> NamedReso
 #[test]
 fn every_attribute_kind_of_a_slice_converts() {
     let cases = [
-        (attr("b", |a| a.bool = Some(true)), AttributeValue::Bool(true)),
+        (
+            attr("b", |a| a.bool = Some(true)),
+            AttributeValue::Bool(true),
+        ),
         (attr("i", |a| a.int = Some(-4)), AttributeValue::Int(-4)),
         (
-            attr("is", |a| a.int_slice = Some(NamedResourcesIntSlice { ints: vec![1, 2] })),
+            attr("is", |a| {
+                a.int_slice = Some(NamedResourcesIntSlice { ints: vec![1, 2] });
+            }),
             AttributeValue::IntSlice(vec![1, 2]),
         ),
         (
             attr("q", |a| a.quantity = Some(KubeQuantity("80Gi".into()))),
             AttributeValue::Quantity(Quantity::parse("80Gi").unwrap()),
         ),
-        (attr("s", |a| a.string = Some("H200".into())), AttributeValue::String("H200".into())),
+        (
+            attr("s", |a| a.string = Some("H200".into())),
+            AttributeValue::String("H200".into()),
+        ),
         (
             attr("ss", |a| {
-                a.string_slice = Some(NamedResourcesStringSlice { strings: vec!["x".into()] });
+                a.string_slice = Some(NamedResourcesStringSlice {
+                    strings: vec!["x".into()],
+                });
             }),
             AttributeValue::StringSlice(vec!["x".into()]),
         ),
@@ -361,7 +478,12 @@ fn every_attribute_kind_of_a_slice_converts() {
         ),
     ];
     for (attribute, expected) in cases {
-        assert_eq!(attribute_value(&attribute).unwrap(), expected, "{}", attribute.name);
+        assert_eq!(
+            attribute_value(&attribute).unwrap(),
+            expected,
+            "{}",
+            attribute.name
+        );
     }
     assert!(attribute_value(&attr("none", |_| {})).is_err());
     assert!(attribute_value(&attr("two", |a| {
@@ -370,12 +492,17 @@ fn every_attribute_kind_of_a_slice_converts() {
     }))
     .unwrap_err()
     .contains("2 values"));
-    assert!(attribute_value(&attr("q", |a| a.quantity = Some(KubeQuantity("80Gx".into())))).is_err());
+    assert!(
+        attribute_value(&attr("q", |a| a.quantity = Some(KubeQuantity("80Gx".into())))).is_err()
+    );
 }
 
 fn slice(name: &str, driver: &str, node: &str, devices: &[&str]) -> ResourceSlice {
     ResourceSlice {
-        metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
         driver_name: driver.into(),
         node_name: Some(node.into()),
         named_resources: Some(NamedResourcesResources {
@@ -385,7 +512,9 @@ fn slice(name: &str, driver: &str, node: &str, devices: &[&str]) -> ResourceSlic
                     name: (*d).into(),
                     attributes: Some(vec![
                         attr("model", |a| a.string = Some("H100".into())),
-                        attr("driverVersion", |a| a.version = Some("not-a-version".into())),
+                        attr("driverVersion", |a| {
+                            a.version = Some("not-a-version".into());
+                        }),
                     ]),
                 })
                 .collect(),
@@ -402,10 +531,19 @@ fn slices_group_our_devices_by_node_and_drop_bad_attributes() {
         slice("d", "gpu", "node-2", &["gpu-0"]),
     ];
     let (nodes, skipped) = devices_by_node("gpu", &slices);
-    let names = |node: &str| nodes[node].iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+    let names = |node: &str| {
+        nodes[node]
+            .iter()
+            .map(|d| d.name.clone())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(nodes.keys().collect::<Vec<_>>(), ["node-0", "node-2"]);
     assert_eq!(names("node-0"), ["gpu-0", "gpu-1", "gpu-2"]);
-    assert_eq!(nodes["node-2"][0].attributes.len(), 1, "the bad version is dropped");
+    assert_eq!(
+        nodes["node-2"][0].attributes.len(),
+        1,
+        "the bad version is dropped"
+    );
     assert_eq!(skipped.len(), 4);
     assert!(skipped.iter().all(|s| s.attribute == "driverVersion"));
 }
@@ -422,12 +560,18 @@ fn unsuitable(i: usize) -> UnsuitableNode {
 fn explanation_lists_nodes_then_says_how_many_more() {
     let few: Vec<_> = (0..2).map(unsuitable).collect();
     let text = explain_unsuitable(&few, 5);
-    assert!(text.contains("node-0: claim gpu: 1 of 2 devices free matching model In [H200]"), "{text}");
+    assert!(
+        text.contains("node-0: claim gpu: 1 of 2 devices free matching model In [H200]"),
+        "{text}"
+    );
     assert!(text.contains("node-1:"));
     assert!(!text.contains("more"));
     let many: Vec<_> = (0..128).map(unsuitable).collect();
     let text = explain_unsuitable(&many, 3);
-    assert!(text.contains("node-2:") && !text.contains("node-3:"), "{text}");
+    assert!(
+        text.contains("node-2:") && !text.contains("node-3:"),
+        "{text}"
+    );
     assert!(text.ends_with("and 125 more"), "{text}");
     assert!(text.contains("128 checked"));
     assert!(explain_unsuitable(&many, 128).len() <= 1000);
