@@ -323,7 +323,7 @@ impl Metrics {
         &self.registry
     }
 
-    /// Records one Allocate call of the driver for `claims` claims: the counter grows by the
+    /// Records one `Allocate` call of the driver for `claims` claims: the counter grows by the
     /// number of claims, the histogram observes the call.
     pub fn record_allocation(
         &self,
@@ -338,14 +338,14 @@ impl Metrics {
         self.allocate_duration.observe(took.as_secs_f64());
     }
 
-    /// Records one Deallocate call of the driver.
+    /// Records one `Deallocate` call of the driver.
     pub fn record_deallocation(&self, outcome: DeallocationOutcome) {
         self.deallocations
             .with_label_values(&[outcome.as_str()])
             .inc();
     }
 
-    /// Records one UnsuitableNodes call of the driver.
+    /// Records one `UnsuitableNodes` call of the driver.
     pub fn record_unsuitable_nodes(&self, took: Duration) {
         self.unsuitable_nodes_duration.observe(took.as_secs_f64());
     }

@@ -23,7 +23,8 @@ async fn scrape(state: &AppState) -> String {
     String::from_utf8(body.to_vec()).unwrap()
 }
 
-fn line_value(text: &str, series: &str) -> Option<f64> {
+/// The value of one series as an integer (every metric checked here counts whole things).
+fn line_value(text: &str, series: &str) -> Option<u64> {
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
@@ -80,11 +81,11 @@ async fn every_spec_metric_is_exposed_after_a_short_workload() {
         );
     }
     let value = |series: &str| line_value(&text, series).unwrap_or_else(|| panic!("{series}"));
-    assert_eq!(value("dra_ledger_devices{state=\"allocated\"}"), 2.0);
-    assert_eq!(value("dra_ledger_devices{state=\"free\"}"), 1.0);
-    assert_eq!(value("dra_ledger_devices{state=\"cordoned\"}"), 1.0);
-    assert_eq!(value("dra_ledger_claims_allocated"), 2.0);
-    assert_eq!(value("dra_ledger_intents_pending"), 1.0);
+    assert_eq!(value("dra_ledger_devices{state=\"allocated\"}"), 2);
+    assert_eq!(value("dra_ledger_devices{state=\"free\"}"), 1);
+    assert_eq!(value("dra_ledger_devices{state=\"cordoned\"}"), 1);
+    assert_eq!(value("dra_ledger_claims_allocated"), 2);
+    assert_eq!(value("dra_ledger_intents_pending"), 1);
     assert_eq!(
         value("dra_ledger_reconcile_drift_total{kind=\"orphan_in_ledger\"}"),
         2.0
@@ -93,18 +94,18 @@ async fn every_spec_metric_is_exposed_after_a_short_workload() {
         value("dra_ledger_allocations_total{mode=\"immediate\",outcome=\"allocated\"}"),
         2.0
     );
-    assert!((value("dra_ledger_allocate_duration_seconds_count") - 1.0).abs() < f64::EPSILON);
+    assert_eq!(value("dra_ledger_allocate_duration_seconds_count"), 1);
     // Every write above went through a durable commit observed by the hook.
-    assert!(value("dra_ledger_ledger_commit_batch_size_count") >= 1.0);
-    assert!(value("dra_ledger_ledger_commit_duration_seconds_count") >= 1.0);
+    assert!(value("dra_ledger_ledger_commit_batch_size_count") >= 1);
+    assert!(value("dra_ledger_ledger_commit_duration_seconds_count") >= 1);
 
     ledger.release("claim-a").unwrap();
     let text = scrape(&state).await;
     assert_eq!(
         line_value(&text, "dra_ledger_devices{state=\"allocated\"}"),
-        Some(1.0)
+        Some(1)
     );
-    assert_eq!(line_value(&text, "dra_ledger_claims_allocated"), Some(1.0));
+    assert_eq!(line_value(&text, "dra_ledger_claims_allocated"), Some(1));
 }
 
 #[test]

@@ -1,0 +1,309 @@
+//! `dra-ledger demo`: a simulated cluster, the controller with a ledger, the admin API and a
+//! workload in one process, with a progress line every second.
+//!
+//! Steps: start the simulated cluster (nodes whose devices are published as ResourceSlices),
+//! apply the parameter CRDs and create the class, parameters, templates and immediate claims
+//! ([`setup`]); start the controller stack; submit the workload ([`workload`]) and print progress
+//! ([`progress`]) until every pod finished, the `--duration` limit or Ctrl-C; delete the immediate
+//! claims, wait for their deallocation, verify the ledger and print a summary.
+
+pub mod progress;
+pub mod setup;
+pub mod workload;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
+use dra_sim::server::ServerConfig;
+
+use super::stack::{Stack, StackConfig};
+use super::{parse_duration, wait_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
+use progress::Snapshot;
+use workload::{Submitter, WorkloadShape};
+
+/// Flags of `dra-ledger demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Simulated nodes.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub nodes: usize,
+
+    /// Devices per node, published in one ResourceSlice per node.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub devices_per_node: usize,
+
+    /// Pods in the workload; each runs 2 to 5 seconds with one or two claims.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    pub pods: usize,
+
+    /// Stop after this long (e.g. 60s, 2m); by default the demo ends when every pod finished.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+
+    /// Ledger file to use (kept afterwards); by default a file in a temporary directory.
+    #[arg(long, value_name = "PATH")]
+    pub ledger: Option<PathBuf>,
+
+    /// Address of the admin API and metrics; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub listen: SocketAddr,
+
+    /// Concurrent controller workers.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub workers: usize,
+
+    /// Log format on stderr (the filter comes from RUST_LOG, default error so progress stays readable).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Done,
+    TimeLimit,
+    Interrupted,
+}
+
+/// NUMA nodes per simulated node: two when each gets at least two devices.
+fn numa_nodes(devices_per_node: usize) -> usize {
+    if devices_per_node >= 4 && devices_per_node % 2 == 0 {
+        2
+    } else {
+        1
+    }
+}
+
+fn check(args: &DemoArgs) -> anyhow::Result<()> {
+    if args.nodes == 0 || args.devices_per_node == 0 {
+        anyhow::bail!("--nodes and --devices-per-node must be at least 1");
+    }
+    if args.pods == 0 {
+        anyhow::bail!("--pods must be at least 1");
+    }
+    Ok(())
+}
+
+/// Runs the demo; exit code 0 when the workload finished (or the time limit passed) and the
+/// ledger verified consistent.
+pub async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    check(&args)?;
+    let workdir = tempfile::Builder::new()
+        .prefix("dra-ledger-demo-")
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    let ledger_path = args
+        .ledger
+        .clone()
+        .unwrap_or_else(|| workdir.path().join("ledger.redb"));
+    let numa = numa_nodes(args.devices_per_node);
+    let cluster = start_cluster(ClusterConfig {
+        server: ServerConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..ServerConfig::default()
+        },
+        nodes: args.nodes,
+        devices_per_node: args.devices_per_node,
+        driver_name: DEFAULT_DRIVER_NAME.to_owned(),
+        models: vec!["H100".to_owned(), "A100".to_owned()],
+        memory: vec!["80Gi".to_owned(), "40Gi".to_owned()],
+        numa_nodes: numa,
+        ..ClusterConfig::default()
+    })
+    .await
+    .context("cannot start the simulated cluster")?;
+    let result = with_cluster(&args, &cluster, &ledger_path, numa, workdir.path()).await;
+    cluster.shutdown().await;
+    result
+}
+
+async fn with_cluster(
+    args: &DemoArgs,
+    cluster: &ClusterHandle,
+    ledger_path: &std::path::Path,
+    numa: usize,
+    workdir: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
+    let client = cluster.kube_client();
+    let pairs = args.devices_per_node / numa >= 2;
+    // About one pod in 25 uses an immediate claim; they hold at most a quarter of the devices.
+    let shape = WorkloadShape {
+        pods: args.pods,
+        immediate_claims: (args.pods / 25)
+            .max(1)
+            .min(args.nodes * args.devices_per_node / 4)
+            .min(args.pods),
+        pairs,
+    };
+    setup::apply_crds(&client).await?;
+    setup::create_classes_and_templates(&client, DEFAULT_DRIVER_NAME, pairs).await?;
+    let kubeconfig_path = workdir.join("kubeconfig");
+    cluster.server().write_kubeconfig(&kubeconfig_path)?;
+
+    let mut client_config =
+        kube::Config::new(cluster.url().parse().context("simulated server URL")?);
+    setup::NAMESPACE.clone_into(&mut client_config.default_namespace);
+    client_config.read_timeout = None;
+    let stack = Stack::start(
+        StackConfig {
+            driver_name: DEFAULT_DRIVER_NAME.to_owned(),
+            ledger: ledger_path.to_path_buf(),
+            workers: args.workers,
+            listen: args.listen,
+            reconcile_interval: Duration::from_secs(300),
+        },
+        client_config,
+    )
+    .await?;
+    println!(
+        "dra-ledger demo: {} nodes x {} devices, {} pods ({} with immediate claims)",
+        args.nodes, args.devices_per_node, args.pods, shape.immediate_claims
+    );
+    println!("  ledger:      {}", ledger_path.display());
+    println!(
+        "  cluster:     {} (kubectl --kubeconfig {})",
+        cluster.url(),
+        kubeconfig_path.display()
+    );
+    println!(
+        "  admin API:   http://{0}/healthz  http://{0}/readyz  http://{0}/metrics",
+        stack.local_addr
+    );
+    let outcome = drive(args, cluster, &stack, shape).await;
+    let stopped = stack.shutdown().await;
+    let code = outcome?;
+    stopped?;
+    Ok(code)
+}
+
+async fn drive(
+    args: &DemoArgs,
+    cluster: &ClusterHandle,
+    stack: &Stack,
+    shape: WorkloadShape,
+) -> anyhow::Result<ExitCode> {
+    let client = cluster.kube_client();
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(60), stack.driver.readiness().wait())
+        .await
+        .context("the controller did not become ready within 60s")?;
+    println!(
+        "  controller ready after {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    setup::create_immediate_claims(&client, shape.immediate_claims).await?;
+
+    let store = cluster.server().store();
+    let mut submitter = Submitter::new(&client, shape);
+    let limit = args.nodes * args.devices_per_node;
+    let deadline = args.duration.map(|limit| started + limit);
+    let mut signal = std::pin::pin!(wait_for_signal());
+    let mut ticker = tokio::time::interval(Duration::from_millis(250));
+    let mut last_print = Instant::now();
+    let mut peak = 0.0_f64;
+    let mut snapshot = Snapshot::default();
+    let end = loop {
+        tokio::select! {
+            _ = &mut signal => break End::Interrupted,
+            _ = ticker.tick() => {}
+        }
+        snapshot = observe(stack, &store, &submitter, shape, started).await?;
+        peak = peak.max(snapshot.utilisation());
+        if last_print.elapsed() >= Duration::from_secs(1) {
+            println!("{}", snapshot.line());
+            last_print = Instant::now();
+        }
+        if submitter.is_done() && snapshot.unfinished() == 0 {
+            break End::Done;
+        }
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            break End::TimeLimit;
+        }
+        submitter.submit(snapshot.unfinished(), limit, 25).await?;
+    };
+    println!("{}", snapshot.line());
+    finish(
+        stack, &client, shape, &store, &submitter, started, end, peak,
+    )
+    .await
+}
+
+async fn observe(
+    stack: &Stack,
+    store: &dra_sim::server::StoreReader,
+    submitter: &Submitter,
+    shape: WorkloadShape,
+    started: Instant,
+) -> anyhow::Result<Snapshot> {
+    let mut snapshot = Snapshot {
+        elapsed: started.elapsed(),
+        to_submit: shape.pods - submitter.submitted(),
+        claims_allocated_total: stack.observer.claims_allocated(),
+        ..Snapshot::default()
+    };
+    progress::count_pods(store, &mut snapshot)?;
+    progress::count_ledger(stack.ledger(), &mut snapshot).await?;
+    Ok(snapshot)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn finish(
+    stack: &Stack,
+    client: &kube::Client,
+    shape: WorkloadShape,
+    store: &dra_sim::server::StoreReader,
+    submitter: &Submitter,
+    started: Instant,
+    end: End,
+    peak: f64,
+) -> anyhow::Result<ExitCode> {
+    let mut snapshot = observe(stack, store, submitter, shape, started).await?;
+    let how = match end {
+        End::Done => "workload done",
+        End::TimeLimit => "time limit reached",
+        End::Interrupted => "interrupted",
+    };
+    println!(
+        "{how} after {:.1}s: {} pods succeeded, {} failed, {} running, {} pending; {} claims allocated in total; peak device utilisation {peak:.1}%",
+        snapshot.elapsed.as_secs_f64(),
+        snapshot.succeeded,
+        snapshot.failed,
+        snapshot.running,
+        snapshot.pending,
+        snapshot.claims_allocated_total,
+    );
+    if end == End::Done {
+        setup::delete_immediate_claims(client, shape.immediate_claims).await?;
+        let wait_until = Instant::now() + Duration::from_secs(30);
+        while snapshot.claims_allocated > 0 && Instant::now() < wait_until {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            progress::count_ledger(stack.ledger(), &mut snapshot).await?;
+        }
+        println!(
+            "released: {} claims still allocated in the ledger",
+            snapshot.claims_allocated
+        );
+    }
+    let ledger = stack.ledger().clone();
+    let report = tokio::task::spawn_blocking(move || ledger.verify()).await??;
+    if report.is_consistent() {
+        println!(
+            "ledger verified: consistent ({} devices, {} allocations, {} journal entries)",
+            report.devices, report.allocations, report.intents
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "ledger verification found {} problem(s):",
+            report.problems.len()
+        );
+        for problem in &report.problems {
+            println!("  - {problem}");
+        }
+        Ok(ExitCode::FAILURE)
+    }
+}

@@ -1,0 +1,190 @@
+//! The `dra-ledger` command line: argument definitions (clap derive) and dispatch to the
+//! subcommands of the product specification, section 2.
+//!
+//! - `run` ([`run`]): the controller against a cluster;
+//! - `demo` ([`demo`]): simulated cluster, workload, controller and admin API in one process;
+//! - `sim`: only the simulated cluster (the flags and loop of `dra_sim::cluster::cli`);
+//! - `crds`: the CRD manifests of [`crate::params`];
+//! - `ledger` ([`ledger_tools`]): offline inspect, verify, backup and migrate.
+//!
+//! Owns process concerns only (flags, logging, signals, exit codes); the controller logic lives in
+//! [`crate::framework`] and [`crate::driver`]. `main.rs` only calls [`main`].
+
+pub mod demo;
+mod duration;
+pub mod ledger_tools;
+mod logging;
+mod observe;
+pub mod run;
+mod stack;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+pub use duration::parse_duration;
+pub use logging::LogFormat;
+
+/// The default DRA driver name.
+pub const DEFAULT_DRIVER_NAME: &str = "gpu.dra-ledger.io";
+
+/// The version reported by `--version` and `build_info`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// dra-ledger: a classic DRA (resource.k8s.io/v1alpha2) driver controller for GPUs with a durable
+/// ledger of every device allocation.
+///
+/// Start with `dra-ledger demo`: a simulated cluster, a workload and the controller in one process.
+#[derive(Debug, Parser)]
+#[command(name = "dra-ledger", version, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the controller against a Kubernetes cluster.
+    Run(run::RunArgs),
+    /// Run a simulated cluster, a workload and the controller in one process, printing progress.
+    Demo(demo::DemoArgs),
+    /// Run only the simulated cluster on loopback (for kubectl and `dra-ledger run`).
+    Sim(SimCommandArgs),
+    /// Print the CustomResourceDefinitions of the parameter objects as YAML.
+    Crds,
+    /// Offline tools for a ledger file (the controller must not be running on it).
+    Ledger(ledger_tools::LedgerArgs),
+}
+
+/// Flags of `dra-ledger sim`: those of the `dra-sim` binary.
+#[derive(Debug, clap::Args)]
+pub struct SimCommandArgs {
+    #[command(flatten)]
+    sim: dra_sim::cluster::cli::SimArgs,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// Parses the arguments of the process, runs the subcommand and returns the exit code: 0 on
+/// success, 1 on failure (the error is printed on stderr), 2 on bad usage.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match execute(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one parsed command line.
+pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Crds => {
+            print!("{}", crate::params::crd_manifests());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ledger(args) => ledger_tools::execute(&args),
+        Command::Run(args) => {
+            logging::init(args.log_format, "info");
+            runtime()?.block_on(run::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo(args) => {
+            logging::init(args.log_format, "error");
+            runtime()?.block_on(demo::demo(args))
+        }
+        Command::Sim(args) => {
+            logging::init(args.log_format, "info");
+            runtime()?.block_on(dra_sim::cluster::cli::run(&args.sim))?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// The ledger path default of `run`.
+pub fn default_ledger_path() -> PathBuf {
+    PathBuf::from("/var/lib/dra-ledger/ledger.redb")
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+pub async fn wait_for_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => result,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
+}
+
+/// How long shutdown waits for in-flight work before giving up.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_defaults_match_the_specification() {
+        let cli = Cli::try_parse_from(["dra-ledger", "run"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.driver_name, "gpu.dra-ledger.io");
+        assert_eq!(args.ledger, default_ledger_path());
+        assert_eq!(args.workers, 10);
+        assert_eq!(args.listen.to_string(), "0.0.0.0:8080");
+        assert_eq!(args.reconcile_interval, Duration::from_secs(300));
+        assert_eq!(args.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn demo_duration_accepts_a_time_limit() {
+        let cli = Cli::try_parse_from(["dra-ledger", "demo", "--pods", "20", "--duration", "90s"])
+            .unwrap();
+        let Command::Demo(args) = cli.command else {
+            panic!("not demo")
+        };
+        assert_eq!(args.pods, 20);
+        assert_eq!(args.duration, Some(Duration::from_secs(90)));
+        assert_eq!(args.listen.to_string(), "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn bad_flag_values_are_usage_errors() {
+        for argv in [
+            &["dra-ledger", "run", "--workers", "many"][..],
+            &["dra-ledger", "run", "--log-format", "xml"],
+            &["dra-ledger", "demo", "--duration", "soon"],
+            &["dra-ledger", "ledger", "verify"],
+        ] {
+            let error = Cli::try_parse_from(argv).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{argv:?}");
+        }
+    }
+}
