@@ -125,8 +125,9 @@ fn working_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
 fn every_fixture_opens_migrates_and_verifies() {
     let mut names: Vec<String> = std::fs::read_dir(fixtures())
         .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".redb"))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "redb"))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     names.sort();
     assert!(

@@ -22,7 +22,7 @@ pub fn gpu(name: &str, model: &str, numa: i64) -> Device {
 /// `count` devices `gpu-0..` of `model`, two per NUMA node.
 pub fn gpus(count: usize, model: &str) -> Vec<Device> {
     (0..count)
-        .map(|i| gpu(&format!("gpu-{i}"), model, (i / 2) as i64))
+        .map(|i| gpu(&format!("gpu-{i}"), model, i64::try_from(i / 2).unwrap()))
         .collect()
 }
 
