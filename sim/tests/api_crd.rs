@@ -1,4 +1,4 @@
-//! CustomResourceDefinitions: after creation the custom resource is served, discoverable and
+//! `CustomResourceDefinitions`: after creation the custom resource is served, discoverable and
 //! honours its scope and status subresource; removal stops serving it.
 
 mod api_support;
@@ -112,7 +112,12 @@ async fn cluster_scoped_custom_resources_have_no_namespace() {
     let g = create(&gadgets, &DynamicObject::new("g1", &ar)).await;
     assert_eq!(g.metadata.namespace, None);
     assert_eq!(
-        gadgets.list(&Default::default()).await.unwrap().items.len(),
+        gadgets
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
         1
     );
     server.shutdown().await;
@@ -124,7 +129,10 @@ async fn invalid_crd_is_rejected() {
     let crds: Api<CustomResourceDefinition> = Api::all(client);
     let mut bad = widget_crd("Namespaced", "widgets", "Widget");
     bad.metadata.name = Some("wrong.example.com".into());
-    let err = crds.create(&Default::default(), &bad).await.unwrap_err();
+    let err = crds
+        .create(&kube::api::PostParams::default(), &bad)
+        .await
+        .unwrap_err();
     assert_eq!(api_error(&err), (422, "Invalid".into()));
     server.shutdown().await;
 }

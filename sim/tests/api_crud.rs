@@ -166,9 +166,10 @@ async fn resource_versions_only_grow_and_lists_report_the_latest() {
         assert!(rv > last);
         last = rv;
     }
-    let list = cms.list(&ListParams::default()).await.unwrap();
+    let listed = cms.list(&ListParams::default()).await.unwrap();
     assert_eq!(
-        list.metadata
+        listed
+            .metadata
             .resource_version
             .unwrap()
             .parse::<u64>()

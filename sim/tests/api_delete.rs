@@ -173,7 +173,7 @@ async fn deleted_namespace_terminates_and_takes_its_content() {
     create(&cms, &config_map("a", &[])).await;
     nss.delete("gone", &DeleteParams::default()).await.unwrap();
     let err = cms
-        .create(&Default::default(), &config_map("b", &[]))
+        .create(&kube::api::PostParams::default(), &config_map("b", &[]))
         .await
         .unwrap_err();
     assert!(matches!(api_error(&err).0, 403 | 404), "{err:?}");

@@ -85,7 +85,7 @@ async fn watches_end_after_their_random_lifetime() {
     let (server, client) = start().await;
     server.set_faults(Faults::seeded(5).watch_disconnects(Duration::from_millis(200)));
     let cms: Api<ConfigMap> = Api::default_namespaced(client);
-    let stream = cms.watch(&Default::default(), "0").await.unwrap();
+    let stream = cms.watch(&kube::api::WatchParams::default(), "0").await.unwrap();
     let ended = tokio::time::timeout(
         Duration::from_secs(5),
         futures::StreamExt::collect::<Vec<_>>(stream),

@@ -8,7 +8,7 @@ use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-fn allocated_status(reserved: serde_json::Value) -> serde_json::Value {
+fn allocated_status(reserved: &serde_json::Value) -> serde_json::Value {
     json!({"status": {
         "driverName": "gpu.example.com",
         "allocation": {"shareable": true, "resourceHandles": [{"driverName": "gpu.example.com", "data": "x"}]},
@@ -62,7 +62,7 @@ async fn reserved_for_merges_by_uid_under_strategic_patch() {
         .patch_status(
             "c",
             &pp,
-            &Patch::Merge(&allocated_status(json!([consumer("a", "uid-a")]))),
+            &Patch::Merge(&allocated_status(&json!([consumer("a", "uid-a")]))),
         )
         .await
         .unwrap();
@@ -110,7 +110,7 @@ async fn claim_status_invariants_are_enforced() {
         .unwrap_err();
     assert_eq!(api_error(&err), (422, "Invalid".into()));
     claims
-        .patch_status("c", &pp, &Patch::Merge(&allocated_status(json!([]))))
+        .patch_status("c", &pp, &Patch::Merge(&allocated_status(&json!([]))))
         .await
         .unwrap();
     let changed = json!({"status": {"allocation": {"shareable": false}}});

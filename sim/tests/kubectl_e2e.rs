@@ -143,6 +143,14 @@ async fn kubectl_drives_the_simulated_api_server() {
         "{table}"
     );
 
+    patch_and_delete(&k).await;
+    crd_flow(&k).await;
+    watch_flow(&k).await;
+    server.shutdown().await;
+}
+
+/// Merge, strategic and JSON patches, then deletion held by a finalizer and `wait --for=delete`.
+async fn patch_and_delete(k: &Kubectl) {
     k.ok(&[
         "patch",
         "pod",
@@ -188,14 +196,17 @@ async fn kubectl_drives_the_simulated_api_server() {
         r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
     ])
     .await;
-    let waited = waiter.await.unwrap();
+    let wait_out = waiter.await.unwrap();
     assert!(
-        waited.status.success(),
+        wait_out.status.success(),
         "{}",
-        String::from_utf8_lossy(&waited.stderr)
+        String::from_utf8_lossy(&wait_out.stderr)
     );
     assert!(k.run(&["get", "pod", "web"]).await.status.code() != Some(0));
+}
 
+/// A CRD applied and established, its custom resource applied, status-patched and waited for.
+async fn crd_flow(k: &Kubectl) {
     let crd = k.write("crd.yaml", CRD);
     k.ok(&["apply", "-f", &crd]).await;
     k.ok(&[
@@ -232,7 +243,10 @@ async fn kubectl_drives_the_simulated_api_server() {
     ])
     .await;
     assert!(k.ok(&["get", "wd"]).await.contains("w1"));
+}
 
+/// `kubectl get --watch` sees an object created while it watches.
+async fn watch_flow(k: &Kubectl) {
     let watcher = {
         let mut cmd = k.command(&[
             "get",
@@ -248,11 +262,9 @@ async fn kubectl_drives_the_simulated_api_server() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     k.ok(&["create", "configmap", "seen", "--from-literal=a=b"])
         .await;
-    let watched = watcher.await.unwrap();
+    let watch_out = watcher.await.unwrap();
     assert!(
-        String::from_utf8_lossy(&watched.stdout).contains("configmap/seen"),
-        "{watched:?}"
+        String::from_utf8_lossy(&watch_out.stdout).contains("configmap/seen"),
+        "{watch_out:?}"
     );
-
-    server.shutdown().await;
 }

@@ -1,8 +1,8 @@
-//! CustomResourceDefinitions: validation of the definition, the status a real server reports once
+//! `CustomResourceDefinitions`: validation of the definition, the status a real server reports once
 //! names are accepted and the CRD is established, and (un)registering the custom resource so it is
 //! served and discoverable.
 //!
-//! Schemas are stored but not enforced (no pruning, no OpenAPI validation). Depends on the registry
+//! Schemas are stored but not enforced (no pruning, no `OpenAPI` validation). Depends on the registry
 //! and store only through the functions called here.
 
 use serde_json::{json, Value};

@@ -1,5 +1,5 @@
 //! Defaulting applied on create, as the API server's defaulting functions and built-in admission
-//! would (pod spec defaults and initial status, namespace finalizers and phase, ResourceClaim
+//! would (pod spec defaults and initial status, namespace finalizers and phase, `ResourceClaim`
 //! allocation mode).
 //!
 //! Pure functions over `serde_json::Value`; no store or HTTP dependencies.
@@ -35,7 +35,7 @@ pub fn apply_create_defaults(info: &ResourceInfo, obj: &mut Value) {
         }
         ("resource.k8s.io", "ResourceClaim") => default_claim_spec(&mut obj["spec"]),
         ("resource.k8s.io", "ResourceClaimTemplate") => {
-            default_claim_spec(&mut obj["spec"]["spec"])
+            default_claim_spec(&mut obj["spec"]["spec"]);
         }
         _ => {}
     }
@@ -79,8 +79,8 @@ fn default_pod(obj: &mut Value) {
     obj["status"] = json!({"phase": "Pending", "qosClass": qos});
 }
 
-/// The QoS class of a pod spec: Guaranteed when every container limits cpu and memory with equal
-/// requests, BestEffort when none requests or limits anything, Burstable otherwise.
+/// The quality-of-service class of a pod spec: `Guaranteed` when every container limits cpu and memory with equal
+/// requests, `BestEffort` when none requests or limits anything, `Burstable` otherwise.
 fn pod_qos(spec: &Map<String, Value>) -> &'static str {
     let containers: Vec<&Value> = ["containers", "initContainers"]
         .iter()

@@ -2,7 +2,7 @@
 //! and forced watch disconnects.
 //!
 //! The same seed and the same sequence of requests give the same faults: each write draws exactly two
-//! numbers and each watch one, from a ChaCha8 generator. No HTTP or store dependencies.
+//! numbers and each watch one, from a `ChaCha8` generator. No HTTP or store dependencies.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -18,7 +18,7 @@ pub struct Faults {
     pub seed: u64,
     /// Probability that a write (POST/PUT/PATCH/DELETE) answers 409 Conflict without applying.
     pub write_conflict_rate: f64,
-    /// Probability that a write answers 500 InternalError without applying.
+    /// Probability that a write answers 500 `InternalError` without applying.
     pub write_error_rate: f64,
     /// Probability that a write is delayed by `write_delay` before it is applied.
     pub write_delay_rate: f64,
@@ -94,7 +94,7 @@ pub enum WriteFault {
     Delay(Duration),
     /// Answer 409 Conflict.
     Conflict,
-    /// Answer 500 InternalError.
+    /// Answer 500 `InternalError`.
     Error,
 }
 

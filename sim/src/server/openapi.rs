@@ -1,4 +1,4 @@
-//! A minimal OpenAPI v3 surface: `/openapi/v3` and one document per group/version listing, for each
+//! A minimal `OpenAPI` v3 surface: `/openapi/v3` and one document per group/version listing, for each
 //! resource, the write operations with their group-version-kind and the `fieldValidation` parameter.
 //!
 //! That is what `kubectl` checks to decide that the server validates fields itself, so plain

@@ -166,14 +166,14 @@ pub fn strategic_merge(kind: &str, target: &mut Value, patch: &Value) {
     merge_value(kind, "", target, patch);
 }
 
-fn merge_value(kind: &str, path: &str, target: &mut Value, patch: &Value) {
+fn merge_value(kind: &str, at: &str, target: &mut Value, patch: &Value) {
     match (target.as_object_mut(), patch.as_object()) {
-        (Some(t), Some(p)) => merge_map(kind, path, t, p),
+        (Some(t), Some(p)) => merge_map(kind, at, t, p),
         _ => *target = clean(patch),
     }
 }
 
-fn merge_map(kind: &str, path: &str, target: &mut Map<String, Value>, patch: &Map<String, Value>) {
+fn merge_map(kind: &str, at: &str, target: &mut Map<String, Value>, patch: &Map<String, Value>) {
     if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
         *target = clean_map(patch);
         return;
@@ -201,7 +201,7 @@ fn merge_map(kind: &str, path: &str, target: &mut Map<String, Value>, patch: &Ma
             }
             continue;
         }
-        let child_path = join(path, key);
+        let child_path = join(at, key);
         match value {
             Value::Null => {
                 target.remove(key);
@@ -211,7 +211,7 @@ fn merge_map(kind: &str, path: &str, target: &mut Map<String, Value>, patch: &Ma
             }
             Value::Object(_) => match target.get_mut(key) {
                 Some(existing) if existing.is_object() => {
-                    merge_value(kind, &child_path, existing, value)
+                    merge_value(kind, &child_path, existing, value);
                 }
                 _ => {
                     target.insert(key.clone(), clean(value));

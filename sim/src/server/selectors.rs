@@ -246,13 +246,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn obj(labels: Value) -> Value {
+    fn obj(labels: &Value) -> Value {
         json!({"metadata": {"name": "a", "labels": labels}, "spec": {"nodeName": "n1"}})
     }
 
     #[test]
     fn label_selector_operators_match_like_kubernetes() {
-        let o = obj(json!({"app": "web", "tier": "front"}));
+        let o = obj(&json!({"app": "web", "tier": "front"}));
         for (sel, want) in [
             ("app=web", true),
             ("app==web", true),
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn field_selector_supports_pod_node_name_and_rejects_unknown_fields() {
-        let o = obj(json!({}));
+        let o = obj(&json!({}));
         assert!(FieldSelector::parse("spec.nodeName=n1", "Pod")
             .unwrap()
             .matches(&o));

@@ -399,40 +399,37 @@ impl Store {
     pub fn subscribe(&self, key: &str, from: Option<u64>) -> Result<Subscription> {
         let inner = self.lock();
         let receiver = self.events.subscribe();
-        match from {
-            Some(rv) => {
-                if rv < inner.compacted_rv {
-                    return Err(ApiError::Gone(format!(
-                        "too old resource version: {rv} ({})",
-                        inner.compacted_rv
-                    )));
-                }
-                let replay = inner
-                    .history
-                    .iter()
-                    .filter(|e| e.rv > rv && &*e.key == key)
-                    .cloned()
-                    .collect();
-                Ok(Subscription {
-                    replay,
-                    snapshot: Vec::new(),
-                    rv: inner.rv,
-                    receiver,
-                })
+        if let Some(rv) = from {
+            if rv < inner.compacted_rv {
+                return Err(ApiError::Gone(format!(
+                    "too old resource version: {rv} ({})",
+                    inner.compacted_rv
+                )));
             }
-            None => {
-                let snapshot = inner
-                    .objects
-                    .get(key)
-                    .map(|m| m.values().cloned().collect())
-                    .unwrap_or_default();
-                Ok(Subscription {
-                    replay: Vec::new(),
-                    snapshot,
-                    rv: inner.rv,
-                    receiver,
-                })
-            }
+            let replay = inner
+                .history
+                .iter()
+                .filter(|e| e.rv > rv && *e.key == *key)
+                .cloned()
+                .collect();
+            Ok(Subscription {
+                replay,
+                snapshot: Vec::new(),
+                rv: inner.rv,
+                receiver,
+            })
+        } else {
+            let snapshot = inner
+                .objects
+                .get(key)
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default();
+            Ok(Subscription {
+                replay: Vec::new(),
+                snapshot,
+                rv: inner.rv,
+                receiver,
+            })
         }
     }
 

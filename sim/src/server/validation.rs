@@ -1,5 +1,5 @@
 //! Validation of created and updated objects: names, labels, metadata rules, and the per-kind rules
-//! that matter to DRA controllers (immutable ResourceClaim spec, claim status invariants, pod spec
+//! that matter to DRA controllers (immutable `ResourceClaim` spec, claim status invariants, pod spec
 //! update limits).
 //!
 //! Pure functions over `serde_json::Value`; no store or HTTP dependencies.
@@ -171,7 +171,7 @@ pub fn validate_update(info: &ResourceInfo, old: &Value, new: &Value) -> Result<
             causes.extend(claim_status_causes(old, new));
         }
         "ResourceClaimTemplate" if old.get("spec") != new.get("spec") => {
-            causes.push(FieldCause::immutable("spec"))
+            causes.push(FieldCause::immutable("spec"));
         }
         "Pod" => causes.extend(pod_update_causes(old, new)),
         "ResourceSlice" => {

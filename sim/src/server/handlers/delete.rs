@@ -45,7 +45,7 @@ impl DeleteOptions {
             Some(g) => Some(g),
             None => params
                 .get("gracePeriodSeconds")
-                .map(|g| g.parse::<i64>())
+                .map(str::parse::<i64>)
                 .transpose()
                 .map_err(|_| ApiError::BadRequest("invalid gracePeriodSeconds".into()))?,
         };
@@ -316,12 +316,10 @@ fn finalize_one(state: &AppState, ns: &str) {
         }
     }
     if left == 0 {
-        let _ = state.store.modify(
-            "/namespaces",
-            "",
-            ns,
-            || ApiError::no_route(),
-            |_| Ok(Change::Remove),
-        );
+        let _ = state
+            .store
+            .modify("/namespaces", "", ns, ApiError::no_route, |_| {
+                Ok(Change::Remove)
+            });
     }
 }

@@ -81,7 +81,12 @@ impl Filter {
 /// A continue token: the list's resourceVersion and the last key returned.
 fn encode_token(rv: u64, ns: &str, name: &str) -> String {
     let raw = json!({"rv": rv, "ns": ns, "name": name}).to_string();
-    raw.bytes().map(|b| format!("{b:02x}")).collect()
+    raw.bytes()
+        .fold(String::with_capacity(raw.len() * 2), |mut out, b| {
+            use std::fmt::Write;
+            let _ = write!(out, "{b:02x}");
+            out
+        })
 }
 
 fn decode_token(token: &str) -> Result<(u64, String, String)> {

@@ -75,17 +75,15 @@ impl Watcher {
 
     /// Sends one stored event as this watcher sees it (selector transitions become ADDED/DELETED).
     async fn deliver(&mut self, event: &StoredEvent) -> bool {
-        if &*event.key != self.key {
+        if *event.key != *self.key {
             return true;
         }
         let now = self.filter.matches(&event.object);
         let before = event.old.as_ref().is_some_and(|o| self.filter.matches(o));
-        let kind = match event.kind {
-            EventType::Added if now => "ADDED",
-            EventType::Modified if now && before => "MODIFIED",
-            EventType::Modified if now => "ADDED",
-            EventType::Modified if before => "DELETED",
-            EventType::Deleted if now || before => "DELETED",
+        let kind = match (event.kind, before, now) {
+            (EventType::Modified, true, true) => "MODIFIED",
+            (EventType::Added | EventType::Modified, _, true) => "ADDED",
+            (EventType::Modified | EventType::Deleted, _, _) if before || now => "DELETED",
             _ => return true,
         };
         let obj = event.object.clone();
@@ -181,7 +179,7 @@ async fn run(
     ticker.reset();
     loop {
         tokio::select! {
-            received = receiver.recv() => match received {
+            next = receiver.recv() => match next {
                 Ok(event) => {
                     last_rv = last_rv.max(event.rv);
                     if event.rv > sub.rv && !w.deliver(&event).await {

@@ -232,7 +232,9 @@ pub(super) fn merge_update(
     if !wanted_rv.is_empty() && wanted_rv != meta_str(current, "resourceVersion") {
         return Err(ApiError::stale(&info.plural, &info.group, &name));
     }
-    if meta_str(&incoming, "uid") != "" && meta_str(&incoming, "uid") != meta_str(current, "uid") {
+    if !meta_str(&incoming, "uid").is_empty()
+        && meta_str(&incoming, "uid") != meta_str(current, "uid")
+    {
         return Err(ApiError::conflict(
             &info.plural,
             &info.group,
