@@ -1,0 +1,140 @@
+//! `dra-ledger run` against `dra-ledger sim` through a kubeconfig: becomes ready, exposes the
+//! inventory in its metrics, and exits 0 on SIGTERM with a consistent ledger. A corrupt ledger
+//! stops it at start with a clear error.
+
+mod cli_support;
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use cli_support::{http_get, spawn, stdout_lines, wait_exit, Lines};
+
+fn terminate(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+fn wait_ready(addr: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = http_get(addr, "/readyz");
+        if status == 200 {
+            return;
+        }
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("\"code\":\"not_ready\""), "{body}");
+        assert!(Instant::now() < deadline, "not ready within 60s: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn run_against_the_simulator_gets_ready_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let ledger = dir.path().join("ledger.redb");
+    let mut sim = spawn(&[
+        "sim",
+        "--nodes",
+        "2",
+        "--devices-per-node",
+        "2",
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    let mut sim_out = stdout_lines(&mut sim);
+    sim_out.wait_for(Duration::from_secs(60), |line| {
+        line.starts_with("http://").then_some(())
+    });
+
+    let mut run = spawn(&[
+        "run",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--log-format",
+        "json",
+    ]);
+    let mut logs = Lines::new(run.stderr.take().unwrap());
+    let addr = logs.wait_for(Duration::from_secs(60), |line| {
+        let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+        (entry["fields"]["message"] == "Controller started")
+            .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
+    });
+    wait_ready(&addr);
+    let (status, metrics) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("dra_ledger_devices{state=\"free\"} 4"),
+        "{metrics}"
+    );
+
+    terminate(&run);
+    let status = wait_exit(&mut run, Duration::from_secs(30));
+    logs.drain();
+    assert!(
+        status.success(),
+        "exit {status:?}\n{}",
+        logs.seen.join("\n")
+    );
+    assert!(
+        logs.seen
+            .iter()
+            .any(|line| line.contains("Stopped cleanly")),
+        "{}",
+        logs.seen.join("\n")
+    );
+    let verified = cli_support::binary()
+        .args(["ledger", "verify", "--ledger", ledger.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{stdout}");
+    assert!(stdout.contains("consistent: 4 devices"), "{stdout}");
+
+    terminate(&sim);
+    assert!(wait_exit(&mut sim, Duration::from_secs(30)).success());
+}
+
+#[test]
+fn run_with_a_corrupt_ledger_fails_at_start_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:9\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+    )
+    .unwrap();
+    let ledger = dir.path().join("ledger.redb");
+    std::fs::write(&ledger, vec![0x5a; 4096]).unwrap();
+    let output = cli_support::binary()
+        .args([
+            "run",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--ledger",
+            ledger.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: cannot open the ledger")
+            && last.contains(ledger.to_str().unwrap())
+            && last.contains("corrupt or not a redb database"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&ledger).unwrap(), vec![0x5a; 4096]);
+}
