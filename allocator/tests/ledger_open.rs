@@ -350,3 +350,63 @@ fn commit_hook_sees_every_commit() {
     assert_eq!((stats.commits, stats.operations), (2, 2));
     assert_eq!(stats.recent, samples);
 }
+
+#[test]
+fn undecodable_record_is_an_error_not_a_panic_and_other_work_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.redb");
+    {
+        let ledger = open(dir.path());
+        ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    }
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(dra_migrations::v1::ALLOCATIONS)
+            .unwrap()
+            .insert(b"broken".as_slice(), [0xff_u8, 0xff, 0xff].as_slice())
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let ledger = open(dir.path());
+
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let ledger = ledger.clone();
+            std::thread::spawn(move || {
+                if i % 2 == 0 {
+                    ledger.confirm("broken").map(|_| ())
+                } else {
+                    ledger
+                        .allocate(allocate(
+                            &format!("ok-{i}"),
+                            None,
+                            request(1, Sharing::Shared { max_consumers: 4 }),
+                        ))
+                        .map(|_| ())
+                }
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+
+    for (i, result) in results.iter().enumerate() {
+        if i % 2 == 0 {
+            assert!(
+                matches!(
+                    result,
+                    Err(LedgerError::RecordDecode {
+                        table: "allocations",
+                        ..
+                    })
+                ),
+                "{result:?}"
+            );
+        } else {
+            assert!(result.is_ok(), "{result:?}");
+        }
+    }
+    let report = ledger.verify().unwrap();
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert!(report.problems[0].contains("allocation broken does not decode"));
+}
