@@ -67,7 +67,11 @@ enum End {
     Done,
     TimeLimit,
     Interrupted,
+    Stalled,
 }
+
+/// The demo gives up when no pod was submitted, started or finished for this long.
+const STALL_LIMIT: Duration = Duration::from_secs(120);
 
 /// NUMA nodes per simulated node: two when each gets at least two devices.
 fn numa_nodes(devices_per_node: usize) -> usize {
@@ -206,6 +210,8 @@ async fn drive(
     let mut last_print = Instant::now();
     let mut peak = 0.0_f64;
     let mut snapshot = Snapshot::default();
+    let mut marker = (0, 0, 0);
+    let mut last_change = Instant::now();
     let end = loop {
         tokio::select! {
             _ = &mut signal => break End::Interrupted,
@@ -222,6 +228,17 @@ async fn drive(
         }
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
             break End::TimeLimit;
+        }
+        let now = (
+            submitter.submitted(),
+            snapshot.running,
+            snapshot.succeeded + snapshot.failed,
+        );
+        if now != marker {
+            marker = now;
+            last_change = Instant::now();
+        } else if last_change.elapsed() >= STALL_LIMIT {
+            break End::Stalled;
         }
         submitter.submit(snapshot.unfinished(), limit, 25).await?;
     };
@@ -266,6 +283,9 @@ async fn finish(
         End::Done => "workload done",
         End::TimeLimit => "time limit reached",
         End::Interrupted => "interrupted",
+        End::Stalled => {
+            "stalled (no pod submitted, started or finished for 120s; RUST_LOG=warn shows why)"
+        }
     };
     println!(
         "{how} after {:.1}s: {} pods succeeded, {} failed, {} running, {} pending; {} claims allocated in total; peak device utilisation {peak:.1}%",
@@ -290,6 +310,9 @@ async fn finish(
     }
     let ledger = stack.ledger().clone();
     let report = tokio::task::spawn_blocking(move || ledger.verify()).await??;
+    if end == End::Stalled {
+        return Ok(ExitCode::FAILURE);
+    }
     if report.is_consistent() {
         println!(
             "ledger verified: consistent ({} devices, {} allocations, {} journal entries)",
