@@ -3,7 +3,8 @@
 //!
 //! - a pending intent whose claim shows our allocation (same node and devices) is confirmed;
 //! - a pending intent whose claim is gone, unallocated or allocated otherwise is released once it
-//!   is older than the grace period (younger ones may still be in flight and are left alone);
+//!   is older than the grace period (younger ones may still be in flight, or the claim list may
+//!   predate them, and are left alone);
 //! - a confirmed allocation whose claim is gone, unallocated or allocated otherwise is an orphan
 //!   and released;
 //! - an allocation of ours that a claim shows and the ledger lacks is imported (this rebuilds a
@@ -161,11 +162,12 @@ impl LedgerDriver {
                         }
                     }
                 }
+                // The claim list may predate a reallocation in flight: judge it next time.
+                _ if young => report.in_flight += 1,
                 Some((claim, Ok(ClaimAllocationState::Ours(data)))) => {
                     self.replace(&mut report, &allocation, claim, &data).await;
                 }
                 Some((claim, Err(reason))) => self.bad_handle(&mut report, claim, &reason),
-                _ if young => report.in_flight += 1,
                 _ => {
                     let kind = match allocation.state {
                         AllocationState::Pending => DriftKind::StaleIntent,

@@ -133,7 +133,7 @@ async fn bad_handle_data_is_an_error_for_that_claim_only() {
 
 #[tokio::test]
 async fn claim_showing_other_devices_wins_over_the_ledger() {
-    let f = Fixture::new(NODES);
+    let f = Fixture::with_grace(NODES, Duration::ZERO);
     let shown = allocate_shown(&f, "c1", "uid-1", "node-0").await;
     let held = f.driver.ledger().allocation("uid-1").unwrap().unwrap();
     let other = if held.devices[0] == "gpu-0" {
@@ -154,6 +154,22 @@ async fn claim_showing_other_devices_wins_over_the_ledger() {
     assert_eq!(report.count(DriftKind::DeviceMismatch), 1, "{report:?}");
     let now = f.driver.ledger().allocation("uid-1").unwrap().unwrap();
     assert_eq!(now.devices, [other]);
+}
+
+#[tokio::test]
+async fn young_reallocation_is_not_undone_by_a_claim_list_that_predates_it() {
+    let f = Fixture::new(&[("node-0", 1, "H100"), ("node-1", 1, "H100")]);
+    let before = allocate_shown(&f, "c1", "uid-1", "node-0").await;
+    f.cluster.put_claim(before.clone());
+    f.driver.reconcile_now().await.unwrap();
+    // Deallocated and reallocated on node-1 while the listed claim still shows node-0.
+    f.driver.deallocate(&before).await.unwrap();
+    let _ = allocate_shown(&f, "c1", "uid-1", "node-1").await;
+    let report = f.driver.reconcile_now().await.unwrap();
+    assert_eq!(report.in_flight, 1, "{report:?}");
+    assert_eq!(report.total_drift(), 0, "{report:?}");
+    let now = f.driver.ledger().allocation("uid-1").unwrap().unwrap();
+    assert_eq!(now.node, "node-1");
 }
 
 #[tokio::test]
