@@ -5,6 +5,7 @@
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
+use super::index::FnvBuild;
 use super::inventory::NodeEntry;
 use super::search::{Failure, Prepared};
 use super::{FitError, Inventory, NamedRequest, Placement, Reservations, Result, UnsuitableNode};
@@ -44,13 +45,23 @@ pub fn unsuitable_nodes<S: AsRef<str>>(
     }
     let mut prepared = Prepared::new(claims, inventory.interner());
     let mut result: Vec<UnsuitableNode> = Vec::new();
-    let mut seen: HashSet<&str> = HashSet::with_capacity(candidates.len());
-    for candidate in candidates {
-        let node = candidate.as_ref();
-        if !seen.insert(node) {
-            continue;
-        }
-        let verdict = match inventory.entry(node) {
+    let mut seen: HashSet<&str, FnvBuild> =
+        HashSet::with_capacity_and_hasher(candidates.len(), FnvBuild::default());
+    // Resolve every candidate first: independent lookups overlap their memory latency.
+    let entries: Vec<(&str, Option<&NodeEntry>)> = candidates
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|node| seen.insert(node))
+        .map(|node| {
+            let entry = inventory.entry(node);
+            if let Some(entry) = entry {
+                entry.warm();
+            }
+            (node, entry)
+        })
+        .collect();
+    for (node, entry) in entries {
+        let verdict = match entry {
             None => Err(unknown(node)),
             Some(entry) => prepared
                 .place(inventory.interner(), entry, reservations.on_node(node))

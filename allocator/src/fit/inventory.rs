@@ -3,10 +3,11 @@
 //! O(log n). Attribute names and values are interned so that a selector is evaluated once per
 //! distinct value. Pure data; no I/O.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::index::NodeIndex;
 use super::FitError;
 use crate::model::{AttributeValue, Attributes, Device, Sharing};
 
@@ -238,18 +239,23 @@ impl Usage {
     }
 }
 
-/// One node: the public view plus compact data the search reads (kept in step with the view).
+/// One node: the public view plus a compact block the search reads (kept in step with the
+/// view): per device a row of its occupancy followed by the value id of every attribute id
+/// known when the node was inserted ([`NO_VALUE`] when absent).
 #[derive(Clone, Debug)]
 pub(crate) struct NodeEntry {
     pub(crate) view: NodeView,
-    /// Occupancy per device, parallel to `view.devices`.
-    pub(crate) usage: Vec<Usage>,
-    /// Attribute ids known when the node was inserted; `values` has this many columns.
+    /// Attribute ids with a column in `hot`.
     width: usize,
-    /// Value id per device and attribute id (row-major), [`NO_VALUE`] when absent.
-    values: Vec<u32>,
+    /// Rows of `ROW_HEAD + width` words, one per device in `view.devices` order.
+    hot: Vec<u32>,
     pub(crate) in_use: usize,
 }
+
+/// Words before the attribute columns of a row: flags, shared consumers, cap.
+const ROW_HEAD: usize = 3;
+const BLOCKED: u32 = 1;
+const EXCLUSIVE: u32 = 2;
 
 impl NodeEntry {
     fn new(view: NodeView, interner: &mut Interner) -> Self {
@@ -259,18 +265,44 @@ impl NodeEntry {
             .map(|d| interner.intern(&d.device.attributes))
             .collect();
         let width = interner.names.len();
-        let mut values = vec![NO_VALUE; width * view.devices.len()];
+        let row = ROW_HEAD + width;
+        let mut hot = vec![NO_VALUE; row * view.devices.len()];
         for (d, pairs) in pairs.iter().enumerate() {
             for &(attribute, value) in pairs {
-                values[d * width + attribute as usize] = value;
+                hot[d * row + ROW_HEAD + attribute as usize] = value;
             }
         }
-        NodeEntry {
-            usage: view.devices.iter().map(Usage::of).collect(),
+        let mut entry = NodeEntry {
             in_use: view.in_use(),
             view,
             width,
-            values,
+            hot,
+        };
+        for i in 0..entry.view.devices.len() {
+            entry.refresh(i);
+        }
+        entry
+    }
+
+    /// Reads the first word of the search block so that its cache line is on its way while
+    /// other candidates are resolved (a prefetch hint; the value is not used).
+    pub(crate) fn warm(&self) {
+        std::hint::black_box(self.hot.first());
+    }
+
+    fn row(&self) -> usize {
+        ROW_HEAD + self.width
+    }
+
+    /// The occupancy of device `d` by the ledger's state.
+    pub(crate) fn usage(&self, d: usize) -> Usage {
+        let at = d * self.row();
+        let flags = self.hot[at];
+        Usage {
+            blocked: flags & BLOCKED != 0,
+            exclusive: flags & EXCLUSIVE != 0,
+            shared: self.hot[at + 1],
+            cap: self.hot[at + 2],
         }
     }
 
@@ -280,25 +312,34 @@ impl NodeEntry {
         if attribute >= self.width {
             return None;
         }
-        let value = self.values[d * self.width + attribute];
+        let value = self.hot[d * self.row() + ROW_HEAD + attribute];
         (value != NO_VALUE).then_some(value)
     }
 
+    /// Recomputes the occupancy of device `i` (and the node's count in use) from the view.
     fn refresh(&mut self, i: usize) {
-        self.usage[i] = Usage::of(&self.view.devices[i]);
+        let usage = Usage::of(&self.view.devices[i]);
+        let at = i * self.row();
+        self.hot[at] =
+            (u32::from(usage.blocked) * BLOCKED) | (u32::from(usage.exclusive) * EXCLUSIVE);
+        self.hot[at + 1] = usage.shared;
+        self.hot[at + 2] = usage.cap;
         self.in_use = self.view.in_use();
     }
 }
 
-/// All nodes' devices and their state, keyed by node name (hashed lookup; name order kept
-/// separately for iteration).
+/// All nodes' devices and their state, keyed by node name: a hashed lookup for the search and
+/// name order for iteration.
 ///
 /// Attribute names and values are interned for the life of the inventory; rebuilding it from
 /// the ledger drops values no device carries any more.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
-    nodes: HashMap<String, NodeEntry>,
-    names: BTreeSet<String>,
+    index: NodeIndex,
+    /// Entries by slot of `index`; `None` for removed nodes.
+    entries: Vec<Option<NodeEntry>>,
+    /// Slot by node name, for ordered iteration.
+    order: BTreeMap<String, usize>,
     interner: Interner,
 }
 
@@ -331,21 +372,27 @@ impl Inventory {
                 device: pair[0].device.name.clone(),
             });
         }
-        self.names.insert(view.name.clone());
-        let entry = NodeEntry::new(view, &mut self.interner);
-        self.nodes.insert(entry.view.name.clone(), entry);
+        let (slot, added) = self.index.insert(&view.name);
+        if added {
+            self.order.insert(view.name.clone(), slot);
+        }
+        if slot == self.entries.len() {
+            self.entries.push(None);
+        }
+        self.entries[slot] = Some(NodeEntry::new(view, &mut self.interner));
         Ok(())
     }
 
     /// Removes a node, returning its view.
     pub fn remove_node(&mut self, node: &str) -> Option<NodeView> {
-        self.names.remove(node);
-        self.nodes.remove(node).map(|e| e.view)
+        let slot = self.index.remove(node)?;
+        self.order.remove(node);
+        self.entries[slot].take().map(|e| e.view)
     }
 
     /// The node named `node`.
     pub fn node(&self, node: &str) -> Option<&NodeView> {
-        self.nodes.get(node).map(|e| &e.view)
+        self.entry(node).map(|e| &e.view)
     }
 
     /// All nodes in name order.
@@ -355,12 +402,12 @@ impl Inventory {
 
     /// How many nodes.
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.order.len()
     }
 
     /// Whether there are no nodes.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.order.is_empty()
     }
 
     /// Replaces the consumers of one device.
@@ -475,12 +522,14 @@ impl Inventory {
     }
 
     pub(crate) fn entry(&self, node: &str) -> Option<&NodeEntry> {
-        self.nodes.get(node)
+        self.entries[self.index.get(node)?].as_ref()
     }
 
     /// Entries in node-name order.
     pub(crate) fn entries(&self) -> impl Iterator<Item = &NodeEntry> {
-        self.names.iter().filter_map(|name| self.nodes.get(name))
+        self.order
+            .values()
+            .filter_map(|&slot| self.entries[slot].as_ref())
     }
 
     pub(crate) fn interner(&self) -> &Interner {
@@ -488,8 +537,9 @@ impl Inventory {
     }
 
     fn entry_mut(&mut self, node: &str) -> Result<&mut NodeEntry, FitError> {
-        self.nodes
-            .get_mut(node)
+        self.index
+            .get(node)
+            .and_then(|slot| self.entries[slot].as_mut())
             .ok_or_else(|| FitError::UnknownNode(node.to_owned()))
     }
 

@@ -7,6 +7,48 @@ use super::inventory::{Interner, NodeEntry, Usage};
 use super::NamedRequest;
 use crate::model::{CompiledRequirement, Policy, Sharing};
 
+/// Reason texts after "<free> of <count>".
+const DEVICES_FREE: &str = " devices free";
+const SAME_VALUE: &str = " devices free with one value of ";
+
+/// Appends a decimal number without going through the formatting machinery.
+fn push_number(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[i..].iter().map(|&d| char::from(d)));
+}
+
+/// A reason of the form `claim <name>: <free> of <count> devices free[...] matching <selector>`,
+/// built by appending: the gang check writes one per rejected node.
+fn too_few(name: &str, claim: &Claim, input: usize, free: usize, what: &str) -> Failure {
+    let mut reason = String::with_capacity(
+        name.len() + what.len() + claim.matching.len() + claim.same_name.len() + 40,
+    );
+    reason.push_str("claim ");
+    reason.push_str(name);
+    reason.push_str(": ");
+    push_number(&mut reason, free);
+    reason.push_str(" of ");
+    push_number(&mut reason, claim.count);
+    reason.push_str(what);
+    if what == SAME_VALUE {
+        reason.push_str(&claim.same_name);
+    }
+    reason.push_str(&claim.matching);
+    Failure {
+        claim: Some(input),
+        reason,
+    }
+}
+
 /// Search steps per node before the search gives up and reports the node unsuitable.
 const STEP_BUDGET: u32 = 50_000;
 
@@ -91,6 +133,7 @@ pub(crate) struct Prepared<'a> {
     plans: Vec<Plan>,
     order: Vec<usize>,
     grouping: Vec<(u32, usize)>,
+    groups: Vec<(usize, usize, usize)>,
 }
 
 impl<'a> Prepared<'a> {
@@ -148,6 +191,7 @@ impl<'a> Prepared<'a> {
             usage: Vec::new(),
             order: Vec::new(),
             grouping: Vec::new(),
+            groups: Vec::new(),
         }
     }
 
@@ -206,7 +250,8 @@ impl<'a> Prepared<'a> {
 
     fn base_usage(&mut self, entry: &NodeEntry, reservations: &[(String, Sharing)]) {
         self.usage.clear();
-        self.usage.extend_from_slice(&entry.usage);
+        self.usage
+            .extend((0..entry.view.devices.len()).map(|d| entry.usage(d)));
         for (device, sharing) in reservations {
             if let Some(i) = entry.view.position(device) {
                 self.usage[i].take(*sharing);
@@ -250,16 +295,11 @@ impl<'a> Prepared<'a> {
             });
         }
         let count = claim.count;
-        let failure = |what: String| Failure {
-            claim: Some(input),
-            reason: format!("claim {}: {what}{}", self.names[input], claim.matching),
-        };
+        let failure =
+            |free: usize, what: &str| too_few(self.names[input], claim, input, free, what);
         if let Same::Unset = claim.same {
             if plan.devices.len() < count {
-                return Err(failure(format!(
-                    "{} of {count} devices free",
-                    plan.devices.len()
-                )));
+                return Err(failure(plan.devices.len(), DEVICES_FREE));
             }
             plan.bounds.push((0, plan.devices.len()));
             return Ok(());
@@ -277,7 +317,8 @@ impl<'a> Prepared<'a> {
         // Stable: devices keep their preference order within a value.
         grouping.sort_by_key(|&(v, _)| v);
         plan.devices.clear();
-        let mut groups: Vec<(usize, usize, usize)> = Vec::new(); // (start, end, first device)
+        let groups = &mut self.groups; // (start, end, first device)
+        groups.clear();
         let mut largest = 0;
         let mut start = 0;
         while start < grouping.len() {
@@ -299,10 +340,7 @@ impl<'a> Prepared<'a> {
             start = end;
         }
         if largest < count {
-            return Err(failure(format!(
-                "{largest} of {count} devices free with one value of {}",
-                claim.same_name
-            )));
+            return Err(failure(largest, SAME_VALUE));
         }
         // Pack takes the tightest group that fits, leaving larger groups whole; Spread the
         // largest. Ties go to the group holding the first device by name.
@@ -310,7 +348,7 @@ impl<'a> Prepared<'a> {
             Policy::Pack => (e - s, first),
             Policy::Spread => (usize::MAX - (e - s), first),
         });
-        for (s, e, _) in groups {
+        for &(s, e, _) in groups.iter() {
             let begin = plan.devices.len();
             plan.devices.extend(grouping[s..e].iter().map(|&(_, d)| d));
             plan.bounds.push((begin, plan.devices.len()));

@@ -444,3 +444,39 @@ fn pack_prefers_busier_nodes_as_consumers_are_added() {
         .unwrap();
     assert_eq!(choose_node(&inv, claim, &none).unwrap().node, "n-half");
 }
+
+#[test]
+fn removed_nodes_disappear_and_can_be_added_again() {
+    let mut inv = cluster();
+    assert_eq!(inv.len(), 4);
+    let removed = inv.remove_node("n-busy").unwrap();
+    assert_eq!(removed.in_use(), 3);
+    assert!(inv.node("n-busy").is_none());
+    assert!(inv.remove_node("n-busy").is_none());
+    let names: Vec<&str> = inv.nodes().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["n-half", "n-idle-a", "n-idle-b"]);
+    let one = req(1);
+    let claims = [NamedRequest {
+        name: "a",
+        request: &one.0,
+    }];
+    let none = Reservations::new();
+    let unsuitable = unsuitable_nodes(&inv, &claims, &["n-busy"], &none);
+    assert_eq!(
+        unsuitable[0].reason,
+        "no devices of this driver on the node"
+    );
+    inv.upsert_node(NodeView::new("n-new", vec![gpu("x", "H200", 0)]))
+        .unwrap();
+    inv.upsert_node(removed).unwrap();
+    assert_eq!(inv.len(), 5);
+    assert_eq!(inv.node("n-busy").unwrap().in_use(), 3);
+    assert_eq!(
+        choose_for_pod(&inv, "n-busy", &claims, &none).unwrap()[0].devices,
+        ["gpu-3"]
+    );
+    assert_eq!(
+        choose_for_pod(&inv, "n-new", &claims, &none).unwrap()[0].devices,
+        ["x"]
+    );
+}
