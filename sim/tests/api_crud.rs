@@ -218,3 +218,47 @@ async fn pod_spec_is_immutable_except_images() {
     assert_eq!(api_error(&err), (422, "Invalid".into()));
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn events_written_through_either_api_are_visible_in_both() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+    let (server, client) = start().await;
+    let events: Api<Event> = Api::default_namespaced(client.clone());
+    let ev: Event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "e1"},
+        "eventTime": "2024-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "note": "scheduled",
+        "reason": "Scheduled",
+        "type": "Normal",
+        "action": "Binding",
+        "reportingController": "sched",
+        "reportingInstance": "sched-1",
+    }))
+    .unwrap();
+    create(&events, &ev).await;
+    let core: Api<CoreEvent> = Api::default_namespaced(client.clone());
+    let seen = core.get("e1").await.unwrap();
+    assert_eq!(seen.message.as_deref(), Some("scheduled"));
+    assert_eq!(seen.involved_object.name.as_deref(), Some("p"));
+    let by_object = core
+        .list(&ListParams::default().fields("involvedObject.name=p"))
+        .await
+        .unwrap();
+    assert_eq!(by_object.items.len(), 1);
+    let patched = events
+        .patch(
+            "e1",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"note": "again"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.note.as_deref(), Some("again"));
+    assert_eq!(
+        core.get("e1").await.unwrap().message.as_deref(),
+        Some("again")
+    );
+    server.shutdown().await;
+}

@@ -19,6 +19,7 @@
 //! `selectors`, `validation`, `defaults`, `crd`, `faults`, `error`. The server depends on no other
 //! part of this crate.
 
+mod convert;
 mod crd;
 mod defaults;
 mod discovery;
@@ -300,7 +301,15 @@ impl StoreReader {
         self.store.current_rv()
     }
 
-    /// One object of `group`/`plural` (`""` group for core), as stored.
+    fn key(&self, group: &str, plural: &str) -> String {
+        self.store
+            .registry()
+            .find_any_version(group, plural)
+            .map_or_else(|| format!("{group}/{plural}"), |info| info.storage_key())
+    }
+
+    /// One object of `group`/`plural` (`""` group for core), in storage form (events.k8s.io
+    /// Events are stored as core/v1 Events).
     pub fn get(
         &self,
         group: &str,
@@ -310,7 +319,7 @@ impl StoreReader {
     ) -> Option<Value> {
         self.store
             .get(
-                &format!("{group}/{plural}"),
+                &self.key(group, plural),
                 namespace.unwrap_or_default(),
                 name,
             )
@@ -320,7 +329,7 @@ impl StoreReader {
     /// All objects of `group`/`plural`, optionally in one namespace, ordered by namespace and name.
     pub fn list(&self, group: &str, plural: &str, namespace: Option<&str>) -> Vec<Value> {
         self.store
-            .list(&format!("{group}/{plural}"), namespace, None)
+            .list(&self.key(group, plural), namespace, None)
             .0
             .iter()
             .map(|v| (**v).clone())

@@ -48,8 +48,12 @@ impl ResourceInfo {
         }
     }
 
-    /// Storage key shared by all versions of the resource: `group/plural`.
+    /// Storage key shared by all versions of the resource: `group/plural` (events.k8s.io Events
+    /// share the core Events' storage, as in Kubernetes).
     pub fn storage_key(&self) -> String {
+        if self.group == "events.k8s.io" && self.plural == "events" {
+            return "/events".into();
+        }
         format!("{}/{}", self.group, self.plural)
     }
 

@@ -198,6 +198,15 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
+            // Events are stored in core form; events.k8s.io names map onto it.
+            let core_field = field
+                .strip_prefix("regarding.")
+                .map(|rest| format!("involvedObject.{rest}"));
+            let field = if kind == "Event" {
+                core_field.as_deref().unwrap_or(field)
+            } else {
+                field
+            };
             if field != "metadata.name"
                 && field != "metadata.namespace"
                 && !extra_fields(kind).contains(&field)

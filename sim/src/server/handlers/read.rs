@@ -43,11 +43,7 @@ pub(super) fn get(
 
 /// Sets `apiVersion` for the requested version (objects are shared between served versions).
 pub(super) fn with_gvk(info: &crate::server::resources::ResourceInfo, obj: &Value) -> Value {
-    let mut out = obj.clone();
-    if out["apiVersion"].as_str() != Some(&info.api_version()) {
-        out["apiVersion"] = json!(info.api_version());
-    }
-    out
+    crate::server::convert::present(info, obj)
 }
 
 /// Parsed selectors of a list or watch request.
@@ -141,13 +137,12 @@ pub(super) fn list(
     let mut items: Vec<Arc<Value>> = Vec::new();
     let mut token = None;
     let mut remaining = None;
-    let api_version = info.api_version();
     let mut iter = all.iter().filter(|o| filter.matches(o));
     for obj in iter.by_ref() {
-        if obj["apiVersion"].as_str() == Some(api_version.as_str()) {
-            items.push(obj.clone());
-        } else {
+        if crate::server::convert::needs_presenting(info, obj) {
             items.push(Arc::new(with_gvk(info, obj)));
+        } else {
+            items.push(obj.clone());
         }
         if limit.is_some_and(|l| items.len() >= l) {
             break;

@@ -15,6 +15,7 @@ use serde_json::{json, Map, Value};
 use super::params::decode_body;
 use super::read::{format_of, with_gvk};
 use super::{json_response, AppState, Params};
+use crate::server::convert;
 use crate::server::crd;
 use crate::server::defaults;
 use crate::server::error::{ApiError, FieldCause, Result};
@@ -121,6 +122,7 @@ pub(super) fn create(
     let mut obj = decode_body(headers, body)?;
     check_type(info, &mut obj)?;
     check_namespace(req, &mut obj)?;
+    let mut obj = convert::to_storage(info, obj);
     let meta = obj["metadata"]
         .as_object_mut()
         .ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))?;
@@ -188,7 +190,7 @@ pub(super) fn create(
         crd::prepare(&mut obj, &created);
     }
     if params.dry_run() {
-        return Ok(json_response(StatusCode::CREATED, &obj));
+        return Ok(json_response(StatusCode::CREATED, &with_gvk(info, &obj)));
     }
     let stored = state.store.create(
         &info.storage_key(),
@@ -203,7 +205,7 @@ pub(super) fn create(
     }
     Ok(json_response(
         StatusCode::CREATED,
-        &render::object(format_of(headers, params), info, &stored),
+        &render::object(format_of(headers, params), info, &with_gvk(info, &stored)),
     ))
 }
 
@@ -390,6 +392,7 @@ pub(super) fn update(
     check_type(&req.info, &mut obj)?;
     check_body_name(req, &obj)?;
     check_namespace(req, &mut obj)?;
+    let obj = convert::to_storage(&req.info, obj);
     let written = run_update(state, req, params, move |_| Ok(obj))?;
     Ok(finish_write(state, req, params, headers, &written))
 }
@@ -409,7 +412,10 @@ pub(super) fn patch(
     let kind = PatchKind::from_content_type(content_type)?;
     let info = req.info.clone();
     let written = run_update(state, req, params, |current| {
-        let patched = patch::apply(&info, kind, current, body)?;
+        let patched = convert::to_storage(
+            &info,
+            patch::apply(&info, kind, &with_gvk(&info, current), body)?,
+        );
         if patched["metadata"]["name"] != current["metadata"]["name"] {
             return Err(ApiError::BadRequest(
                 "metadata.name may not be changed by a patch".into(),
