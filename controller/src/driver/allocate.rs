@@ -146,7 +146,10 @@ impl LedgerDriver {
                         .map(|o| o.uid.clone())
                 })
             })
-            .unwrap_or_else(|| format!("claim:{}", claims[0].claim_uid()))
+            .unwrap_or_else(|| {
+                let first = claims.first().map(ClaimAllocation::claim_uid);
+                format!("claim:{}", first.unwrap_or_default())
+            })
     }
 
     async fn run_allocate(
@@ -211,6 +214,9 @@ impl Driver for LedgerDriver {
 
     #[instrument(skip_all, fields(driver = %self.config.driver_name, node = selected_node.unwrap_or(""), claims = claims.len()))]
     async fn allocate(&self, claims: &mut [ClaimAllocation<Self>], selected_node: Option<&str>) {
+        if claims.is_empty() {
+            return;
+        }
         let started = Instant::now();
         let mode = match selected_node {
             Some(_) => AllocationMode::Delayed,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use dra_allocator::ledger::Ledger;
 use dra_allocator::model::{AttributeValue, Device};
 use dra_controller::driver::testing::MemoryCluster;
-use dra_controller::driver::{DriverConfig, LedgerDriver};
+use dra_controller::driver::{DriverConfig, DriverObserver, LedgerDriver};
 use dra_controller::framework::{ClaimAllocation, Driver};
 use dra_controller::params::{
     DeviceClaimParameters, DeviceClaimParametersSpec, DeviceClassParameters,
@@ -45,6 +45,15 @@ impl Fixture {
     /// A ready driver over nodes `(name, devices, model)`.
     pub fn new(nodes: &[(&str, usize, &str)]) -> Self {
         let f = Self::unready(nodes, Duration::from_secs(5));
+        f.make_ready();
+        f
+    }
+
+    /// A ready driver reporting to `observer`.
+    pub fn observed(nodes: &[(&str, usize, &str)], observer: Arc<dyn DriverObserver>) -> Self {
+        let mut f = Self::build(nodes, DriverConfig::new(DRIVER));
+        let driver = Arc::try_unwrap(f.driver).expect("not shared yet");
+        f.driver = Arc::new(driver.with_observer(observer));
         f.make_ready();
         f
     }

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use dra_allocator::ledger::AllocationState;
 use dra_controller::driver::handle::{claim_allocation, ClaimAllocationState};
-use dra_controller::driver::{DriverError, LedgerDriver};
+use dra_controller::driver::{
+    AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, DriverError, DriverObserver,
+    LedgerDriver,
+};
 use dra_controller::framework::testing::{FakeApi, MemoryCaches};
 use dra_controller::framework::{ClaimAllocation, Controller, ControllerConfig, Driver, EventType};
 use dra_controller::params::{DeviceClaimParametersSpec, SharingSpec};
@@ -458,4 +461,74 @@ async fn claim_items_carry_parameters_from_the_driver() {
     f.put_params("p", params(3));
     let item: ClaimAllocation<LedgerDriver> = f.item("gpu", claim("c1", "uid-1").params("p")).await;
     assert_eq!(item.claim_parameters.request.count, 3);
+}
+
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<String>>);
+
+impl DriverObserver for Recorder {
+    fn allocation(
+        &self,
+        mode: AllocationMode,
+        outcome: AllocationOutcome,
+        claims: usize,
+        _: Duration,
+    ) {
+        self.0.lock().unwrap().push(format!(
+            "allocation {} {} {claims}",
+            mode.as_str(),
+            outcome.as_str()
+        ));
+    }
+    fn deallocation(&self, outcome: DeallocationOutcome) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("deallocation {}", outcome.as_str()));
+    }
+    fn drift(&self, kind: DriftKind, count: u64) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("drift {} {count}", kind.as_str()));
+    }
+}
+
+#[tokio::test]
+async fn observer_sees_each_call_with_fixed_labels() {
+    let recorder = Arc::new(Recorder::default());
+    let f = Fixture::observed(&[("node-0", 2, "H100")], recorder.clone());
+    f.put_params("three", params(3));
+    let mut fits = vec![
+        f.item("a", claim("ca", "uid-a")).await,
+        f.item("b", claim("cb", "uid-b")).await,
+    ];
+    f.driver.allocate(&mut fits, Some("node-0")).await;
+    let mut too_big = vec![f.item("", claim("cc", "uid-c").params("three")).await];
+    f.driver.allocate(&mut too_big, None).await;
+    f.driver.allocate(&mut [], None).await;
+    f.driver.deallocate(&fits[0].claim).await.unwrap();
+    f.driver.deallocate(&fits[0].claim).await.unwrap();
+    f.cluster.put_claim(allocated(
+        &fits[1].claim,
+        fits[1].allocation.clone().unwrap(),
+    ));
+    let orphan = allocated(&claim("cd", "uid-d").0, fits[1].allocation.clone().unwrap());
+    f.cluster.put_claim(orphan);
+    let report = f.driver.reconcile_now().await.unwrap();
+    assert_eq!(
+        report.count(DriftKind::BadHandleData),
+        1,
+        "the copied handle names another claim UID"
+    );
+    assert_eq!(
+        *recorder.0.lock().unwrap(),
+        [
+            "allocation delayed allocated 2",
+            "allocation immediate unsatisfiable 1",
+            "deallocation released",
+            "deallocation not_allocated",
+            "drift bad_handle_data 1",
+        ]
+    );
 }
