@@ -88,11 +88,11 @@ async fn every_spec_metric_is_exposed_after_a_short_workload() {
     assert_eq!(value("dra_ledger_intents_pending"), 1);
     assert_eq!(
         value("dra_ledger_reconcile_drift_total{kind=\"orphan_in_ledger\"}"),
-        2.0
+        2
     );
     assert_eq!(
         value("dra_ledger_allocations_total{mode=\"immediate\",outcome=\"allocated\"}"),
-        2.0
+        2
     );
     assert_eq!(value("dra_ledger_allocate_duration_seconds_count"), 1);
     // Every write above went through a durable commit observed by the hook.
