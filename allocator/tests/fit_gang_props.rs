@@ -222,7 +222,7 @@ fn feasible(node: &NodeView, claims: &[EffectiveRequest], reserved: &[(String, S
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(1024))]
 
     #[test]
     fn gang_check_agrees_with_choose_for_pod_and_brute_force(

@@ -480,3 +480,25 @@ fn removed_nodes_disappear_and_can_be_added_again() {
         ["x"]
     );
 }
+
+#[test]
+fn devices_with_different_attributes_are_not_treated_as_interchangeable() {
+    // `pair` goes first (equal slack, earlier claim) and may take a, b; then `a-only` has nothing
+    // left. Only the choice {a, c} (or {b, c}) works, which needs trying c after b failed.
+    let inv = one_node(vec![gpu("a", "A", 0), gpu("b", "A", 0), gpu("c", "B", 0)]);
+    let pair = req(2);
+    let a_only = req(1).model("A");
+    let claims = [
+        NamedRequest {
+            name: "pair",
+            request: &pair.0,
+        },
+        NamedRequest {
+            name: "a-only",
+            request: &a_only.0,
+        },
+    ];
+    let placed = choose_for_pod(&inv, "n1", &claims, &Reservations::new()).unwrap();
+    assert_eq!(placed[0].devices, ["a", "c"]);
+    assert_eq!(placed[1].devices, ["b"]);
+}
