@@ -244,6 +244,7 @@ impl Driver for LedgerDriver {
                         outcome = AllocationOutcome::Error;
                         continue;
                     }
+                    self.state.handed_out(&allocation.claim.uid);
                     debug!(claim.uid = %allocation.claim.uid, node = %allocation.node, devices = ?allocation.devices, "Allocated");
                     let data = Self::handle_data(&allocation);
                     item.allocation = Some(allocation_result(

@@ -143,7 +143,10 @@ impl LedgerDriver {
         let mut known: HashSet<String> = HashSet::new();
         for allocation in allocations {
             let young = allocation.state == AllocationState::Pending
-                && now.saturating_sub(allocation.created_ms) < grace_ms;
+                && (now.saturating_sub(allocation.created_ms) < grace_ms
+                    || self
+                        .state
+                        .recently_handed_out(&allocation.claim.uid, self.config.grace_period));
             known.insert(allocation.claim.uid.clone());
             let shown = by_uid
                 .get(allocation.claim.uid.as_str())

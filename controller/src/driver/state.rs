@@ -1,7 +1,8 @@
 //! The driver's small in-memory state: readiness flags, which pod a claim was last checked for,
 //! the last "no node fits" message per pod, allocations in flight (so that a deallocate can
-//! abort them) and recent deallocations (so that a reconcile does not re-import a claim whose
-//! status is about to be cleared).
+//! abort them), recent deallocations (so that a reconcile does not re-import a claim whose
+//! status is about to be cleared) and recent hand-outs (so that a reconcile does not release a
+//! pending allocation whose status write is under way).
 //!
 //! Everything here is bounded and may be lost on restart without harm: the ledger is the record.
 
@@ -13,6 +14,9 @@ use tokio::sync::watch;
 
 /// The most entries kept in each bounded map before it is pruned.
 const MAX_ENTRIES: usize = 4096;
+
+/// How long timestamps are kept when a full map is pruned.
+const KEEP_STAMPS: Duration = Duration::from_secs(600);
 
 /// Readiness of the driver: the inventory was synced from the ResourceSlices once and the
 /// initial reconcile finished. Clones share the flags.
@@ -90,6 +94,17 @@ struct Maps {
     in_flight: HashMap<String, bool>,
     /// Claim UID -> when it was last deallocated.
     released: HashMap<String, Instant>,
+    /// Claim UID -> when an allocation was last returned to the framework for it.
+    handed_out: HashMap<String, Instant>,
+}
+
+/// Inserts `key` now into a map of timestamps, dropping entries older than `keep` when full.
+fn stamp(map: &mut HashMap<String, Instant>, key: &str, keep: Duration) {
+    if map.len() >= MAX_ENTRIES {
+        map.retain(|_, at| at.elapsed() < keep);
+        prune(map);
+    }
+    map.insert(key.to_owned(), Instant::now());
 }
 
 /// The bounded in-memory state of one driver.
@@ -163,13 +178,24 @@ impl DriverState {
                 *abort = true;
             }
             m.pod_of_claim.remove(claim_uid);
-            if m.released.len() >= MAX_ENTRIES {
-                m.released
-                    .retain(|_, at| at.elapsed() < Duration::from_secs(600));
-                prune(&mut m.released);
-            }
-            m.released.insert(claim_uid.to_owned(), Instant::now());
+            m.handed_out.remove(claim_uid);
+            stamp(&mut m.released, claim_uid, KEEP_STAMPS);
         });
+    }
+
+    /// Records that an allocation of the claim was returned to the framework just now.
+    pub(crate) fn handed_out(&self, claim_uid: &str) {
+        self.with(|m| stamp(&mut m.handed_out, claim_uid, KEEP_STAMPS));
+    }
+
+    /// Whether an allocation of the claim was returned to the framework within `window` (its
+    /// status write may still be under way).
+    pub(crate) fn recently_handed_out(&self, claim_uid: &str, window: Duration) -> bool {
+        self.with(|m| {
+            m.handed_out
+                .get(claim_uid)
+                .is_some_and(|at| at.elapsed() < window)
+        })
     }
 
     /// Whether the claim was deallocated within `window`.

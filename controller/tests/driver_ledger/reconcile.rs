@@ -52,6 +52,25 @@ async fn young_pending_intent_is_left_alone_and_a_stale_one_released() {
 }
 
 #[tokio::test]
+async fn old_pending_intent_handed_out_again_recently_is_not_released() {
+    let f = Fixture::with_grace(NODES, Duration::from_millis(300));
+    let _ = allocate_shown(&f, "c1", "uid-1", "node-0").await;
+    f.cluster.put_claim(claim("c1", "uid-1").0);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The framework retries after a failed status write and gets the same devices again.
+    let _ = allocate_shown(&f, "c1", "uid-1", "node-0").await;
+    let report = f.driver.reconcile_now().await.unwrap();
+    assert_eq!(
+        report.in_flight, 1,
+        "its status write may be under way: {report:?}"
+    );
+    assert!(f.driver.ledger().allocation("uid-1").unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let report = f.driver.reconcile_now().await.unwrap();
+    assert_eq!(report.count(DriftKind::StaleIntent), 1, "{report:?}");
+}
+
+#[tokio::test]
 async fn confirmed_allocation_whose_claim_is_gone_is_an_orphan_and_released() {
     let f = Fixture::new(NODES);
     let shown = allocate_shown(&f, "c1", "uid-1", "node-0").await;
