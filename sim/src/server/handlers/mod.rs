@@ -3,6 +3,8 @@
 //!
 //! Handlers are async; they touch the store only through its short synchronous operations.
 
+mod binding;
+mod create;
 mod delete;
 mod params;
 mod read;
@@ -108,8 +110,8 @@ async fn resource(
         }
         (Method::GET, false, None) => read::list(state, &req, params, headers),
         (Method::GET, true, None | Some("status")) => read::get(state, &req, params, headers),
-        (Method::POST, false, None) => write::create(state, &req, params, headers, &body),
-        (Method::POST, true, Some("binding")) => write::bind(state, &req, headers, &body),
+        (Method::POST, false, None) => create::create(state, &req, params, headers, &body),
+        (Method::POST, true, Some("binding")) => binding::bind(state, &req, headers, &body),
         (Method::PUT, true, None | Some("status")) => {
             write::update(state, &req, params, headers, &body)
         }

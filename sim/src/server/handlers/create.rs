@@ -1,0 +1,199 @@
+//! POST on a collection: type and namespace checks, generateName, server-set metadata (uid,
+//! creationTimestamp), status reset for kinds with a status subresource, defaulting, validation,
+//! and CRD establishment.
+
+use axum::response::Response;
+use http::{HeaderMap, StatusCode};
+use rand::Rng;
+use serde_json::{json, Value};
+
+use super::params::decode_body;
+use super::read::{format_of, with_gvk};
+use super::write::now;
+use super::{json_response, AppState, Params};
+use crate::server::convert;
+use crate::server::crd;
+use crate::server::defaults;
+use crate::server::error::{ApiError, FieldCause, Result};
+use crate::server::render;
+use crate::server::resources::ResourceInfo;
+use crate::server::route::ResourceRequest;
+use crate::server::validation;
+
+pub(super) fn check_type(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
+    let want_av = info.api_version();
+    match obj["apiVersion"].as_str() {
+        None | Some("") => {}
+        Some(av) if av == want_av => {}
+        Some(av) => {
+            return Err(ApiError::BadRequest(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want_av})"
+            )))
+        }
+    }
+    match obj["kind"].as_str() {
+        None | Some("") => {}
+        Some(k) if k == info.kind => {}
+        Some(k) => {
+            return Err(ApiError::BadRequest(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                info.kind
+            )))
+        }
+    }
+    obj["apiVersion"] = json!(want_av);
+    obj["kind"] = json!(info.kind);
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    Ok(())
+}
+
+pub(super) fn check_namespace(req: &ResourceRequest, obj: &mut Value) -> Result<()> {
+    let body_ns = obj["metadata"]["namespace"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    if req.info.namespaced {
+        let ns = req.namespace.clone().unwrap_or_default();
+        if body_ns.is_some_and(|b| b != ns) {
+            return Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+        obj["metadata"]["namespace"] = json!(ns);
+    } else if let Some(meta) = obj["metadata"].as_object_mut() {
+        meta.remove("namespace");
+    }
+    Ok(())
+}
+
+fn generate_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Checks that the namespace of a namespaced write exists and is not terminating.
+pub(super) fn check_namespace_open(
+    state: &AppState,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+) -> Result<()> {
+    if !info.namespaced {
+        return Ok(());
+    }
+    let namespace = state
+        .store
+        .get("/namespaces", "", ns)
+        .ok_or_else(|| ApiError::not_found("namespaces", "", ns))?;
+    if namespace["metadata"]["deletionTimestamp"].is_string() {
+        return Err(ApiError::Forbidden(format!(
+            "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+            info.plural
+        )));
+    }
+    Ok(())
+}
+
+/// POST on a collection.
+pub(super) fn create(
+    state: &AppState,
+    req: &ResourceRequest,
+    params: &Params,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response> {
+    let info = &req.info;
+    let mut obj = decode_body(headers, body)?;
+    check_type(info, &mut obj)?;
+    check_namespace(req, &mut obj)?;
+    let mut obj = convert::to_storage(info, obj);
+    let meta = obj["metadata"]
+        .as_object_mut()
+        .ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))?;
+    if meta
+        .get("resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(ApiError::Internal(
+            "resourceVersion should not be set on objects to be created".into(),
+        ));
+    }
+    let mut name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if name.is_empty() {
+        let prefix = meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if prefix.is_empty() {
+            return Err(ApiError::invalid(
+                &info.kind,
+                &info.group,
+                "",
+                vec![FieldCause::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                )],
+            ));
+        }
+        name = format!("{prefix}{}", generate_suffix());
+        meta.insert("name".into(), json!(name));
+    }
+    let created = now();
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(created));
+    if info.tracks_generation() {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    for field in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "resourceVersion",
+        "selfLink",
+        "managedFields",
+    ] {
+        meta.remove(field);
+    }
+    let ns = req.namespace.clone().unwrap_or_default();
+    check_namespace_open(state, info, &ns, &name)?;
+    if info.status && info.kind != "Node" {
+        if let Some(o) = obj.as_object_mut() {
+            o.remove("status");
+        }
+    }
+    defaults::apply_create_defaults(info, &mut obj);
+    validation::validate_create(info, &obj)?;
+    let is_crd = info.kind == "CustomResourceDefinition";
+    if is_crd {
+        crd::prepare(&mut obj, &created);
+    }
+    if params.dry_run() {
+        return Ok(json_response(StatusCode::CREATED, &with_gvk(info, &obj)));
+    }
+    let stored = state.store.create(
+        &info.storage_key(),
+        &ns,
+        &name,
+        &info.group,
+        &info.plural,
+        obj,
+    )?;
+    if is_crd {
+        crd::register(&state.store, &stored);
+    }
+    Ok(json_response(
+        StatusCode::CREATED,
+        &render::object(format_of(headers, params), info, &with_gvk(info, &stored)),
+    ))
+}
