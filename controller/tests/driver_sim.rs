@@ -519,3 +519,44 @@ async fn restart_with_the_ledger_deleted_rebuilds_it_from_the_cluster() {
     restarted.stop().await;
     setup.cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_claim_parameters_leave_the_claim_unallocated_with_an_event_naming_the_field() {
+    let setup = Setup::new(1, 2).await;
+    let running = Running::start(&setup.client, &setup.ledger_path()).await;
+    setup.params("zero", count(0)).await;
+    setup.template("zero", "zero").await;
+    setup.pod("broken", "zero").await;
+    let claim_name = setup.claim_of_pod("broken").await;
+    let events = Api::<Event>::default_namespaced(setup.client.clone());
+    let note = wait_for("event on the claim", || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(claim_name.as_str())
+            })?
+            .note
+    })
+    .await;
+    assert!(
+        note.contains("spec.count: must be between 1 and 16, got 0"),
+        "{note}"
+    );
+    let claim = setup.claims().get(&claim_name).await.unwrap();
+    assert!(claim.status.and_then(|s| s.allocation).is_none());
+    assert_eq!(
+        running
+            .driver
+            .ledger()
+            .utilisation()
+            .unwrap()
+            .claims_allocated,
+        0
+    );
+    running.stop().await;
+    setup.cluster.shutdown().await;
+}
