@@ -122,6 +122,104 @@ fn sharing_of(shared: Option<u32>) -> Sharing {
     })
 }
 
+fn step_allocate(
+    ledger: &Ledger,
+    model: &mut Model,
+    uid: u8,
+    count: u8,
+    shared: Option<u32>,
+    node: Option<usize>,
+) {
+    let uid = format!("u{uid}");
+    let sharing = sharing_of(shared);
+    let node = node.map(|n| NODES[n]);
+    let result = ledger.allocate(allocate(&uid, node, request(count, sharing)));
+    if let Some(existing) = model.allocations.get(&uid) {
+        let same = existing.count == count
+            && existing.sharing == sharing
+            && node.is_none_or(|n| n == existing.node);
+        if same {
+            let got = result.expect("repeat allocate succeeds");
+            assert_eq!(got.devices, existing.devices);
+            assert_eq!(got.node, existing.node);
+        } else {
+            let error = result.expect_err("repeat with other parameters");
+            assert!(
+                matches!(error, LedgerError::ClaimConflict { .. }),
+                "{error}"
+            );
+        }
+        return;
+    }
+    let candidates: Vec<&str> = node.map_or(NODES.to_vec(), |n| vec![n]);
+    let feasible = candidates
+        .iter()
+        .any(|n| model.usable_on(n, sharing) >= usize::from(count));
+    match result {
+        Ok(got) => {
+            assert!(
+                feasible,
+                "allocated although the model sees no room: {got:?}"
+            );
+            assert!(candidates.contains(&got.node.as_str()));
+            assert_eq!(got.devices.len(), usize::from(count));
+            assert_eq!(got.state, AllocationState::Pending);
+            for name in &got.devices {
+                let device = model
+                    .devices
+                    .get_mut(&(got.node.clone(), name.clone()))
+                    .expect("allocated device exists in the model");
+                assert!(usable(device, sharing), "device {name} was not usable");
+                device.consumers.push((uid.clone(), sharing));
+            }
+            model.allocations.insert(
+                uid,
+                ModelAllocation {
+                    node: got.node,
+                    devices: got.devices,
+                    confirmed: false,
+                    count,
+                    sharing,
+                },
+            );
+        }
+        Err(error) => {
+            assert!(!feasible, "refused although the model sees room: {error}");
+            assert!(
+                matches!(error, LedgerError::Unsatisfiable { .. }),
+                "{error}"
+            );
+        }
+    }
+}
+
+fn step_inventory(ledger: &Ledger, model: &mut Model, node: usize, mask: u8) {
+    let node = NODES[node];
+    let published: Vec<usize> = (0..DEVICES_PER_NODE)
+        .filter(|i| mask & (1 << i) != 0)
+        .collect();
+    let devices = published
+        .iter()
+        .map(|i| gpu(&format!("gpu-{i}"), "H100", 0))
+        .collect();
+    let change = ledger.set_inventory(node, devices).unwrap();
+    let mut expected_missing = Vec::new();
+    for i in 0..DEVICES_PER_NODE {
+        let key = (node.to_owned(), format!("gpu-{i}"));
+        if published.contains(&i) {
+            model.devices.entry(key).or_default().missing = false;
+        } else if let Some(device) = model.devices.get_mut(&key) {
+            if device.consumers.is_empty() {
+                model.devices.remove(&key);
+            } else if !device.missing {
+                device.missing = true;
+                expected_missing.push(key.1);
+            }
+        }
+    }
+    assert_eq!(change.marked_missing, expected_missing);
+}
+
 fn step(ledger: &Ledger, model: &mut Model, op: &Op) {
     match op {
         Op::Allocate {
@@ -129,69 +227,7 @@ fn step(ledger: &Ledger, model: &mut Model, op: &Op) {
             count,
             shared,
             node,
-        } => {
-            let uid = format!("u{uid}");
-            let sharing = sharing_of(*shared);
-            let node = node.map(|n| NODES[n]);
-            let result = ledger.allocate(allocate(&uid, node, request(*count, sharing)));
-            if let Some(existing) = model.allocations.get(&uid) {
-                let same = existing.count == *count
-                    && existing.sharing == sharing
-                    && node.is_none_or(|n| n == existing.node);
-                if same {
-                    let got = result.expect("repeat allocate succeeds");
-                    assert_eq!(got.devices, existing.devices);
-                    assert_eq!(got.node, existing.node);
-                } else {
-                    let error = result.expect_err("repeat with other parameters");
-                    assert!(
-                        matches!(error, LedgerError::ClaimConflict { .. }),
-                        "{error}"
-                    );
-                }
-                return;
-            }
-            let candidates: Vec<&str> = node.map_or(NODES.to_vec(), |n| vec![n]);
-            let feasible = candidates
-                .iter()
-                .any(|n| model.usable_on(n, sharing) >= usize::from(*count));
-            match result {
-                Ok(got) => {
-                    assert!(
-                        feasible,
-                        "allocated although the model sees no room: {got:?}"
-                    );
-                    assert!(candidates.contains(&got.node.as_str()));
-                    assert_eq!(got.devices.len(), usize::from(*count));
-                    assert_eq!(got.state, AllocationState::Pending);
-                    for name in &got.devices {
-                        let device = model
-                            .devices
-                            .get_mut(&(got.node.clone(), name.clone()))
-                            .expect("allocated device exists in the model");
-                        assert!(usable(device, sharing), "device {name} was not usable");
-                        device.consumers.push((uid.clone(), sharing));
-                    }
-                    model.allocations.insert(
-                        uid,
-                        ModelAllocation {
-                            node: got.node,
-                            devices: got.devices,
-                            confirmed: false,
-                            count: *count,
-                            sharing,
-                        },
-                    );
-                }
-                Err(error) => {
-                    assert!(!feasible, "refused although the model sees room: {error}");
-                    assert!(
-                        matches!(error, LedgerError::Unsatisfiable { .. }),
-                        "{error}"
-                    );
-                }
-            }
-        }
+        } => step_allocate(ledger, model, *uid, *count, *shared, *node),
         Op::Confirm(uid) => {
             let uid = format!("u{uid}");
             let result = ledger.confirm(&uid);
@@ -223,32 +259,7 @@ fn step(ledger: &Ledger, model: &mut Model, op: &Op) {
                 }
             }
         }
-        Op::Inventory { node, mask } => {
-            let node = NODES[*node];
-            let published: Vec<usize> = (0..DEVICES_PER_NODE)
-                .filter(|i| mask & (1 << i) != 0)
-                .collect();
-            let devices = published
-                .iter()
-                .map(|i| gpu(&format!("gpu-{i}"), "H100", 0))
-                .collect();
-            let change = ledger.set_inventory(node, devices).unwrap();
-            let mut expected_missing = Vec::new();
-            for i in 0..DEVICES_PER_NODE {
-                let key = (node.to_owned(), format!("gpu-{i}"));
-                if published.contains(&i) {
-                    model.devices.entry(key).or_default().missing = false;
-                } else if let Some(device) = model.devices.get_mut(&key) {
-                    if device.consumers.is_empty() {
-                        model.devices.remove(&key);
-                    } else if !device.missing {
-                        device.missing = true;
-                        expected_missing.push(key.1);
-                    }
-                }
-            }
-            assert_eq!(change.marked_missing, expected_missing);
-        }
+        Op::Inventory { node, mask } => step_inventory(ledger, model, *node, *mask),
         Op::Cordon { node, device, on } => {
             let key = (NODES[*node].to_owned(), format!("gpu-{device}"));
             let result = if *on {

@@ -410,3 +410,17 @@ fn undecodable_record_is_an_error_not_a_panic_and_other_work_goes_on() {
     assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
     assert!(report.problems[0].contains("allocation broken does not decode"));
 }
+
+#[test]
+fn new_file_appears_only_complete_and_a_leftover_staging_file_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.redb");
+    let staging = dir.path().join("ledger.redb.creating");
+    fs::write(&staging, b"half-written by a crashed start").unwrap();
+
+    let ledger = Ledger::open(&path, DRIVER).unwrap();
+
+    assert!(!staging.exists());
+    assert_eq!(dra_migrations::inspect(&path).unwrap().driver_name, DRIVER);
+    assert_consistent(&ledger);
+}

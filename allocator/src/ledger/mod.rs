@@ -9,6 +9,7 @@
 
 mod error;
 mod inventory;
+mod open;
 mod ops;
 pub mod records;
 mod stats;
@@ -23,7 +24,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use redb::{Database, DatabaseError, ReadTransaction, ReadableDatabase, StorageError};
+use redb::{Database, ReadTransaction, ReadableDatabase};
 
 pub use error::{LedgerError, Result};
 pub use stats::{CommitHook, CommitSample, CommitStats, RECENT_COMMITS};
@@ -36,7 +37,7 @@ pub use types::{
 };
 
 use stats::StatsRecorder;
-use writer::{Retention, WriterHandle, WriterState};
+use writer::WriterHandle;
 
 use crate::model::Device;
 
@@ -105,19 +106,6 @@ impl std::fmt::Debug for Ledger {
     }
 }
 
-fn open_error(path: &Path, error: DatabaseError) -> LedgerError {
-    match error {
-        DatabaseError::DatabaseAlreadyOpen => LedgerError::FileLocked {
-            path: path.to_path_buf(),
-        },
-        DatabaseError::Storage(StorageError::Io(source)) => LedgerError::FileOpen {
-            path: path.to_path_buf(),
-            source,
-        },
-        other => LedgerError::storage(other),
-    }
-}
-
 impl Ledger {
     /// Opens (or creates) the ledger at `path` for `driver_name` with default options.
     ///
@@ -133,62 +121,18 @@ impl Ledger {
         driver_name: &str,
         options: LedgerOptions,
     ) -> Result<Ledger> {
-        let path = path.as_ref().to_path_buf();
-        ops::check_name("driver name", driver_name)?;
-        let fresh = !path.exists();
-        if !fresh {
-            let info = dra_migrations::inspect(&path)?;
-            if info.driver_name != driver_name {
-                return Err(LedgerError::DriverMismatch {
-                    path,
-                    found: info.driver_name,
-                    expected: driver_name.to_owned(),
-                });
-            }
-            if let dra_migrations::MigrateOutcome::Migrated { from, to, backup } =
-                dra_migrations::migrate(&path)?
-            {
-                tracing::info!(from, to, backup = %backup.display(), "Migrated ledger schema");
-            }
-        }
-        let mut builder = Database::builder();
-        builder.set_cache_size(options.cache_bytes);
-        let db = if fresh {
-            builder.create(&path)
-        } else {
-            builder.open(&path)
-        }
-        .map_err(|error| open_error(&path, error))?;
-        let txn = db.begin_write().map_err(LedgerError::storage)?;
-        if fresh {
-            dra_migrations::initialize(&txn, driver_name)?;
-        }
-        tables::create_all(&txn)?;
-        txn.commit().map_err(LedgerError::storage)?;
+        open::open_file(path.as_ref(), driver_name, options)
+    }
 
-        let db = Arc::new(db);
-        let mut state = WriterState {
-            inventory: crate::fit::Inventory::new(),
-            next_intent: 1,
-            next_audit: 1,
-            clock: options.clock,
-            retention: Retention {
-                audit: options.audit_retention.max(1),
-                intents: options.intent_retention.max(1),
-            },
-        };
-        state.reload(&db)?;
-        let recorder = Arc::new(StatsRecorder::new(options.on_commit));
-        let writer = WriterHandle::spawn(db.clone(), state, recorder.clone(), options.max_batch)?;
-        Ok(Ledger {
-            inner: Arc::new(Inner {
-                writer,
-                db,
-                path,
-                driver_name: driver_name.to_owned(),
-                stats: recorder,
-            }),
-        })
+    /// Opens a ledger on a custom redb storage backend, initialising it when empty (in-memory
+    /// ledgers, fault-injection tests). There is no file, so no inspection, migration or backup
+    /// copy: a backend holding another schema version or another driver's ledger is refused.
+    pub fn open_backend(
+        backend: impl redb::StorageBackend,
+        driver_name: &str,
+        options: LedgerOptions,
+    ) -> Result<Ledger> {
+        open::open_backend(backend, driver_name, options)
     }
 
     /// The ledger file.
