@@ -123,3 +123,33 @@ fn demo_refuses_a_corrupt_ledger_with_a_clear_error() {
         b"definitely not a database, just some bytes of text"
     );
 }
+
+#[test]
+fn ctrl_c_stops_the_demo_cleanly_with_a_summary() {
+    let mut child = spawn(&[
+        "demo",
+        "--pods",
+        "200",
+        "--nodes",
+        "2",
+        "--devices-per-node",
+        "2",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let mut lines = stdout_lines(&mut child);
+    lines.wait_for(Duration::from_secs(60), |line| {
+        line.contains(" to submit |").then_some(())
+    });
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    lines.drain();
+    let output = lines.seen.join("\n");
+    assert!(status.success(), "exit {status:?}\n{output}");
+    assert!(output.contains("interrupted after"), "{output}");
+    assert!(output.contains("ledger verified: consistent"), "{output}");
+}

@@ -210,6 +210,7 @@ async fn drive(
     let mut last_print = Instant::now();
     let mut peak = 0.0_f64;
     let mut snapshot = Snapshot::default();
+    let mut printed = false;
     let mut marker = (0, 0, 0);
     let mut last_change = Instant::now();
     let end = loop {
@@ -219,7 +220,8 @@ async fn drive(
         }
         snapshot = observe(stack, &store, &submitter, shape, started).await?;
         peak = peak.max(snapshot.utilisation());
-        if last_print.elapsed() >= Duration::from_secs(1) {
+        printed = last_print.elapsed() >= Duration::from_secs(1);
+        if printed {
             println!("{}", snapshot.line());
             last_print = Instant::now();
         }
@@ -242,7 +244,9 @@ async fn drive(
         }
         submitter.submit(snapshot.unfinished(), limit, 25).await?;
     };
-    println!("{}", snapshot.line());
+    if !printed {
+        println!("{}", snapshot.line());
+    }
     finish(
         stack, &client, shape, &store, &submitter, started, end, peak,
     )
