@@ -64,7 +64,7 @@ pub fn unsuitable_nodes<S: AsRef<str>>(
         let verdict = match entry {
             None => Err(unknown(node)),
             Some(entry) => prepared
-                .place(inventory.interner(), entry, reservations.on_node(node))
+                .fits(inventory.interner(), entry, reservations.on_node(node))
                 .map_err(|f| unsuitable(node, claims, f)),
         };
         if let Err(u) = verdict {

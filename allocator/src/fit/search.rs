@@ -134,6 +134,7 @@ pub(crate) struct Prepared<'a> {
     order: Vec<usize>,
     grouping: Vec<(u32, usize)>,
     groups: Vec<(usize, usize, usize)>,
+    chosen: Vec<Vec<usize>>,
 }
 
 impl<'a> Prepared<'a> {
@@ -192,6 +193,7 @@ impl<'a> Prepared<'a> {
             order: Vec::new(),
             grouping: Vec::new(),
             groups: Vec::new(),
+            chosen: Vec::new(),
         }
     }
 
@@ -202,6 +204,22 @@ impl<'a> Prepared<'a> {
         entry: &NodeEntry,
         reservations: &[(String, Sharing)],
     ) -> Result<Vec<Vec<usize>>, Failure> {
+        self.fits(interner, entry, reservations)?;
+        let mut result = vec![Vec::new(); self.claims.len()];
+        for (&input, devices) in self.order.iter().zip(&self.chosen) {
+            result[input].clone_from(devices);
+        }
+        Ok(result)
+    }
+
+    /// Whether all requests fit on the node; on success the choice is left in `chosen` (by
+    /// search position, see `order`). Allocates nothing once its buffers have grown.
+    pub(crate) fn fits(
+        &mut self,
+        interner: &Interner,
+        entry: &NodeEntry,
+        reservations: &[(String, Sharing)],
+    ) -> Result<(), Failure> {
         self.base_usage(entry, reservations);
         for input in 0..self.claims.len() {
             self.plan(input, interner, entry)?;
@@ -211,41 +229,37 @@ impl<'a> Prepared<'a> {
         order.clear();
         order.extend(0..self.claims.len());
         order.sort_by_key(|&i| (self.plans[i].devices.len() - self.claims[i].count, i));
+        let mut chosen = std::mem::take(&mut self.chosen);
+        chosen.resize_with(order.len(), Vec::new);
+        chosen.iter_mut().for_each(Vec::clear);
         let mut search = Search {
             claims: &self.claims,
             plans: &self.plans,
             order: &order,
             usage: &mut self.usage,
-            chosen: vec![Vec::new(); order.len()],
+            chosen,
             steps: 0,
             deepest: 0,
             exhausted: false,
         };
         let found = search.place(0);
-        let (chosen, deepest, exhausted) = (search.chosen, search.deepest, search.exhausted);
-        let result = if found {
-            let mut result = vec![Vec::new(); order.len()];
-            for (&input, devices) in order.iter().zip(chosen) {
-                result[input] = devices;
-            }
-            Ok(result)
-        } else {
-            let claim = order[deepest];
-            let name = self.names[claim];
-            let reason = if exhausted {
-                format!(
-                    "claim {name}: too many combinations to check alongside the pod's other claims"
-                )
-            } else {
-                format!("claim {name}: does not fit alongside the pod's other claims")
-            };
-            Err(Failure {
-                claim: Some(claim),
-                reason,
-            })
-        };
+        let (deepest, exhausted) = (search.deepest, search.exhausted);
+        self.chosen = search.chosen;
+        let claim = order.get(deepest).copied();
         self.order = order;
-        result
+        let Some(claim) = claim.filter(|_| !found) else {
+            return Ok(());
+        };
+        let name = self.names[claim];
+        let reason = if exhausted {
+            format!("claim {name}: too many combinations to check alongside the pod's other claims")
+        } else {
+            format!("claim {name}: does not fit alongside the pod's other claims")
+        };
+        Err(Failure {
+            claim: Some(claim),
+            reason,
+        })
     }
 
     fn base_usage(&mut self, entry: &NodeEntry, reservations: &[(String, Sharing)]) {

@@ -502,3 +502,11 @@ fn devices_with_different_attributes_are_not_treated_as_interchangeable() {
     assert_eq!(placed[0].devices, ["a", "c"]);
     assert_eq!(placed[1].devices, ["b"]);
 }
+
+#[test]
+fn a_pod_without_pending_claims_fits_anywhere() {
+    let inv = cluster();
+    let none = Reservations::new();
+    assert_eq!(choose_for_pod(&inv, "n-busy", &[], &none), Ok(vec![]));
+    assert!(unsuitable_nodes(&inv, &[], &["n-busy", "unknown"], &none).is_empty());
+}
