@@ -16,6 +16,12 @@ use prometheus::{
 
 use crate::error::{Error, Result};
 
+mod labels;
+
+pub use labels::{
+    AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, API_VERBS, DEVICE_STATES,
+};
+
 /// The prefix of every metric name.
 pub const PREFIX: &str = "dra_ledger_";
 
@@ -34,127 +40,6 @@ pub const METRIC_NAMES: [&str; 13] = [
     "dra_ledger_workqueue_depth",
     "dra_ledger_api_requests_total",
     "dra_ledger_build_info",
-];
-
-/// How a claim was allocated (`mode` label of `allocations_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllocationMode {
-    /// Immediate allocation: the driver picks the node.
-    Immediate,
-    /// Delayed allocation (`WaitForFirstConsumer`) on the node the scheduler selected.
-    Delayed,
-}
-
-impl AllocationMode {
-    /// All modes.
-    pub const ALL: [AllocationMode; 2] = [Self::Immediate, Self::Delayed];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Immediate => "immediate",
-            Self::Delayed => "delayed",
-        }
-    }
-}
-
-/// How an allocation ended (`outcome` label of `allocations_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllocationOutcome {
-    /// The claims got devices (including idempotent repeats).
-    Allocated,
-    /// No devices fit the claims.
-    Unsatisfiable,
-    /// Anything else failed (parameters, ledger, not ready).
-    Error,
-}
-
-impl AllocationOutcome {
-    /// All outcomes.
-    pub const ALL: [AllocationOutcome; 3] = [Self::Allocated, Self::Unsatisfiable, Self::Error];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allocated => "allocated",
-            Self::Unsatisfiable => "unsatisfiable",
-            Self::Error => "error",
-        }
-    }
-}
-
-/// How a deallocation ended (`outcome` label of `deallocations_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeallocationOutcome {
-    /// The claim's devices were freed.
-    Released,
-    /// The claim had no allocation in the ledger (a repeat).
-    NotAllocated,
-    /// The ledger failed.
-    Error,
-}
-
-impl DeallocationOutcome {
-    /// All outcomes.
-    pub const ALL: [DeallocationOutcome; 3] = [Self::Released, Self::NotAllocated, Self::Error];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Released => "released",
-            Self::NotAllocated => "not_allocated",
-            Self::Error => "error",
-        }
-    }
-}
-
-/// What a reconcile between ledger and cluster found (`kind` label of `reconcile_drift_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DriftKind {
-    /// A claim showed an allocation the ledger lacked; it was imported.
-    MissingInLedger,
-    /// The ledger held an allocation whose claim is gone, unallocated or allocated otherwise.
-    OrphanInLedger,
-    /// The claim showed other devices or another node than the ledger; the claim won.
-    DeviceMismatch,
-    /// A pending intent whose claim stayed unallocated past the grace period was released.
-    StaleIntent,
-    /// A claim's resource handle data did not parse.
-    BadHandleData,
-    /// A claim's allocation could not be recorded because another claim holds its devices.
-    DeviceConflict,
-}
-
-impl DriftKind {
-    /// All kinds.
-    pub const ALL: [DriftKind; 6] = [
-        Self::MissingInLedger,
-        Self::OrphanInLedger,
-        Self::DeviceMismatch,
-        Self::StaleIntent,
-        Self::BadHandleData,
-        Self::DeviceConflict,
-    ];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::MissingInLedger => "missing_in_ledger",
-            Self::OrphanInLedger => "orphan_in_ledger",
-            Self::DeviceMismatch => "device_mismatch",
-            Self::StaleIntent => "stale_intent",
-            Self::BadHandleData => "bad_handle_data",
-            Self::DeviceConflict => "device_conflict",
-        }
-    }
-}
-
-/// The `state` label values of `devices`.
-pub const DEVICE_STATES: [&str; 5] = ["free", "allocated", "shared", "cordoned", "missing"];
-
-/// The Kubernetes API verbs of `api_requests_total`.
-pub const API_VERBS: [&str; 7] = [
-    "get", "watch", "create", "update", "patch", "delete", "other",
 ];
 
 /// The registry and every metric of the process. Cheap to share behind an `Arc`.
