@@ -503,6 +503,17 @@ async fn pod_with_immediate_claim_waits_for_allocation_and_lands_on_its_node() {
         None,
         "no binding before the claim is allocated"
     );
+    let waiting = get_pod(&client, "user").await;
+    let condition = waiting
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|c| c.into_iter().find(|c| c.type_ == "PodScheduled"))
+        .expect("the scheduler says why the pod waits");
+    assert_eq!(condition.status, "False");
+    assert_eq!(
+        condition.message.as_deref(),
+        Some("unallocated immediate resourceclaim shared-gpu")
+    );
 
     script.resume_immediate();
     wait_for("the pod runs", Duration::from_secs(30), || async {

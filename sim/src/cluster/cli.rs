@@ -23,11 +23,11 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub nodes: usize,
 
-    /// Devices per node, published as one `ResourceSlice` per node (0: none).
+    /// Devices per node, published as one resource slice per node (0: none).
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub devices_per_node: usize,
 
-    /// DRA driver name written into the `ResourceSlices`.
+    /// DRA driver name written into the resource slices.
     #[arg(long, default_value = DEFAULT_DRIVER_NAME, value_name = "NAME")]
     pub driver_name: String,
 
@@ -57,7 +57,7 @@ pub struct SimArgs {
     #[arg(long, default_value = "1.0.0", value_name = "SEMVER")]
     pub driver_version: String,
 
-    /// Also create a `ResourceClass` of this name for the driver.
+    /// Also create a resource class of this name for the driver.
     #[arg(long, value_name = "NAME")]
     pub resource_class: Option<String>,
 

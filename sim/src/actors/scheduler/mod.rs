@@ -195,6 +195,7 @@ impl Scheduler {
             Ok(claims) => claims,
             Err(reason) => {
                 tracing::trace!(pod = %key, reason, "Pod not ready for scheduling");
+                self.report_unschedulable(&key, &pod, &reason).await;
                 return Ok(Next::After(WAIT_RECHECK));
             }
         };
@@ -239,28 +240,69 @@ impl Scheduler {
         });
         tracing::trace!(pod = %key, ?decision, "Scheduling cycle");
         match decision {
-            Decision::Unschedulable(_) => Ok(Next::After(WAIT_RECHECK)),
+            Decision::Unschedulable(reason) => {
+                self.report_unschedulable(&key, &pod, &reason).await;
+                Ok(Next::After(WAIT_RECHECK))
+            }
             Decision::Deallocate {
                 claim,
                 clear_selected_node,
             } => {
                 self.request_deallocation(&key, &pod_uid, &claim, clear_selected_node)
                     .await?;
+                let reason = format!("deallocation of resourceclaim {claim} requested");
+                self.report_unschedulable(&key, &pod, &reason).await;
                 Ok(Next::After(WAIT_RECHECK))
             }
             Decision::Publish {
                 potential_nodes,
                 selected_node,
             } => {
+                let reason = if selected_node.is_some() {
+                    "waiting for resource driver to allocate resource"
+                } else {
+                    "waiting for resource driver to provide information"
+                };
                 let spec = PodSchedulingContextSpec {
                     potential_nodes: Some(potential_nodes),
                     selected_node,
                 };
-                self.publish(&key, &pod, context.is_some(), spec).await
+                let next = self.publish(&key, &pod, context.is_some(), spec).await?;
+                self.report_unschedulable(&key, &pod, reason).await;
+                Ok(next)
             }
             Decision::Bind { node, reserve } => {
                 self.reserve_and_bind(&key, &pod_uid, &node, &reserve).await
             }
+        }
+    }
+
+    /// Records why the pod waits in its `PodScheduled` condition, as the scheduler does, when the
+    /// message changed. Failing to record it does not stop scheduling.
+    async fn report_unschedulable(&self, key: &ObjectKey, pod: &Pod, message: &str) {
+        let current = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"));
+        if current.is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(message)) {
+            return;
+        }
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let patch = serde_json::json!({ "status": { "conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": now,
+        }]}});
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+        let action = format!("record scheduling condition of {key}");
+        if let Err(error) =
+            with_retry(&action, || pods.patch_status(&key.name, &params, &patch)).await
+        {
+            tracing::debug!(pod = %key, %error, "Could not record why the pod waits");
         }
     }
 
