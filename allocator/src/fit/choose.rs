@@ -5,8 +5,8 @@
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
+use super::compact::NodeEntry;
 use super::index::FnvBuild;
-use super::inventory::NodeEntry;
 use super::search::{Failure, Prepared};
 use super::{FitError, Inventory, NamedRequest, Placement, Reservations, Result, UnsuitableNode};
 use crate::model::Policy;

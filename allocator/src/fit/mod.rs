@@ -11,6 +11,7 @@
 //! Reservations (devices promised to other pods' pending allocations) count as consumers.
 
 mod choose;
+mod compact;
 mod index;
 mod inventory;
 mod search;

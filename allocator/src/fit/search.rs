@@ -3,7 +3,7 @@
 //! (with symmetry breaking between interchangeable devices) for all requests at once.
 //! Pure; works on borrowed inventory data and reuses its buffers from node to node.
 
-use super::inventory::{Interner, NodeEntry, Usage};
+use super::compact::{Interner, NodeEntry, Usage};
 use super::NamedRequest;
 use crate::model::{CompiledRequirement, Policy, Sharing};
 
