@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use k8s_openapi::api::core::v1::{
-    ClaimSource, ConfigMap, Container, Pod, PodResourceClaim, PodSpec,
+    ClaimSource, ConfigMap, Container, Node, Pod, PodResourceClaim, PodSpec,
 };
 use k8s_openapi::api::resource::v1alpha2::{
     PodSchedulingContext, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate,
-    ResourceClaimTemplateSpec,
+    ResourceClaimTemplateSpec, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -330,5 +330,37 @@ async fn orphan_deletion_keeps_dependents_without_the_reference() {
         .owner_references
         .unwrap_or_default()
         .is_empty());
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_node_deletes_the_resource_slice_it_owns() {
+    let cluster = start_cluster(ClusterConfig {
+        nodes: 2,
+        devices_per_node: 2,
+        ..ClusterConfig::default()
+    })
+    .await
+    .expect("cluster starts");
+    let client = cluster.kube_client();
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    assert_eq!(
+        slices
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        2
+    );
+    Api::<Node>::all(client.clone())
+        .delete("node-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the slice of node-0 is gone", || async {
+        gone(&slices, "node-0-gpu.dra-ledger.io").await
+    })
+    .await;
+    assert!(!gone(&slices, "node-1-gpu.dra-ledger.io").await);
     cluster.shutdown().await;
 }
