@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use dra_allocator::ledger::{
     Allocation, AllocationQuery, AllocationState, ClaimRef, ImportRequest, LedgerError,
 };
+use futures::StreamExt;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::ResourceExt;
 use serde::Serialize;
@@ -120,6 +121,38 @@ fn import_request(claim: &ResourceClaim, data: &HandleData) -> ImportRequest {
     }
 }
 
+/// One repair a reconcile decided on.
+enum Step<'a> {
+    /// Confirm a pending intent the claim shows.
+    Confirm(&'a Allocation),
+    /// Release an allocation; counted as `kind` when given.
+    Release(&'a Allocation, Option<DriftKind>),
+    /// Record an allocation a claim shows, counted as `kind`.
+    Import(&'a ResourceClaim, HandleData, DriftKind),
+}
+
+/// What one step did.
+#[derive(Default)]
+struct Tally {
+    confirmed: u64,
+    released: u64,
+    imported: u64,
+    drift: Option<DriftKind>,
+    error: Option<String>,
+}
+
+impl DriftReport {
+    fn merge(&mut self, tally: Tally) {
+        self.confirmed += tally.confirmed;
+        self.released += tally.released;
+        self.imported += tally.imported;
+        if let Some(kind) = tally.drift {
+            self.add(kind);
+        }
+        self.errors.extend(tally.error);
+    }
+}
+
 impl LedgerDriver {
     /// Runs a reconcile now and returns what it found. Reconciles never overlap.
     pub async fn reconcile_now(&self) -> Result<DriftReport> {
@@ -138,47 +171,10 @@ impl LedgerDriver {
             .iter()
             .filter_map(|c| c.metadata.uid.as_deref().map(|uid| (uid, c)))
             .collect();
-        let grace_ms = self.config.grace_period.as_millis() as u64;
-        let now = now_ms();
-        let mut known: HashSet<String> = HashSet::new();
-        for allocation in allocations {
-            let young = allocation.state == AllocationState::Pending
-                && (now.saturating_sub(allocation.created_ms) < grace_ms
-                    || self
-                        .state
-                        .recently_handed_out(&allocation.claim.uid, self.config.grace_period));
-            known.insert(allocation.claim.uid.clone());
-            let shown = by_uid
-                .get(allocation.claim.uid.as_str())
-                .map(|claim| (*claim, claim_allocation(claim, &self.config.driver_name)));
-            match shown {
-                Some((_, Ok(ClaimAllocationState::Ours(data))))
-                    if same_devices(&allocation, &data) =>
-                {
-                    if allocation.state == AllocationState::Pending {
-                        let uid = allocation.claim.uid.clone();
-                        match self.ledger_call(move |l| l.confirm(&uid)).await {
-                            Ok(_) => report.confirmed += 1,
-                            Err(e) => report
-                                .errors
-                                .push(format!("confirm {}: {e}", allocation.claim.uid)),
-                        }
-                    }
-                }
-                // The claim list may predate a reallocation in flight: judge it next time.
-                _ if young => report.in_flight += 1,
-                Some((claim, Ok(ClaimAllocationState::Ours(data)))) => {
-                    self.replace(&mut report, &allocation, claim, &data).await;
-                }
-                Some((claim, Err(reason))) => self.bad_handle(&mut report, claim, &reason),
-                _ => {
-                    let kind = match allocation.state {
-                        AllocationState::Pending => DriftKind::StaleIntent,
-                        AllocationState::Confirmed => DriftKind::OrphanInLedger,
-                    };
-                    self.release(&mut report, &allocation, kind).await;
-                }
-            }
+        let known: HashSet<&str> = allocations.iter().map(|a| a.claim.uid.as_str()).collect();
+        let (mut frees, mut imports) = (Vec::new(), Vec::new());
+        for allocation in &allocations {
+            self.judge_allocation(allocation, &by_uid, &mut report, &mut frees, &mut imports);
         }
         for claim in &claims {
             let uid = claim.metadata.uid.as_deref().unwrap_or_default();
@@ -187,19 +183,29 @@ impl LedgerDriver {
             }
             match claim_allocation(claim, &self.config.driver_name) {
                 Ok(ClaimAllocationState::Ours(data)) => {
-                    if self
+                    if !self
                         .state
                         .recently_deallocated(uid, self.config.grace_period)
                     {
-                        continue;
+                        imports.push(Step::Import(claim, data, DriftKind::MissingInLedger));
                     }
-                    self.import(&mut report, claim, &data, DriftKind::MissingInLedger)
-                        .await;
                 }
                 Err(reason) => self.bad_handle(&mut report, claim, &reason),
                 Ok(_) => {}
             }
         }
+        // Frees first, so that imports find the devices that orphans held.
+        for steps in [frees, imports] {
+            let runs: Vec<_> = steps.into_iter().map(|step| self.run_step(step)).collect();
+            let tallies: Vec<Tally> = futures::stream::iter(runs)
+                .buffer_unordered(PARALLEL_STEPS)
+                .collect()
+                .await;
+            for tally in tallies {
+                report.merge(tally);
+            }
+        }
+        report.errors.sort();
         report.duration_ms = started.elapsed().as_millis() as u64;
         for kind in DriftKind::ALL {
             let count = report.count(kind);
@@ -219,6 +225,50 @@ impl LedgerDriver {
         Ok(report)
     }
 
+    /// Decides what to do with one ledger allocation given the claims of the cluster.
+    fn judge_allocation<'a>(
+        &self,
+        allocation: &'a Allocation,
+        by_uid: &HashMap<&str, &'a ResourceClaim>,
+        report: &mut DriftReport,
+        frees: &mut Vec<Step<'a>>,
+        imports: &mut Vec<Step<'a>>,
+    ) {
+        let pending = allocation.state == AllocationState::Pending;
+        let young = pending
+            && (now_ms().saturating_sub(allocation.created_ms)
+                < self.config.grace_period.as_millis() as u64
+                || self
+                    .state
+                    .recently_handed_out(&allocation.claim.uid, self.config.grace_period));
+        let shown = by_uid
+            .get(allocation.claim.uid.as_str())
+            .map(|claim| (*claim, claim_allocation(claim, &self.config.driver_name)));
+        match shown {
+            Some((_, Ok(ClaimAllocationState::Ours(data)))) if same_devices(allocation, &data) => {
+                if pending {
+                    frees.push(Step::Confirm(allocation));
+                }
+            }
+            // The claim list may predate a reallocation in flight: judge it next time.
+            _ if young => report.in_flight += 1,
+            Some((claim, Ok(ClaimAllocationState::Ours(data)))) => {
+                // The claim shows other devices than the ledger: the claim wins.
+                frees.push(Step::Release(allocation, None));
+                imports.push(Step::Import(claim, data, DriftKind::DeviceMismatch));
+            }
+            Some((claim, Err(reason))) => self.bad_handle(report, claim, &reason),
+            _ => {
+                let kind = if pending {
+                    DriftKind::StaleIntent
+                } else {
+                    DriftKind::OrphanInLedger
+                };
+                frees.push(Step::Release(allocation, Some(kind)));
+            }
+        }
+    }
+
     fn bad_handle(&self, report: &mut DriftReport, claim: &ResourceClaim, reason: &str) {
         let error = DriverError::HandleData {
             claim: claim_name(claim),
@@ -229,63 +279,68 @@ impl LedgerDriver {
         report.errors.push(error.to_string());
     }
 
-    async fn release(&self, report: &mut DriftReport, allocation: &Allocation, kind: DriftKind) {
-        let uid = allocation.claim.uid.clone();
-        match self.ledger_call(move |l| l.release(&uid)).await {
-            Ok(_) => {
-                info!(claim.uid = %allocation.claim.uid, claim.name = %allocation.claim.name, node = %allocation.node, kind = kind.as_str(), "Released ledger allocation the cluster does not show");
-                report.released += 1;
-                report.add(kind);
+    async fn run_step(&self, step: Step<'_>) -> Tally {
+        match step {
+            Step::Confirm(allocation) => {
+                let uid = allocation.claim.uid.clone();
+                match self.ledger_call(move |l| l.confirm(&uid)).await {
+                    Ok(_) => Tally {
+                        confirmed: 1,
+                        ..Tally::default()
+                    },
+                    Err(e) => Tally {
+                        error: Some(format!("confirm {}: {e}", allocation.claim.uid)),
+                        ..Tally::default()
+                    },
+                }
             }
-            Err(e) => report
-                .errors
-                .push(format!("release {}: {e}", allocation.claim.uid)),
+            Step::Release(allocation, kind) => self.release(allocation, kind).await,
+            Step::Import(claim, data, kind) => self.import(claim, &data, kind).await,
         }
     }
 
-    async fn import(
-        &self,
-        report: &mut DriftReport,
-        claim: &ResourceClaim,
-        data: &HandleData,
-        kind: DriftKind,
-    ) {
+    async fn release(&self, allocation: &Allocation, kind: Option<DriftKind>) -> Tally {
+        let uid = allocation.claim.uid.clone();
+        match self.ledger_call(move |l| l.release(&uid)).await {
+            Ok(_) => {
+                info!(claim.uid = %allocation.claim.uid, claim.name = %allocation.claim.name, node = %allocation.node, kind = kind.map_or("replaced", DriftKind::as_str), "Released ledger allocation the cluster does not show");
+                Tally {
+                    released: 1,
+                    drift: kind,
+                    ..Tally::default()
+                }
+            }
+            Err(e) => Tally {
+                error: Some(format!("release {}: {e}", allocation.claim.uid)),
+                ..Tally::default()
+            },
+        }
+    }
+
+    async fn import(&self, claim: &ResourceClaim, data: &HandleData, kind: DriftKind) -> Tally {
         let request = import_request(claim, data);
         match self.ledger_call(move |l| l.import(request)).await {
             Ok(_) => {
                 info!(claim.uid = %data.claim_uid, claim.name = %claim_name(claim), node = %data.node, kind = kind.as_str(), "Imported allocation from the cluster");
-                report.imported += 1;
-                report.add(kind);
+                Tally {
+                    imported: 1,
+                    drift: Some(kind),
+                    ..Tally::default()
+                }
             }
             Err(DriverError::Ledger(e @ LedgerError::DeviceConflict { .. })) => {
                 warn!(error = %e, claim.name = %claim_name(claim), "Claim allocation conflicts with the ledger");
-                report.add(DriftKind::DeviceConflict);
-                report.errors.push(format!("{}: {e}", claim_name(claim)));
+                Tally {
+                    drift: Some(DriftKind::DeviceConflict),
+                    error: Some(format!("{}: {e}", claim_name(claim))),
+                    ..Tally::default()
+                }
             }
-            Err(e) => report
-                .errors
-                .push(format!("import {}: {e}", claim_name(claim))),
+            Err(e) => Tally {
+                error: Some(format!("import {}: {e}", claim_name(claim))),
+                ..Tally::default()
+            },
         }
-    }
-
-    /// The claim shows other devices than the ledger: the claim wins.
-    async fn replace(
-        &self,
-        report: &mut DriftReport,
-        allocation: &Allocation,
-        claim: &ResourceClaim,
-        data: &HandleData,
-    ) {
-        let uid = allocation.claim.uid.clone();
-        if let Err(e) = self.ledger_call(move |l| l.release(&uid)).await {
-            report
-                .errors
-                .push(format!("release {}: {e}", allocation.claim.uid));
-            return;
-        }
-        report.released += 1;
-        self.import(report, claim, data, DriftKind::DeviceMismatch)
-            .await;
     }
 }
 
@@ -307,6 +362,9 @@ fn all_allocations(
         }
     }
 }
+
+/// How many repairs run at once (the ledger's group commit batches them).
+const PARALLEL_STEPS: usize = 16;
 
 /// How long a background reconcile waits before retrying after a failure.
 pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(5);

@@ -237,3 +237,36 @@ async fn failing_claim_list_fails_the_reconcile_without_changes() {
     assert!(matches!(error, DriverError::ListClaims(_)), "{error}");
     assert!(f.driver.ledger().allocation("uid-1").unwrap().is_some());
 }
+
+#[tokio::test]
+async fn orphans_are_freed_before_imports_that_need_their_devices() {
+    let f = Fixture::new(&[("node-0", 1, "H100")]);
+    let first = allocate_shown(&f, "c1", "uid-1", "node-0").await;
+    f.cluster.put_claim(first);
+    f.driver.reconcile_now().await.unwrap();
+    // c1 is gone; c2 shows the same device (allocated while the ledger was not looking).
+    f.cluster.remove_claim("uid-1");
+    let data = HandleData {
+        node: "node-0".into(),
+        devices: vec!["gpu-0".into()],
+        sharing: HandleSharing::Exclusive,
+        claim_uid: "uid-2".into(),
+    };
+    f.cluster.put_claim(allocated(
+        &claim("c2", "uid-2").0,
+        allocation_result(DRIVER, &data, false),
+    ));
+    let report = f.driver.reconcile_now().await.unwrap();
+    assert_eq!(report.count(DriftKind::OrphanInLedger), 1, "{report:?}");
+    assert_eq!(report.count(DriftKind::MissingInLedger), 1, "{report:?}");
+    assert_eq!(report.count(DriftKind::DeviceConflict), 0, "{report:?}");
+    assert_eq!(
+        f.driver
+            .ledger()
+            .allocation("uid-2")
+            .unwrap()
+            .unwrap()
+            .devices,
+        ["gpu-0"]
+    );
+}
