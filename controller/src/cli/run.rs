@@ -10,6 +10,7 @@ use tracing::info;
 
 use super::stack::{Stack, StackConfig};
 use super::{default_ledger_path, parse_duration, LogFormat, DEFAULT_DRIVER_NAME};
+use crate::framework::ControllerConfig;
 
 /// Flags of `dra-ledger run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -87,6 +88,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             workers: args.workers,
             listen: args.listen,
             reconcile_interval: args.reconcile_interval,
+            recheck_delay: ControllerConfig::default().recheck_delay,
         },
         config,
     )

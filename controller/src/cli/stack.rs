@@ -36,6 +36,9 @@ pub struct StackConfig {
     pub listen: SocketAddr,
     /// Interval of the periodic reconcile.
     pub reconcile_interval: Duration,
+    /// How soon a PodSchedulingContext with pending claims is looked at again (the upstream
+    /// default is 30 s; the demo uses less so that freed devices are found sooner).
+    pub recheck_delay: Duration,
 }
 
 /// The running process parts.
@@ -115,7 +118,10 @@ impl Stack {
             config.driver_name.clone(),
             driver.clone(),
             client.clone(),
-            ControllerConfig::default(),
+            ControllerConfig {
+                recheck_delay: config.recheck_delay,
+                ..ControllerConfig::default()
+            },
         );
 
         let (stop, _) = watch::channel(false);

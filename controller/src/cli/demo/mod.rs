@@ -159,6 +159,7 @@ async fn with_cluster(
             workers: args.workers,
             listen: args.listen,
             reconcile_interval: Duration::from_secs(300),
+            recheck_delay: Duration::from_secs(2),
         },
         client_config,
     )
