@@ -117,6 +117,18 @@ async fn kubectl_drives_the_simulated_api_server() {
         );
     }
 
+    let typo = k.write(
+        "typo.yaml",
+        &POD.replace("containers:", "containerz:\n  - name: x\n  containers:"),
+    );
+    let rejected = k.run(&["apply", "-f", &typo]).await;
+    assert!(!rejected.status.success());
+    let stderr = String::from_utf8_lossy(&rejected.stderr);
+    assert!(
+        stderr.contains("unknown field \"spec.containerz\""),
+        "{stderr}"
+    );
+
     let pod = k.write("pod.yaml", POD);
     assert!(k
         .ok(&["apply", "-f", &pod])

@@ -33,6 +33,7 @@ pub mod resources;
 mod route;
 mod selectors;
 pub mod store;
+mod typed;
 mod validation;
 
 use std::net::SocketAddr;

@@ -18,6 +18,7 @@ use crate::server::error::{ApiError, FieldCause, Result};
 use crate::server::render;
 use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
+use crate::server::typed;
 use crate::server::validation;
 
 pub(super) fn check_type(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
@@ -111,7 +112,7 @@ pub(super) fn create(
     let mut obj = decode_body(headers, body)?;
     check_type(info, &mut obj)?;
     check_namespace(req, &mut obj)?;
-    let mut obj = convert::to_storage(info, obj);
+    let mut obj = typed::normalise(info, convert::to_storage(info, obj), params.strict_fields())?;
     let meta = obj["metadata"]
         .as_object_mut()
         .ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))?;

@@ -45,6 +45,11 @@ impl Params {
             .transpose()
     }
 
+    /// Whether unknown fields are an error (`fieldValidation=Strict`).
+    pub fn strict_fields(&self) -> bool {
+        self.get("fieldValidation") == Some("Strict")
+    }
+
     /// Whether the request is a server-side dry run.
     pub fn dry_run(&self) -> bool {
         self.get("dryRun").is_some()

@@ -22,6 +22,7 @@ use crate::server::render;
 use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
 use crate::server::store::{Change, Written};
+use crate::server::typed;
 use crate::server::validation;
 
 /// The current time in the API's RFC 3339 form (second precision, `Z`).
@@ -179,6 +180,7 @@ fn run_update(
     let ns = req.namespace.clone().unwrap_or_default();
     let sub = req.subresource.as_deref();
     let dry_run = params.dry_run();
+    let strict = params.strict_fields();
     let mut dry_result = None;
     let written = state.store.modify(
         &info.storage_key(),
@@ -186,7 +188,7 @@ fn run_update(
         &name,
         || ApiError::not_found(&info.plural, &info.group, &name),
         |current| {
-            let incoming = compute(current)?;
+            let incoming = typed::normalise(info, compute(current)?, strict)?;
             let change = merge_update(info, sub, current, incoming)?;
             if dry_run {
                 if let Change::Put(v) = change {

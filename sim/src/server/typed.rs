@@ -1,0 +1,145 @@
+//! Normalisation of built-in kinds through their typed k8s-openapi (v1.30) structs, as the real
+//! server decodes into Go types: unknown fields are dropped (or, with `fieldValidation=Strict`,
+//! rejected with 400 `BadRequest`) and wrongly typed fields are a 400 `BadRequest`.
+//!
+//! Custom resources and CRDs are left as they are. Depends only on k8s-openapi and errors.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod};
+use k8s_openapi::api::resource::v1alpha2::{
+    PodSchedulingContext, ResourceClaim, ResourceClaimParameters, ResourceClaimTemplate,
+    ResourceClass, ResourceClassParameters, ResourceSlice,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::error::{ApiError, Result};
+use super::resources::ResourceInfo;
+
+fn round_trip<K: DeserializeOwned + Serialize + k8s_openapi::Resource>(
+    obj: &Value,
+) -> Result<Value> {
+    let typed: K = serde_json::from_value(obj.clone()).map_err(|e| {
+        let (kind, version) = (K::KIND, K::VERSION);
+        ApiError::BadRequest(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}"
+        ))
+    })?;
+    serde_json::to_value(typed).map_err(|e| ApiError::Internal(format!("encoding object: {e}")))
+}
+
+/// Normalises a built-in object in storage form; `strict` rejects unknown fields.
+pub fn normalise(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value> {
+    let normalised = match (info.group.as_str(), info.kind.as_str()) {
+        ("", "Namespace") => round_trip::<Namespace>(&obj)?,
+        ("", "Node") => round_trip::<Node>(&obj)?,
+        ("", "Pod") => round_trip::<Pod>(&obj)?,
+        // events.k8s.io Events are stored as core Events.
+        ("" | "events.k8s.io", "Event") => round_trip::<Event>(&obj)?,
+        ("", "ConfigMap") => round_trip::<ConfigMap>(&obj)?,
+        ("coordination.k8s.io", "Lease") => round_trip::<Lease>(&obj)?,
+        ("resource.k8s.io", "ResourceClass") => round_trip::<ResourceClass>(&obj)?,
+        ("resource.k8s.io", "ResourceClaim") => round_trip::<ResourceClaim>(&obj)?,
+        ("resource.k8s.io", "ResourceClaimTemplate") => round_trip::<ResourceClaimTemplate>(&obj)?,
+        ("resource.k8s.io", "PodSchedulingContext") => round_trip::<PodSchedulingContext>(&obj)?,
+        ("resource.k8s.io", "ResourceSlice") => round_trip::<ResourceSlice>(&obj)?,
+        ("resource.k8s.io", "ResourceClaimParameters") => {
+            round_trip::<ResourceClaimParameters>(&obj)?
+        }
+        ("resource.k8s.io", "ResourceClassParameters") => {
+            round_trip::<ResourceClassParameters>(&obj)?
+        }
+        _ => return Ok(obj),
+    };
+    if strict {
+        let mut unknown = Vec::new();
+        dropped_fields(&obj, &normalised, "", &mut unknown);
+        if !unknown.is_empty() {
+            let list = unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(ApiError::BadRequest(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {list}",
+                kind = info.kind,
+                version = info.version
+            )));
+        }
+    }
+    Ok(normalised)
+}
+
+/// Paths present (non-null) in `before` but missing from `after`.
+fn dropped_fields(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (k, v) in b {
+                let child = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match a.get(k) {
+                    Some(av) => dropped_fields(v, av, &child, out),
+                    None if !v.is_null() && !is_empty_container(v) => out.push(child),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(a)) => {
+            for (i, (bv, av)) in b.iter().zip(a).enumerate() {
+                dropped_fields(bv, av, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn is_empty_container(v: &Value) -> bool {
+    v.as_object().is_some_and(serde_json::Map::is_empty) || v.as_array().is_some_and(Vec::is_empty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::resources::builtin_resources;
+    use serde_json::json;
+
+    fn pods() -> ResourceInfo {
+        builtin_resources()
+            .into_iter()
+            .find(|r| r.kind == "Pod")
+            .unwrap()
+    }
+
+    fn pod(extra: &Value) -> Value {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "creationTimestamp": "2026-12-02T09:58:25Z"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {}}]}});
+        json_patch::merge(&mut p, extra);
+        p
+    }
+
+    #[test]
+    fn unknown_fields_are_dropped_or_rejected_when_strict() {
+        let with_typo =
+            pod(&json!({"spec": {"containerz": []}, "metadata": {"labelz": {"a": "b"}}}));
+        let normal = normalise(&pods(), with_typo.clone(), false).unwrap();
+        assert_eq!(normal, pod(&json!({})));
+        match normalise(&pods(), with_typo, true) {
+            Err(ApiError::BadRequest(m)) => assert!(m.contains("metadata.labelz"), "{m}"),
+            other => panic!("expected a strict decoding error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn wrongly_typed_field_is_bad_request() {
+        let bad = pod(&json!({"spec": {"containers": "nope"}}));
+        assert!(matches!(
+            normalise(&pods(), bad, false),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
+}
