@@ -45,7 +45,8 @@ pub struct SharingSpec {
     version = "v1alpha1",
     kind = "DeviceClassParameters",
     plural = "deviceclassparameters",
-    shortname = "dcp"
+    shortname = "dcp",
+    doc = "Class parameters of the dra-ledger driver, referenced by ResourceClass.parametersRef"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClassParametersSpec {
@@ -70,7 +71,8 @@ pub struct DeviceClassParametersSpec {
     kind = "DeviceClaimParameters",
     plural = "deviceclaimparameters",
     shortname = "dclp",
-    namespaced
+    namespaced,
+    doc = "Claim parameters of the dra-ledger driver, referenced by ResourceClaim.spec.parametersRef"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClaimParametersSpec {
