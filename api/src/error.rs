@@ -14,6 +14,9 @@ pub enum Error {
     /// The metrics could not be rendered as text.
     #[error("metric encoding failed: {0}")]
     Encode(String),
+    /// A blocking task of a request did not complete.
+    #[error("blocking task failed: {0}")]
+    Task(String),
     /// Reading the ledger's views failed.
     #[error("ledger read failed: {0}")]
     Ledger(#[source] dra_allocator::ledger::LedgerError),

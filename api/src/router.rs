@@ -162,7 +162,7 @@ async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
         let metrics = state.metrics.clone();
         let refreshed = tokio::task::spawn_blocking(move || metrics.refresh_from_ledger(&ledger))
             .await
-            .map_err(|error| ApiError::Internal(crate::Error::Encode(error.to_string())))?;
+            .map_err(|error| ApiError::Internal(crate::Error::Task(error.to_string())))?;
         if let Err(error) = refreshed {
             // Stale gauges are better than no metrics at all: log and serve the rest.
             tracing::warn!(%error, "Failed to refresh ledger gauges");
