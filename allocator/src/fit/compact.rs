@@ -169,10 +169,12 @@ impl NodeEntry {
         entry
     }
 
-    /// Reads the first word of the search block so that its cache line is on its way while
-    /// other candidates are resolved (a prefetch hint; the value is not used).
+    /// Reads one word of every cache line of the search block so that the lines are on their
+    /// way while other candidates are resolved (a prefetch hint; the values are not used).
     pub(crate) fn warm(&self) {
-        std::hint::black_box(self.hot.first());
+        for word in self.hot.iter().step_by(16) {
+            std::hint::black_box(*word);
+        }
     }
 
     fn row(&self) -> usize {
