@@ -12,6 +12,7 @@ pub mod kubelet;
 pub mod runtime;
 pub mod scheduler;
 pub mod selectors;
+mod wiring;
 pub mod writes;
 
 use std::fmt;
@@ -22,20 +23,18 @@ use k8s_openapi::api::resource::v1alpha2::{
     PodSchedulingContext, ResourceClaim, ResourceClaimTemplate, ResourceClass, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::ApiResource;
-use kube::runtime::reflector::{self, store::Writer, Store};
-use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
+use kube::runtime::reflector::{self, Store};
+use kube::{Client, Resource};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use error::{ActorError, Result};
 
 use claims::ClaimController;
-use gc::{GarbageCollector, Kind};
+use gc::GarbageCollector;
 use kubelet::Kubelet;
-use runtime::{spawn_informer, Change};
 use scheduler::Scheduler;
+use wiring::{gc_kinds, spawn_informers, spawn_workers, Parts, Writers};
 
 /// Annotation on a claim generated from a template naming the pod claim it was made for.
 pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
@@ -126,239 +125,6 @@ impl fmt::Debug for Actors {
             .field("tasks", &self.tasks.len())
             .finish_non_exhaustive()
     }
-}
-
-/// The kinds the garbage collector tracks, in the order of the `GC_*` indexes.
-fn gc_kinds() -> Vec<Kind> {
-    vec![
-        Kind {
-            resource: ApiResource::erase::<Pod>(&()),
-            namespaced: true,
-        },
-        Kind {
-            resource: ApiResource::erase::<Node>(&()),
-            namespaced: false,
-        },
-        Kind {
-            resource: ApiResource::erase::<ResourceClaim>(&()),
-            namespaced: true,
-        },
-        Kind {
-            resource: ApiResource::erase::<PodSchedulingContext>(&()),
-            namespaced: true,
-        },
-        Kind {
-            resource: ApiResource::erase::<ResourceSlice>(&()),
-            namespaced: false,
-        },
-        Kind {
-            resource: ApiResource::erase::<ResourceClaimTemplate>(&()),
-            namespaced: true,
-        },
-        Kind {
-            resource: ApiResource::erase::<ResourceClass>(&()),
-            namespaced: false,
-        },
-        Kind {
-            resource: ApiResource::erase::<ConfigMap>(&()),
-            namespaced: true,
-        },
-    ]
-}
-const GC_POD: usize = 0;
-const GC_NODE: usize = 1;
-const GC_CLAIM: usize = 2;
-const GC_CONTEXT: usize = 3;
-const GC_SLICE: usize = 4;
-const GC_TEMPLATE: usize = 5;
-const GC_CLASS: usize = 6;
-const GC_CONFIGMAP: usize = 7;
-
-fn meta_change<'a, K: Resource<DynamicType = ()>>(
-    change: &Change<'a, K>,
-) -> Change<'a, ObjectMeta> {
-    match change {
-        Change::Applied(obj) => Change::Applied(obj.meta()),
-        Change::Deleted(obj) => Change::Deleted(obj.meta()),
-        Change::Resynced => Change::Resynced,
-    }
-}
-
-/// The actors, shared between informer handlers and workers.
-struct Parts {
-    scheduler: Arc<Scheduler>,
-    controller: Arc<ClaimController>,
-    kubelet: Arc<Kubelet>,
-    gc: Arc<GarbageCollector>,
-}
-
-/// The write halves of the informer stores.
-struct Writers {
-    pods: Writer<Pod>,
-    nodes: Writer<Node>,
-    claims: Writer<ResourceClaim>,
-    contexts: Writer<PodSchedulingContext>,
-    classes: Writer<ResourceClass>,
-    templates: Writer<ResourceClaimTemplate>,
-    slices: Writer<ResourceSlice>,
-    config_maps: Writer<ConfigMap>,
-}
-
-/// Starts one informer per kind; each change is routed to the actors interested in it.
-fn spawn_informers(
-    client: &Client,
-    parts: &Parts,
-    writers: Writers,
-    stop: &watch::Receiver<bool>,
-) -> Vec<JoinHandle<()>> {
-    let Parts {
-        scheduler,
-        controller,
-        kubelet,
-        gc,
-    } = parts;
-    let (s, c, k, g) = (
-        scheduler.clone(),
-        controller.clone(),
-        kubelet.clone(),
-        gc.clone(),
-    );
-    let pods = spawn_informer(
-        Api::<Pod>::all(client.clone()),
-        writers.pods,
-        move |change| {
-            s.on_pod(&change);
-            c.on_pod(&change);
-            k.on_pod(&change);
-            g.observe(GC_POD, &meta_change(&change));
-        },
-        stop.clone(),
-    );
-    let (s, g) = (scheduler.clone(), gc.clone());
-    let nodes = spawn_informer(
-        Api::<Node>::all(client.clone()),
-        writers.nodes,
-        move |change| {
-            s.queue_all_waiting();
-            g.observe(GC_NODE, &meta_change(&change));
-        },
-        stop.clone(),
-    );
-    let (s, c, g) = (scheduler.clone(), controller.clone(), gc.clone());
-    let claims = spawn_informer(
-        Api::<ResourceClaim>::all(client.clone()),
-        writers.claims,
-        move |change| {
-            s.on_claim(&change);
-            c.on_claim(&change);
-            g.observe(GC_CLAIM, &meta_change(&change));
-        },
-        stop.clone(),
-    );
-    let (s, g) = (scheduler.clone(), gc.clone());
-    let contexts = spawn_informer(
-        Api::<PodSchedulingContext>::all(client.clone()),
-        writers.contexts,
-        move |change| {
-            s.on_context(&change);
-            g.observe(GC_CONTEXT, &meta_change(&change));
-        },
-        stop.clone(),
-    );
-    let (s, g) = (scheduler.clone(), gc.clone());
-    let classes = spawn_informer(
-        Api::<ResourceClass>::all(client.clone()),
-        writers.classes,
-        move |change| {
-            s.queue_all_waiting();
-            g.observe(GC_CLASS, &meta_change(&change));
-        },
-        stop.clone(),
-    );
-    let templates = gc_informer(client, writers.templates, gc, GC_TEMPLATE, stop);
-    let slices = gc_informer(client, writers.slices, gc, GC_SLICE, stop);
-    let config_maps = gc_informer(client, writers.config_maps, gc, GC_CONFIGMAP, stop);
-    vec![
-        pods,
-        nodes,
-        claims,
-        contexts,
-        classes,
-        templates,
-        slices,
-        config_maps,
-    ]
-}
-
-/// An informer whose changes only the garbage collector needs.
-fn gc_informer<K>(
-    client: &Client,
-    writer: Writer<K>,
-    gc: &Arc<GarbageCollector>,
-    kind: usize,
-    stop: &watch::Receiver<bool>,
-) -> JoinHandle<()>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
-{
-    let g = gc.clone();
-    spawn_informer(
-        Api::<K>::all(client.clone()),
-        writer,
-        move |change| g.observe(kind, &meta_change(&change)),
-        stop.clone(),
-    )
-}
-
-/// Starts the worker loops of every actor.
-fn spawn_workers(parts: &Parts, config: &ActorsConfig) -> Vec<JoinHandle<()>> {
-    let mut tasks = Vec::new();
-    let s = parts.scheduler.clone();
-    tasks.extend(parts.scheduler.queue.spawn_workers(
-        config.scheduler_workers,
-        "scheduler",
-        move |key| {
-            let s = s.clone();
-            async move { s.sync(key).await }
-        },
-    ));
-    let c = parts.controller.clone();
-    tasks.extend(parts.controller.pod_queue.spawn_workers(
-        config.claim_workers,
-        "resourceclaim-pods",
-        move |key| {
-            let c = c.clone();
-            async move { c.sync_pod(key).await }
-        },
-    ));
-    let c = parts.controller.clone();
-    tasks.extend(parts.controller.claim_queue.spawn_workers(
-        config.claim_workers,
-        "resourceclaim-claims",
-        move |key| {
-            let c = c.clone();
-            async move { c.sync_claim(key).await }
-        },
-    ));
-    let k = parts.kubelet.clone();
-    tasks.extend(parts.kubelet.queue.spawn_workers(
-        config.kubelet_workers,
-        "kubelet",
-        move |key| {
-            let k = k.clone();
-            async move { k.sync(key).await }
-        },
-    ));
-    let g = parts.gc.clone();
-    tasks.extend(parts.gc.queue.spawn_workers(
-        config.gc_workers,
-        "garbage-collector",
-        move |uid| {
-            let g = g.clone();
-            async move { g.sync(uid).await }
-        },
-    ));
-    tasks
 }
 
 impl Actors {

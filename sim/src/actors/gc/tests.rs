@@ -1,0 +1,74 @@
+use super::*;
+
+fn owner(uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: format!("pod-{uid}"),
+        uid: uid.into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+#[test]
+fn object_without_owners_is_kept() {
+    assert_eq!(verdict(&[], &|_| false), Verdict::Keep);
+}
+
+#[test]
+fn dependent_of_gone_owner_is_deleted() {
+    assert_eq!(verdict(&[owner("a")], &|_| false), Verdict::Delete);
+}
+
+#[test]
+fn dependent_with_a_remaining_owner_only_loses_the_gone_reference() {
+    let owners = [owner("a"), owner("b")];
+    assert_eq!(
+        verdict(&owners, &|o| o.uid == "b"),
+        Verdict::DropOwners(vec!["a".into()])
+    );
+}
+
+#[test]
+fn dependent_with_all_owners_present_is_kept() {
+    let owners = [owner("a"), owner("b")];
+    assert_eq!(verdict(&owners, &|_| true), Verdict::Keep);
+}
+
+#[tokio::test]
+async fn deleted_owner_queues_its_dependents_again() {
+    let gc = GarbageCollector::new(test_client(), Vec::new());
+    let pod = ObjectMeta {
+        uid: Some("pod-uid".into()),
+        name: Some("p".into()),
+        ..ObjectMeta::default()
+    };
+    let claim = ObjectMeta {
+        uid: Some("claim-uid".into()),
+        name: Some("c".into()),
+        owner_references: Some(vec![owner("pod-uid")]),
+        ..ObjectMeta::default()
+    };
+    gc.observe(0, &Change::Applied(&pod));
+    assert!(
+        gc.queue.is_empty(),
+        "an object without owners needs no examination"
+    );
+    gc.observe(1, &Change::Applied(&claim));
+    let examined = gc.queue.next().await.unwrap();
+    assert_eq!(examined, "claim-uid");
+    gc.queue.done(&examined);
+    assert!(gc.queue.is_empty());
+    gc.observe(0, &Change::Deleted(&pod));
+    assert_eq!(
+        gc.queue.next().await.unwrap(),
+        "claim-uid",
+        "the owner's deletion re-examines its dependent"
+    );
+}
+
+fn test_client() -> Client {
+    let config = kube::Config::new("http://127.0.0.1:9".parse().expect("static url"));
+    Client::try_from(config).expect("client from static config")
+}
