@@ -201,3 +201,35 @@ async fn kube_watcher_relists_after_410_and_keeps_working() {
     assert!(server.fault_stats().watch_disconnects >= 1);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn streaming_list_watch_sends_initial_events_then_the_end_bookmark() {
+    let (server, client) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    create(&cms, &config_map("before", &[])).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let api = cms.clone();
+    tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default().streaming_lists()).boxed();
+        while let Some(Ok(event)) = stream.next().await {
+            if tx.send(event).is_err() {
+                return;
+            }
+        }
+    });
+    let mut saw_initial = false;
+    wait_for(&mut rx, |e| {
+        if let watcher::Event::InitApply(c) = e {
+            saw_initial |= c.metadata.name.as_deref() == Some("before");
+        }
+        matches!(e, watcher::Event::InitDone)
+    })
+    .await;
+    assert!(
+        saw_initial,
+        "the existing object arrives before the end-of-initial-events bookmark"
+    );
+    create(&cms, &config_map("after", &[])).await;
+    wait_for(&mut rx, applied("after")).await;
+    server.shutdown().await;
+}

@@ -458,3 +458,7 @@ fn stamp(mut object: Value, rv: u64) -> Value {
     }
     object
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

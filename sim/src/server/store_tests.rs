@@ -1,0 +1,119 @@
+//! Unit tests of the store: resourceVersion discipline, history window and watch subscription.
+
+use serde_json::json;
+
+use super::*;
+
+fn store(limit: usize) -> Store {
+    Store::new(Registry::with_builtins(), limit)
+}
+
+fn cm(name: &str, data: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns"}, "data": {"k": data}})
+}
+
+fn rv_of(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn put(s: &Store, name: &str, data: &str) -> Written {
+    let new = cm(name, data);
+    s.modify("/configmaps", "ns", name, ApiError::no_route, move |_| {
+        Ok(Change::Put(new))
+    })
+    .unwrap()
+}
+
+#[test]
+fn writes_bump_the_global_version_and_no_op_writes_do_not() {
+    let s = store(100);
+    let a = s
+        .create("/configmaps", "ns", "a", "", "configmaps", cm("a", "1"))
+        .unwrap();
+    let b = s
+        .create("/configmaps", "ns", "b", "", "configmaps", cm("b", "1"))
+        .unwrap();
+    assert_eq!(rv_of(&b), rv_of(&a) + 1);
+    let changed = put(&s, "a", "2");
+    assert!(matches!(changed, Written::Stored(_)));
+    assert_eq!(rv_of(changed.object()), rv_of(&b) + 1);
+    assert!(matches!(put(&s, "a", "2"), Written::Unchanged(_)));
+    assert_eq!(s.current_rv(), rv_of(changed.object()));
+    let dup = s.create("/configmaps", "ns", "a", "", "configmaps", cm("a", "1"));
+    assert!(matches!(dup, Err(ApiError::AlreadyExists { .. })));
+}
+
+#[test]
+fn removal_event_carries_the_deletion_revision() {
+    let s = store(100);
+    s.create("/configmaps", "ns", "a", "", "configmaps", cm("a", "1"))
+        .unwrap();
+    let before = s.current_rv();
+    let removed = s
+        .modify("/configmaps", "ns", "a", ApiError::no_route, |_| {
+            Ok(Change::Remove)
+        })
+        .unwrap();
+    assert!(matches!(removed, Written::Removed(_)));
+    assert_eq!(rv_of(removed.object()), before + 1);
+    assert!(s.get("/configmaps", "ns", "a").is_none());
+}
+
+#[test]
+fn subscription_replays_retained_events_in_order_and_expires_older_versions() {
+    let s = store(3);
+    let first = s
+        .create("/configmaps", "ns", "a", "", "configmaps", cm("a", "0"))
+        .unwrap();
+    for i in 1..=4 {
+        put(&s, "a", &i.to_string());
+    }
+    // Five events, three retained: versions first+2..=first+4.
+    let base = rv_of(&first);
+    assert!(matches!(
+        s.subscribe("/configmaps", Some(base)),
+        Err(ApiError::Gone(_))
+    ));
+    let sub = s.subscribe("/configmaps", Some(base + 2)).unwrap();
+    let rvs: Vec<u64> = sub.replay.iter().map(|e| e.rv).collect();
+    assert_eq!(rvs, vec![base + 3, base + 4]);
+    assert_eq!(sub.rv, s.current_rv());
+    s.compact();
+    assert!(matches!(
+        s.subscribe("/configmaps", Some(base + 3)),
+        Err(ApiError::Gone(_))
+    ));
+    assert!(s
+        .subscribe("/configmaps", Some(s.current_rv()))
+        .unwrap()
+        .replay
+        .is_empty());
+}
+
+#[test]
+fn list_pages_resume_after_a_key_within_a_namespace() {
+    let s = store(100);
+    for name in ["a", "b", "c"] {
+        s.create("/configmaps", "ns", name, "", "configmaps", cm(name, "1"))
+            .unwrap();
+    }
+    let mut other = cm("z", "1");
+    other["metadata"]["namespace"] = json!("other");
+    s.create("/configmaps", "other", "z", "", "configmaps", other)
+        .unwrap();
+    let (items, _) = s.list(
+        "/configmaps",
+        Some("ns"),
+        Some(&("ns".to_string(), "a".to_string())),
+    );
+    let names: Vec<&str> = items
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["b", "c"]);
+    assert_eq!(s.list("/configmaps", None, None).0.len(), 4);
+}
