@@ -56,7 +56,7 @@ async fn old_pending_intent_handed_out_again_recently_is_not_released() {
     let f = Fixture::with_grace(NODES, Duration::from_millis(800));
     let _ = allocate_shown(&f, "c1", "uid-1", "node-0").await;
     f.cluster.put_claim(claim("c1", "uid-1").0);
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     // The framework retries after a failed status write and gets the same devices again.
     let _ = allocate_shown(&f, "c1", "uid-1", "node-0").await;
     let report = f.driver.reconcile_now().await.unwrap();
@@ -65,7 +65,7 @@ async fn old_pending_intent_handed_out_again_recently_is_not_released() {
         "its status write may be under way: {report:?}"
     );
     assert!(f.driver.ledger().allocation("uid-1").unwrap().is_some());
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let report = f.driver.reconcile_now().await.unwrap();
     assert_eq!(report.count(DriftKind::StaleIntent), 1, "{report:?}");
 }
