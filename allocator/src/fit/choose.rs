@@ -47,28 +47,35 @@ pub fn unsuitable_nodes<S: AsRef<str>>(
     let mut result: Vec<UnsuitableNode> = Vec::new();
     let mut seen: HashSet<&str, FnvBuild> =
         HashSet::with_capacity_and_hasher(candidates.len(), FnvBuild::default());
-    // Resolve every candidate first: independent lookups overlap their memory latency.
-    let entries: Vec<(&str, Option<&NodeEntry>)> = candidates
+    // Candidates are resolved a batch ahead of the search so that the independent lookups
+    // overlap their memory latency; a fixed batch keeps this free of allocations.
+    const BATCH: usize = 32;
+    let mut batch: [(&str, Option<&NodeEntry>); BATCH] = [("", None); BATCH];
+    let mut fresh = candidates
         .iter()
         .map(AsRef::as_ref)
         .filter(|node| seen.insert(node))
-        .map(|node| {
+        .peekable();
+    while fresh.peek().is_some() {
+        let mut filled = 0;
+        for (slot, node) in batch.iter_mut().zip(fresh.by_ref()) {
             let entry = inventory.entry(node);
             if let Some(entry) = entry {
                 entry.warm();
             }
-            (node, entry)
-        })
-        .collect();
-    for (node, entry) in entries {
-        let verdict = match entry {
-            None => Err(unknown(node)),
-            Some(entry) => prepared
-                .fits(inventory.interner(), entry, reservations.on_node(node))
-                .map_err(|f| unsuitable(node, claims, f)),
-        };
-        if let Err(u) = verdict {
-            result.push(u);
+            *slot = (node, entry);
+            filled += 1;
+        }
+        for &(node, entry) in &batch[..filled] {
+            let verdict = match entry {
+                None => Err(unknown(node)),
+                Some(entry) => prepared
+                    .fits(inventory.interner(), entry, reservations.on_node(node))
+                    .map_err(|f| unsuitable(node, claims, f)),
+            };
+            if let Err(u) = verdict {
+                result.push(u);
+            }
         }
     }
     result
