@@ -1,7 +1,8 @@
 //! The improvements over the upstream library (protocol reference section 6): the mutation
 //! caches, pods watched, class changes re-queuing claims, status patches that keep other drivers'
 //! entries, truncated lists not rewritten, the report written when allocation fails, the selected
-//! node always checked and allocated claims never checked.
+//! node always checked, allocated claims never checked and nodes reported unsuitable before
+//! checked again instead of forgotten.
 
 mod framework_support;
 
@@ -259,6 +260,45 @@ async fn own_status_patch_is_seen_before_the_watch_catches_up() {
             context()
                 .potential(&[NODE, OTHER_NODE])
                 .with_status_entry(POD_CLAIM, &[NODE, OTHER_NODE])
+        )
+    );
+}
+
+#[tokio::test]
+async fn node_reported_before_is_checked_again_and_stays_reported_while_unsuitable() {
+    // The scheduler dropped OTHER_NODE from the potential nodes after our report.
+    let h = delayed_pod_harness().with_context(
+        context()
+            .potential(&[NODE])
+            .with_status_entry(POD_CLAIM, &[OTHER_NODE]),
+    );
+    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(
+        unsuitable_calls(&h),
+        vec![DriverCall::UnsuitableNodes {
+            pod: POD.into(),
+            claims: vec![CLAIM.into()],
+            potential_nodes: vec![NODE.into(), OTHER_NODE.into()],
+        }]
+    );
+    assert_eq!(h.context_writes(), 0, "the report stands");
+}
+
+#[tokio::test]
+async fn node_reported_before_is_dropped_from_the_report_once_suitable() {
+    let h = delayed_pod_harness().with_context(
+        context()
+            .potential(&[NODE])
+            .with_status_entry(POD_CLAIM, &[OTHER_NODE]),
+    );
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(
+        h.stored_context(),
+        unversioned_context(
+            context()
+                .potential(&[NODE])
+                .with_status_entry(POD_CLAIM, &[] as &[&str])
         )
     );
 }

@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 use super::controller::{Inner, SyncOutcome};
 use super::driver::{ClaimAllocation, Driver};
 use super::error::{Error, Result};
-use super::scheduling::{status_patch, truncate_nodes, ClaimStatusEntry};
+use super::scheduling::{status_patch, truncate_nodes, ClaimStatusEntry, NODE_LIST_MAX_SIZE};
 use super::sync_claim::is_allocated;
 
 /// Whether `owner` is the controller of `context` (same UID).
@@ -29,8 +29,6 @@ fn controlled_by(context: &PodSchedulingContext, pod: &Pod) -> bool {
         .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
-/// The claim name of a pod claim and whether the claim must be owned by the pod (template).
-/// `Ok(None)` when the template claim is not needed (`resourceClaimName` recorded as null).
 /// Our status entries: each pending claim's unsuitable nodes, limited to the candidates, without
 /// duplicates, truncated.
 fn status_entries<D: Driver>(
@@ -57,6 +55,35 @@ fn status_entries<D: Driver>(
         .collect()
 }
 
+/// Adds the nodes this driver reported unsuitable for a pending claim before to `candidates`
+/// (while the list has room), so that they are checked again and stay reported while they remain
+/// unsuitable. The scheduler drops reported nodes from `potentialNodes`; a report limited to the
+/// new potential nodes would make them look suitable again and let the scheduler flip between
+/// two unsuitable nodes forever.
+fn carry_forward_reported<D: Driver>(
+    context: &PodSchedulingContext,
+    pending: &[ClaimAllocation<D>],
+    candidates: &mut Vec<String>,
+) {
+    let names: HashSet<&str> = pending.iter().map(|p| p.pod_claim_name.as_str()).collect();
+    let reported = context
+        .status
+        .iter()
+        .flat_map(|s| s.resource_claims.iter().flatten())
+        .filter(|e| e.name.as_deref().is_some_and(|n| names.contains(n)))
+        .flat_map(|e| e.unsuitable_nodes.iter().flatten());
+    for node in reported {
+        if candidates.len() >= NODE_LIST_MAX_SIZE {
+            break;
+        }
+        if !candidates.contains(node) {
+            candidates.push(node.clone());
+        }
+    }
+}
+
+/// The claim name of a pod claim and whether the claim must be owned by the pod (template).
+/// `Ok(None)` when the template claim is not needed (`resourceClaimName` recorded as null).
 fn claim_name(pod: &Pod, pod_claim: &PodResourceClaim) -> Result<Option<(String, bool)>> {
     let source = pod_claim.source.as_ref();
     if let Some(name) = source.and_then(|s| s.resource_claim_name.as_ref()) {
@@ -134,6 +161,7 @@ impl<D: Driver> Inner<D> {
                 candidates.push(node.to_owned());
             }
         }
+        carry_forward_reported(&context, &pending, &mut candidates);
         self.driver
             .unsuitable_nodes(&pod, &mut pending, &candidates)
             .await
