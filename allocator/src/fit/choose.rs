@@ -13,6 +13,9 @@ use crate::model::Policy;
 
 const NO_DEVICES: &str = "no devices of this driver on the node";
 
+/// Candidates the gang check resolves ahead of the search.
+const BATCH: usize = 32;
+
 fn unsuitable(node: &str, claims: &[NamedRequest<'_>], failure: Failure) -> UnsuitableNode {
     UnsuitableNode {
         node: node.to_owned(),
@@ -49,7 +52,6 @@ pub fn unsuitable_nodes<S: AsRef<str>>(
         HashSet::with_capacity_and_hasher(candidates.len(), FnvBuild::default());
     // Candidates are resolved a batch ahead of the search so that the independent lookups
     // overlap their memory latency; a fixed batch keeps this free of allocations.
-    const BATCH: usize = 32;
     let mut batch: [(&str, Option<&NodeEntry>); BATCH] = [("", None); BATCH];
     let mut fresh = candidates
         .iter()
