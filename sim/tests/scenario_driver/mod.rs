@@ -13,13 +13,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod};
 use k8s_openapi::api::resource::v1alpha2::{
     AllocationResult, PodSchedulingContext, ResourceClaim, ResourceClaimConsumerReference,
     ResourceClaimSchedulingStatus, ResourceHandle,
 };
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
+use kube::runtime::reflector::{self, reflector, store::Writer, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
+use tokio::sync::Notify;
 
 /// Driver name of the scripted driver.
 pub const DRIVER: &str = "gpu.dra-ledger.io";
@@ -102,12 +106,43 @@ struct State {
 pub struct Driver {
     state: Arc<Mutex<State>>,
     task: tokio::task::JoinHandle<()>,
+    watches: Vec<tokio::task::JoinHandle<()>>,
 }
 
 struct Inner {
     client: Client,
     script: Arc<Script>,
     state: Arc<Mutex<State>>,
+    claims: Store<ResourceClaim>,
+    contexts: Store<PodSchedulingContext>,
+    pods: Store<Pod>,
+}
+
+/// Keeps `writer`'s store filled from a watch and wakes `changed` on every event.
+fn watch_into<K>(
+    api: Api<K>,
+    writer: Writer<K>,
+    changed: Arc<Notify>,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    tokio::spawn(async move {
+        let stream = reflector(
+            writer,
+            watcher(api, watcher::Config::default()).default_backoff(),
+        );
+        let mut stream = std::pin::pin!(stream);
+        while stream.next().await.is_some() {
+            changed.notify_one();
+        }
+    })
 }
 
 impl Driver {
@@ -119,20 +154,49 @@ impl Driver {
     /// Starts the driver loop with a script the test keeps a handle on.
     pub fn start_shared(client: Client, script: Arc<Script>) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
+        let changed = Arc::new(Notify::new());
+        let (claims, claims_w) = reflector::store();
+        let (contexts, contexts_w) = reflector::store();
+        let (pods, pods_w) = reflector::store();
+        let watches = vec![
+            watch_into(
+                Api::<ResourceClaim>::all(client.clone()),
+                claims_w,
+                changed.clone(),
+            ),
+            watch_into(
+                Api::<PodSchedulingContext>::all(client.clone()),
+                contexts_w,
+                changed.clone(),
+            ),
+            watch_into(Api::<Pod>::all(client.clone()), pods_w, changed.clone()),
+        ];
         let inner = Inner {
             client,
             script,
             state: state.clone(),
+            claims,
+            contexts,
+            pods,
         };
         let task = tokio::spawn(async move {
+            let _ = inner.claims.wait_until_ready().await;
+            let _ = inner.contexts.wait_until_ready().await;
+            let _ = inner.pods.wait_until_ready().await;
             loop {
-                if let Err(error) = inner.pass().await {
-                    eprintln!("scripted driver pass failed (retrying): {error}");
+                // Failed writes (stale copies, injected faults) are retried on the next pass.
+                let retry = if inner.pass().await { 10 } else { 200 };
+                tokio::select! {
+                    () = changed.notified() => {}
+                    () = tokio::time::sleep(Duration::from_millis(retry)) => {}
                 }
-                tokio::time::sleep(Duration::from_millis(10)).await;
             }
         });
-        Self { state, task }
+        Self {
+            state,
+            task,
+            watches,
+        }
     }
 
     /// What the driver did so far.
@@ -158,6 +222,9 @@ impl Driver {
     /// Stops the driver loop.
     pub fn stop(self) {
         self.task.abort();
+        for watch in self.watches {
+            watch.abort();
+        }
     }
 }
 
@@ -254,20 +321,21 @@ impl Inner {
             .count()
     }
 
-    async fn pass(&self) -> Result<(), kube::Error> {
-        let claims_api: Api<ResourceClaim> = Api::all(self.client.clone());
-        let claims = claims_api.list(&ListParams::default()).await?.items;
+    /// One pass over the cached claims and contexts; returns whether some write failed.
+    async fn pass(&self) -> bool {
+        let claims: Vec<ResourceClaim> =
+            self.claims.state().iter().map(|c| (**c).clone()).collect();
+        let mut failed = false;
         for claim in claims
             .iter()
             .filter(|c| c.spec.resource_class_name == CLASS)
         {
-            self.sync_claim(claim).await?;
+            failed |= self.sync_claim(claim).await.is_err();
         }
-        let contexts: Api<PodSchedulingContext> = Api::all(self.client.clone());
-        for ctx in contexts.list(&ListParams::default()).await?.items {
-            self.sync_context(&ctx, &claims).await?;
+        for ctx in self.contexts.state() {
+            failed |= self.sync_context(&ctx, &claims).await.is_err();
         }
-        Ok(())
+        failed
     }
 
     async fn sync_claim(&self, claim: &ResourceClaim) -> Result<(), kube::Error> {
@@ -368,6 +436,11 @@ impl Inner {
         node: &str,
         pod: Option<&Pod>,
     ) -> Result<(), kube::Error> {
+        let uid = claim.metadata.uid.clone().unwrap_or_default();
+        if self.state.lock().unwrap().allocations.contains_key(&uid) {
+            // A stale cached copy of a claim this driver already allocated.
+            return Ok(());
+        }
         let namespace = claim.metadata.namespace.clone().unwrap_or_default();
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
         let mut current = claim.clone();
@@ -438,11 +511,9 @@ impl Inner {
             return Ok(());
         }
         let namespace = ctx.metadata.namespace.clone().unwrap_or_default();
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-        let Some(pod) = pods
-            .get_opt(ctx.metadata.name.as_deref().unwrap_or_default())
-            .await?
-        else {
+        let pod_ref =
+            ObjectRef::new(ctx.metadata.name.as_deref().unwrap_or_default()).within(&namespace);
+        let Some(pod) = self.pods.get(&pod_ref) else {
             return Ok(());
         };
         let Some(pending) = pending_claims(&pod, &namespace, claims) else {
