@@ -158,6 +158,7 @@ async fn kubectl_drives_the_simulated_api_server() {
     patch_and_delete(&k).await;
     crd_flow(&k).await;
     watch_flow(&k).await;
+    events_flow(&k).await;
     server.shutdown().await;
 }
 
@@ -278,5 +279,29 @@ async fn watch_flow(k: &Kubectl) {
     assert!(
         String::from_utf8_lossy(&watch_out.stdout).contains("configmap/seen"),
         "{watch_out:?}"
+    );
+}
+
+const EVENT: &str = "apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: web.1}
+eventTime: \"2026-01-01T00:00:00.000000Z\"
+regarding: {kind: Pod, name: web, namespace: default}
+note: Allocated claim
+reason: Allocated
+type: Normal
+action: Allocate
+reportingController: dra-ledger
+reportingInstance: dra-ledger-0
+";
+
+/// An events.k8s.io/v1 Event is listed by `kubectl get events` (core/v1) as a table row.
+async fn events_flow(k: &Kubectl) {
+    let event = k.write("event.yaml", EVENT);
+    k.ok(&["apply", "-f", &event]).await;
+    let table = k.ok(&["get", "events"]).await;
+    assert!(
+        table.contains("REASON") && table.contains("Allocated") && table.contains("pod/web"),
+        "{table}"
     );
 }

@@ -132,6 +132,13 @@ fn columns(kind: &str) -> Vec<Value> {
             column("Node", "", "The name of the node the pod is assigned to."),
         ],
         "Node" | "Namespace" => vec![name, column("Status", "", "The status of the object."), age],
+        "Event" => vec![
+            column("Last Seen", "", "Time of the last occurrence."),
+            column("Type", "", "Type of this event (Normal, Warning)."),
+            column("Reason", "", "Why the action was taken."),
+            column("Object", "", "The object this event is about."),
+            column("Message", "", "A human-readable description."),
+        ],
         "ResourceClaim" => vec![
             name,
             column("ResourceClassName", "", "The resource class of the claim."),
@@ -198,6 +205,7 @@ fn cells(kind: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
             json!(obj["status"]["phase"].as_str().unwrap_or("Active")),
             age,
         ],
+        "Event" => event_cells(obj, now),
         "ResourceClaim" => {
             let mut state = Vec::new();
             if obj
@@ -233,6 +241,40 @@ fn cells(kind: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
         }
         _ => vec![name, age],
     }
+}
+
+fn event_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let pick = |fields: &[&str]| {
+        fields
+            .iter()
+            .find_map(|f| obj[*f].as_str().filter(|s| !s.is_empty()))
+    };
+    let last = pick(&["lastTimestamp", "eventTime", "deprecatedLastTimestamp"])
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map_or_else(
+            || "<unknown>".to_string(),
+            |t| human_duration((now - t.with_timezone(&Utc)).num_seconds().max(0)),
+        );
+    let regarding = if obj["involvedObject"].is_object() {
+        &obj["involvedObject"]
+    } else {
+        &obj["regarding"]
+    };
+    let object = format!(
+        "{}/{}",
+        regarding["kind"]
+            .as_str()
+            .unwrap_or_default()
+            .to_lowercase(),
+        regarding["name"].as_str().unwrap_or_default()
+    );
+    vec![
+        json!(last),
+        json!(obj["type"].as_str().unwrap_or_default()),
+        json!(obj["reason"].as_str().unwrap_or_default()),
+        json!(object),
+        json!(pick(&["message", "note"]).unwrap_or_default()),
+    ]
 }
 
 fn table(
