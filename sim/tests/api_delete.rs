@@ -191,3 +191,26 @@ async fn deleted_namespace_terminates_and_takes_its_content() {
         .is_empty());
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn delete_collection_removes_only_selected_objects() {
+    let (server, client) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    create(&cms, &config_map("a", &[("app", "x")])).await;
+    create(&cms, &config_map("b", &[("app", "x")])).await;
+    create(&cms, &config_map("c", &[("app", "y")])).await;
+    let lp = kube::api::ListParams::default().labels("app=x");
+    cms.delete_collection(&DeleteParams::default(), &lp)
+        .await
+        .unwrap();
+    let left: Vec<_> = cms
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect();
+    assert_eq!(left, vec!["c"]);
+    server.shutdown().await;
+}

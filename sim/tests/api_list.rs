@@ -142,3 +142,28 @@ async fn field_selectors_and_cluster_wide_lists() {
     assert_eq!(api_error(&err), (400, "BadRequest".into()));
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn metadata_only_lists_and_gets_return_partial_objects() {
+    let (server, client) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    create(&cms, &config_map("m1", &[("app", "x")])).await;
+    create(&cms, &config_map("m2", &[])).await;
+    let list = cms
+        .list_metadata(&ListParams::default().labels("app=x"))
+        .await
+        .unwrap();
+    let names: Vec<_> = list
+        .items
+        .iter()
+        .map(|m| m.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, vec!["m1"]);
+    assert_eq!(
+        list.items[0].types.as_ref().unwrap().kind,
+        "PartialObjectMetadata"
+    );
+    let one = cms.get_metadata("m2").await.unwrap();
+    assert!(one.metadata.uid.is_some());
+    server.shutdown().await;
+}
