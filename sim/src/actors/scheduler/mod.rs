@@ -36,7 +36,7 @@ pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 /// How long a pod waiting for a driver or a claim sleeps before it is looked at again even
 /// without a change (changes wake it earlier).
-const WAIT_RECHECK: Duration = Duration::from_millis(500);
+const WAIT_RECHECK: Duration = Duration::from_secs(1);
 /// Delay after a write whose effect the caches have not shown yet.
 const SETTLE: Duration = Duration::from_millis(20);
 
