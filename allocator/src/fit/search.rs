@@ -375,12 +375,20 @@ impl Prepared<'_> {
     /// Exclusive requests need distinct devices: every subset of them must find at least as
     /// many candidate devices as it asks for in total (a necessary condition).
     fn check_exclusive_totals(&self) -> Result<(), Failure> {
-        let exclusive: Vec<usize> = (0..self.claims.len())
-            .filter(|&i| self.claims[i].sharing == Sharing::Exclusive)
-            .collect();
-        if exclusive.len() < 2 || exclusive.len() > 8 {
+        let mut found = [0usize; 8];
+        let mut n = 0;
+        for i in (0..self.claims.len()).filter(|&i| self.claims[i].sharing == Sharing::Exclusive) {
+            if n == found.len() {
+                // Too many subsets to enumerate cheaply; the search is exact anyway.
+                return Ok(());
+            }
+            found[n] = i;
+            n += 1;
+        }
+        if n < 2 {
             return Ok(());
         }
+        let exclusive = &found[..n];
         let mut masks = [0u128; 8];
         for (k, &i) in exclusive.iter().enumerate() {
             for &d in &self.plans[i].devices {
