@@ -9,6 +9,11 @@
 //! not missing; a shared request with `maxConsumers = m` needs no exclusive holder and fewer
 //! consumers than `m` and than the smallest `maxConsumers` of the existing consumers.
 //! Reservations (devices promised to other pods' pending allocations) count as consumers.
+//!
+//! The per-node search is exact: a node is reported unsuitable only when no assignment of
+//! devices to all requests exists, except that a search needing more than 50,000 steps on one
+//! node gives up and reports it as "too many combinations to check" (interchangeable devices are
+//! tried once, so realistic nodes stay far below that).
 
 mod choose;
 mod compact;
