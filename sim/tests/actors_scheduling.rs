@@ -28,7 +28,10 @@ where
 {
     let deadline = tokio::time::Instant::now() + timeout;
     while !condition().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -118,22 +121,38 @@ async fn pods_of_other_schedulers_and_cordoned_nodes_are_left_alone() {
         .unwrap();
     create(&client, &pod("foreign", Some("volcano"), None)).await;
     for i in 0..4 {
-        create(&client, &pod(&format!("local-{i}"), Some("default-scheduler"), None)).await;
+        create(
+            &client,
+            &pod(&format!("local-{i}"), Some("default-scheduler"), None),
+        )
+        .await;
     }
-    wait_for("the default scheduler's pods run", Duration::from_secs(10), || async {
-        let mut all = true;
-        for i in 0..4 {
-            all &= phase(&get(&client, &format!("local-{i}")).await) == "Running";
-        }
-        all
-    })
+    wait_for(
+        "the default scheduler's pods run",
+        Duration::from_secs(10),
+        || async {
+            let mut all = true;
+            for i in 0..4 {
+                all &= phase(&get(&client, &format!("local-{i}")).await) == "Running";
+            }
+            all
+        },
+    )
     .await;
     for i in 0..4 {
         let pod = get(&client, &format!("local-{i}")).await;
-        assert_eq!(node_of(&pod), Some("node-1"), "the cordoned node gets no pods");
+        assert_eq!(
+            node_of(&pod),
+            Some("node-1"),
+            "the cordoned node gets no pods"
+        );
     }
     let foreign = get(&client, "foreign").await;
-    assert_eq!(node_of(&foreign), None, "another scheduler's pod is not bound");
+    assert_eq!(
+        node_of(&foreign),
+        None,
+        "another scheduler's pod is not bound"
+    );
     assert_ne!(phase(&foreign), "Running");
     cluster.shutdown().await;
 }
@@ -187,7 +206,9 @@ async fn batch_of_pods_is_scheduled_and_spread_over_nodes() {
     let list = pods.list(&ListParams::default()).await.unwrap();
     let mut per_node = std::collections::BTreeMap::new();
     for pod in &list.items {
-        *per_node.entry(node_of(pod).unwrap().to_owned()).or_insert(0) += 1;
+        *per_node
+            .entry(node_of(pod).unwrap().to_owned())
+            .or_insert(0) += 1;
     }
     assert_eq!(per_node.len(), 10, "every node got pods: {per_node:?}");
     assert!(
