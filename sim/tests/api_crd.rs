@@ -136,3 +136,20 @@ async fn invalid_crd_is_rejected() {
     assert_eq!(api_error(&err), (422, "Invalid".into()));
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn custom_resource_put_requires_a_resource_version() {
+    let (server, client) = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    create(&crds, &widget_crd("Namespaced", "widgets", "Widget")).await;
+    let ar = resource("Widget", "widgets");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    let mut w = create(&widgets, &DynamicObject::new("w", &ar)).await;
+    w.metadata.resource_version = None;
+    let err = widgets
+        .replace("w", &kube::api::PostParams::default(), &w)
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(&err), (422, "Invalid".into()));
+    server.shutdown().await;
+}

@@ -214,3 +214,15 @@ async fn delete_collection_removes_only_selected_objects() {
     assert_eq!(left, vec!["c"]);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn system_namespaces_cannot_be_deleted() {
+    let (server, client) = start().await;
+    let nss: Api<Namespace> = Api::all(client);
+    let err = nss
+        .delete("default", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(&err), (403, "Forbidden".into()));
+    server.shutdown().await;
+}

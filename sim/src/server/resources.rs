@@ -68,6 +68,12 @@ impl ResourceInfo {
         self.custom || self.kind == "CustomResourceDefinition"
     }
 
+    /// Whether PUT must carry a resourceVersion (custom resources and CRDs do not allow
+    /// unconditional updates).
+    pub fn requires_resource_version_on_update(&self) -> bool {
+        self.custom || self.kind == "CustomResourceDefinition"
+    }
+
     /// Verbs served on the main resource.
     pub fn verbs(&self) -> Vec<&'static str> {
         vec![

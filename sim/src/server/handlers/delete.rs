@@ -173,6 +173,14 @@ fn delete_one(
     opts: &DeleteOptions,
 ) -> Result<Written> {
     let mut opts = opts.clone();
+    if info.kind == "Namespace"
+        && info.group.is_empty()
+        && ["default", "kube-system", "kube-public"].contains(&name)
+    {
+        return Err(ApiError::Forbidden(format!(
+            "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+        )));
+    }
     if info.kind == "Namespace" && info.group.is_empty() {
         // The namespace keeps its `kubernetes` finalizer in spec; termination is driven by a loop.
         opts.grace = Some(0);

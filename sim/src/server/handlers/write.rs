@@ -16,7 +16,7 @@ use super::read::{format_of, with_gvk};
 use super::{json_response, AppState, Params};
 use crate::server::convert;
 use crate::server::crd;
-use crate::server::error::{ApiError, Result};
+use crate::server::error::{ApiError, FieldCause, Result};
 use crate::server::patch::{self, PatchKind};
 use crate::server::render;
 use crate::server::resources::ResourceInfo;
@@ -214,7 +214,25 @@ pub(super) fn update(
     check_type(&req.info, &mut obj)?;
     check_body_name(req, &obj)?;
     check_namespace(req, &mut obj)?;
-    let obj = convert::to_storage(&req.info, obj);
+    let info = &req.info;
+    let unconditional = obj["metadata"]["resourceVersion"]
+        .as_str()
+        .is_none_or(str::is_empty);
+    if unconditional && info.requires_resource_version_on_update() {
+        let name = req.name.as_deref().unwrap_or_default();
+        let cause = FieldCause::invalid(
+            "metadata.resourceVersion",
+            "0x0",
+            "must be specified for an update",
+        );
+        return Err(ApiError::invalid(
+            &info.kind,
+            &info.group,
+            name,
+            vec![cause],
+        ));
+    }
+    let obj = convert::to_storage(info, obj);
     let written = run_update(state, req, params, move |_| Ok(obj))?;
     Ok(finish_write(state, req, params, headers, &written))
 }
