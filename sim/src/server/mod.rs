@@ -77,9 +77,9 @@ pub enum ServerError {
     /// An in-process read could not decode an object into the asked type.
     #[error("decoding stored object: {0}")]
     Decode(#[from] serde_json::Error),
-    /// The asked resource is not served.
-    #[error("resource {0} is not served")]
-    UnknownResource(String),
+    /// The server URL did not parse as a URI.
+    #[error("server url: {0}")]
+    ServerUrl(#[from] http::uri::InvalidUri),
 }
 
 /// Result alias of the server's public API.
@@ -212,9 +212,7 @@ impl SimServerHandle {
 
     /// A kube client for this server (plain http, no auth, default namespace `default`).
     pub fn kube_client(&self) -> Result<kube::Client> {
-        let uri: http::Uri = self.url().parse().map_err(|e: http::uri::InvalidUri| {
-            ServerError::UnknownResource(format!("server url: {e}"))
-        })?;
+        let uri: http::Uri = self.url().parse()?;
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
         config.read_timeout = None;
