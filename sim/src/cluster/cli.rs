@@ -112,3 +112,60 @@ pub async fn run(args: &SimArgs) -> Result<()> {
     }
     waited
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    fn parse(args: &[&str]) -> SimArgs {
+        Cli::try_parse_from(std::iter::once("dra-sim").chain(args.iter().copied()))
+            .expect("arguments parse")
+            .sim
+    }
+
+    #[test]
+    fn defaults_describe_a_small_gpu_cluster_on_a_free_loopback_port() {
+        let config = parse(&[]).to_config().unwrap();
+        assert_eq!(config.server.addr.to_string(), "127.0.0.1:0");
+        assert_eq!((config.nodes, config.devices_per_node), (4, 8));
+        assert_eq!(config.driver_name, "gpu.dra-ledger.io");
+        assert_eq!(config.models, ["H100"]);
+        assert_eq!(config.memory, ["80Gi"]);
+        assert_eq!(config.resource_class, None);
+    }
+
+    #[test]
+    fn lists_are_comma_separated() {
+        let args = parse(&[
+            "--models",
+            "H100,A100",
+            "--memory",
+            "80Gi,40Gi",
+            "--listen",
+            "127.0.0.1:6443",
+        ]);
+        let config = args.to_config().unwrap();
+        assert_eq!(config.models, ["H100", "A100"]);
+        assert_eq!(config.memory, ["80Gi", "40Gi"]);
+        assert_eq!(config.server.addr.port(), 6443);
+    }
+
+    #[test]
+    fn memory_that_is_not_a_quantity_is_rejected_with_its_value() {
+        let error = parse(&["--memory", "80GB"]).to_config().unwrap_err();
+        assert!(error.to_string().contains("\"80GB\""), "{error}");
+    }
+
+    #[test]
+    fn zero_numa_nodes_is_rejected() {
+        let error = parse(&["--numa-nodes", "0"]).to_config().unwrap_err();
+        assert!(error.to_string().contains("numa"), "{error}");
+    }
+}
