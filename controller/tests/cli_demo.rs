@@ -153,3 +153,41 @@ fn ctrl_c_stops_the_demo_cleanly_with_a_summary() {
     assert!(output.contains("interrupted after"), "{output}");
     assert!(output.contains("ledger verified: consistent"), "{output}");
 }
+
+#[test]
+fn a_ledger_reused_from_an_interrupted_demo_is_reconciled_and_the_next_demo_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("reused.redb");
+    let demo = |extra: &[&str]| {
+        let mut args = vec![
+            "demo",
+            "--nodes",
+            "2",
+            "--devices-per-node",
+            "4",
+            "--listen",
+            "127.0.0.1:0",
+            "--ledger",
+            ledger.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        cli_support::binary().args(&args).output().unwrap()
+    };
+    let first = demo(&["--pods", "10", "--duration", "2s"]);
+    let first_out = String::from_utf8_lossy(&first.stdout);
+    assert!(first.status.success(), "{first_out}");
+    assert!(first_out.contains("time limit reached"), "{first_out}");
+
+    // The claims of the first (now gone) cluster are released by a reconcile of the second.
+    let second = demo(&["--pods", "4"]);
+    let second_out = String::from_utf8_lossy(&second.stdout);
+    assert!(second.status.success(), "{second_out}");
+    assert!(
+        second_out.contains("4 pods succeeded, 0 failed"),
+        "{second_out}"
+    );
+    assert!(
+        second_out.contains("released: 0 claims still allocated in the ledger"),
+        "{second_out}"
+    );
+}

@@ -89,6 +89,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             listen: args.listen,
             reconcile_interval: args.reconcile_interval,
             recheck_delay: ControllerConfig::default().recheck_delay,
+            grace_period: None,
         },
         config,
     )

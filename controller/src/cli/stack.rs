@@ -39,6 +39,9 @@ pub struct StackConfig {
     /// How soon a PodSchedulingContext with pending claims is looked at again (the upstream
     /// default is 30 s; the demo uses less so that freed devices are found sooner).
     pub recheck_delay: Duration,
+    /// How long a pending intent may wait for its claim before a reconcile releases it; `None`
+    /// keeps the driver's default.
+    pub grace_period: Option<Duration>,
 }
 
 /// The running process parts.
@@ -47,6 +50,8 @@ pub struct Stack {
     pub driver: Arc<LedgerDriver>,
     /// The observer feeding the registry.
     pub observer: Arc<MetricsObserver>,
+    /// The `/readyz` flags.
+    pub readiness: Readiness,
     /// The address the admin server listens on.
     pub local_addr: SocketAddr,
     stop: watch::Sender<bool>,
@@ -106,10 +111,13 @@ impl Stack {
             .with_layer(&ApiRequestsLayer::new(metrics.clone()))
             .build();
         let observer = Arc::new(MetricsObserver::new(metrics.clone()));
-        let driver_config = DriverConfig {
+        let mut driver_config = DriverConfig {
             reconcile_interval: config.reconcile_interval,
             ..DriverConfig::new(config.driver_name.clone())
         };
+        if let Some(grace) = config.grace_period {
+            driver_config.grace_period = grace;
+        }
         let driver = Arc::new(
             LedgerDriver::new(ledger.clone(), client.clone(), driver_config)
                 .with_observer(observer.clone()),
@@ -174,10 +182,18 @@ impl Stack {
         Ok(Stack {
             driver,
             observer,
+            readiness,
             local_addr,
             stop,
             tasks,
         })
+    }
+
+    /// Waits until `/readyz` answers 200: ledger open, inventory synced, initial reconcile done.
+    pub async fn wait_ready(&self) {
+        while !self.readiness.is_ready() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The ledger.

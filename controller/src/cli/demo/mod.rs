@@ -158,8 +158,12 @@ async fn with_cluster(
             ledger: ledger_path.to_path_buf(),
             workers: args.workers,
             listen: args.listen,
-            reconcile_interval: Duration::from_secs(300),
+            // Writes to the in-process API server land within milliseconds, so allocations left
+            // behind by an earlier run on a reused --ledger can be released much sooner than in
+            // a real cluster.
+            reconcile_interval: Duration::from_secs(20),
             recheck_delay: Duration::from_secs(2),
+            grace_period: Some(Duration::from_secs(15)),
         },
         client_config,
     )
@@ -193,7 +197,7 @@ async fn drive(
 ) -> anyhow::Result<ExitCode> {
     let client = cluster.kube_client();
     let started = Instant::now();
-    tokio::time::timeout(Duration::from_secs(60), stack.driver.readiness().wait())
+    tokio::time::timeout(Duration::from_secs(60), stack.wait_ready())
         .await
         .context("the controller did not become ready within 60s")?;
     println!(
