@@ -239,3 +239,30 @@ fn a_newer_schema_is_refused_and_left_unchanged() {
         );
     }
 }
+
+#[test]
+fn verify_lists_a_broken_invariant_and_exits_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = populated_ledger(dir.path());
+    {
+        // Drop the journal's index entry of the pending allocation, as a buggy writer might.
+        use dra_allocator::ledger::tables::{ClaimUid, PENDING_INTENTS};
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut pending = txn.open_table(PENDING_INTENTS).unwrap();
+            assert!(pending.remove(ClaimUid::new("uid-b")).unwrap().is_some());
+        }
+        txn.commit().unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let output = dra_ledger(&["ledger", "verify", "--ledger", path_str(&path)]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("problem(s)"), "{stdout}");
+    assert!(
+        stdout.contains("  - pending allocation uid-b has no pending intent"),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
