@@ -11,36 +11,41 @@
 // Each test binary uses a part of the fixture; Kubernetes kind names are prose in these docs.
 #![allow(dead_code, clippy::doc_markdown)]
 
-use std::collections::{BTreeMap, BTreeSet};
+mod check;
+mod inventory;
+
+// Each test binary uses a part of what is re-exported here.
+#[allow(unused_imports)]
+pub use check::{assert_consistent, usage_per_node};
+#[allow(unused_imports)]
+pub use inventory::{
+    add_node, count, node, req, shared, slice_of, with_devices, DeviceSpec, NodeInventory,
+};
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dra_allocator::ledger::{AllocationQuery, Ledger};
-use dra_controller::driver::handle::{
-    claim_allocation, ClaimAllocationState, HandleData, HandleSharing,
-};
+use dra_allocator::ledger::Ledger;
+use dra_controller::driver::handle::{claim_allocation, ClaimAllocationState, HandleData};
 use dra_controller::driver::{run_background, DriverConfig, LedgerDriver};
 use dra_controller::framework::{Controller, ControllerConfig};
 use dra_controller::params::{
     crd_manifests, DeviceClaimParameters, DeviceClaimParametersSpec, DeviceClassParameters,
-    DeviceClassParametersSpec, RequirementSpec, SharingSpec, API_GROUP,
+    DeviceClassParametersSpec, RequirementSpec, API_GROUP,
 };
-use dra_sim::cluster::inventory::{ready_status, HOSTNAME_LABEL};
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
-use k8s_openapi::api::core::v1::{
-    ClaimSource, Container, Node, NodeSpec, Pod, PodResourceClaim, PodSpec,
-};
+use k8s_openapi::api::core::v1::{ClaimSource, Container, Pod, PodResourceClaim, PodSpec};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::resource::v1alpha2::{
-    NamedResourcesAttribute, NamedResourcesInstance, NamedResourcesResources, PodSchedulingContext,
-    ResourceClaim, ResourceClaimParametersReference, ResourceClaimSpec, ResourceClaimTemplate,
-    ResourceClaimTemplateSpec, ResourceClass, ResourceClassParametersReference, ResourceSlice,
+    PodSchedulingContext, ResourceClaim, ResourceClaimParametersReference, ResourceClaimSpec,
+    ResourceClaimTemplate, ResourceClaimTemplateSpec, ResourceClass,
+    ResourceClassParametersReference,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -70,137 +75,6 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
-
-/// One simulated device: its name and the attributes selectors see.
-#[derive(Clone, Debug)]
-pub struct DeviceSpec {
-    /// Device name in the slice (`gpu-<n>`).
-    pub name: String,
-    /// `model` string attribute.
-    pub model: String,
-    /// `memory` quantity attribute.
-    pub memory: String,
-    /// `numa` int attribute.
-    pub numa: i64,
-}
-
-/// A node and the devices its ResourceSlice publishes.
-#[derive(Clone, Debug)]
-pub struct NodeInventory {
-    /// Node name.
-    pub name: String,
-    /// Devices, in slice order.
-    pub devices: Vec<DeviceSpec>,
-}
-
-/// A node with one `model`/`memory` device per entry of `numa` (the device's NUMA node),
-/// named `gpu-0`, `gpu-1`, ...
-pub fn node(name: &str, model: &str, memory: &str, numa: &[i64]) -> NodeInventory {
-    NodeInventory {
-        name: name.into(),
-        devices: numa
-            .iter()
-            .enumerate()
-            .map(|(index, numa)| DeviceSpec {
-                name: format!("gpu-{index}"),
-                model: model.into(),
-                memory: memory.into(),
-                numa: *numa,
-            })
-            .collect(),
-    }
-}
-
-/// Adds devices of another model to a node (named after the ones it has).
-pub fn with_devices(
-    mut node: NodeInventory,
-    model: &str,
-    memory: &str,
-    numa: &[i64],
-) -> NodeInventory {
-    let first = node.devices.len();
-    node.devices
-        .extend(numa.iter().enumerate().map(|(index, numa)| DeviceSpec {
-            name: format!("gpu-{}", first + index),
-            model: model.into(),
-            memory: memory.into(),
-            numa: *numa,
-        }));
-    node
-}
-
-fn attribute(
-    name: &str,
-    set: impl FnOnce(&mut NamedResourcesAttribute),
-) -> NamedResourcesAttribute {
-    let mut attribute = NamedResourcesAttribute {
-        name: name.into(),
-        ..NamedResourcesAttribute::default()
-    };
-    set(&mut attribute);
-    attribute
-}
-
-/// The ResourceSlice of `node`, owned by the Node object with `node_uid`.
-pub fn slice_of(node: &NodeInventory, node_uid: &str) -> ResourceSlice {
-    let instances = node
-        .devices
-        .iter()
-        .map(|device| NamedResourcesInstance {
-            name: device.name.clone(),
-            attributes: Some(vec![
-                attribute("model", |a| a.string = Some(device.model.clone())),
-                attribute("memory", |a| {
-                    a.quantity = Some(Quantity(device.memory.clone()));
-                }),
-                attribute("numa", |a| a.int = Some(device.numa)),
-            ]),
-        })
-        .collect();
-    ResourceSlice {
-        metadata: ObjectMeta {
-            name: Some(format!("{}-{DRIVER}", node.name)),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "v1".into(),
-                kind: "Node".into(),
-                name: node.name.clone(),
-                uid: node_uid.into(),
-                controller: Some(true),
-                block_owner_deletion: None,
-            }]),
-            ..ObjectMeta::default()
-        },
-        driver_name: DRIVER.into(),
-        node_name: Some(node.name.clone()),
-        named_resources: Some(NamedResourcesResources { instances }),
-    }
-}
-
-/// A requirement `{attribute, operator, values}`.
-pub fn req(attribute: &str, operator: &str, values: &[&str]) -> RequirementSpec {
-    RequirementSpec {
-        attribute: attribute.into(),
-        operator: operator.into(),
-        values: values.iter().map(|v| (*v).to_owned()).collect(),
-    }
-}
-
-/// Claim parameters asking for `count` exclusive devices.
-pub fn count(n: i64) -> DeviceClaimParametersSpec {
-    DeviceClaimParametersSpec {
-        count: Some(n),
-        ..DeviceClaimParametersSpec::default()
-    }
-}
-
-/// Device sharing `Shared` with `max_consumers`.
-pub fn shared(max_consumers: u32) -> SharingSpec {
-    SharingSpec {
-        mode: Some("Shared".into()),
-        max_consumers: Some(max_consumers),
-    }
-}
-
 /// A simulated cluster (in-process or reached over HTTP) prepared for the driver.
 pub struct Env {
     /// The in-process cluster, when [`Env::start`] made one.
@@ -487,43 +361,6 @@ impl AllocatedClaim {
         }
     }
 }
-
-/// Creates Node `inventory.name` (ready) and publishes its devices.
-pub async fn add_node(client: &Client, inventory: &NodeInventory) {
-    let nodes = Api::<Node>::all(client.clone());
-    let object = Node {
-        metadata: ObjectMeta {
-            name: Some(inventory.name.clone()),
-            labels: Some(BTreeMap::from([(
-                HOSTNAME_LABEL.to_owned(),
-                inventory.name.clone(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec::default()),
-        status: None,
-    };
-    let created = nodes
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("node created");
-    nodes
-        .patch_status(
-            &inventory.name,
-            &PatchParams::default(),
-            &Patch::Merge(ready_status()),
-        )
-        .await
-        .expect("node ready");
-    Api::<ResourceSlice>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &slice_of(inventory, &created.uid().unwrap_or_default()),
-        )
-        .await
-        .expect("slice created");
-}
-
 /// The pod object `name` with one claim per `(pod claim name, template)` entry.
 pub fn pod(name: &str, claims: &[(&str, &str)]) -> Pod {
     Pod {
@@ -599,7 +436,18 @@ impl Running {
         controller_config: ControllerConfig,
         workers: usize,
     ) -> Running {
-        let driver = Arc::new(LedgerDriver::new(ledger, client.clone(), config));
+        let driver = LedgerDriver::new(ledger, client.clone(), config);
+        Running::start_driver(client, driver, controller_config, workers).await
+    }
+
+    /// Runs the controller with `driver` (built by the caller, e.g. with an observer).
+    pub async fn start_driver(
+        client: &Client,
+        driver: LedgerDriver,
+        controller_config: ControllerConfig,
+        workers: usize,
+    ) -> Running {
+        let driver = Arc::new(driver);
         let (stop, _) = watch::channel(false);
         let stopped = |stop: &watch::Sender<bool>| {
             let mut rx = stop.subscribe();
@@ -638,128 +486,4 @@ impl Running {
             task.await.expect("task ends cleanly");
         }
     }
-}
-
-/// Checks the whole cluster against the ledger: the ledger verifies; no exclusive device is
-/// named by two allocated claims and no device is both exclusive and shared; a shared device has
-/// at most `maxConsumers` claims; every allocated claim is in the ledger with the same node and
-/// devices, and the ledger holds no allocation the cluster does not show; a bound pod runs on the
-/// node of each of its allocated claims.
-pub async fn assert_consistent(env: &Env, ledger: &Ledger) {
-    let report = ledger.verify().expect("verify runs");
-    assert!(
-        report.is_consistent(),
-        "ledger verify: {:?}",
-        report.problems
-    );
-
-    let claims = env.allocated_claims().await;
-    let mut holders: BTreeMap<(String, String), Vec<(String, HandleSharing)>> = BTreeMap::new();
-    for claim in &claims {
-        let devices: BTreeSet<_> = claim.data.devices.iter().collect();
-        assert_eq!(
-            devices.len(),
-            claim.data.devices.len(),
-            "claim {} names a device twice",
-            claim.name
-        );
-        for device in &claim.data.devices {
-            holders
-                .entry((claim.data.node.clone(), device.clone()))
-                .or_default()
-                .push((claim.name.clone(), claim.data.sharing));
-        }
-    }
-    for ((node, device), users) in &holders {
-        let exclusive = users
-            .iter()
-            .filter(|(_, s)| *s == HandleSharing::Exclusive)
-            .count();
-        if exclusive > 0 {
-            assert_eq!(
-                users.len(),
-                1,
-                "{node}/{device} held exclusively and by others: {users:?}"
-            );
-        }
-        for (_, sharing) in users {
-            if let HandleSharing::Shared { max_consumers } = sharing {
-                assert!(
-                    users.len() <= *max_consumers as usize,
-                    "{node}/{device} shared by {} claims, at most {max_consumers}: {users:?}",
-                    users.len()
-                );
-            }
-        }
-    }
-
-    let mut in_cluster = BTreeSet::new();
-    for claim in &claims {
-        let held = ledger
-            .allocation(&claim.uid)
-            .expect("ledger read")
-            .unwrap_or_else(|| {
-                panic!(
-                    "claim {} allocated in the cluster but not in the ledger",
-                    claim.name
-                )
-            });
-        assert_eq!(
-            (&held.node, &held.devices),
-            (&claim.data.node, &claim.data.devices),
-            "ledger and claim {} disagree",
-            claim.name
-        );
-        in_cluster.insert(claim.uid.clone());
-    }
-    let mut in_ledger = BTreeSet::new();
-    let mut query = AllocationQuery {
-        limit: 500,
-        ..AllocationQuery::default()
-    };
-    loop {
-        let page = ledger.allocations(&query).expect("ledger allocations");
-        in_ledger.extend(page.items.into_iter().map(|a| a.claim.uid));
-        match page.next {
-            Some(next) => query.after = Some(next),
-            None => break,
-        }
-    }
-    assert_eq!(
-        in_ledger, in_cluster,
-        "the ledger holds exactly the allocations the claims show"
-    );
-    let nodes = ledger.nodes().expect("ledger nodes");
-    let held_total: u64 = nodes.iter().map(|n| n.counts.allocated).sum();
-    let shown_total = holders.len() as u64;
-    assert_eq!(
-        held_total, shown_total,
-        "devices in use: ledger {held_total}, claims {shown_total}"
-    );
-
-    let pods = env.pods().await;
-    for claim in &claims {
-        if let Some(Some(node)) = claim.pod.as_ref().and_then(|p| pods.get(p)) {
-            assert_eq!(
-                node, &claim.data.node,
-                "pod of claim {} runs elsewhere",
-                claim.name
-            );
-        }
-    }
-}
-
-/// Devices in use per node as the claims show them (a shared device counts once).
-pub fn usage_per_node(claims: &[AllocatedClaim]) -> BTreeMap<String, usize> {
-    let mut devices: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for claim in claims {
-        devices
-            .entry(claim.data.node.clone())
-            .or_default()
-            .extend(claim.data.devices.iter().cloned());
-    }
-    devices
-        .into_iter()
-        .map(|(node, set)| (node, set.len()))
-        .collect()
 }
