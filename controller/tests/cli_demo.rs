@@ -76,7 +76,7 @@ fn short_demo_allocates_serves_metrics_and_exits_zero() {
     assert!(output.contains("workload done after"), "{output}");
     assert!(output.contains("20 pods succeeded, 0 failed"), "{output}");
     assert!(
-        output.contains("released: 0 claims still allocated in the ledger"),
+        output.contains("immediate claims deleted: 0 claims left allocated in the ledger"),
         "{output}"
     );
     assert!(output.contains("ledger verified: consistent"), "{output}");
@@ -187,7 +187,7 @@ fn a_ledger_reused_from_an_interrupted_demo_is_reconciled_and_the_next_demo_fini
         "{second_out}"
     );
     assert!(
-        second_out.contains("released: 0 claims still allocated in the ledger"),
+        second_out.contains("immediate claims deleted: 0 claims left allocated in the ledger"),
         "{second_out}"
     );
 }

@@ -138,3 +138,23 @@ fn run_with_a_corrupt_ledger_fails_at_start_naming_the_file() {
     );
     assert_eq!(std::fs::read(&ledger).unwrap(), vec![0x5a; 4096]);
 }
+
+#[test]
+fn run_with_an_unreadable_admin_token_file_fails_before_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("token");
+    let output = cli_support::binary()
+        .args([
+            "run",
+            "--admin-token-file",
+            missing.to_str().unwrap(),
+            "--ledger",
+            dir.path().join("ledger.redb").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot read admin token file"), "{stderr}");
+    assert!(!dir.path().join("ledger.redb").exists());
+}

@@ -313,7 +313,7 @@ async fn finish(
             progress::count_ledger(stack.ledger(), &mut snapshot).await?;
         }
         println!(
-            "released: {} claims still allocated in the ledger",
+            "immediate claims deleted: {} claims left allocated in the ledger",
             snapshot.claims_allocated
         );
     }
