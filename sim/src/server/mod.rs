@@ -15,7 +15,7 @@
 //! stay until the finalizers are removed.
 //!
 //! Deliberately not simulated: authentication and authorization, admission webhooks, server-side
-//! apply (`application/apply-patch+yaml` answers 415), managedFields, protobuf, aggregated
+//! apply (`application/apply-patch+yaml` answers 415), `managedFields`, protobuf, aggregated
 //! discovery (clients fall back to the legacy documents), OpenAPI schemas (`/openapi/v2` is 404;
 //! `/openapi/v3` only advertises `fieldValidation`), CRD schema validation, pruning and
 //! conversion, consistent snapshots for paged lists (pages are served from current state; the
@@ -24,7 +24,8 @@
 //!
 //! Module map: `store` (objects, resourceVersion, history, broadcast), `resources` (registry),
 //! `route` (paths), `handlers` (verbs), `discovery`, `render` (tables, metadata), `patch`,
-//! `selectors`, `validation`, `defaults`, `crd`, `faults`, `error`. The server depends on no other
+//! `selectors`, `validation`, `defaults`, `typed` (normalisation through k8s-openapi types),
+//! `convert` (events.k8s.io/core Events), `crd`, `openapi`, `faults`, `error`. The server depends on no other
 //! part of this crate.
 
 mod convert;
