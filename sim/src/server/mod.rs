@@ -16,7 +16,7 @@
 //!
 //! Deliberately not simulated: authentication and authorization, admission webhooks, server-side
 //! apply (`application/apply-patch+yaml` answers 415), `managedFields`, protobuf, aggregated
-//! discovery (clients fall back to the legacy documents), OpenAPI schemas (`/openapi/v2` is 404;
+//! discovery (clients fall back to the legacy documents), `OpenAPI` schemas (`/openapi/v2` is 404;
 //! `/openapi/v3` only advertises `fieldValidation`), CRD schema validation, pruning and
 //! conversion, consistent snapshots for paged lists (pages are served from current state; the
 //! token only keeps its resourceVersion for the 410 check), `resourceVersionMatch=Exact`, and
