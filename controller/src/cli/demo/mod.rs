@@ -273,6 +273,11 @@ async fn observe(
     };
     progress::count_pods(store, &mut snapshot)?;
     progress::count_ledger(stack.ledger(), &mut snapshot).await?;
+    // The ledger shows an allocation once it is durable, a moment before the driver's call
+    // returns and is counted; the total is never less than what is allocated now.
+    snapshot.claims_allocated_total = snapshot
+        .claims_allocated_total
+        .max(snapshot.claims_allocated);
     Ok(snapshot)
 }
 
