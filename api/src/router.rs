@@ -155,6 +155,7 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>
 }
 
 async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    state.metrics.set_ready(state.readiness.is_ready());
     if let Some(source) = &state.queue_depth {
         state.metrics.set_workqueue_depth(source());
     }

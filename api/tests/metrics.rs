@@ -10,6 +10,7 @@ use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger, LedgerOptions};
 use dra_allocator::model::{ClassDefaults, Device, EffectiveRequest};
 use dra_api::metrics::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, METRIC_NAMES,
+    SPEC_METRIC_NAMES,
 };
 use dra_api::{router, AppState, Metrics, Readiness};
 use tower::ServiceExt;
@@ -74,7 +75,7 @@ async fn every_spec_metric_is_exposed_after_a_short_workload() {
 
     let state = AppState::new(metrics.clone(), Readiness::new()).with_ledger(ledger.clone());
     let text = scrape(&state).await;
-    for name in METRIC_NAMES {
+    for name in SPEC_METRIC_NAMES {
         assert!(
             text.contains(&format!("# TYPE {name} ")),
             "{name} missing from:\n{text}"

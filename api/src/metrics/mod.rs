@@ -1,22 +1,34 @@
 //! Every Prometheus metric of dra-ledger, defined in this one module (spec section 6).
 //!
 //! [`Metrics`] owns its own [`Registry`]; all names carry the `dra_ledger_` prefix and every
-//! label value comes from a fixed set (the enums below, or an HTTP status code). Counters and
-//! histograms are recorded by the driver, the ledger's commit hook and the Kubernetes client
-//! layer; gauges are refreshed from the ledger's read views. Must not depend on the controller.
+//! label value comes from a fixed set (the enums below, or an HTTP status code), with one
+//! deliberate exception: the breakdown gauges `node_devices{node,state}` and
+//! `attribute_devices{attribute,value,state}` carry node names and attribute values, which are
+//! bounded by the cluster size and the hardware catalogue rather than by a list in the code
+//! (see the `breakdown` module for the bounds). Counters and histograms are recorded by the
+//! driver, the ledger's commit hook and the Kubernetes client layer; gauges are refreshed from
+//! the ledger's read views and the readiness flags at scrape time.
+//!
+//! Beyond the thirteen metrics of the specification ([`SPEC_METRIC_NAMES`]) the module defines
+//! the breakdown gauges, `ready` (0 or 1, what `/readyz` answers) and
+//! `oldest_pending_intent_age_seconds`, which the dashboards and alert rules use.
+//! Must not depend on the controller.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use dra_allocator::ledger::{CommitHook, CommitSample, Ledger, Utilisation};
+use dra_allocator::ledger::{CommitHook, CommitSample, Ledger, NodeSummary, Utilisation};
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
 
 use crate::error::{Error, Result};
 
+mod breakdown;
 mod labels;
+
+pub use breakdown::MAX_ATTRIBUTE_VALUES;
 
 pub use labels::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, API_VERBS, DEVICE_STATES,
@@ -25,8 +37,8 @@ pub use labels::{
 /// The prefix of every metric name.
 pub const PREFIX: &str = "dra_ledger_";
 
-/// The full names of all metrics, as exposed on `/metrics`.
-pub const METRIC_NAMES: [&str; 13] = [
+/// The full names of the metrics of the specification (section 6).
+pub const SPEC_METRIC_NAMES: [&str; 13] = [
     "dra_ledger_allocations_total",
     "dra_ledger_deallocations_total",
     "dra_ledger_allocate_duration_seconds",
@@ -40,6 +52,28 @@ pub const METRIC_NAMES: [&str; 13] = [
     "dra_ledger_workqueue_depth",
     "dra_ledger_api_requests_total",
     "dra_ledger_build_info",
+];
+
+/// The full names of all metrics, as exposed on `/metrics`: those of the specification, then
+/// the breakdown and operational gauges.
+pub const METRIC_NAMES: [&str; 17] = [
+    "dra_ledger_allocations_total",
+    "dra_ledger_deallocations_total",
+    "dra_ledger_allocate_duration_seconds",
+    "dra_ledger_unsuitable_nodes_duration_seconds",
+    "dra_ledger_ledger_commit_duration_seconds",
+    "dra_ledger_ledger_commit_batch_size",
+    "dra_ledger_devices",
+    "dra_ledger_claims_allocated",
+    "dra_ledger_intents_pending",
+    "dra_ledger_reconcile_drift_total",
+    "dra_ledger_workqueue_depth",
+    "dra_ledger_api_requests_total",
+    "dra_ledger_build_info",
+    "dra_ledger_node_devices",
+    "dra_ledger_attribute_devices",
+    "dra_ledger_ready",
+    "dra_ledger_oldest_pending_intent_age_seconds",
 ];
 
 /// The registry and every metric of the process. Cheap to share behind an `Arc`.
@@ -59,6 +93,9 @@ pub struct Metrics {
     workqueue_depth: IntGauge,
     api_requests: IntCounterVec,
     build_info: IntGaugeVec,
+    breakdown: Arc<breakdown::Breakdown>,
+    ready: IntGauge,
+    oldest_intent_age: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -122,7 +159,7 @@ impl Metrics {
             devices: IntGaugeVec::new(
                 Opts::new(
                     name("devices"),
-                    "Devices in the ledger by state (free and allocated partition the total)",
+                    "Devices in the ledger by state (free: in service without consumers; allocated: with consumers)",
                 ),
                 &["state"],
             )?,
@@ -159,9 +196,25 @@ impl Metrics {
                 ),
                 &["version"],
             )?,
+            breakdown: Arc::new(breakdown::Breakdown::new()?),
+            ready: IntGauge::new(
+                name("ready"),
+                "1 when the process is ready (ledger open, caches synced, initial reconcile done), else 0",
+            )?,
+            oldest_intent_age: Gauge::new(
+                name("oldest_pending_intent_age_seconds"),
+                "Age of the oldest allocation durable in the ledger but not yet seen in the cluster; 0 when none",
+            )?,
         };
         metrics.register_all()?;
         metrics.build_info.with_label_values(&[version]).set(1);
+        metrics.create_fixed_series();
+        Ok(metrics)
+    }
+
+    /// Creates every series with fixed labels at 0, so that rates start from a known value.
+    fn create_fixed_series(&self) {
+        let metrics = self;
         for mode in AllocationMode::ALL {
             for outcome in AllocationOutcome::ALL {
                 metrics
@@ -178,11 +231,10 @@ impl Metrics {
         for kind in DriftKind::ALL {
             metrics.drift.with_label_values(&[kind.as_str()]);
         }
-        Ok(metrics)
     }
 
     fn register_all(&self) -> Result<()> {
-        let collectors: [Box<dyn prometheus::core::Collector>; 13] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 17] = [
             Box::new(self.allocations.clone()),
             Box::new(self.deallocations.clone()),
             Box::new(self.allocate_duration.clone()),
@@ -196,6 +248,10 @@ impl Metrics {
             Box::new(self.workqueue_depth.clone()),
             Box::new(self.api_requests.clone()),
             Box::new(self.build_info.clone()),
+            Box::new(self.breakdown.node_devices.clone()),
+            Box::new(self.breakdown.attribute_devices.clone()),
+            Box::new(self.ready.clone()),
+            Box::new(self.oldest_intent_age.clone()),
         ];
         for collector in collectors {
             self.registry.register(collector)?;
@@ -271,7 +327,13 @@ impl Metrics {
         Arc::new(move |sample: &CommitSample| metrics.record_commit(sample))
     }
 
-    /// Sets the device, claim and intent gauges from a utilisation view.
+    /// Sets the `ready` gauge (refreshed from the readiness flags on each scrape).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
+    }
+
+    /// Sets the device, claim and intent gauges and the per-attribute breakdown from a
+    /// utilisation view.
     pub fn set_utilisation(&self, utilisation: &Utilisation) {
         let totals = &utilisation.totals;
         let values = [
@@ -287,12 +349,40 @@ impl Metrics {
         self.claims_allocated
             .set(gauge(utilisation.claims_allocated));
         self.intents_pending.set(gauge(utilisation.intents_pending));
+        self.breakdown.set_attributes(utilisation);
+    }
+
+    /// Sets the per-node breakdown from the ledger's node summaries; nodes not listed lose
+    /// their series.
+    pub fn set_nodes(&self, nodes: &[NodeSummary]) {
+        self.breakdown.set_nodes(nodes);
+    }
+
+    /// Sets the age of the oldest pending intent from its creation time (Unix milliseconds),
+    /// or 0 when `oldest_created_ms` is `None`.
+    pub fn set_oldest_intent(&self, oldest_created_ms: Option<u64>, now_ms: u64) {
+        let age_ms = oldest_created_ms.map_or(0, |created| now_ms.saturating_sub(created));
+        #[allow(clippy::cast_precision_loss)] // ages in ms stay far below 2^52
+        self.oldest_intent_age.set(age_ms as f64 / 1000.0);
     }
 
     /// Refreshes the gauges from the ledger's read view (blocking; does not wait for the writer).
     pub fn refresh_from_ledger(&self, ledger: &Ledger) -> Result<()> {
         let utilisation = ledger.utilisation().map_err(Error::Ledger)?;
         self.set_utilisation(&utilisation);
+        self.set_nodes(&ledger.nodes().map_err(Error::Ledger)?);
+        let oldest = ledger
+            .pending_intents()
+            .map_err(Error::Ledger)?
+            .iter()
+            .map(|intent| intent.created_ms)
+            .min();
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+        self.set_oldest_intent(oldest, now_ms);
         Ok(())
     }
 
