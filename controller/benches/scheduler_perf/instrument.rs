@@ -1,0 +1,180 @@
+//! Where the controller's time goes: a client layer timing every API request by verb, a driver
+//! observer timing `unsuitable_nodes` and `allocate`, the ledger's commit hook, and the CPU time
+//! of a process from `/proc/<pid>/stat`.
+//!
+//! Collection only; the report formats what is gathered here.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use dra_allocator::ledger::{CommitHook, CommitSample};
+use dra_controller::driver::{AllocationMode, AllocationOutcome, DriverObserver};
+use http::{Request, Response};
+
+/// Count and total time of one kind of operation, plus the samples for percentiles.
+#[derive(Clone, Debug, Default)]
+pub struct Timing {
+    /// The durations, in the order they were recorded.
+    pub samples: Vec<Duration>,
+    /// A per-operation size (claims per allocate, operations per commit), summed.
+    pub items: u64,
+}
+
+impl Timing {
+    fn record(&mut self, took: Duration, items: u64) {
+        self.samples.push(took);
+        self.items += items;
+    }
+
+    /// Number of operations.
+    pub fn count(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Sum of the durations.
+    pub fn total(&self) -> Duration {
+        self.samples.iter().sum()
+    }
+
+    /// Mean duration (zero when empty).
+    pub fn mean(&self) -> Duration {
+        if self.samples.is_empty() {
+            Duration::ZERO
+        } else {
+            self.total() / self.samples.len() as u32
+        }
+    }
+}
+
+/// Everything the instruments gathered, by operation name (`api get`, `allocate`, ...).
+#[derive(Clone, Default)]
+pub struct Recorder {
+    timings: Arc<Mutex<BTreeMap<String, Timing>>>,
+}
+
+impl Recorder {
+    fn record(&self, name: &str, took: Duration, items: u64) {
+        let mut timings = self.timings.lock().expect("recorder lock");
+        timings
+            .entry(name.to_owned())
+            .or_default()
+            .record(took, items);
+    }
+
+    /// Takes what was recorded so far and starts afresh.
+    pub fn take(&self) -> BTreeMap<String, Timing> {
+        std::mem::take(&mut *self.timings.lock().expect("recorder lock"))
+    }
+
+    /// The ledger commit hook recording into this recorder.
+    pub fn commit_hook(&self) -> CommitHook {
+        let recorder = self.clone();
+        Arc::new(move |sample: &CommitSample| {
+            if sample.ok {
+                recorder.record("ledger commit", sample.duration, sample.batch_size as u64);
+            }
+        })
+    }
+}
+
+impl DriverObserver for Recorder {
+    fn allocation(
+        &self,
+        mode: AllocationMode,
+        outcome: AllocationOutcome,
+        claims: usize,
+        duration: Duration,
+    ) {
+        let _ = (mode, outcome);
+        self.record("driver allocate", duration, claims as u64);
+    }
+
+    fn unsuitable_nodes(&self, duration: Duration) {
+        self.record("driver unsuitable_nodes", duration, 1);
+    }
+}
+
+/// The verb of a Kubernetes API request: `watch`, `list`/`get`, `create`, `update`, `patch`,
+/// `delete` (a GET of a collection is a list when the path ends in a plural resource name; the
+/// controller never lists by name, so anything under `namespaces/<ns>/<resource>` is a list).
+fn verb(request: &Request<impl Sized>) -> &'static str {
+    let query = request.uri().query().unwrap_or_default();
+    match *request.method() {
+        http::Method::GET if query.split('&').any(|kv| kv == "watch=true") => "watch",
+        http::Method::GET => "get/list",
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE => "delete",
+        _ => "other",
+    }
+}
+
+/// A client layer recording the time of every request until its response headers arrive.
+#[derive(Clone)]
+pub struct TimingLayer(pub Recorder);
+
+impl<S> tower::Layer<S> for TimingLayer {
+    type Service = Timed<S>;
+
+    fn layer(&self, inner: S) -> Timed<S> {
+        Timed {
+            inner,
+            recorder: self.0.clone(),
+        }
+    }
+}
+
+/// The service made by [`TimingLayer`].
+#[derive(Clone)]
+pub struct Timed<S> {
+    inner: S,
+    recorder: Recorder,
+}
+
+impl<S, B, RB> tower::Service<Request<B>> for Timed<S>
+where
+    S: tower::Service<Request<B>, Response = Response<RB>>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<RB>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<RB>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let name = format!("api {}", verb(&request));
+        let recorder = self.recorder.clone();
+        let started = Instant::now();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let result = response.await;
+            recorder.record(&name, started.elapsed(), 1);
+            result
+        })
+    }
+}
+
+/// User plus system CPU time of process `pid` (`self` for this one), from `/proc/<pid>/stat`.
+/// `None` where procfs is not available.
+pub fn cpu_time(pid: &str) -> Option<Duration> {
+    // Clock ticks per second of utime/stime; 100 on every Linux platform this runs on.
+    const TICKS_PER_SECOND: u64 = 100;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the command.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis(
+        (utime + stime) * 1000 / TICKS_PER_SECOND,
+    ))
+}

@@ -1,0 +1,259 @@
+//! The classic scheduler_perf DRA workload replayed on the simulated cluster: 100 nodes with 20
+//! devices each; the cluster is first filled halfway (not measured), then the measured pods are
+//! created as fast as the API server takes them and timed until each is seen bound.
+//!
+//! - `1 claim/pod`: 1000 + 1000 pods, one claim each from a template (2000 devices: full).
+//! - `4 claims/pod`: 250 + 250 pods, two claims of each of two classes (NUMA 0 and NUMA 1
+//!   devices), so 2000 devices again.
+//!
+//! The simulator (API server, scheduler, resourceclaim controller, garbage collector, kubelet)
+//! runs as a child process (`dra-ledger sim`), the controller in this process, so that the CPU
+//! time of each can be read apart. Run with `cargo bench -p dra-controller --bench
+//! scheduler_perf`; `BENCH_WORKERS` (default 10) sets the controller workers and `BENCH_SCALE`
+//! (default 1.0) scales the pod counts.
+
+#[path = "../../tests/e2e_support/mod.rs"]
+mod e2e_support;
+mod instrument;
+mod report;
+mod tracker;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use dra_allocator::ledger::{Ledger, LedgerOptions};
+use dra_controller::driver::{DriverConfig, LedgerDriver};
+use dra_controller::framework::ControllerConfig;
+use e2e_support::{assert_consistent, count, req, Env, Running, DRIVER};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::{Api, Client};
+
+use instrument::{cpu_time, Recorder, TimingLayer};
+use report::{Measured, Stage};
+use tracker::Tracker;
+
+/// Nodes of the simulated cluster and devices per node.
+const NODES: usize = 100;
+const DEVICES_PER_NODE: usize = 20;
+/// Pod creations in flight at once.
+const CREATE_CONCURRENCY: usize = 32;
+/// How long a phase may take before the benchmark gives up on it.
+const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// One workload.
+struct Variant {
+    name: &'static str,
+    init_pods: usize,
+    measured_pods: usize,
+    /// `(pod claim name, template)` of every pod.
+    claims: &'static [(&'static str, &'static str)],
+}
+
+/// The simulated cluster in a child process; killed on drop.
+struct SimProcess {
+    child: Child,
+    url: String,
+}
+
+impl SimProcess {
+    fn start() -> anyhow::Result<SimProcess> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dra-ledger"))
+            .args(["sim", "--listen", "127.0.0.1:0", "--numa-nodes", "2"])
+            .args(["--nodes", &NODES.to_string()])
+            .args(["--devices-per-node", &DEVICES_PER_NODE.to_string()])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("cannot start dra-ledger sim")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let url = line.trim().to_owned();
+        anyhow::ensure!(url.starts_with("http"), "dra-ledger sim printed {url:?}");
+        Ok(SimProcess { child, url })
+    }
+
+    fn cpu(&self) -> Duration {
+        cpu_time(&self.child.id().to_string()).unwrap_or_default()
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client(url: &str, layer: Option<TimingLayer>) -> anyhow::Result<Client> {
+    let mut config = kube::Config::new(url.parse()?);
+    config.default_namespace = "default".into();
+    config.read_timeout = Some(Duration::from_secs(60));
+    let builder = kube::client::ClientBuilder::try_from(config)?;
+    Ok(match layer {
+        Some(layer) => builder.with_layer(&layer).build(),
+        None => builder.build(),
+    })
+}
+
+/// Classes, parameters and templates of the workloads.
+async fn prepare(env: &Env) {
+    env.params("one", count(1)).await;
+    env.template("gpu-one", e2e_support::CLASS, "one").await;
+    env.class("gpu-numa0", vec![req("numa", "In", &["0"])])
+        .await;
+    env.class("gpu-numa1", vec![req("numa", "In", &["1"])])
+        .await;
+    env.template("numa0-one", "gpu-numa0", "one").await;
+    env.template("numa1-one", "gpu-numa1", "one").await;
+}
+
+/// Creates pods `<prefix>-0..count` with `claims`, several at a time.
+async fn create_pods(
+    client: &Client,
+    tracker: &Tracker,
+    prefix: &str,
+    count: usize,
+    claims: &[(&str, &str)],
+) {
+    let pods = Api::<Pod>::default_namespaced(client.clone());
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let pods = pods.clone();
+            let object = e2e_support::pod(&format!("{prefix}-{i}"), claims);
+            let name = format!("{prefix}-{i}");
+            async move {
+                tracker.created(&name);
+                pods.create(&PostParams::default(), &object)
+                    .await
+                    .expect("pod created");
+            }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .collect::<()>()
+        .await;
+}
+
+async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
+    let sim = SimProcess::start()?;
+    let plain = client(&sim.url, None)?;
+    let env = Env::connect(plain.clone()).await;
+    prepare(&env).await;
+
+    let recorder = Recorder::default();
+    let controller_client = client(&sim.url, Some(TimingLayer(recorder.clone())))?;
+    let options = LedgerOptions {
+        on_commit: Some(recorder.commit_hook()),
+        ..LedgerOptions::default()
+    };
+    let ledger = Ledger::open_with(env.ledger_path(), DRIVER, options)?;
+    let driver = LedgerDriver::new(ledger, controller_client.clone(), DriverConfig::new(DRIVER))
+        .with_observer(Arc::new(recorder.clone()));
+    let running = Running::start_driver(
+        &controller_client,
+        driver,
+        ControllerConfig::default(),
+        workers,
+    )
+    .await;
+    let tracker = Tracker::start(&plain, variant.claims.len());
+
+    create_pods(&plain, &tracker, "init", variant.init_pods, variant.claims).await;
+    let seen = tracker.wait_bound(variant.init_pods, PHASE_TIMEOUT).await;
+    anyhow::ensure!(
+        seen >= variant.init_pods,
+        "{}: only {seen} of {} init pods bound",
+        variant.name,
+        variant.init_pods
+    );
+
+    recorder.take();
+    let (own_cpu, sim_cpu) = (cpu_time("self").unwrap_or_default(), sim.cpu());
+    let started = Instant::now();
+    create_pods(
+        &plain,
+        &tracker,
+        "measured",
+        variant.measured_pods,
+        variant.claims,
+    )
+    .await;
+    let created = started.elapsed();
+    let total = variant.init_pods + variant.measured_pods;
+    let seen = tracker.wait_bound(total, PHASE_TIMEOUT).await;
+    let wall = started.elapsed();
+    let controller_cpu = cpu_time("self").unwrap_or_default() - own_cpu;
+    let sim_cpu = sim.cpu() - sim_cpu;
+    let timings = recorder.take();
+    tracker.stop();
+
+    assert_consistent(&env, running.ledger()).await;
+    running.stop().await;
+    drop(sim);
+
+    let timelines = tracker.timelines("measured-");
+    Ok(Measured {
+        name: variant.name,
+        pods: variant.measured_pods,
+        claims: variant.measured_pods * variant.claims.len(),
+        bound: seen - variant.init_pods,
+        created,
+        wall,
+        controller_cpu,
+        sim_cpu,
+        latencies: Stage::all(&timelines),
+        timings,
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    // `cargo test --benches` runs this without `--bench`: nothing to do then.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("scheduler_perf: run with `cargo bench -p dra-controller --bench scheduler_perf`");
+        return Ok(());
+    }
+    let workers = std::env::var("BENCH_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(10);
+    let scale: f64 = std::env::var("BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let scaled = |n: usize| ((n as f64 * scale).round() as usize).max(1);
+    let variants = [
+        Variant {
+            name: "1 claim/pod",
+            init_pods: scaled(1000),
+            measured_pods: scaled(1000),
+            claims: &[("gpu", "gpu-one")],
+        },
+        Variant {
+            name: "4 claims/pod, 2 classes",
+            init_pods: scaled(250),
+            measured_pods: scaled(250),
+            claims: &[
+                ("a0", "numa0-one"),
+                ("a1", "numa0-one"),
+                ("b0", "numa1-one"),
+                ("b1", "numa1-one"),
+            ],
+        },
+    ];
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let mut results = Vec::new();
+    for variant in &variants {
+        eprintln!("scheduler_perf: running {} ...", variant.name);
+        results.push(runtime.block_on(run(variant, workers))?);
+    }
+    report::print(&results, workers);
+    Ok(())
+}

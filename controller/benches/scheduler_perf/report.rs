@@ -1,0 +1,163 @@
+//! The benchmark's tables: throughput, creation-to-binding latency and CPU per workload; the
+//! time between the steps of each pod's timeline (where the pods wait); and the controller's
+//! internal operations (driver calls, ledger commits, API requests by verb).
+//!
+//! Formatting only.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::instrument::Timing;
+use crate::tracker::PodTimes;
+
+/// One step of the pod timelines: the percentiles of the time between two of its instants.
+pub struct Stage {
+    /// What happens in the step.
+    pub name: &'static str,
+    /// Sorted durations of the pods that reached both instants.
+    pub sorted: Vec<Duration>,
+}
+
+type Instant2 = fn(&PodTimes) -> Option<Instant>;
+
+impl Stage {
+    fn between(name: &'static str, pods: &[PodTimes], from: Instant2, to: Instant2) -> Stage {
+        let mut sorted: Vec<Duration> = pods
+            .iter()
+            .filter_map(|t| Some(to(t)?.saturating_duration_since(from(t)?)))
+            .collect();
+        sorted.sort();
+        Stage { name, sorted }
+    }
+
+    /// Creation to binding, then each step in between.
+    pub fn all(pods: &[PodTimes]) -> Vec<Stage> {
+        vec![
+            Stage::between("created -> bound", pods, |t| t.created, |t| t.bound),
+            Stage::between(
+                "created -> claims made (resourceclaim ctrl)",
+                pods,
+                |t| t.created,
+                |t| t.claims_made,
+            ),
+            Stage::between(
+                "claims made -> context published (scheduler)",
+                pods,
+                |t| t.claims_made,
+                |t| t.context,
+            ),
+            Stage::between(
+                "context -> all claims allocated (controller)",
+                pods,
+                |t| t.context,
+                |t| t.allocated_at,
+            ),
+            Stage::between(
+                "allocated -> bound (scheduler)",
+                pods,
+                |t| t.allocated_at,
+                |t| t.bound,
+            ),
+        ]
+    }
+
+    /// The `p`-th percentile (0..=100), zero when empty.
+    pub fn percentile(&self, p: usize) -> Duration {
+        if self.sorted.is_empty() {
+            return Duration::ZERO;
+        }
+        let index = (self.sorted.len() * p / 100).min(self.sorted.len() - 1);
+        self.sorted[index]
+    }
+}
+
+/// The outcome of one workload's measured phase.
+pub struct Measured {
+    /// Workload name.
+    pub name: &'static str,
+    /// Measured pods created.
+    pub pods: usize,
+    /// Their claims.
+    pub claims: usize,
+    /// Measured pods seen bound before the timeout.
+    pub bound: usize,
+    /// Time to create the measured pods.
+    pub created: Duration,
+    /// From the first creation to the last binding.
+    pub wall: Duration,
+    /// CPU of this process (controller, plus the load generator and its watches).
+    pub controller_cpu: Duration,
+    /// CPU of the simulator process.
+    pub sim_cpu: Duration,
+    /// Creation to binding, and the steps in between.
+    pub latencies: Vec<Stage>,
+    /// The controller's operations during the phase.
+    pub timings: BTreeMap<String, Timing>,
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1000.0)
+}
+
+/// Prints every table.
+pub fn print(results: &[Measured], workers: usize) {
+    println!();
+    println!("scheduler_perf on the simulated cluster: 100 nodes x 20 devices, {workers} controller workers");
+    println!();
+    println!(
+        "| workload | pods | claims | bound | pods/s | p50 ms | p99 ms | controller CPU s | sim CPU s | controller CPU ms/pod |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in results {
+        let total = &r.latencies[0];
+        let rate = r.bound as f64 / r.wall.as_secs_f64();
+        println!(
+            "| {} | {} | {} | {} | {:.0} | {} | {} | {:.2} | {:.2} | {:.2} |",
+            r.name,
+            r.pods,
+            r.claims,
+            r.bound,
+            rate,
+            ms(total.percentile(50)),
+            ms(total.percentile(99)),
+            r.controller_cpu.as_secs_f64(),
+            r.sim_cpu.as_secs_f64(),
+            r.controller_cpu.as_secs_f64() * 1000.0 / r.bound.max(1) as f64,
+        );
+    }
+    for r in results {
+        println!();
+        println!(
+            "{}: measured pods created in {} ms, all bound after {} ms",
+            r.name,
+            ms(r.created),
+            ms(r.wall)
+        );
+        println!();
+        println!("| step | p50 ms | p90 ms | p99 ms |");
+        println!("|---|---:|---:|---:|");
+        for stage in &r.latencies {
+            println!(
+                "| {} | {} | {} | {} |",
+                stage.name,
+                ms(stage.percentile(50)),
+                ms(stage.percentile(90)),
+                ms(stage.percentile(99))
+            );
+        }
+        println!();
+        println!("| controller operation | count | per pod | mean ms | total s | items |");
+        println!("|---|---:|---:|---:|---:|---:|");
+        for (name, timing) in &r.timings {
+            println!(
+                "| {} | {} | {:.2} | {} | {:.2} | {} |",
+                name,
+                timing.count(),
+                timing.count() as f64 / r.bound.max(1) as f64,
+                ms(timing.mean()),
+                timing.total().as_secs_f64(),
+                timing.items
+            );
+        }
+    }
+}
