@@ -166,10 +166,19 @@ impl Scheduler {
         }
     }
 
+    /// Pods per node: those bound there plus those whose scheduling context selected it. Counting
+    /// the selections in flight spreads pods that are scheduled at the same time, as the random
+    /// choice among equally scored nodes does in kube-scheduler, instead of sending all of them to
+    /// the same first node.
     fn node_load(&self) -> HashMap<String, usize> {
         let mut load = HashMap::new();
         for pod in self.pods.state() {
             if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+                *load.entry(node).or_insert(0) += 1;
+            }
+        }
+        for context in self.contexts.state() {
+            if let Some(node) = context.spec.selected_node.clone().filter(|n| !n.is_empty()) {
                 *load.entry(node).or_insert(0) += 1;
             }
         }
@@ -217,17 +226,7 @@ impl Scheduler {
             }
         }
         let nodes = self.nodes.state();
-        let load = if claims.is_empty()
-            || claims.iter().all(|c| {
-                c.claim
-                    .status
-                    .as_ref()
-                    .is_some_and(|s| s.allocation.is_some())
-            }) {
-            self.node_load()
-        } else {
-            HashMap::new()
-        };
+        let load = self.node_load();
         let class = |name: &str| self.classes.get(&ObjectRef::new(name));
         let load_of = |node: &str| load.get(node).copied().unwrap_or(0);
         let decision = decide(&Snapshot {
