@@ -11,6 +11,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
 use kube::Client;
 
+use super::param_cache::ParamCache;
 use crate::framework::{api_error, ApiError, EventRecord, EventType};
 use crate::params::{DeviceClaimParameters, DeviceClassParameters};
 
@@ -36,9 +37,11 @@ pub trait DriverCluster: Send + Sync + 'static {
 }
 
 /// [`DriverCluster`] over a `kube::Client`; events are reported by `resource driver <name>`.
+/// Parameter objects are read from watched copies, with a live GET when the watch lacks one.
 pub struct KubeCluster {
     client: Client,
     recorder: Recorder,
+    params: ParamCache,
 }
 
 impl KubeCluster {
@@ -50,6 +53,7 @@ impl KubeCluster {
         };
         Self {
             recorder: Recorder::new(client.clone(), reporter),
+            params: ParamCache::new(client.clone()),
             client,
         }
     }
@@ -61,6 +65,9 @@ impl DriverCluster for KubeCluster {
         &self,
         name: &str,
     ) -> Result<Option<DeviceClassParameters>, ApiError> {
+        if let Some(watched) = self.params.class(name).await {
+            return Ok(Some(watched));
+        }
         Api::<DeviceClassParameters>::all(self.client.clone())
             .get_opt(name)
             .await
@@ -72,6 +79,9 @@ impl DriverCluster for KubeCluster {
         namespace: &str,
         name: &str,
     ) -> Result<Option<DeviceClaimParameters>, ApiError> {
+        if let Some(watched) = self.params.claim(namespace, name).await {
+            return Ok(Some(watched));
+        }
         Api::<DeviceClaimParameters>::namespaced(self.client.clone(), namespace)
             .get_opt(name)
             .await

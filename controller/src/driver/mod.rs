@@ -24,6 +24,7 @@ mod error;
 pub mod handle;
 pub mod inventory;
 mod observer;
+mod param_cache;
 mod parameters;
 pub mod reconcile;
 mod state;
