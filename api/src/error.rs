@@ -1,4 +1,5 @@
-//! The crate's error type: what failed while building metrics or reading the ledger for them.
+//! The crate's error type: what failed while building metrics, reading the token file or serving
+//! a request from the ledger.
 //! HTTP error responses are a separate type, `router::ApiError`.
 
 /// Result alias of the crate.
@@ -17,7 +18,21 @@ pub enum Error {
     /// A blocking task of a request did not complete.
     #[error("blocking task failed: {0}")]
     Task(String),
-    /// Reading the ledger's views failed.
-    #[error("ledger read failed: {0}")]
+    /// A ledger call failed.
+    #[error("ledger call failed: {0}")]
     Ledger(#[source] dra_allocator::ledger::LedgerError),
+    /// The admin token file could not be read or holds no token.
+    #[error("cannot read admin token file {}: {reason}", path.display())]
+    TokenFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A reconcile requested through the API failed.
+    #[error("reconcile failed: {0}")]
+    Reconcile(String),
+    /// A backup copy could not be prepared or read back.
+    #[error("backup failed: {0}")]
+    Backup(String),
 }

@@ -1,31 +1,43 @@
-//! The admin HTTP server's routes.
+//! The admin HTTP server: [`AppState`], [`router()`] and the process endpoints.
 //!
-//! Endpoints:
+//! Endpoints (the OpenAPI document at `/v1/openapi.json` lists the same):
 //! - `GET /healthz`: 200 while the process serves requests.
 //! - `GET /readyz`: 200 once the ledger is open, the caches are synced and the initial reconcile
 //!   is done; 503 with a JSON error naming what is still missing before that.
 //! - `GET /metrics`: every metric of [`crate::metrics`] in the Prometheus text format; the ledger
 //!   gauges and the work queue depth are refreshed on each scrape.
+//! - `/v1/...`: the ledger API of [`crate::v1`].
 //!
-//! Any other path is a JSON 404. Errors are `{"error": {"code": "...", "message": "..."}}`; 4xx
-//! messages say what was wrong, 5xx messages are generic while the real error is logged.
-//! Depends on the ledger only through its read views.
+//! Any other path is a JSON 404. Request bodies are limited to [`BODY_LIMIT`] bytes and requests
+//! to a time limit (longer for the backup). Depends on the ledger only through its views and
+//! the cordon calls.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header;
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::{Json, Router};
-use dra_allocator::ledger::Ledger;
-use serde_json::json;
+use dra_allocator::ledger::{Ledger, LedgerError};
 
+use crate::api_error::{ApiError, ErrorBody};
+use crate::auth::AdminToken;
 use crate::metrics::{Metrics, TEXT_FORMAT};
 use crate::readiness::Readiness;
+use crate::reconciler::Reconciler;
+use crate::v1::types::Status;
 
 /// A source of the work queue depth, read on each scrape.
 pub type DepthSource = Arc<dyn Fn() -> usize + Send + Sync>;
+
+/// Largest accepted request body in bytes (64 KiB).
+pub const BODY_LIMIT: usize = 64 * 1024;
+/// Default time limit of a request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time limit of `GET /v1/backup` until the copy starts streaming.
+pub const BACKUP_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What the handlers share. Cheap to clone.
 #[derive(Clone)]
@@ -34,6 +46,10 @@ pub struct AppState {
     readiness: Readiness,
     ledger: Option<Ledger>,
     queue_depth: Option<DepthSource>,
+    admin_token: Option<AdminToken>,
+    reconciler: Option<Arc<dyn Reconciler>>,
+    reconcile_lock: Arc<tokio::sync::Mutex<()>>,
+    request_timeout: Duration,
 }
 
 impl std::fmt::Debug for AppState {
@@ -41,22 +57,28 @@ impl std::fmt::Debug for AppState {
         f.debug_struct("AppState")
             .field("readiness", &self.readiness)
             .field("ledger", &self.ledger)
+            .field("admin_token", &self.admin_token)
+            .field("reconciler", &self.reconciler.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl AppState {
-    /// State with the given metrics and readiness flags, without a ledger.
+    /// State with the given metrics and readiness flags, without a ledger, token or reconciler.
     pub fn new(metrics: Arc<Metrics>, readiness: Readiness) -> Self {
         AppState {
             metrics,
             readiness,
             ledger: None,
             queue_depth: None,
+            admin_token: None,
+            reconciler: None,
+            reconcile_lock: Arc::default(),
+            request_timeout: REQUEST_TIMEOUT,
         }
     }
 
-    /// Refreshes the ledger gauges from `ledger` on every scrape.
+    /// Serves the `/v1` views from `ledger` and refreshes its gauges on every scrape.
     #[must_use]
     pub fn with_ledger(mut self, ledger: Ledger) -> Self {
         self.ledger = Some(ledger);
@@ -70,6 +92,27 @@ impl AppState {
         self
     }
 
+    /// Enables the mutating endpoints and the backup for requests carrying `token`.
+    #[must_use]
+    pub fn with_admin_token(mut self, token: AdminToken) -> Self {
+        self.admin_token = Some(token);
+        self
+    }
+
+    /// Runs `POST /v1/reconcile` through `reconciler`.
+    #[must_use]
+    pub fn with_reconciler(mut self, reconciler: Arc<dyn Reconciler>) -> Self {
+        self.reconciler = Some(reconciler);
+        self
+    }
+
+    /// Sets the time limit of requests other than the backup (default [`REQUEST_TIMEOUT`]).
+    #[must_use]
+    pub fn with_request_timeout(mut self, limit: Duration) -> Self {
+        self.request_timeout = limit;
+        self
+    }
+
     /// The metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
@@ -79,82 +122,96 @@ impl AppState {
     pub fn readiness(&self) -> &Readiness {
         &self.readiness
     }
-}
 
-/// An error answered as JSON `{"error": {"code", "message"}}` with its status.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// The process is not ready yet (503).
-    #[error("not ready: waiting for {}", waiting.join(", "))]
-    NotReady {
-        /// What is still missing.
-        waiting: Vec<&'static str>,
-    },
-    /// No route matches the path (404).
-    #[error("no such endpoint: {path}")]
-    NotFound {
-        /// The requested path.
-        path: String,
-    },
-    /// Something failed inside the server (500); the client sees a generic message.
-    #[error("internal error")]
-    Internal(#[source] crate::Error),
-}
-
-impl ApiError {
-    /// The HTTP status.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            ApiError::NotReady { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+    pub(crate) fn admin_token(&self) -> Option<&AdminToken> {
+        self.admin_token.as_ref()
     }
 
-    /// The fixed `code` of the JSON body.
-    pub fn code(&self) -> &'static str {
-        match self {
-            ApiError::NotReady { .. } => "not_ready",
-            ApiError::NotFound { .. } => "not_found",
-            ApiError::Internal(_) => "internal",
-        }
+    pub(crate) fn reconciler(&self) -> Option<&Arc<dyn Reconciler>> {
+        self.reconciler.as_ref()
+    }
+
+    pub(crate) fn reconcile_lock(&self) -> &tokio::sync::Mutex<()> {
+        &self.reconcile_lock
+    }
+
+    /// The ledger, or 503 while there is none.
+    pub(crate) fn ledger(&self) -> Result<Ledger, ApiError> {
+        self.ledger.clone().ok_or(ApiError::NotReady {
+            waiting: vec!["ledger open"],
+        })
+    }
+
+    /// Runs a blocking ledger call on the blocking pool, mapping its error to an answer.
+    pub(crate) async fn ledger_call<T, F>(&self, call: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Ledger) -> Result<T, LedgerError> + Send + 'static,
+    {
+        let ledger = self.ledger()?;
+        tokio::task::spawn_blocking(move || call(&ledger))
+            .await
+            .map_err(|error| ApiError::Internal(crate::Error::Task(error.to_string())))?
+            .map_err(ApiError::from_ledger)
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        if let ApiError::Internal(source) = &self {
-            tracing::error!(error = %source, "Admin API request failed");
-        }
-        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
-        (self.status(), Json(body)).into_response()
-    }
-}
-
-/// The admin router over `state`.
+/// The admin router over `state`: every route of [`crate::v1::openapi`], a JSON 404 for other
+/// paths, the body limit and the time limits.
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+    let (routes, _document) = crate::v1::routes().split_for_parts();
+    routes
         .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(state.clone(), time_limit))
         .with_state(state)
 }
 
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+async fn time_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let limit = if request.uri().path() == "/v1/backup" {
+        BACKUP_TIMEOUT.max(state.request_timeout)
+    } else {
+        state.request_timeout
+    };
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Timeout {
+            seconds: limit.as_secs().max(1),
+        }
+        .into_response(),
+    }
 }
 
-async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+/// 200 while the process serves requests.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "The process is up", body = Status)))]
+pub async fn healthz() -> Json<Status> {
+    Json(Status {
+        status: "ok".to_owned(),
+    })
+}
+
+/// 200 once the ledger is open, the caches are synced and the initial reconcile is done.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses(
+        (status = 200, description = "Ready", body = Status),
+        (status = 503, description = "What is still missing", body = ErrorBody),
+    ))]
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
     let waiting = state.readiness.waiting_for();
     if waiting.is_empty() {
-        Ok(Json(json!({"status": "ready"})))
+        Ok(Json(Status {
+            status: "ready".to_owned(),
+        }))
     } else {
         Err(ApiError::NotReady { waiting })
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+/// Every metric in the Prometheus text format.
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     state.metrics.set_ready(state.readiness.is_ready());
     if let Some(source) = &state.queue_depth {
         state.metrics.set_workqueue_depth(source());

@@ -1,0 +1,145 @@
+//! The HTTP error of the admin API: one [`ApiError`] answered as
+//! `{"error": {"code": "...", "message": "..."}}` with its status. 4xx messages say what was
+//! wrong; 5xx messages are generic while the real error is logged. Depends on the ledger's error
+//! type only to map it to a status.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use dra_allocator::ledger::LedgerError;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// An error answered as JSON `{"error": {"code", "message"}}` with its status.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A query parameter, path segment or body is malformed (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// A mutating endpoint was called without a valid bearer token (401).
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// A mutating endpoint was called while no admin token is configured (403).
+    #[error("admin token not configured: start the server with --admin-token-file to enable this endpoint")]
+    Forbidden,
+    /// No route matches the path (404).
+    #[error("no such endpoint: {path}")]
+    NotFound {
+        /// The requested path.
+        path: String,
+    },
+    /// The named node, device or claim is not in the ledger (404).
+    #[error("{0}")]
+    UnknownObject(String),
+    /// The request conflicts with the current state (409).
+    #[error("{0}")]
+    Conflict(String),
+    /// The request body is larger than the limit (413).
+    #[error("request body larger than {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The process is not ready yet (503).
+    #[error("not ready: waiting for {}", waiting.join(", "))]
+    NotReady {
+        /// What is still missing.
+        waiting: Vec<&'static str>,
+    },
+    /// The request did not finish within its time limit (503).
+    #[error("request did not finish within {seconds} s")]
+    Timeout {
+        /// The limit in seconds.
+        seconds: u64,
+    },
+    /// Something failed inside the server (500); the client sees a generic message.
+    #[error("internal error")]
+    Internal(#[source] crate::Error),
+}
+
+impl ApiError {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden => StatusCode::FORBIDDEN,
+            ApiError::NotFound { .. } | ApiError::UnknownObject(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::NotReady { .. } | ApiError::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The fixed `code` of the JSON body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden => "forbidden",
+            ApiError::NotFound { .. } | ApiError::UnknownObject(_) => "not_found",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::NotReady { .. } => "not_ready",
+            ApiError::Timeout { .. } => "timeout",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    /// The answer to a failed ledger call: refusals become 4xx with the ledger's message, a
+    /// stopped writer 503, anything else a generic 500.
+    pub fn from_ledger(error: LedgerError) -> Self {
+        match error {
+            LedgerError::DeviceNotFound { .. } | LedgerError::ClaimNotFound { .. } => {
+                ApiError::UnknownObject(error.to_string())
+            }
+            LedgerError::InvalidInput { .. } => ApiError::BadRequest(error.to_string()),
+            LedgerError::ClaimConflict { .. }
+            | LedgerError::DeviceConflict { .. }
+            | LedgerError::AbortConfirmed { .. } => ApiError::Conflict(error.to_string()),
+            LedgerError::WriterStopped => ApiError::NotReady {
+                waiting: vec!["ledger writer"],
+            },
+            other => ApiError::Internal(crate::Error::Ledger(other)),
+        }
+    }
+}
+
+/// The JSON body of every error answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A fixed machine-readable code: `bad_request`, `unauthorized`, `forbidden`, `not_found`,
+    /// `conflict`, `payload_too_large`, `not_ready`, `timeout` or `internal`.
+    pub code: String,
+    /// What was wrong, for people.
+    pub message: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(source) = &self {
+            tracing::error!(error = %source, "Admin API request failed");
+        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code().to_owned(),
+                message: self.to_string(),
+            },
+        };
+        let mut response = (self.status(), Json(body)).into_response();
+        if matches!(self, ApiError::Unauthorized(_)) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

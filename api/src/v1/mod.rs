@@ -1,0 +1,96 @@
+//! The routes of the admin API and their OpenAPI 3 document, built from the same registrations
+//! (`utoipa_axum::routes!` over handlers annotated with `#[utoipa::path]`), so the document
+//! cannot list a route the router lacks or miss one it has.
+//!
+//! - [`read`]: nodes, devices, claims, intents, audit, utilisation (no token);
+//! - [`write`]: cordon, uncordon, reconcile, backup (bearer token);
+//! - [`types`]: the JSON shapes; [`paging`]: the `continue` token.
+
+pub mod paging;
+pub mod read;
+pub mod types;
+pub mod write;
+
+use std::sync::LazyLock;
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::api_error::ErrorBody;
+use crate::router::{self, AppState};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "dra-ledger admin API",
+        description = "Read the device ledger of the dra-ledger DRA driver, cordon devices, \
+            run a reconcile and take a backup. Mutating endpoints and the backup need \
+            `Authorization: Bearer <token>` matching the server's --admin-token-file."
+    ),
+    modifiers(&BearerAuth),
+    components(schemas(ErrorBody)),
+    tags(
+        (name = "health", description = "Process health and metrics"),
+        (name = "ledger", description = "Read views of the ledger"),
+        (name = "admin", description = "Changes and backup (bearer token)"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// Every route of the admin server, with its OpenAPI operation.
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(router::healthz))
+        .routes(routes!(router::readyz))
+        .routes(routes!(router::metrics))
+        .routes(routes!(openapi_json))
+        .routes(routes!(read::list_nodes))
+        .routes(routes!(read::node_devices))
+        .routes(routes!(read::list_claims))
+        .routes(routes!(read::get_claim))
+        .routes(routes!(read::list_intents))
+        .routes(routes!(read::audit))
+        .routes(routes!(read::utilisation))
+        .routes(routes!(write::cordon))
+        .routes(routes!(write::uncordon))
+        .routes(routes!(write::reconcile))
+        .routes(routes!(write::backup))
+}
+
+/// The OpenAPI 3 document of every route of [`crate::router()`].
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    routes().into_openapi()
+}
+
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
+    openapi()
+        .to_pretty_json()
+        .unwrap_or_else(|error| format!("{{\"error\":\"{error}\"}}"))
+});
+
+/// The OpenAPI 3 document of this API.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "health",
+    responses((status = 200, description = "OpenAPI 3 document", content_type = "application/json", body = Object)))]
+pub async fn openapi_json() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        DOCUMENT.as_str(),
+    )
+        .into_response()
+}

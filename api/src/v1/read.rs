@@ -1,0 +1,210 @@
+//! The read-only `/v1` handlers: nodes, devices, claims, intents, audit and utilisation, each a
+//! ledger read view run on the blocking pool and mapped to [`super::types`]. No token needed.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use dra_allocator::ledger::{AllocationQuery, Ledger};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::paging::Cursor;
+use super::types::{
+    AuditItem, AuditPage, ClaimDetailView, ClaimList, DeviceList, IntentList, NodeList,
+    UtilisationView,
+};
+use crate::api_error::{ApiError, ErrorBody};
+use crate::router::AppState;
+
+/// Default page size of `/v1/claims` and `/v1/audit`.
+pub const DEFAULT_LIMIT: usize = 100;
+/// Largest page size accepted.
+pub const MAX_LIMIT: usize = 1000;
+
+/// Maps a query string that does not parse to a JSON 400.
+pub(crate) fn query<T>(parsed: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    parsed
+        .map(|Query(q)| q)
+        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))
+}
+
+fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+    match limit {
+        None => Ok(DEFAULT_LIMIT),
+        Some(n @ 1..=MAX_LIMIT) => Ok(n),
+        Some(n) => Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {MAX_LIMIT}, got {n}"
+        ))),
+    }
+}
+
+/// Per node: devices total, free, allocated, shared, cordoned and missing.
+#[utoipa::path(get, path = "/v1/nodes", tag = "ledger",
+    responses(
+        (status = 200, description = "Nodes by name", body = NodeList),
+        (status = 503, description = "Ledger not open", body = ErrorBody),
+    ))]
+pub async fn list_nodes(State(state): State<AppState>) -> Result<Json<NodeList>, ApiError> {
+    let nodes = state.ledger_call(Ledger::nodes).await?;
+    Ok(Json(nodes.into()))
+}
+
+/// The devices of a node with their attributes, state and consumer claims.
+#[utoipa::path(get, path = "/v1/nodes/{node}/devices", tag = "ledger",
+    params(("node" = String, Path, description = "Node name")),
+    responses(
+        (status = 200, description = "Devices by name", body = DeviceList),
+        (status = 404, description = "No devices of this node in the ledger", body = ErrorBody),
+        (status = 503, description = "Ledger not open", body = ErrorBody),
+    ))]
+pub async fn node_devices(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+) -> Result<Json<DeviceList>, ApiError> {
+    let name = node.clone();
+    let devices = state
+        .ledger_call(move |ledger| ledger.node_devices(&name))
+        .await?
+        .ok_or_else(|| {
+            ApiError::UnknownObject(format!("node {node} has no devices in the ledger"))
+        })?;
+    Ok(Json(DeviceList {
+        node,
+        items: devices.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// Query of `GET /v1/claims`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ClaimsQuery {
+    /// Only claims of this namespace.
+    namespace: Option<String>,
+    /// Only allocations on this node.
+    node: Option<String>,
+    /// Page size, 1 to 1000 (default 100).
+    limit: Option<usize>,
+    /// The `continue` value of the previous page.
+    #[serde(rename = "continue")]
+    #[param(rename = "continue")]
+    continue_token: Option<String>,
+}
+
+/// The ledger's allocations by claim UID, optionally filtered, one page at a time.
+#[utoipa::path(get, path = "/v1/claims", tag = "ledger",
+    params(ClaimsQuery),
+    responses(
+        (status = 200, description = "A page of allocations", body = ClaimList),
+        (status = 400, description = "Bad limit or continue token", body = ErrorBody),
+        (status = 503, description = "Ledger not open", body = ErrorBody),
+    ))]
+pub async fn list_claims(
+    State(state): State<AppState>,
+    parsed: Result<Query<ClaimsQuery>, QueryRejection>,
+) -> Result<Json<ClaimList>, ApiError> {
+    let q = query(parsed)?;
+    let namespace = q.namespace.filter(|s| !s.is_empty());
+    let node = q.node.filter(|s| !s.is_empty());
+    let after = match q.continue_token.as_deref().filter(|s| !s.is_empty()) {
+        Some(token) => Some(Cursor::decode(
+            token,
+            namespace.as_deref(),
+            node.as_deref(),
+        )?),
+        None => None,
+    };
+    let request = AllocationQuery {
+        after,
+        limit: page_limit(q.limit)?,
+        namespace: namespace.clone(),
+        node: node.clone(),
+    };
+    let page = state
+        .ledger_call(move |ledger| ledger.allocations(&request))
+        .await?;
+    Ok(Json(ClaimList {
+        items: page.items.into_iter().map(Into::into).collect(),
+        continue_token: page
+            .next
+            .map(|after| Cursor::new(after, namespace, node).encode()),
+    }))
+}
+
+/// A claim's allocation and its intent history.
+#[utoipa::path(get, path = "/v1/claims/{uid}", tag = "ledger",
+    params(("uid" = String, Path, description = "Claim UID")),
+    responses(
+        (status = 200, description = "The claim", body = ClaimDetailView),
+        (status = 404, description = "The ledger never saw this claim", body = ErrorBody),
+        (status = 503, description = "Ledger not open", body = ErrorBody),
+    ))]
+pub async fn get_claim(
+    State(state): State<AppState>,
+    Path(uid): Path<String>,
+) -> Result<Json<ClaimDetailView>, ApiError> {
+    let key = uid.clone();
+    let detail = state
+        .ledger_call(move |ledger| ledger.claim(&key))
+        .await?
+        .ok_or_else(|| ApiError::UnknownObject(format!("claim {uid} is not in the ledger")))?;
+    Ok(Json(ClaimDetailView::new(uid, detail)))
+}
+
+/// Allocations whose intent is durable but not yet confirmed in the cluster.
+#[utoipa::path(get, path = "/v1/intents", tag = "ledger",
+    responses(
+        (status = 200, description = "Open intents by id", body = IntentList),
+        (status = 503, description = "Ledger not open", body = ErrorBody),
+    ))]
+pub async fn list_intents(State(state): State<AppState>) -> Result<Json<IntentList>, ApiError> {
+    let intents = state.ledger_call(Ledger::pending_intents).await?;
+    Ok(Json(IntentList {
+        items: intents.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// Query of `GET /v1/audit`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditQuery {
+    /// Only entries with a sequence number above this (default 0: from the oldest kept).
+    since: Option<u64>,
+    /// At most this many, 1 to 1000 (default 100).
+    limit: Option<usize>,
+}
+
+/// The audit log after a sequence number, oldest first.
+#[utoipa::path(get, path = "/v1/audit", tag = "ledger",
+    params(AuditQuery),
+    responses(
+        (status = 200, description = "Audit entries", body = AuditPage),
+        (status = 400, description = "Bad since or limit", body = ErrorBody),
+        (status = 503, description = "Ledger not open", body = ErrorBody),
+    ))]
+pub async fn audit(
+    State(state): State<AppState>,
+    parsed: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Json<AuditPage>, ApiError> {
+    let q = query(parsed)?;
+    let since = q.since.unwrap_or(0);
+    let limit = page_limit(q.limit)?;
+    let entries = state
+        .ledger_call(move |ledger| ledger.audit_since(since, limit))
+        .await?;
+    let next_since = entries.last().map_or(since, |e| e.seq);
+    Ok(Json(AuditPage {
+        items: entries.into_iter().map(AuditItem::from).collect(),
+        next_since,
+    }))
+}
+
+/// Device totals and per attribute value, with claim and pending counts.
+#[utoipa::path(get, path = "/v1/utilisation", tag = "ledger",
+    responses(
+        (status = 200, description = "Utilisation", body = UtilisationView),
+        (status = 503, description = "Ledger not open", body = ErrorBody),
+    ))]
+pub async fn utilisation(State(state): State<AppState>) -> Result<Json<UtilisationView>, ApiError> {
+    let view = state.ledger_call(Ledger::utilisation).await?;
+    Ok(Json(view.into()))
+}

@@ -1,0 +1,220 @@
+//! The `/v1` handlers that change state or copy the ledger: cordon, uncordon, reconcile and
+//! backup. Each takes [`Authorized`], so each needs the admin bearer token.
+
+use std::path::PathBuf;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::stream;
+use tokio::io::AsyncReadExt;
+use tracing::{info, warn};
+
+use super::types::{CordonRequest, CordonResult};
+use crate::api_error::{ApiError, ErrorBody};
+use crate::auth::Authorized;
+use crate::router::{AppState, BODY_LIMIT};
+
+/// The optional JSON body of cordon and uncordon: empty, or a [`CordonRequest`].
+fn cordon_body(body: Result<Bytes, BytesRejection>) -> Result<CordonRequest, ApiError> {
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge { limit: BODY_LIMIT }
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(CordonRequest::default());
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|error| ApiError::BadRequest(format!("invalid JSON body: {error}")))
+}
+
+async fn set_cordon(
+    state: AppState,
+    node: String,
+    device: String,
+    body: Result<Bytes, BytesRejection>,
+    cordon: bool,
+) -> Result<Json<CordonResult>, ApiError> {
+    let request = cordon_body(body)?;
+    let (n, d) = (node.clone(), device.clone());
+    let changed = state
+        .ledger_call(move |ledger| {
+            if cordon {
+                ledger.cordon(&n, &d)
+            } else {
+                ledger.uncordon(&n, &d)
+            }
+        })
+        .await?;
+    let reason = request.reason.as_deref().unwrap_or("");
+    info!(%node, %device, cordon, changed, reason, "Device cordon set through the admin API");
+    Ok(Json(CordonResult {
+        node,
+        device,
+        cordoned: cordon,
+        changed,
+    }))
+}
+
+/// Takes a device out of allocation; existing consumers keep it. Idempotent.
+#[utoipa::path(post, path = "/v1/nodes/{node}/devices/{device}/cordon", tag = "admin",
+    params(("node" = String, Path, description = "Node name"),
+           ("device" = String, Path, description = "Device name")),
+    request_body(content = Option<CordonRequest>, description = "Optional reason", content_type = "application/json"),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Cordoned", body = CordonResult),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "No admin token configured", body = ErrorBody),
+        (status = 404, description = "Unknown node or device", body = ErrorBody),
+        (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
+    ))]
+pub async fn cordon(
+    _auth: Authorized,
+    State(state): State<AppState>,
+    Path((node, device)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<CordonResult>, ApiError> {
+    set_cordon(state, node, device, body, true).await
+}
+
+/// Puts a cordoned device back into allocation. Idempotent.
+#[utoipa::path(post, path = "/v1/nodes/{node}/devices/{device}/uncordon", tag = "admin",
+    params(("node" = String, Path, description = "Node name"),
+           ("device" = String, Path, description = "Device name")),
+    request_body(content = Option<CordonRequest>, description = "Optional reason", content_type = "application/json"),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Uncordoned", body = CordonResult),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "No admin token configured", body = ErrorBody),
+        (status = 404, description = "Unknown node or device", body = ErrorBody),
+        (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
+    ))]
+pub async fn uncordon(
+    _auth: Authorized,
+    State(state): State<AppState>,
+    Path((node, device)): Path<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<CordonResult>, ApiError> {
+    set_cordon(state, node, device, body, false).await
+}
+
+/// Runs a reconcile of the ledger against the cluster now and returns the drift report.
+#[utoipa::path(post, path = "/v1/reconcile", tag = "admin",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The drift report", body = Object),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "No admin token configured", body = ErrorBody),
+        (status = 409, description = "A reconcile requested through the API is running", body = ErrorBody),
+        (status = 503, description = "Not ready, or no reconciler in this process", body = ErrorBody),
+    ))]
+pub async fn reconcile(
+    _auth: Authorized,
+    State(state): State<AppState>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Some(reconciler) = state.reconciler() else {
+        return Err(ApiError::NotReady {
+            waiting: vec!["a reconciler (none in this process)"],
+        });
+    };
+    let waiting = state.readiness().waiting_for();
+    if !waiting.is_empty() {
+        return Err(ApiError::NotReady { waiting });
+    }
+    let Ok(_running) = state.reconcile_lock().try_lock() else {
+        return Err(ApiError::Conflict(
+            "a reconcile requested through the admin API is already running".to_owned(),
+        ));
+    };
+    let report = reconciler
+        .reconcile_now()
+        .await
+        .map_err(|reason| ApiError::Internal(crate::Error::Reconcile(reason)))?;
+    info!("Reconcile requested through the admin API done");
+    Ok(Json(report))
+}
+
+/// A consistent copy of the ledger file (one read snapshot), streamed.
+#[utoipa::path(get, path = "/v1/backup", tag = "admin",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The ledger file", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+        (status = 403, description = "No admin token configured", body = ErrorBody),
+        (status = 503, description = "Ledger not open", body = ErrorBody),
+    ))]
+pub async fn backup(
+    _auth: Authorized,
+    State(state): State<AppState>,
+) -> Result<Response, ApiError> {
+    let ledger = state.ledger()?;
+    let backup_error = |e: String| ApiError::Internal(crate::Error::Backup(e));
+    let (dir, path) = tokio::task::spawn_blocking(move || {
+        // Next to the ledger: the same volume, sized for it.
+        let parent = ledger
+            .path()
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf);
+        let dir = tempfile::Builder::new()
+            .prefix(".dra-ledger-backup-")
+            .tempdir_in(parent)
+            .map_err(|e| e.to_string())?;
+        let path = dir.path().join("ledger.redb");
+        ledger.backup(&path).map_err(|e| e.to_string())?;
+        Ok::<_, String>((dir, path))
+    })
+    .await
+    .map_err(|e| backup_error(e.to_string()))?
+    .map_err(backup_error)?;
+    let file = tokio::fs::File::open(&path)
+        .await
+        .map_err(|e| backup_error(e.to_string()))?;
+    let length = file
+        .metadata()
+        .await
+        .map_err(|e| backup_error(e.to_string()))?
+        .len();
+    info!(
+        bytes = length,
+        "Ledger backup streamed through the admin API"
+    );
+    // The temporary directory lives in the stream's state and goes when the stream ends.
+    let chunks = stream::unfold(Some((file, dir)), |state| async move {
+        let (mut file, dir) = state?;
+        let mut buf = vec![0; 64 * 1024];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Bytes::from(buf)), Some((file, dir))))
+            }
+            Err(error) => {
+                warn!(%error, "Reading the backup copy failed");
+                Some((Err(error), None))
+            }
+        }
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+            (header::CONTENT_LENGTH, length.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"ledger.redb\"".to_owned(),
+            ),
+        ],
+        Body::from_stream(chunks),
+    )
+        .into_response())
+}
