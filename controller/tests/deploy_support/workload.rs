@@ -1,8 +1,9 @@
 //! The workload of the RBAC test: the controller runs against the simulated cluster with a client
 //! that records its requests, while the examples of `deploy/examples/` are applied (the class
-//! replaces the fixture's own), an immediate claim is allocated and deleted, a claim with invalid
-//! parameters fails repeatedly (its Warning event is created, then patched), and the example pod
-//! is bound and deleted.
+//! replaces the fixture's own), an immediate claim is allocated and deleted, claims with invalid
+//! or missing class or claim parameters fail repeatedly (their Warning events are created, then
+//! patched; the missing ones are looked up with a live GET), and the example pod is bound and
+//! deleted.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{
     ResourceClaim, ResourceClaimParametersReference, ResourceClaimSpec, ResourceClaimTemplate,
-    ResourceClass,
+    ResourceClass, ResourceClassParametersReference,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
@@ -69,15 +70,15 @@ async fn apply_example(client: &Client, file: &str) {
     }
 }
 
-/// An immediate claim of class `gpu` with claim parameters `params`.
-fn immediate_claim(name: &str, params: &str) -> ResourceClaim {
+/// An immediate claim of `class` with claim parameters `params`.
+fn immediate_claim(name: &str, class: &str, params: &str) -> ResourceClaim {
     ResourceClaim {
         metadata: ObjectMeta {
             name: Some(name.into()),
             ..ObjectMeta::default()
         },
         spec: ResourceClaimSpec {
-            resource_class_name: "gpu".into(),
+            resource_class_name: class.into(),
             allocation_mode: Some("Immediate".into()),
             parameters_ref: Some(ResourceClaimParametersReference {
                 api_group: Some(API_GROUP.into()),
@@ -89,15 +90,20 @@ fn immediate_claim(name: &str, params: &str) -> ResourceClaim {
     }
 }
 
-/// Runs the workload of the module docs with the controller's requests recorded; returns the
-/// recorder once every access of `granted` was seen or [`WAIT`] passed.
-pub async fn run_examples_and_record(granted: &BTreeSet<Access>) -> RecordingLayer {
-    let nodes: Vec<_> = (0..2)
-        .map(|i| node(&format!("node-{i}"), "H100", "80Gi", &[0, 0, 1, 1]))
-        .collect();
-    let env = Env::start(&nodes).await;
-    let client = env.client.clone();
-    // The example class has the fixture's names: it replaces the fixture's class.
+/// A client of the in-process cluster of `env` whose requests pass through `recorder`.
+fn recording_client(env: &Env, recorder: &RecordingLayer) -> Client {
+    let cluster = env.cluster.as_ref().expect("in-process cluster");
+    let mut config = kube::Config::new(cluster.url().parse().expect("cluster URL"));
+    config.default_namespace = "default".into();
+    config.read_timeout = None;
+    kube::client::ClientBuilder::try_from(config)
+        .expect("client")
+        .with_layer(recorder)
+        .build()
+}
+
+/// Replaces the fixture's class (same names) with the example class.
+async fn use_example_class(client: &Client) {
     Api::<ResourceClass>::all(client.clone())
         .delete("gpu", &DeleteParams::default())
         .await
@@ -106,58 +112,83 @@ pub async fn run_examples_and_record(granted: &BTreeSet<Access>) -> RecordingLay
         .delete("gpu-defaults", &DeleteParams::default())
         .await
         .expect("fixture class parameters deleted");
-    apply_example(&client, "gpu-class.yaml").await;
+    apply_example(client, "gpu-class.yaml").await;
+}
 
+/// Claims that never allocate: invalid claim parameters, missing claim parameters and a class
+/// whose parameters are missing. The missing objects are not in the watched copies, so each
+/// lookup falls back to a live GET.
+async fn create_failing_claims(env: &Env) {
+    env.params("broken", count(0)).await;
+    let unset_class = ResourceClass {
+        metadata: ObjectMeta {
+            name: Some("gpu-unset".into()),
+            ..ObjectMeta::default()
+        },
+        driver_name: "gpu.dra-ledger.io".into(),
+        parameters_ref: Some(ResourceClassParametersReference {
+            api_group: Some(API_GROUP.into()),
+            kind: "DeviceClassParameters".into(),
+            name: "absent".into(),
+            namespace: None,
+        }),
+        structured_parameters: None,
+        suitable_nodes: None,
+    };
+    Api::<ResourceClass>::all(env.client.clone())
+        .create(&PostParams::default(), &unset_class)
+        .await
+        .expect("class without parameters created");
+    let claims = Api::<ResourceClaim>::default_namespaced(env.client.clone());
+    for claim in [
+        immediate_claim("broken", "gpu", "broken"),
+        immediate_claim("no-claim-parameters", "gpu", "absent"),
+        immediate_claim("no-class-parameters", "gpu-unset", "two-gpus-same-numa"),
+    ] {
+        claims
+            .create(&PostParams::default(), &claim)
+            .await
+            .expect("failing claim created");
+    }
+}
+
+/// Runs the workload of the module docs with the controller's requests recorded; returns the
+/// recorder once every access of `granted` was seen or [`WAIT`] passed.
+pub async fn run_examples_and_record(granted: &BTreeSet<Access>) -> RecordingLayer {
+    let nodes: Vec<_> = (0..2)
+        .map(|i| node(&format!("node-{i}"), "H100", "80Gi", &[0, 0, 1, 1]))
+        .collect();
+    let env = Env::start(&nodes).await;
+    let client = env.client.clone();
+    use_example_class(&client).await;
     let recorder = RecordingLayer::default();
-    let url = env
-        .cluster
-        .as_ref()
-        .expect("in-process cluster")
-        .url()
-        .parse()
-        .expect("cluster URL");
-    let mut config = kube::Config::new(url);
-    config.default_namespace = "default".into();
-    config.read_timeout = None;
-    let recorded_client = kube::client::ClientBuilder::try_from(config)
-        .expect("client")
-        .with_layer(&recorder)
-        .build();
-    let running = Running::start(&recorded_client, &env.ledger_path(), 2).await;
+    let running = Running::start(&recording_client(&env, &recorder), &env.ledger_path(), 2).await;
 
     apply_example(&client, "gpu-claim.yaml").await;
     let claims = Api::<ResourceClaim>::default_namespaced(client.clone());
     claims
         .create(
             &PostParams::default(),
-            &immediate_claim("immediate", "two-gpus-same-numa"),
+            &immediate_claim("immediate", "gpu", "two-gpus-same-numa"),
         )
         .await
         .expect("immediate claim created");
-    env.params("broken", count(0)).await;
-    claims
-        .create(&PostParams::default(), &immediate_claim("broken", "broken"))
-        .await
-        .expect("broken claim created");
+    create_failing_claims(&env).await;
 
     env.wait_bound(&["trainer".to_owned()]).await;
-    let allocated = |name: &'static str| {
-        let env = &env;
-        move || async move {
-            env.allocated_claims()
-                .await
-                .iter()
-                .any(|c| c.name == name)
-                .then_some(())
-        }
-    };
-    wait_until("immediate claim allocated", WAIT, allocated("immediate")).await;
+    wait_until("immediate claim allocated", WAIT, || async {
+        let allocated = env.allocated_claims().await;
+        allocated
+            .iter()
+            .any(|c| c.name == "immediate")
+            .then_some(())
+    })
+    .await;
+    let pod_claims = env.claims_of_pod("trainer").await;
     assert_eq!(
-        env.claims_of_pod("trainer").await["gpus"]
-            .data
-            .devices
-            .len(),
-        2
+        pod_claims["gpus"].data.devices.len(),
+        2,
+        "the example pod got two devices"
     );
 
     claims
