@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use clap::Parser;
-use deploy_support::rbac::{granted, lines};
+use deploy_support::rbac::{access_of, granted, lines};
 use deploy_support::schema::violations;
 use deploy_support::{
     all_documents, deploy_dir, find, kubernetes_validate, manifest_files, yaml_files, CUSTOM_GROUP,
@@ -27,6 +27,7 @@ use dra_controller::params::{
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::resource::v1alpha2::ResourceClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{json, Value};
 
@@ -271,6 +272,17 @@ fn statefulset_runs_the_controller_with_its_flags_volumes_and_probes() {
         "longer than the shutdown grace"
     );
 
+    let class: ResourceClass = find("ResourceClass", "gpu").parse();
+    assert_eq!(
+        run.driver_name, class.driver_name,
+        "the example class is ours"
+    );
+    let image = container.image.as_deref().unwrap_or_default();
+    assert!(
+        image.ends_with(&format!(":{}", env!("CARGO_PKG_VERSION"))),
+        "image {image} is tagged with the crate version"
+    );
+
     let service: Service = find("Service", "dra-ledger").parse();
     let annotations = service.metadata.annotations.unwrap_or_default();
     assert_eq!(
@@ -300,6 +312,77 @@ fn cluster_role_is_bound_to_the_statefulset_service_account() {
         "binding subjects {subjects:?} vs service account {account:?}"
     );
     find("ServiceAccount", account.as_deref().unwrap_or_default());
+}
+
+#[test]
+fn request_paths_map_to_rbac_verbs_and_resources() {
+    let access = |method: &str, path: &str, query: Option<&str>| {
+        let method = http::Method::from_bytes(method.as_bytes()).expect("method");
+        access_of(&method, path, query).map(|a| a.to_string())
+    };
+    let cases = [
+        ("GET", "/api/v1/pods", None, "list core/pods"),
+        (
+            "GET",
+            "/api/v1/pods",
+            Some("watch=true&resourceVersion=7"),
+            "watch core/pods",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods/p",
+            None,
+            "get core/pods",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default",
+            None,
+            "get core/namespaces",
+        ),
+        (
+            "PUT",
+            "/apis/resource.k8s.io/v1alpha2/namespaces/ns/resourceclaims/c/status",
+            None,
+            "update resource.k8s.io/resourceclaims/status",
+        ),
+        (
+            "PATCH",
+            "/apis/resource.k8s.io/v1alpha2/namespaces/ns/podschedulingcontexts/p/status",
+            None,
+            "patch resource.k8s.io/podschedulingcontexts/status",
+        ),
+        (
+            "POST",
+            "/apis/events.k8s.io/v1/namespaces/ns/events",
+            None,
+            "create events.k8s.io/events",
+        ),
+        (
+            "DELETE",
+            "/apis/dra-ledger.io/v1alpha1/deviceclassparameters/x",
+            None,
+            "delete dra-ledger.io/deviceclassparameters",
+        ),
+        (
+            "DELETE",
+            "/apis/dra-ledger.io/v1alpha1/namespaces/ns/deviceclaimparameters",
+            None,
+            "deletecollection dra-ledger.io/deviceclaimparameters",
+        ),
+    ];
+    for (method, path, query, expected) in cases {
+        assert_eq!(
+            access(method, path, query).as_deref(),
+            Ok(expected),
+            "{method} {path}"
+        );
+    }
+    assert!(
+        access("GET", "/apis", None).is_err(),
+        "discovery is not a resource request"
+    );
+    assert!(access("GET", "/version", None).is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
