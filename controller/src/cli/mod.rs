@@ -5,11 +5,13 @@
 //! - `demo` ([`demo`]): simulated cluster, workload, controller and admin API in one process;
 //! - `sim`: only the simulated cluster (the flags and loop of `dra_sim::cluster::cli`);
 //! - `crds`: the CRD manifests of [`crate::params`];
-//! - `ledger` ([`ledger_tools`]): offline inspect, verify, backup and migrate.
+//! - `ledger` ([`ledger_tools`]): offline inspect, verify, backup and migrate;
+//! - `admin` ([`admin`]): the admin API of a running process as tables or JSON.
 //!
 //! Owns process concerns only (flags, logging, signals, exit codes); the controller logic lives in
 //! [`crate::framework`] and [`crate::driver`]. `main.rs` only calls [`main`].
 
+pub mod admin;
 pub mod demo;
 mod duration;
 pub mod ledger_tools;
@@ -58,6 +60,8 @@ pub enum Command {
     Crds,
     /// Offline tools for a ledger file (the controller must not be running on it).
     Ledger(ledger_tools::LedgerArgs),
+    /// Query and operate a running dra-ledger through its admin API.
+    Admin(admin::AdminArgs),
 }
 
 /// Flags of `dra-ledger sim`: those of the `dra-sim` binary.
@@ -91,6 +95,7 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Ledger(args) => ledger_tools::execute(&args),
+        Command::Admin(args) => admin::execute(&args),
         Command::Run(args) => {
             logging::init(args.log_format, "info");
             runtime()?.block_on(run::run(args))?;

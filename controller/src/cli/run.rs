@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use dra_api::AdminToken;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing::info;
 
@@ -27,7 +28,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub workers: usize,
 
-    /// Address of the admin API and metrics (/healthz, /readyz, /metrics).
+    /// Address of the admin API and metrics (/healthz, /readyz, /metrics, /v1/...).
     #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR")]
     pub listen: SocketAddr,
 
@@ -65,21 +66,13 @@ async fn kube_config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Confi
     }
 }
 
-/// Checks that the admin token file exists and holds a token.
-fn check_token_file(path: &PathBuf) -> anyhow::Result<()> {
-    let token = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read admin token file {}", path.display()))?;
-    if token.trim().is_empty() {
-        anyhow::bail!("admin token file {} is empty", path.display());
-    }
-    Ok(())
-}
-
 /// Runs the controller until SIGTERM or Ctrl-C, then shuts down gracefully.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    if let Some(path) = &args.admin_token_file {
-        check_token_file(path)?;
-    }
+    let admin_token = args
+        .admin_token_file
+        .as_deref()
+        .map(AdminToken::from_file)
+        .transpose()?;
     let config = kube_config(args.kubeconfig.as_ref()).await?;
     let stack = Stack::start(
         StackConfig {
@@ -90,6 +83,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             reconcile_interval: args.reconcile_interval,
             recheck_delay: ControllerConfig::default().recheck_delay,
             grace_period: None,
+            admin_token,
         },
         config,
     )

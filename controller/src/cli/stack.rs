@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use dra_allocator::ledger::{Ledger, LedgerOptions};
-use dra_api::{ApiRequestsLayer, AppState, Metrics, Readiness};
+use dra_api::{AdminToken, ApiRequestsLayer, AppState, Metrics, Readiness, Reconciler};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -42,6 +42,21 @@ pub struct StackConfig {
     /// How long a pending intent may wait for its claim before a reconcile releases it; `None`
     /// keeps the driver's default.
     pub grace_period: Option<Duration>,
+    /// The bearer token of the mutating admin endpoints and the backup; without it they
+    /// answer 403.
+    pub admin_token: Option<AdminToken>,
+}
+
+/// `POST /v1/reconcile` through the driver: the same reconcile as the periodic one, its drift
+/// report as JSON.
+struct DriverReconciler(Arc<LedgerDriver>);
+
+#[async_trait::async_trait]
+impl Reconciler for DriverReconciler {
+    async fn reconcile_now(&self) -> Result<serde_json::Value, String> {
+        let report = self.0.reconcile_now().await.map_err(|e| e.to_string())?;
+        serde_json::to_value(report).map_err(|e| e.to_string())
+    }
 }
 
 /// The running process parts.
@@ -142,9 +157,13 @@ impl Stack {
         let mut tasks = Vec::new();
 
         let depth_source = controller.clone();
-        let state = AppState::new(metrics.clone(), readiness.clone())
+        let mut state = AppState::new(metrics.clone(), readiness.clone())
             .with_ledger(ledger)
-            .with_queue_depth(Arc::new(move || depth_source.queue().len()));
+            .with_queue_depth(Arc::new(move || depth_source.queue().len()))
+            .with_reconciler(Arc::new(DriverReconciler(driver.clone())));
+        if let Some(token) = config.admin_token.clone() {
+            state = state.with_admin_token(token);
+        }
         let server_stop = stopped(&stop);
         tasks.push((
             "admin server",

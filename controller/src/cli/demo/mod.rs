@@ -56,6 +56,11 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub workers: usize,
 
+    /// File holding the bearer token of the mutating admin endpoints and the backup (without
+    /// it they answer 403).
+    #[arg(long, value_name = "PATH")]
+    pub admin_token_file: Option<PathBuf>,
+
     /// Log format on stderr (the filter comes from RUST_LOG, default error so progress stays readable).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -88,6 +93,10 @@ fn check(args: &DemoArgs) -> anyhow::Result<()> {
     }
     if args.pods == 0 {
         anyhow::bail!("--pods must be at least 1");
+    }
+    if let Some(path) = &args.admin_token_file {
+        // Fails before the simulated cluster starts; read again when the stack starts.
+        dra_api::AdminToken::from_file(path)?;
     }
     Ok(())
 }
@@ -152,6 +161,11 @@ async fn with_cluster(
         kube::Config::new(cluster.url().parse().context("simulated server URL")?);
     setup::NAMESPACE.clone_into(&mut client_config.default_namespace);
     client_config.read_timeout = None;
+    let admin_token = args
+        .admin_token_file
+        .as_deref()
+        .map(dra_api::AdminToken::from_file)
+        .transpose()?;
     let stack = Stack::start(
         StackConfig {
             driver_name: DEFAULT_DRIVER_NAME.to_owned(),
@@ -164,6 +178,7 @@ async fn with_cluster(
             reconcile_interval: Duration::from_secs(20),
             recheck_delay: Duration::from_secs(2),
             grace_period: Some(Duration::from_secs(15)),
+            admin_token,
         },
         client_config,
     )
@@ -179,7 +194,7 @@ async fn with_cluster(
         kubeconfig_path.display()
     );
     println!(
-        "  admin API:   http://{0}/healthz  http://{0}/readyz  http://{0}/metrics",
+        "  admin API:   http://{0}/healthz  http://{0}/readyz  http://{0}/metrics  http://{0}/v1/",
         stack.local_addr
     );
     let outcome = drive(args, cluster, &stack, shape).await;

@@ -1,0 +1,214 @@
+//! A small HTTP/1 client of the admin API (hyper-util's client over plain TCP): JSON requests
+//! with an optional bearer token, the server's JSON error turned into its message, and the
+//! backup streamed to a file. Knows the API only as paths and JSON; no server code.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use http::{header, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::io::AsyncWriteExt;
+
+/// Time limit of one request (the backup: until its body starts).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time limit of a whole backup download.
+const BACKUP_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// A client of one admin server.
+pub struct AdminClient {
+    base: String,
+    token: Option<String>,
+    http: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl std::fmt::Debug for AdminClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminClient")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// Percent-encodes one path segment or query value (unreserved characters stay).
+pub fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+    }
+    out
+}
+
+impl AdminClient {
+    /// A client of `server` (`http://host:port`), sending the token of `token_file` if any.
+    pub fn new(server: &str, token_file: Option<&Path>) -> anyhow::Result<Self> {
+        let base = server.trim_end_matches('/').to_owned();
+        let uri: Uri = base
+            .parse()
+            .with_context(|| format!("invalid --server URL {server}"))?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            bail!("invalid --server URL {server}: expected http://HOST:PORT");
+        }
+        let token = match token_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read token file {}", path.display()))?;
+                let token = text.trim();
+                if token.is_empty() {
+                    bail!("token file {} is empty", path.display());
+                }
+                Some(token.to_owned())
+            }
+            None => None,
+        };
+        Ok(AdminClient {
+            base,
+            token,
+            http: Client::builder(TokioExecutor::new()).build_http(),
+        })
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+    ) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
+        let url = format!("{}{path}", self.base);
+        let mut request = Request::builder().method(method).uri(&url);
+        if let Some(token) = &self.token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request
+            .body(Full::new(Bytes::new()))
+            .with_context(|| format!("invalid request URL {url}"))?;
+        let response = tokio::time::timeout(REQUEST_TIMEOUT, self.http.request(request))
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "no answer from the admin server at {} within {REQUEST_TIMEOUT:?}",
+                    self.base
+                )
+            })?
+            .map_err(|error| {
+                // The connector's cause (connection refused, no such host) is the useful part.
+                let mut cause = error.to_string();
+                let mut source = std::error::Error::source(&error);
+                while let Some(inner) = source {
+                    cause = inner.to_string();
+                    source = inner.source();
+                }
+                anyhow::anyhow!("cannot reach the admin server at {}: {cause}", self.base)
+            })?;
+        Ok(response)
+    }
+
+    /// The error of a non-success answer: the server's JSON message when there is one.
+    async fn failure(response: hyper::Response<hyper::body::Incoming>) -> anyhow::Error {
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map(http_body_util::Collected::to_bytes)
+            .unwrap_or_default();
+        let message = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|json| json["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).trim().to_owned());
+        let hint = match status {
+            StatusCode::UNAUTHORIZED => " (pass the server's token with --token-file)",
+            _ => "",
+        };
+        anyhow::anyhow!("{message}{hint} (HTTP {})", status.as_u16())
+    }
+
+    /// `method path` answered with JSON; a non-2xx answer is an error with the server's message.
+    pub async fn json(&self, method: Method, path: &str) -> anyhow::Result<serde_json::Value> {
+        let response = self.send(method, path).await?;
+        if !response.status().is_success() {
+            return Err(Self::failure(response).await);
+        }
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .context("reading the answer failed")?
+            .to_bytes();
+        serde_json::from_slice(&body).context("the admin server answered with invalid JSON")
+    }
+
+    /// Downloads `GET /v1/backup` to `to` (which must not exist) through a temporary file in the
+    /// same directory, so an interrupted download leaves nothing at `to`. Returns the bytes.
+    pub async fn backup(&self, to: &Path) -> anyhow::Result<u64> {
+        if to.exists() {
+            bail!("{} already exists", to.display());
+        }
+        let response = self.send(Method::GET, "/v1/backup").await?;
+        if !response.status().is_success() {
+            return Err(Self::failure(response).await);
+        }
+        let dir = to
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let partial = tempfile::Builder::new()
+            .prefix(".dra-ledger-backup-")
+            .tempfile_in(dir)
+            .with_context(|| format!("cannot write in {}", dir.display()))?;
+        let mut file = tokio::fs::File::from_std(partial.reopen()?);
+        let mut body = response.into_body();
+        let mut written = 0u64;
+        let download = async {
+            while let Some(frame) = body.frame().await {
+                let frame = frame.context("the backup download broke off")?;
+                if let Ok(data) = frame.into_data() {
+                    file.write_all(&data).await?;
+                    written += data.len() as u64;
+                }
+            }
+            file.sync_all().await?;
+            anyhow::Ok(())
+        };
+        tokio::time::timeout(BACKUP_TIMEOUT, download)
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!("the backup download took longer than {BACKUP_TIMEOUT:?}")
+            })??;
+        partial
+            .persist_noclobber(to)
+            .with_context(|| format!("cannot create {}", to.display()))?;
+        Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_are_percent_encoded() {
+        assert_eq!(encode("node-a.1_~"), "node-a.1_~");
+        assert_eq!(encode("a/b c"), "a%2Fb%20c");
+    }
+
+    #[test]
+    fn only_http_servers_are_accepted() {
+        assert!(AdminClient::new("http://127.0.0.1:8080/", None).is_ok());
+        for bad in ["https://x:1", "127.0.0.1:8080", "nonsense url"] {
+            assert!(AdminClient::new(bad, None).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! `dra-ledger admin`: the admin API of a running `dra-ledger run` or `demo` from the command
+//! line, for SREs. Each subcommand is one request (`claims` follows the paging tokens); the
+//! answer is printed as an aligned table like `kubectl get`, or with `-o json` as the server's
+//! JSON. Errors (unreachable server, 4xx/5xx with the server's message) exit 1.
+//!
+//! - [`client`]: the HTTP client; [`render`]: the tables; [`table`]: alignment and ages.
+//!
+//! Talks to the server only over HTTP; it does not open the ledger.
+
+mod client;
+mod render;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use http::Method;
+
+use client::encode;
+pub use client::AdminClient;
+
+/// Page size `admin claims` asks for while following the paging tokens.
+const CLAIMS_PAGE: usize = 500;
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Aligned columns.
+    Table,
+    /// The server's JSON, pretty-printed.
+    Json,
+}
+
+/// Flags of `dra-ledger admin`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AdminArgs {
+    /// The admin server of `dra-ledger run` or `demo`.
+    #[arg(
+        long,
+        global = true,
+        env = "DRA_LEDGER_SERVER",
+        default_value = "http://127.0.0.1:8080",
+        value_name = "URL"
+    )]
+    pub server: String,
+
+    /// File holding the admin bearer token (needed by cordon, uncordon, reconcile and backup).
+    #[arg(
+        long,
+        global = true,
+        env = "DRA_LEDGER_TOKEN_FILE",
+        value_name = "PATH"
+    )]
+    pub token_file: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+
+    /// What to show or do.
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+/// The admin subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum AdminCommand {
+    /// Device counts per node.
+    Nodes,
+    /// The devices of a node with their state, attributes and consumer claims.
+    Devices {
+        /// The node.
+        node: String,
+    },
+    /// The ledger's allocations by claim UID.
+    Claims {
+        /// Only this namespace.
+        #[arg(long, short = 'n')]
+        namespace: Option<String>,
+        /// Only this node.
+        #[arg(long)]
+        node: Option<String>,
+        /// Show one page of at most N claims (the next page's token is printed on stderr).
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Continue a listing with the token of the previous page.
+        #[arg(long = "continue", value_name = "TOKEN", requires = "limit")]
+        continue_token: Option<String>,
+    },
+    /// One claim's allocation and intent history.
+    Claim {
+        /// The claim UID.
+        uid: String,
+    },
+    /// Allocations not yet confirmed in the cluster.
+    Intents,
+    /// The audit log.
+    Audit {
+        /// Only entries after this sequence number.
+        #[arg(long, default_value_t = 0)]
+        since: u64,
+        /// At most this many entries (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Device totals and the breakdown per attribute value.
+    Utilisation,
+    /// Take a device out of allocation (existing consumers keep it).
+    Cordon {
+        /// The node.
+        node: String,
+        /// The device.
+        device: String,
+    },
+    /// Put a cordoned device back into allocation.
+    Uncordon {
+        /// The node.
+        node: String,
+        /// The device.
+        device: String,
+    },
+    /// Reconcile the ledger against the cluster now and show the drift report.
+    Reconcile,
+    /// Download a consistent copy of the ledger file.
+    Backup {
+        /// Destination file (must not exist).
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+    },
+}
+
+/// Runs one admin subcommand, printing its answer on stdout.
+pub fn execute(args: &AdminArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let text = runtime.block_on(answer(args))?;
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn pretty(json: &serde_json::Value) -> String {
+    format!(
+        "{}\n",
+        serde_json::to_string_pretty(json).unwrap_or_default()
+    )
+}
+
+/// The method and path of a subcommand that is one request.
+fn request(command: &AdminCommand) -> Option<(Method, String)> {
+    Some(match command {
+        AdminCommand::Nodes => (Method::GET, "/v1/nodes".to_owned()),
+        AdminCommand::Devices { node } => {
+            (Method::GET, format!("/v1/nodes/{}/devices", encode(node)))
+        }
+        AdminCommand::Claim { uid } => (Method::GET, format!("/v1/claims/{}", encode(uid))),
+        AdminCommand::Intents => (Method::GET, "/v1/intents".to_owned()),
+        AdminCommand::Audit { since, limit } => (
+            Method::GET,
+            format!("/v1/audit?since={since}&limit={limit}"),
+        ),
+        AdminCommand::Utilisation => (Method::GET, "/v1/utilisation".to_owned()),
+        AdminCommand::Cordon { node, device } => (
+            Method::POST,
+            format!(
+                "/v1/nodes/{}/devices/{}/cordon",
+                encode(node),
+                encode(device)
+            ),
+        ),
+        AdminCommand::Uncordon { node, device } => (
+            Method::POST,
+            format!(
+                "/v1/nodes/{}/devices/{}/uncordon",
+                encode(node),
+                encode(device)
+            ),
+        ),
+        AdminCommand::Reconcile => (Method::POST, "/v1/reconcile".to_owned()),
+        AdminCommand::Claims { .. } | AdminCommand::Backup { .. } => return None,
+    })
+}
+
+/// The table of the answer to a one-request subcommand.
+fn table(command: &AdminCommand, answer: serde_json::Value) -> anyhow::Result<String> {
+    Ok(match command {
+        AdminCommand::Nodes => render::nodes(&render::decode(answer)?),
+        AdminCommand::Devices { .. } => render::devices(&render::decode(answer)?),
+        AdminCommand::Claim { .. } => render::claim(&render::decode(answer)?),
+        AdminCommand::Intents => render::intents(&render::decode(answer)?),
+        AdminCommand::Audit { .. } => render::audit(&render::decode(answer)?),
+        AdminCommand::Utilisation => render::utilisation(&render::decode(answer)?),
+        AdminCommand::Cordon { .. } | AdminCommand::Uncordon { .. } => {
+            render::cordon(&render::decode(answer)?)
+        }
+        AdminCommand::Reconcile | AdminCommand::Claims { .. } | AdminCommand::Backup { .. } => {
+            render::report(&answer)
+        }
+    })
+}
+
+/// The text to print for `args`.
+async fn answer(args: &AdminArgs) -> anyhow::Result<String> {
+    let client = AdminClient::new(&args.server, args.token_file.as_deref())?;
+    let json = args.output == Output::Json;
+    if let Some((method, path)) = request(&args.command) {
+        let answer = client.json(method, &path).await?;
+        return if json {
+            Ok(pretty(&answer))
+        } else {
+            table(&args.command, answer)
+        };
+    }
+    match &args.command {
+        AdminCommand::Claims {
+            namespace,
+            node,
+            limit,
+            continue_token,
+        } => {
+            let filters = Filters {
+                namespace: namespace.as_deref(),
+                node: node.as_deref(),
+            };
+            claims(&client, filters, *limit, continue_token.as_deref(), json).await
+        }
+        AdminCommand::Backup { to } => {
+            let bytes = client.backup(to).await?;
+            Ok(if json {
+                pretty(&serde_json::json!({"path": to, "bytes": bytes}))
+            } else {
+                format!("wrote {bytes} bytes to {}\n", to.display())
+            })
+        }
+        _ => unreachable!("every other subcommand is one request"),
+    }
+}
+
+/// The filters of `admin claims`.
+#[derive(Debug, Clone, Copy)]
+struct Filters<'a> {
+    namespace: Option<&'a str>,
+    node: Option<&'a str>,
+}
+
+/// `admin claims`: one page with `--limit`, else every page.
+async fn claims(
+    client: &AdminClient,
+    filters: Filters<'_>,
+    limit: Option<usize>,
+    continue_token: Option<&str>,
+    json: bool,
+) -> anyhow::Result<String> {
+    let mut query = String::new();
+    if let Some(namespace) = filters.namespace {
+        query = format!("{query}&namespace={}", encode(namespace));
+    }
+    if let Some(node) = filters.node {
+        query = format!("{query}&node={}", encode(node));
+    }
+    let mut items = Vec::new();
+    let mut token = continue_token.map(str::to_owned);
+    loop {
+        let mut path = format!("/v1/claims?limit={}{query}", limit.unwrap_or(CLAIMS_PAGE));
+        if let Some(token) = &token {
+            path = format!("{path}&continue={}", encode(token));
+        }
+        let page = client.json(Method::GET, &path).await?;
+        if limit.is_some() {
+            if let Some(next) = page["continue"].as_str() {
+                eprintln!(
+                    "more claims: --limit {} --continue {next}",
+                    limit.unwrap_or_default()
+                );
+            }
+            if json {
+                return Ok(pretty(&page));
+            }
+            let page: dra_api::v1::types::ClaimList = render::decode(page)?;
+            return Ok(render::claims(&page.items));
+        }
+        let page: dra_api::v1::types::ClaimList = render::decode(page)?;
+        items.extend(page.items);
+        match page.continue_token {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    if json {
+        Ok(pretty(&serde_json::json!({"items": items})))
+    } else {
+        Ok(render::claims(&items))
+    }
+}

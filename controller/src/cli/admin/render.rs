@@ -1,0 +1,279 @@
+//! The tables of `dra-ledger admin`, one per view, from the API's own response types
+//! (`dra_api::v1::types`), so the client reads exactly what the server writes.
+
+use dra_api::v1::types::{
+    AuditPage, ClaimDetailView, ClaimItem, CordonResult, Counts, DeviceList, IntentList, NodeList,
+    SharingMode, SharingView, UtilisationView,
+};
+use serde::de::DeserializeOwned;
+
+use super::table::{age, list, now_ms, Table};
+
+/// Decodes an answer as the expected view.
+pub fn decode<T: DeserializeOwned>(json: serde_json::Value) -> anyhow::Result<T> {
+    serde_json::from_value(json)
+        .map_err(|e| anyhow::anyhow!("unexpected answer from the admin server: {e}"))
+}
+
+fn counts(c: &Counts) -> Vec<String> {
+    [
+        c.total,
+        c.free,
+        c.allocated,
+        c.shared,
+        c.cordoned,
+        c.missing,
+    ]
+    .iter()
+    .map(u64::to_string)
+    .collect()
+}
+
+const COUNT_HEADERS: [&str; 6] = [
+    "total",
+    "free",
+    "allocated",
+    "shared",
+    "cordoned",
+    "missing",
+];
+
+/// `admin nodes`.
+pub fn nodes(view: &NodeList) -> String {
+    let mut headers = vec!["node"];
+    headers.extend(COUNT_HEADERS);
+    let mut table = Table::new(&headers);
+    for node in &view.items {
+        let mut row = vec![node.name.clone()];
+        row.extend(counts(&node.devices));
+        table.row(row);
+    }
+    table.render()
+}
+
+fn sharing(s: &SharingView) -> String {
+    match (s.mode, s.max_consumers) {
+        (SharingMode::Shared, Some(n)) => format!("shared/{n}"),
+        (SharingMode::Shared, None) => "shared".to_owned(),
+        (SharingMode::Exclusive, _) => "exclusive".to_owned(),
+    }
+}
+
+fn lower<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// `admin devices NODE`.
+pub fn devices(view: &DeviceList) -> String {
+    let mut table = Table::new(&["device", "state", "attributes", "consumers"]);
+    for device in &view.items {
+        let attributes: Vec<String> = device
+            .attributes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let consumers: Vec<String> = device
+            .consumers
+            .iter()
+            .map(|c| c.claim_uid.clone())
+            .collect();
+        table.row(vec![
+            device.name.clone(),
+            lower(&device.state),
+            list(&attributes),
+            list(&consumers),
+        ]);
+    }
+    table.render()
+}
+
+/// `admin claims`.
+pub fn claims(items: &[ClaimItem]) -> String {
+    let now = now_ms();
+    let mut table = Table::new(&[
+        "uid",
+        "namespace",
+        "name",
+        "node",
+        "devices",
+        "sharing",
+        "state",
+        "age",
+    ]);
+    for c in items {
+        table.row(vec![
+            c.uid.clone(),
+            c.namespace.clone(),
+            c.name.clone(),
+            c.node.clone(),
+            list(&c.devices),
+            sharing(&c.sharing),
+            lower(&c.state),
+            age(now, c.created_ms),
+        ]);
+    }
+    table.render()
+}
+
+/// `admin claim UID`: the allocation, then the intent history.
+pub fn claim(view: &ClaimDetailView) -> String {
+    let now = now_ms();
+    let mut out = format!("Claim:      {}\n", view.uid);
+    match &view.allocation {
+        Some(a) => {
+            let fields = [
+                ("Namespace", a.namespace.clone()),
+                ("Name", a.name.clone()),
+                ("Node", a.node.clone()),
+                ("Devices", list(&a.devices)),
+                ("Sharing", sharing(&a.sharing)),
+                ("State", lower(&a.state)),
+                (
+                    "Pod",
+                    a.pod_uid.clone().unwrap_or_else(|| "<none>".to_owned()),
+                ),
+                ("Age", age(now, a.created_ms)),
+            ];
+            for (name, value) in fields {
+                out = format!("{out}{:<12}{value}\n", format!("{name}:"));
+            }
+        }
+        None => out.push_str("Allocation: <none>\n"),
+    }
+    out.push_str("Intents:\n");
+    let mut table = Table::new(&["id", "kind", "node", "devices", "outcome", "age"]);
+    for i in &view.intents {
+        table.row(vec![
+            i.id.to_string(),
+            lower(&i.kind),
+            i.node.clone(),
+            list(&i.devices),
+            i.outcome
+                .as_ref()
+                .map_or_else(|| "<open>".to_owned(), lower),
+            age(now, i.at_ms),
+        ]);
+    }
+    for line in table.render().lines() {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `admin intents`.
+pub fn intents(view: &IntentList) -> String {
+    let now = now_ms();
+    let mut table = Table::new(&[
+        "intent",
+        "claim",
+        "namespace",
+        "name",
+        "node",
+        "devices",
+        "age",
+    ]);
+    for i in &view.items {
+        table.row(vec![
+            i.intent.to_string(),
+            i.claim_uid.clone(),
+            i.namespace.clone(),
+            i.name.clone(),
+            i.node.clone(),
+            list(&i.devices),
+            age(now, i.created_ms),
+        ]);
+    }
+    table.render()
+}
+
+/// `admin audit`.
+pub fn audit(view: &AuditPage) -> String {
+    let now = now_ms();
+    let mut table = Table::new(&["seq", "age", "event", "claim", "node", "devices"]);
+    for e in &view.items {
+        table.row(vec![
+            e.seq.to_string(),
+            age(now, e.at_ms),
+            e.event.clone(),
+            e.claim_uid.clone().unwrap_or_else(|| "-".to_owned()),
+            e.node.clone().unwrap_or_else(|| "-".to_owned()),
+            list(&e.devices),
+        ]);
+    }
+    table.render()
+}
+
+/// `admin utilisation`: totals as the first row, then one row per attribute value.
+pub fn utilisation(view: &UtilisationView) -> String {
+    let mut headers = vec!["attribute", "value"];
+    headers.extend(COUNT_HEADERS);
+    let mut table = Table::new(&headers);
+    let mut row = vec!["*".to_owned(), "*".to_owned()];
+    row.extend(counts(&view.totals));
+    table.row(row);
+    for (name, values) in &view.by_attribute {
+        for (value, c) in values {
+            let mut row = vec![name.clone(), value.clone()];
+            row.extend(counts(c));
+            table.row(row);
+        }
+    }
+    format!(
+        "Claims allocated: {}   Intents pending: {}\n{}",
+        view.claims_allocated,
+        view.intents_pending,
+        table.render()
+    )
+}
+
+/// `admin cordon` and `admin uncordon`.
+pub fn cordon(result: &CordonResult) -> String {
+    let verb = if result.cordoned {
+        "cordoned"
+    } else {
+        "uncordoned"
+    };
+    if result.changed {
+        format!("device {}/{} {verb}\n", result.node, result.device)
+    } else {
+        format!("device {}/{} already {verb}\n", result.node, result.device)
+    }
+}
+
+fn report_rows(table: &mut Table, prefix: &str, value: &serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Object(fields) => {
+            for (name, inner) in fields {
+                let name = if prefix.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{prefix}.{name}")
+                };
+                report_rows(table, &name, inner);
+            }
+        }
+        Value::Array(items) if items.is_empty() => {
+            table.row(vec![prefix.to_owned(), "<none>".to_owned()]);
+        }
+        Value::Array(items) => {
+            for item in items {
+                report_rows(table, prefix, item);
+            }
+        }
+        Value::String(s) => table.row(vec![prefix.to_owned(), s.clone()]),
+        other => table.row(vec![prefix.to_owned(), other.to_string()]),
+    }
+}
+
+/// `admin reconcile`: the drift report's fields, one per line; nested ones as `drift.<kind>`.
+pub fn report(json: &serde_json::Value) -> String {
+    let mut table = Table::new(&["field", "value"]);
+    report_rows(&mut table, "", json);
+    table.render()
+}
