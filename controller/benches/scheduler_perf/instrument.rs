@@ -150,12 +150,17 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let name = format!("api {}", verb(&request));
+        let verb = verb(&request);
         let recorder = self.recorder.clone();
         let started = Instant::now();
         let response = self.inner.call(request);
         Box::pin(async move {
             let result = response.await;
+            let name = match &result {
+                Ok(response) if response.status().is_success() => format!("api {verb}"),
+                Ok(response) => format!("api {verb} {}", response.status().as_u16()),
+                Err(_) => format!("api {verb} error"),
+            };
             recorder.record(&name, started.elapsed(), 1);
             result
         })
