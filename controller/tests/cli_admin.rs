@@ -330,3 +330,107 @@ fn unreachable_server_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+fn terminate(child: &std::process::Child) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+#[test]
+fn run_serves_the_admin_api_with_its_token_and_the_drivers_reconcile() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let mut sim = cli_support::spawn(&[
+        "sim",
+        "--nodes",
+        "2",
+        "--devices-per-node",
+        "2",
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    let mut sim_out = cli_support::stdout_lines(&mut sim);
+    sim_out.wait_for(Duration::from_secs(60), |line| {
+        line.starts_with("http://").then_some(())
+    });
+    let mut run = cli_support::spawn(&[
+        "run",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--ledger",
+        dir.path().join("ledger.redb").to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-token-file",
+        token.to_str().unwrap(),
+        "--log-format",
+        "json",
+    ]);
+    let mut logs = cli_support::Lines::new(run.stderr.take().unwrap());
+    let addr = logs.wait_for(Duration::from_secs(60), |line| {
+        let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+        (entry["fields"]["message"] == "Controller started")
+            .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cli_support::http_get(&addr, "/readyz").0 != 200 {
+        assert!(Instant::now() < deadline, "not ready within 60s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let server = format!("http://{addr}");
+    let admin = |args: &[&str]| {
+        cli_support::binary()
+            .arg("admin")
+            .args(args)
+            .args(["--server", &server, "--token-file", token.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+
+    let nodes = stdout(&admin(&["nodes"]));
+    assert_eq!(nodes.lines().count(), 3, "{nodes}");
+    let node = nodes
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    let devices = stdout(&admin(&["devices", &node]));
+    let device = devices
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    let cordoned = stdout(&admin(&["cordon", &node, &device]));
+    assert_eq!(cordoned, format!("device {node}/{device} cordoned\n"));
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout(&admin(&["reconcile", "-o", "json"]))).unwrap();
+    assert_eq!(report["claims_checked"], 0, "{report}");
+    assert_eq!(report["errors"], serde_json::json!([]), "{report}");
+    let copy = dir.path().join("copy.redb");
+    stdout(&admin(&["backup", "--to", copy.to_str().unwrap()]));
+    let ledger = Ledger::open(&copy, "gpu.dra-ledger.io").unwrap();
+    assert_eq!(ledger.utilisation().unwrap().totals.cordoned, 1);
+    drop(ledger);
+
+    terminate(&run);
+    assert!(cli_support::wait_exit(&mut run, Duration::from_secs(30)).success());
+    logs.drain();
+    assert!(
+        !logs.seen.iter().any(|line| line.contains(TOKEN)),
+        "the token appears in the log"
+    );
+    terminate(&sim);
+    assert!(cli_support::wait_exit(&mut sim, Duration::from_secs(30)).success());
+}
