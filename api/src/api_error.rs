@@ -28,6 +28,14 @@ pub enum ApiError {
         /// The requested path.
         path: String,
     },
+    /// The route exists but not with this method (405).
+    #[error("method {method} not allowed on {path}")]
+    MethodNotAllowed {
+        /// The request method.
+        method: String,
+        /// The requested path.
+        path: String,
+    },
     /// The named node, device or claim is not in the ledger (404).
     #[error("{0}")]
     UnknownObject(String),
@@ -65,6 +73,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } | ApiError::UnknownObject(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::NotReady { .. } | ApiError::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -79,6 +88,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden => "forbidden",
             ApiError::NotFound { .. } | ApiError::UnknownObject(_) => "not_found",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::Conflict(_) => "conflict",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::NotReady { .. } => "not_ready",
@@ -117,7 +127,7 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// A fixed machine-readable code: `bad_request`, `unauthorized`, `forbidden`, `not_found`,
-    /// `conflict`, `payload_too_large`, `not_ready`, `timeout` or `internal`.
+    /// `method_not_allowed`, `conflict`, `payload_too_large`, `not_ready`, `timeout` or `internal`.
     pub code: String,
     /// What was wrong, for people.
     pub message: String,

@@ -8,7 +8,7 @@
 //!   gauges and the work queue depth are refreshed on each scrape.
 //! - `/v1/...`: the ledger API of [`crate::v1`].
 //!
-//! Any other path is a JSON 404. Request bodies are limited to [`BODY_LIMIT`] bytes and requests
+//! Any other path is a JSON 404, a known path with another method a JSON 405. Request bodies are limited to [`BODY_LIMIT`] bytes and requests
 //! to a time limit (longer for the backup). Depends on the ledger only through its views and
 //! the cordon calls.
 
@@ -162,6 +162,7 @@ pub fn router(state: AppState) -> Router {
     let (routes, _document) = crate::v1::routes().split_for_parts();
     routes
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn_with_state(state.clone(), time_limit))
         .with_state(state)
@@ -228,6 +229,13 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
     }
     let text = state.metrics.encode().map_err(ApiError::Internal)?;
     Ok(([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response())
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    }
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {

@@ -96,3 +96,27 @@ async fn unknown_path_is_a_json_404_naming_the_path() {
     assert_eq!(json["error"]["code"], "not_found");
     assert_eq!(json["error"]["message"], "no such endpoint: /v1/nope");
 }
+
+#[tokio::test]
+async fn known_path_with_another_method_is_a_json_405() {
+    let response = router(state())
+        .oneshot(Request::delete("/v1/nodes").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let body = to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(json["error"]["code"], "method_not_allowed");
+    assert_eq!(
+        json["error"]["message"],
+        "method DELETE not allowed on /v1/nodes"
+    );
+}
+
+#[tokio::test]
+async fn path_segment_that_is_not_utf8_is_a_json_400() {
+    let (status, body, _) = get(&state(), "/v1/claims/%FF").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["error"]["code"], "bad_request");
+}

@@ -1,7 +1,7 @@
 //! The read-only `/v1` handlers: nodes, devices, claims, intents, audit and utilisation, each a
 //! ledger read view run on the blocking pool and mapped to [`super::types`]. No token needed.
 
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use dra_allocator::ledger::{AllocationQuery, Ledger};
@@ -25,6 +25,13 @@ pub const MAX_LIMIT: usize = 1000;
 pub(crate) fn query<T>(parsed: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     parsed
         .map(|Query(q)| q)
+        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))
+}
+
+/// Maps path segments that do not decode to a JSON 400.
+pub(crate) fn segments<T>(parsed: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+    parsed
+        .map(|Path(p)| p)
         .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))
 }
 
@@ -59,8 +66,9 @@ pub async fn list_nodes(State(state): State<AppState>) -> Result<Json<NodeList>,
     ))]
 pub async fn node_devices(
     State(state): State<AppState>,
-    Path(node): Path<String>,
+    node: Result<Path<String>, PathRejection>,
 ) -> Result<Json<DeviceList>, ApiError> {
+    let node = segments(node)?;
     let name = node.clone();
     let devices = state
         .ledger_call(move |ledger| ledger.node_devices(&name))
@@ -140,8 +148,9 @@ pub async fn list_claims(
     ))]
 pub async fn get_claim(
     State(state): State<AppState>,
-    Path(uid): Path<String>,
+    uid: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ClaimDetailView>, ApiError> {
+    let uid = segments(uid)?;
     let key = uid.clone();
     let detail = state
         .ledger_call(move |ledger| ledger.claim(&key))

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -13,6 +13,7 @@ use futures::stream;
 use tokio::io::AsyncReadExt;
 use tracing::{info, warn};
 
+use super::read::segments;
 use super::types::{CordonRequest, CordonResult};
 use crate::api_error::{ApiError, ErrorBody};
 use crate::auth::Authorized;
@@ -79,9 +80,10 @@ async fn set_cordon(
 pub async fn cordon(
     _auth: Authorized,
     State(state): State<AppState>,
-    Path((node, device)): Path<(String, String)>,
+    names: Result<Path<(String, String)>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CordonResult>, ApiError> {
+    let (node, device) = segments(names)?;
     set_cordon(state, node, device, body, true).await
 }
 
@@ -102,9 +104,10 @@ pub async fn cordon(
 pub async fn uncordon(
     _auth: Authorized,
     State(state): State<AppState>,
-    Path((node, device)): Path<(String, String)>,
+    names: Result<Path<(String, String)>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CordonResult>, ApiError> {
+    let (node, device) = segments(names)?;
     set_cordon(state, node, device, body, false).await
 }
 

@@ -1,0 +1,9 @@
+//! The JSON shapes of the `/v1` endpoints (camelCase), each mapped from a ledger view. These are
+//! the API's contract, the source of the OpenAPI schemas and what `dra-ledger admin` decodes;
+//! the ledger's own types stay free to change. Depends on the ledger's view types only.
+
+mod claims;
+mod inventory;
+
+pub use claims::*;
+pub use inventory::*;
