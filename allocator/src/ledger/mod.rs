@@ -39,7 +39,8 @@ pub use types::{
 use stats::StatsRecorder;
 use writer::WriterHandle;
 
-use crate::model::Device;
+use crate::fit::{self, NamedRequest, Reservations, UnsuitableNode};
+use crate::model::{Device, EffectiveRequest};
 
 /// How a ledger is opened.
 #[derive(Clone)]
@@ -236,6 +237,53 @@ impl Ledger {
     /// The allocation of claim `uid`.
     pub fn allocation(&self, uid: &str) -> Result<Option<Allocation>> {
         views::allocation(&self.read()?, uid)
+    }
+
+    /// The gang check against the writer's in-memory inventory as the last commit left it (no
+    /// read of the file, no commit): the `candidates` that cannot hold all `claims` together,
+    /// each with its reason. Devices held by the claims in `ignore` count as free for the check
+    /// (a pod's own earlier, possibly stale, allocations must not block it).
+    pub fn unsuitable_nodes(
+        &self,
+        claims: Vec<(String, EffectiveRequest)>,
+        candidates: Vec<String>,
+        ignore: &[String],
+    ) -> Result<Vec<UnsuitableNode>> {
+        let mut held = Vec::new();
+        for uid in ignore {
+            if let Some(allocation) = self.allocation(uid)? {
+                held.push(allocation);
+            }
+        }
+        self.inner.writer.read(move |state| {
+            let named: Vec<NamedRequest<'_>> = claims
+                .iter()
+                .map(|(name, request)| NamedRequest { name, request })
+                .collect();
+            let none = Reservations::new();
+            if held.is_empty() {
+                return Ok(fit::unsuitable_nodes(
+                    &state.inventory,
+                    &named,
+                    &candidates,
+                    &none,
+                ));
+            }
+            let mut inventory = state.inventory.clone();
+            for allocation in &held {
+                for device in &allocation.devices {
+                    // A device gone from the inventory has no consumer to drop.
+                    let _ =
+                        inventory.remove_consumer(&allocation.node, device, &allocation.claim.uid);
+                }
+            }
+            Ok(fit::unsuitable_nodes(
+                &inventory,
+                &named,
+                &candidates,
+                &none,
+            ))
+        })
     }
 
     /// The claim's allocation and intent history; `None` when the ledger never saw it (or its

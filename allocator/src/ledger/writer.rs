@@ -9,7 +9,9 @@
 //!
 //! The writer also owns the in-memory [`Inventory`] the fitting logic reads. It is derived from the
 //! file on open, changed only alongside the tables, and rebuilt from the file whenever a
-//! transaction is abandoned, so it never runs ahead of what is durable for long.
+//! transaction is abandoned, so it never runs ahead of what is durable for long. Read-only jobs
+//! ([`WriterHandle::read`]) run between batches against that state, with no transaction and no
+//! commit: they see exactly what the last commit made durable.
 
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::Arc;
@@ -95,9 +97,20 @@ where
     }
 }
 
+/// A read-only job: runs between batches against the committed state.
+type ReadJob = Box<dyn FnOnce(&WriterState) + Send>;
+
+/// What the writer thread receives.
+enum Message {
+    /// An operation for the next batch.
+    Write(Box<dyn Job>),
+    /// A read of the committed state, run before the next batch.
+    Read(ReadJob),
+}
+
 /// The handle callers use to reach the writer.
 pub(crate) struct WriterHandle {
-    sender: Option<Sender<Box<dyn Job>>>,
+    sender: Option<Sender<Message>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -109,7 +122,7 @@ impl WriterHandle {
         recorder: Arc<StatsRecorder>,
         max_batch: usize,
     ) -> Result<Self> {
-        let (sender, receiver) = mpsc::channel::<Box<dyn Job>>();
+        let (sender, receiver) = mpsc::channel::<Message>();
         let thread = std::thread::Builder::new()
             .name("ledger-writer".to_owned())
             .spawn(move || run(&db, state, &recorder, &receiver, max_batch.max(1)))
@@ -137,7 +150,26 @@ impl WriterHandle {
         self.sender
             .as_ref()
             .ok_or(LedgerError::WriterStopped)?
-            .send(job)
+            .send(Message::Write(job))
+            .map_err(|_| LedgerError::WriterStopped)?;
+        answer.recv().map_err(|_| LedgerError::WriterStopped)?
+    }
+
+    /// Runs `op` on the writer thread against the committed state (no transaction, no commit)
+    /// and waits for its result.
+    pub(crate) fn read<T, F>(&self, op: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&WriterState) -> Result<T> + Send + 'static,
+    {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: ReadJob = Box::new(move |state| {
+            let _ = reply.send(op(state));
+        });
+        self.sender
+            .as_ref()
+            .ok_or(LedgerError::WriterStopped)?
+            .send(Message::Read(job))
             .map_err(|_| LedgerError::WriterStopped)?;
         answer.recv().map_err(|_| LedgerError::WriterStopped)?
     }
@@ -157,16 +189,24 @@ fn run(
     db: &Database,
     mut state: WriterState,
     recorder: &StatsRecorder,
-    receiver: &Receiver<Box<dyn Job>>,
+    receiver: &Receiver<Message>,
     max_batch: usize,
 ) {
     while let Ok(first) = receiver.recv() {
-        let mut batch = vec![first];
-        while batch.len() < max_batch {
-            match receiver.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
+        // Reads run as they arrive, before the batch is applied, so they see committed state.
+        let mut batch = Vec::new();
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Read(read) => read(&state),
+                Message::Write(job) => batch.push(job),
             }
+            if batch.len() < max_batch {
+                next = receiver.try_recv().ok();
+            }
+        }
+        if batch.is_empty() {
+            continue;
         }
         if let Err(error) = run_batch(db, &mut state, recorder, batch) {
             tracing::error!(%error, "Ledger writer cannot reload its state; stopping");

@@ -2,20 +2,18 @@
 //! inventory of the candidate nodes, and the Warning event that explains, node by node, why a
 //! pod fits nowhere.
 //!
-//! Devices held by other claims (confirmed or still pending) count as taken; the pod's own
-//! claims are left out of the consumers, so a stale pending allocation of the pod does not block
-//! it. No soft reservation is made, so nothing can leak.
+//! The check runs in the ledger against its in-memory inventory (`Ledger::unsuitable_nodes`), not
+//! over a copy rebuilt from the file on every call. Devices held by other claims (confirmed or
+//! still pending) count as taken; the pod's own claims are left out of the consumers, so a stale
+//! pending allocation of the pod does not block it. No soft reservation is made, so nothing can
+//! leak.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use dra_allocator::fit::{
-    self, Consumers, DeviceView, Inventory, NamedRequest, NodeView, Reservations, SharedConsumer,
-    UnsuitableNode,
-};
-use dra_allocator::ledger::{DeviceStatus, Ledger, LedgerError};
-use dra_allocator::model::{Device, Sharing};
+use dra_allocator::fit::UnsuitableNode;
+use dra_allocator::model::EffectiveRequest;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use tracing::{debug, warn};
@@ -57,63 +55,6 @@ pub fn explain_unsuitable(reasons: &[UnsuitableNode], max_reasons: usize) -> Str
     message
 }
 
-fn consumers(device: &DeviceStatus, ignore: &HashSet<String>) -> Consumers {
-    let mut shared = Vec::new();
-    for consumer in &device.consumers {
-        if ignore.contains(&consumer.claim_uid) {
-            continue;
-        }
-        match consumer.sharing {
-            Sharing::Exclusive => {
-                return Consumers::Exclusive {
-                    claim_uid: consumer.claim_uid.clone(),
-                }
-            }
-            Sharing::Shared { max_consumers } => shared.push(SharedConsumer {
-                claim_uid: consumer.claim_uid.clone(),
-                max_consumers,
-            }),
-        }
-    }
-    if shared.is_empty() {
-        Consumers::None
-    } else {
-        Consumers::Shared(shared)
-    }
-}
-
-/// The inventory of the `nodes` as the ledger records them, without the consumers in `ignore`.
-fn inventory_of(
-    ledger: &Ledger,
-    nodes: &[String],
-    ignore: &HashSet<String>,
-) -> std::result::Result<Inventory, LedgerError> {
-    let mut views = Vec::with_capacity(nodes.len());
-    let mut seen = HashSet::new();
-    for node in nodes {
-        if !seen.insert(node.as_str()) {
-            continue;
-        }
-        let Some(devices) = ledger.node_devices(node)? else {
-            continue;
-        };
-        let devices = devices
-            .into_iter()
-            .map(|d| DeviceView {
-                consumers: consumers(&d, ignore),
-                cordoned: d.cordoned,
-                missing: d.missing,
-                device: Device {
-                    name: d.name,
-                    attributes: d.attributes,
-                },
-            })
-            .collect();
-        views.push(NodeView::new(node.clone(), devices));
-    }
-    Inventory::from_nodes(views).map_err(|e| LedgerError::Storage(e.to_string()))
-}
-
 impl LedgerDriver {
     /// The gang check of [`crate::framework::Driver::unsuitable_nodes`].
     pub(crate) async fn check_nodes(
@@ -129,30 +70,22 @@ impl LedgerDriver {
         for uid in &ignore {
             self.state.remember_pod(uid, &pod_uid);
         }
-        let nodes = potential_nodes.to_vec();
-        let inventory = self
-            .ledger_call(move |ledger| inventory_of(ledger, &nodes, &ignore))
-            .await?;
-        let claim_names: Vec<String> = claims
+        let requests: Vec<(String, EffectiveRequest)> = claims
             .iter()
             .map(|c| {
-                if c.pod_claim_name.is_empty() {
+                let name = if c.pod_claim_name.is_empty() {
                     c.claim_name().to_owned()
                 } else {
                     c.pod_claim_name.clone()
-                }
+                };
+                (name, c.claim_parameters.request.clone())
             })
             .collect();
-        let named: Vec<NamedRequest<'_>> = claims
-            .iter()
-            .zip(&claim_names)
-            .map(|(c, name)| NamedRequest {
-                name,
-                request: &c.claim_parameters.request,
-            })
-            .collect();
-        let unsuitable =
-            fit::unsuitable_nodes(&inventory, &named, potential_nodes, &Reservations::new());
+        let candidates = potential_nodes.to_vec();
+        let ignore: Vec<String> = ignore.into_iter().collect();
+        let unsuitable = self
+            .ledger_call(move |ledger| ledger.unsuitable_nodes(requests, candidates, &ignore))
+            .await?;
         let nodes: Vec<String> = unsuitable.iter().map(|u| u.node.clone()).collect();
         for item in claims.iter_mut() {
             item.unsuitable_nodes.clone_from(&nodes);
