@@ -349,6 +349,12 @@ async fn pod_is_bound_with_its_claim_allocated_and_deleting_it_deallocates() {
         (held.node, held.devices),
         (data.node.clone(), data.devices.clone())
     );
+    // The intent is confirmed as soon as the status write returns, not only by the reconcile.
+    wait_for("intent confirmed after the status write", || async {
+        let held = running.driver.ledger().allocation(&data.claim_uid).unwrap();
+        held.filter(|a| a.state == AllocationState::Confirmed)
+    })
+    .await;
 
     let report = running.driver.reconcile_now().await.unwrap();
     assert_eq!(report.total_drift(), 0, "{report:?}");

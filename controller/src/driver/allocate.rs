@@ -12,7 +12,7 @@ use k8s_openapi::api::resource::v1alpha2::{ResourceClaim, ResourceClass};
 use kube::ResourceExt;
 use tracing::{debug, info, instrument, warn};
 
-use super::handle::{allocation_result, HandleData};
+use super::handle::{allocation_result, claim_allocation, ClaimAllocationState, HandleData};
 use super::{
     AllocationMode, AllocationOutcome, ClaimParameters, DeallocationOutcome, DriverError,
     LedgerDriver, Result,
@@ -265,6 +265,37 @@ impl Driver for LedgerDriver {
         }
         self.observer
             .allocation(mode, outcome, claims.len(), started.elapsed());
+    }
+
+    #[instrument(skip_all, fields(driver = %self.config.driver_name, claim.name = %claim.name_any()))]
+    async fn allocation_published(&self, claim: &ResourceClaim) {
+        let Ok(ClaimAllocationState::Ours(data)) =
+            claim_allocation(claim, &self.config.driver_name)
+        else {
+            return;
+        };
+        let uid = data.claim_uid.clone();
+        let confirmed = self
+            .ledger_call(move |l| {
+                // Confirm only what the claim shows: the same node and devices as the ledger's
+                // allocation. Anything else is left to the reconcile.
+                match l.allocation(&uid)? {
+                    Some(a) if a.node == data.node && a.devices == data.devices => {
+                        l.confirm(&uid).map(|_| true)
+                    }
+                    _ => Ok(false),
+                }
+            })
+            .await;
+        match confirmed {
+            Ok(true) => {
+                debug!(claim.uid = %claim.uid().unwrap_or_default(), "Confirmed allocation")
+            }
+            Ok(false) => {}
+            Err(error) => {
+                warn!(%error, claim.uid = %claim.uid().unwrap_or_default(), "Failed to confirm allocation; the reconcile retries");
+            }
+        }
     }
 
     #[instrument(skip_all, fields(driver = %self.config.driver_name, claim.name = %claim.name_any()))]

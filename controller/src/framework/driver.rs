@@ -45,6 +45,13 @@ pub trait Driver: Send + Sync + 'static {
     where
         Self: Sized;
 
+    /// Called once the API server has accepted a claim's allocation (its status write returned),
+    /// with the claim as written. A driver that journals its allocations confirms them here; a
+    /// crash before this call is covered by the driver's own reconcile. The default does nothing.
+    async fn allocation_published(&self, claim: &ResourceClaim) {
+        let _ = claim;
+    }
+
     /// Frees the claim's resources. Must succeed when the claim is not allocated and must abort an
     /// allocation in progress.
     async fn deallocate(&self, claim: &ResourceClaim) -> Result<(), Self::Error>;

@@ -250,8 +250,9 @@ impl<D: Driver> Inner<D> {
                     .get_or_insert_with(Vec::new)
                     .push(user.clone());
             }
-            if let Err(e) = self.write_claim(&claim, true).await {
-                errors.push((name, Error::AddAllocation(e)));
+            match self.write_claim(&claim, true).await {
+                Ok(written) => self.driver.allocation_published(&written).await,
+                Err(e) => errors.push((name, Error::AddAllocation(e))),
             }
         }
         errors
