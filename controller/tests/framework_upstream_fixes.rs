@@ -2,7 +2,7 @@
 //! caches, pods watched, class changes re-queuing claims, status patches that keep other drivers'
 //! entries, truncated lists not rewritten, the report written when allocation fails, the selected
 //! node always checked, allocated claims never checked and nodes reported unsuitable before
-//! checked again instead of forgotten.
+//! checked again instead of forgotten, a status patch that lost a race retried without an event.
 
 mod framework_support;
 
@@ -300,5 +300,23 @@ async fn node_reported_before_is_dropped_from_the_report_once_suitable() {
                 .potential(&[NODE])
                 .with_status_entry(POD_CLAIM, &[] as &[&str])
         )
+    );
+}
+
+#[tokio::test]
+async fn status_patch_that_loses_a_race_posts_no_event() {
+    let h = delayed_pod_harness().with_context(context().potential(&[NODE, OTHER_NODE]));
+    let mut newer = context().potential(&[NODE]);
+    newer.metadata.resource_version = Some("2".into());
+    h.api.insert_context(newer);
+    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    assert!(h.sync_context().await.unwrap_err().is_stale_copy());
+    assert!(h.events().is_empty(), "{:?}", h.events());
+    assert_eq!(
+        h.controller
+            .queue()
+            .num_requeues(&scheduling_context_key(NAMESPACE, POD)),
+        1,
+        "retried with the key's own backoff"
     );
 }

@@ -143,6 +143,13 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the sync failed only because another writer changed the object since our copy
+    /// (a scheduling-context status patch whose resourceVersion test failed). The newer copy
+    /// arrives through the watch and queues the key again.
+    pub fn is_stale_copy(&self) -> bool {
+        matches!(self, Error::UpdateSchedulingStatus(e) if e.kind == ApiErrorKind::Conflict)
+    }
+
     /// Fixed label value naming what failed, for metrics and logs.
     pub fn kind(&self) -> &'static str {
         match self {

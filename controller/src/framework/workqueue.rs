@@ -122,12 +122,7 @@ impl WorkQueue {
     pub fn next_delay(&self, key: &str) -> Duration {
         let limit = self.inner.limit;
         let mut state = self.lock();
-        let failures = state.failures.entry(key.to_owned()).or_insert(0);
-        let exponent = i32::try_from((*failures).min(63)).unwrap_or(63);
-        *failures = failures.saturating_add(1);
-        let factor = 2f64.powi(exponent);
-        let backoff = limit.base_delay.as_secs_f64() * factor;
-        let backoff = Duration::from_secs_f64(backoff.min(limit.max_delay.as_secs_f64()));
+        let backoff = Self::count_failure(&mut state, key, limit);
 
         let now = Instant::now();
         let elapsed = now.duration_since(state.refilled).as_secs_f64();
@@ -139,6 +134,24 @@ impl WorkQueue {
             Duration::ZERO
         };
         backoff.max(bucket)
+    }
+
+    /// Queues `key` after its per-key backoff only, without spending the overall token bucket:
+    /// for a retry after a write conflict, which the watch's newer copy resolves anyway.
+    pub fn add_backoff(&self, key: &str) {
+        let limit = self.inner.limit;
+        let delay = Self::count_failure(&mut self.lock(), key, limit);
+        self.add_after(key, delay);
+    }
+
+    /// Counts one more failure of `key` and returns its exponential backoff.
+    fn count_failure(state: &mut State, key: &str, limit: RateLimit) -> Duration {
+        let failures = state.failures.entry(key.to_owned()).or_insert(0);
+        let exponent = i32::try_from((*failures).min(63)).unwrap_or(63);
+        *failures = failures.saturating_add(1);
+        let factor = 2f64.powi(exponent);
+        let backoff = limit.base_delay.as_secs_f64() * factor;
+        Duration::from_secs_f64(backoff.min(limit.max_delay.as_secs_f64()))
     }
 
     /// Clears the failure count of `key` (after a successful sync or a delete).
