@@ -1,8 +1,9 @@
 //! The improvements over the upstream library (protocol reference section 6): the mutation
 //! caches, pods watched, class changes re-queuing claims, status patches that keep other drivers'
-//! entries, truncated lists not rewritten, the report written when allocation fails, the selected
-//! node always checked, allocated claims never checked and nodes reported unsuitable before
-//! checked again instead of forgotten, a status patch that lost a race retried without an event.
+//! entries, truncated lists not rewritten, the report written when allocation fails (naming the
+//! selected node, so that the scheduler moves on), the selected node always checked, allocated
+//! claims never checked, nodes reported unsuitable before checked again instead of forgotten,
+//! and a status patch that lost a race retried without an event.
 
 mod framework_support;
 
@@ -177,7 +178,7 @@ async fn truncated_list_is_not_rewritten_on_recheck() {
 }
 
 #[tokio::test]
-async fn unsuitable_report_is_written_when_allocation_fails() {
+async fn failed_allocation_is_reported_with_the_selected_node_unsuitable() {
     let h =
         delayed_pod_harness().with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
@@ -190,7 +191,7 @@ async fn unsuitable_report_is_written_when_allocation_fails() {
             context()
                 .selected(NODE)
                 .potential(&[NODE, OTHER_NODE])
-                .with_status_entry(POD_CLAIM, &[OTHER_NODE])
+                .with_status_entry(POD_CLAIM, &[OTHER_NODE, NODE])
         )
     );
     assert_eq!(

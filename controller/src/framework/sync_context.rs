@@ -166,11 +166,23 @@ impl<D: Driver> Inner<D> {
             .unsuitable_nodes(&pod, &mut pending, &candidates)
             .await
             .map_err(|e| Error::UnsuitableNodes(e.to_string()))?;
-        let entries = status_entries(&pending, &candidates, selected_node);
+        let mut entries = status_entries(&pending, &candidates, selected_node);
         let allocation_error = match selected_node {
             Some(node) => self.allocate_on_selected(&pod, pending, node).await,
             None => None,
         };
+        // A failed allocation on the selected node (most often: it filled up since the check)
+        // reports the node unsuitable, so the scheduler moves on at once instead of waiting for
+        // a retry; the next sync checks the node again and drops it once it fits.
+        if let (Some(node), Some(_)) = (selected_node, &allocation_error) {
+            for entry in &mut entries {
+                if !entry.unsuitable_nodes.iter().any(|n| n == node) {
+                    entry.unsuitable_nodes.push(node.to_owned());
+                    let nodes = std::mem::take(&mut entry.unsuitable_nodes);
+                    entry.unsuitable_nodes = truncate_nodes(nodes, selected_node);
+                }
+            }
+        }
 
         // The report is written even when the allocation failed, so the scheduler can move on.
         if let Some(patch) = status_patch(&context, &entries) {
