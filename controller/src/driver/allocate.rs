@@ -289,7 +289,7 @@ impl Driver for LedgerDriver {
             .await;
         match confirmed {
             Ok(true) => {
-                debug!(claim.uid = %claim.uid().unwrap_or_default(), "Confirmed allocation")
+                debug!(claim.uid = %claim.uid().unwrap_or_default(), "Confirmed allocation");
             }
             Ok(false) => {}
             Err(error) => {
