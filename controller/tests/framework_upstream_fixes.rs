@@ -3,7 +3,8 @@
 //! entries, truncated lists not rewritten, the report written when allocation fails (naming the
 //! selected node, so that the scheduler moves on), the selected node always checked, allocated
 //! claims never checked, nodes reported unsuitable before checked again instead of forgotten,
-//! and a status patch that lost a race retried without an event.
+//! a status patch that lost a race retried without an event, and a pod's context woken when its
+//! claim arrives after it.
 
 mod framework_support;
 
@@ -86,6 +87,34 @@ async fn fixed_class_parameters_are_used_after_class_change() {
     let key = h.controller.queue().get().await.unwrap();
     assert_eq!(h.controller.sync(&key).await, Ok(SyncOutcome::Done));
     assert_eq!(h.driver.allocate_calls().len(), 1);
+}
+
+#[tokio::test]
+async fn unallocated_claim_of_a_pod_requeues_the_pods_scheduling_context() {
+    // The context may have been synced before the claim reached the cache.
+    let h = delayed_pod_harness().with_context(context().potential(&[NODE]));
+    h.controller
+        .claim_changed(&claim().delayed().owned_by_pod());
+    assert_eq!(h.controller.queue().len(), 2, "the claim and the context");
+    assert_eq!(
+        h.controller.queue().get().await,
+        Some(claim_key(NAMESPACE, CLAIM))
+    );
+    assert_eq!(
+        h.controller.queue().get().await,
+        Some(scheduling_context_key(NAMESPACE, POD))
+    );
+    let allocated = claim()
+        .delayed()
+        .owned_by_pod()
+        .allocated(dra_controller::framework::testing::fixtures::allocation());
+    let h = delayed_pod_harness().with_context(context().potential(&[NODE]));
+    h.controller.claim_changed(&allocated);
+    assert_eq!(
+        h.controller.queue().len(),
+        1,
+        "an allocated claim wakes only itself"
+    );
 }
 
 #[tokio::test]

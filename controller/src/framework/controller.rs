@@ -246,12 +246,34 @@ impl<D: Driver> Controller<D> {
         result
     }
 
-    /// A claim was added or changed.
+    /// A claim was added or changed. An unallocated claim made for a pod also queues the pod's
+    /// PodSchedulingContext, if one exists: the context may have been synced before the claim
+    /// reached our cache, and would otherwise wait for the periodic recheck.
     pub fn claim_changed(&self, claim: &ResourceClaim) {
-        self.inner.queue.add(&claim_key(
-            &claim.namespace().unwrap_or_default(),
-            &claim.name_any(),
-        ));
+        let namespace = claim.namespace().unwrap_or_default();
+        self.inner
+            .queue
+            .add(&claim_key(&namespace, &claim.name_any()));
+        let unallocated = claim.status.as_ref().is_none_or(|s| s.allocation.is_none());
+        if !unallocated || claim.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let owner = claim
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true) && o.kind == "Pod");
+        if let Some(owner) = owner {
+            if self
+                .inner
+                .caches
+                .scheduling_context(&namespace, &owner.name)
+                .is_some()
+            {
+                self.inner
+                    .queue
+                    .add(&scheduling_context_key(&namespace, &owner.name));
+            }
+        }
     }
 
     /// A claim was deleted: only its backoff is reset.
