@@ -1,4 +1,4 @@
-//! The classic scheduler_perf DRA workload replayed on the simulated cluster: 100 nodes with 20
+//! The classic `scheduler_perf` DRA workload replayed on the simulated cluster: 100 nodes with 20
 //! devices each; the cluster is first filled halfway (not measured), then the measured pods are
 //! created as fast as the API server takes them and timed until each is seen bound.
 //!
@@ -188,8 +188,8 @@ async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
     let total = variant.init_pods + variant.measured_pods;
     let seen = tracker.wait_bound(total, PHASE_TIMEOUT).await;
     let wall = started.elapsed();
-    let controller_cpu = cpu_time("self").unwrap_or_default() - own_cpu;
-    let sim_cpu = sim.cpu() - sim_cpu;
+    let controller_cpu = cpu_time("self").unwrap_or_default().saturating_sub(own_cpu);
+    let sim_cpu = sim.cpu().saturating_sub(sim_cpu);
     let timings = recorder.take();
     tracker.stop();
 
