@@ -6,7 +6,9 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
+use dra_sim::actors::Actors;
+use dra_sim::cluster::{populate, start_cluster, ClusterConfig, ClusterHandle};
+use dra_sim::server::SimServer;
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -111,14 +113,26 @@ async fn pod_without_claims_is_bound_runs_and_succeeds_after_its_run_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_of_other_schedulers_and_cordoned_nodes_are_left_alone() {
-    let cluster = cluster(2).await;
-    let client = cluster.kube_client();
+    // node-0 is cordoned before the actors start, so the scheduler's first node list already
+    // shows it unschedulable and the outcome does not depend on watch propagation.
+    let config = ClusterConfig {
+        nodes: 2,
+        ..ClusterConfig::default()
+    };
+    let server = SimServer::start(config.server.clone())
+        .await
+        .expect("server starts");
+    let client = server.kube_client().expect("client");
+    populate(&client, &config).await.expect("nodes created");
     let nodes: Api<Node> = Api::all(client.clone());
     let cordon = serde_json::json!({ "spec": { "unschedulable": true } });
     nodes
         .patch("node-0", &PatchParams::default(), &Patch::Merge(&cordon))
         .await
         .unwrap();
+    let actors = Actors::start(client.clone(), &config.actors)
+        .await
+        .expect("actors start");
     create(&client, &pod("foreign", Some("volcano"), None)).await;
     for i in 0..4 {
         create(
@@ -154,7 +168,8 @@ async fn pods_of_other_schedulers_and_cordoned_nodes_are_left_alone() {
         "another scheduler's pod is not bound"
     );
     assert_ne!(phase(&foreign), "Running");
-    cluster.shutdown().await;
+    actors.shutdown().await;
+    server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
