@@ -13,6 +13,7 @@ use kube::ResourceExt;
 use tracing::{debug, info, instrument, warn};
 
 use super::handle::{allocation_result, claim_allocation, ClaimAllocationState, HandleData};
+use super::reconcile::same_devices;
 use super::{
     AllocationMode, AllocationOutcome, ClaimParameters, DeallocationOutcome, DriverError,
     LedgerDriver, Result,
@@ -277,12 +278,9 @@ impl Driver for LedgerDriver {
         let uid = data.claim_uid.clone();
         let confirmed = self
             .ledger_call(move |l| {
-                // Confirm only what the claim shows: the same node and devices as the ledger's
-                // allocation. Anything else is left to the reconcile.
+                // Confirm only what the claim shows; anything else is left to the reconcile.
                 match l.allocation(&uid)? {
-                    Some(a) if a.node == data.node && a.devices == data.devices => {
-                        l.confirm(&uid).map(|_| true)
-                    }
+                    Some(a) if same_devices(&a, &data) => l.confirm(&uid).map(|_| true),
                     _ => Ok(false),
                 }
             })

@@ -89,7 +89,8 @@ fn claim_name(claim: &ResourceClaim) -> String {
     )
 }
 
-fn same_devices(allocation: &Allocation, data: &HandleData) -> bool {
+/// Whether the claim's handle data shows the ledger's allocation: same node, same set of devices.
+pub(super) fn same_devices(allocation: &Allocation, data: &HandleData) -> bool {
     allocation.node == data.node
         && allocation.devices.iter().collect::<BTreeSet<_>>()
             == data.devices.iter().collect::<BTreeSet<_>>()
