@@ -104,6 +104,13 @@ pub enum LedgerError {
     /// The writer thread is gone; the ledger must be reopened.
     #[error("ledger writer has stopped")]
     WriterStopped,
+    /// The commit guard refused the batch (this process may no longer write, e.g. it lost its
+    /// leader lease); nothing of it was written.
+    #[error("ledger commit refused: {reason}")]
+    Fenced {
+        /// Why the guard refused.
+        reason: String,
+    },
     /// Writing a backup copy failed.
     #[error("cannot write ledger backup {path}: {reason}")]
     Backup {
@@ -145,6 +152,7 @@ impl LedgerError {
             LedgerError::Unsatisfiable { .. } => "unsatisfiable",
             LedgerError::InvalidInput { .. } => "invalid_input",
             LedgerError::WriterStopped => "writer_stopped",
+            LedgerError::Fenced { .. } => "fenced",
             LedgerError::Backup { .. } => "backup",
         }
     }

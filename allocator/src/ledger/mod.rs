@@ -57,7 +57,14 @@ pub struct LedgerOptions {
     pub cache_bytes: usize,
     /// Called after every commit with its batch size and latency.
     pub on_commit: Option<CommitHook>,
+    /// Asked right before every commit; an `Err` refuses the whole batch (nothing is written,
+    /// every caller gets [`LedgerError::Fenced`]). Leader election uses it so that a process
+    /// that lost its lease commits nothing more.
+    pub commit_guard: Option<CommitGuard>,
 }
+
+/// See [`LedgerOptions::commit_guard`]: `Ok(())` lets a commit proceed, `Err(reason)` refuses it.
+pub type CommitGuard = Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>;
 
 impl Default for LedgerOptions {
     fn default() -> Self {
@@ -68,6 +75,7 @@ impl Default for LedgerOptions {
             max_batch: 256,
             cache_bytes: 64 * 1024 * 1024,
             on_commit: None,
+            commit_guard: None,
         }
     }
 }
@@ -321,10 +329,13 @@ impl Ledger {
     /// Checks every invariant of the file and that the writer's in-memory inventory agrees with
     /// it. Problems are listed in the report; `Err` only when the check itself cannot run.
     pub fn verify(&self) -> Result<VerifyReport> {
-        let memory = self
-            .inner
-            .writer
-            .submit(|tx| verify::inventory_agrees(tx))?;
+        // A read job runs between batches, so the snapshot it opens is the last commit, the one
+        // the in-memory inventory describes; it commits nothing, so no commit guard applies.
+        let db = self.inner.db.clone();
+        let memory = self.inner.writer.read(move |state| {
+            let txn = db.begin_read().map_err(LedgerError::storage)?;
+            verify::inventory_agrees(&txn, &state.inventory)
+        })?;
         let mut report =
             verify::verify_snapshot(&self.read()?, &self.inner.path, &self.inner.driver_name)?;
         report.problems.extend(memory);

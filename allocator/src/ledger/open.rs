@@ -147,7 +147,13 @@ fn start(
     };
     state.reload(&db)?;
     let recorder = Arc::new(StatsRecorder::new(options.on_commit));
-    let writer = WriterHandle::spawn(db.clone(), state, recorder.clone(), options.max_batch)?;
+    let writer = WriterHandle::spawn(
+        db.clone(),
+        state,
+        recorder.clone(),
+        options.max_batch,
+        options.commit_guard,
+    )?;
     Ok(Ledger {
         inner: Arc::new(Inner {
             writer,

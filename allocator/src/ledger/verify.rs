@@ -7,11 +7,11 @@ use std::path::Path;
 use redb::{ReadTransaction, ReadableTable};
 
 use super::records::{AllocationRecord, AllocationState, DeviceRecord, StoredSharing};
-use super::store::{count, inventory_from, read_table};
+use super::store::{self, count, read_table};
 use super::tables::{ALLOCATIONS, AUDIT, CLAIM_INTENTS, DEVICES, INTENTS, PENDING_INTENTS};
 use super::types::VerifyReport;
-use super::writer::Tx;
 use super::{LedgerError, Result};
+use crate::fit::Inventory;
 
 /// Checks the file's tables against each other. Undecodable records are reported as problems.
 pub(crate) fn verify_snapshot(
@@ -252,10 +252,12 @@ fn check_journal(
 }
 
 /// Inside the writer: whether the in-memory inventory equals the one the file describes.
-pub(crate) fn inventory_agrees(tx: &Tx<'_>) -> Result<Option<String>> {
-    let table = tx.txn.open_table(DEVICES).map_err(LedgerError::storage)?;
-    let from_file = inventory_from(&table)?;
-    let memory: Vec<_> = tx.state.inventory.nodes().collect();
+pub(crate) fn inventory_agrees(
+    txn: &ReadTransaction,
+    memory: &Inventory,
+) -> Result<Option<String>> {
+    let from_file = store::load_inventory(txn)?;
+    let memory: Vec<_> = memory.nodes().collect();
     let file: Vec<_> = from_file.nodes().collect();
     if memory == file {
         Ok(None)

@@ -22,7 +22,7 @@ use redb::{Database, ReadableDatabase, WriteTransaction};
 
 use super::stats::{CommitSample, StatsRecorder};
 use super::store::{self, Clock};
-use super::{LedgerError, Result};
+use super::{CommitGuard, LedgerError, Result};
 use crate::fit::Inventory;
 
 /// Retention bounds of the journal and the audit log.
@@ -63,8 +63,9 @@ pub(crate) struct Tx<'a> {
 pub(crate) trait Job: Send {
     /// Applies the operation; `false` when the transaction must be abandoned.
     fn apply(&mut self, tx: &mut Tx<'_>) -> bool;
-    /// Sends the reply; `commit_error` is set when the batch's commit failed.
-    fn finish(self: Box<Self>, commit_error: Option<&str>);
+    /// Sends the reply; `outcome` is the error of the batch's commit when it failed or was
+    /// refused, in which case the operation took no effect.
+    fn finish(self: Box<Self>, outcome: Result<()>);
 }
 
 struct Op<T, F> {
@@ -85,12 +86,10 @@ where
         keep
     }
 
-    fn finish(self: Box<Self>, commit_error: Option<&str>) {
-        let result = match commit_error {
-            Some(reason) => Err(LedgerError::Commit {
-                reason: reason.to_owned(),
-            }),
-            None => self.result.unwrap_or(Err(LedgerError::WriterStopped)),
+    fn finish(self: Box<Self>, outcome: Result<()>) {
+        let result = match outcome {
+            Err(error) => Err(error),
+            Ok(()) => self.result.unwrap_or(Err(LedgerError::WriterStopped)),
         };
         // The caller may have given up waiting; nothing to do then.
         let _ = self.reply.send(result);
@@ -121,11 +120,18 @@ impl WriterHandle {
         state: WriterState,
         recorder: Arc<StatsRecorder>,
         max_batch: usize,
+        guard: Option<CommitGuard>,
     ) -> Result<Self> {
         let (sender, receiver) = mpsc::channel::<Message>();
+        let writer = Writer {
+            db,
+            recorder,
+            guard,
+            max_batch: max_batch.max(1),
+        };
         let thread = std::thread::Builder::new()
             .name("ledger-writer".to_owned())
-            .spawn(move || run(&db, state, &recorder, &receiver, max_batch.max(1)))
+            .spawn(move || writer.run(state, &receiver))
             .map_err(|error| {
                 LedgerError::Storage(format!("cannot start writer thread: {error}"))
             })?;
@@ -185,96 +191,113 @@ impl Drop for WriterHandle {
     }
 }
 
-fn run(
-    db: &Database,
-    mut state: WriterState,
-    recorder: &StatsRecorder,
-    receiver: &Receiver<Message>,
+/// The writer thread's fixed parts.
+struct Writer {
+    db: Arc<Database>,
+    recorder: Arc<StatsRecorder>,
+    guard: Option<CommitGuard>,
     max_batch: usize,
-) {
-    while let Ok(first) = receiver.recv() {
-        // Reads run as they arrive, before the batch is applied, so they see committed state.
-        let mut batch = Vec::new();
-        let mut next = Some(first);
-        while let Some(message) = next.take() {
-            match message {
-                Message::Read(read) => read(&state),
-                Message::Write(job) => batch.push(job),
-            }
-            if batch.len() < max_batch {
-                next = receiver.try_recv().ok();
-            }
-        }
-        if batch.is_empty() {
-            continue;
-        }
-        if let Err(error) = run_batch(db, &mut state, recorder, batch) {
-            tracing::error!(%error, "Ledger writer cannot reload its state; stopping");
-            return;
-        }
-    }
 }
 
-/// Applies and commits one batch. Fails only when the state cannot be reloaded from the file.
-fn run_batch(
-    db: &Database,
-    state: &mut WriterState,
-    recorder: &StatsRecorder,
-    mut batch: Vec<Box<dyn Job>>,
-) -> Result<()> {
-    while !batch.is_empty() {
-        let started = Instant::now();
-        let txn = match db.begin_write() {
-            Ok(txn) => txn,
-            Err(error) => {
-                let reason = error.to_string();
+impl Writer {
+    fn run(&self, mut state: WriterState, receiver: &Receiver<Message>) {
+        while let Ok(first) = receiver.recv() {
+            // Reads run as they arrive, before the batch is applied, so they see committed state.
+            let mut batch = Vec::new();
+            let mut next = Some(first);
+            while let Some(message) = next.take() {
+                match message {
+                    Message::Read(read) => read(&state),
+                    Message::Write(job) => batch.push(job),
+                }
+                if batch.len() < self.max_batch {
+                    next = receiver.try_recv().ok();
+                }
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            if let Err(error) = self.run_batch(&mut state, batch) {
+                tracing::error!(%error, "Ledger writer cannot reload its state; stopping");
+                return;
+            }
+        }
+    }
+
+    /// Applies and commits one batch. Fails only when the state cannot be reloaded from the file.
+    fn run_batch(&self, state: &mut WriterState, mut batch: Vec<Box<dyn Job>>) -> Result<()> {
+        let db = &*self.db;
+        while !batch.is_empty() {
+            let started = Instant::now();
+            let txn = match db.begin_write() {
+                Ok(txn) => txn,
+                Err(error) => {
+                    let reason = error.to_string();
+                    for job in batch {
+                        job.finish(Err(LedgerError::Commit {
+                            reason: reason.clone(),
+                        }));
+                    }
+                    return Ok(());
+                }
+            };
+            let mut poisoned = None;
+            for (i, job) in batch.iter_mut().enumerate() {
+                let mut tx = Tx {
+                    txn: &txn,
+                    state: &mut *state,
+                };
+                if !job.apply(&mut tx) {
+                    poisoned = Some(i);
+                    break;
+                }
+            }
+            if let Some(i) = poisoned {
+                drop(txn.abort());
+                state.reload(db)?;
+                batch.remove(i).finish(Ok(()));
+                continue;
+            }
+            let batch_size = batch.len();
+            // Asked last, right before the commit, so that a refusal covers everything decided
+            // while the batch was applied.
+            if let Some(Err(reason)) = self.guard.as_ref().map(|guard| guard()) {
+                drop(txn.abort());
+                state.reload(db)?;
+                tracing::warn!(%reason, batch_size, "Ledger commit refused by its guard");
                 for job in batch {
-                    job.finish(Some(&reason));
+                    job.finish(Err(LedgerError::Fenced {
+                        reason: reason.clone(),
+                    }));
                 }
                 return Ok(());
             }
-        };
-        let mut poisoned = None;
-        for (i, job) in batch.iter_mut().enumerate() {
-            let mut tx = Tx {
-                txn: &txn,
-                state: &mut *state,
+            let committed = txn.commit();
+            let sample = CommitSample {
+                batch_size,
+                duration: started.elapsed(),
+                ok: committed.is_ok(),
             };
-            if !job.apply(&mut tx) {
-                poisoned = Some(i);
-                break;
-            }
-        }
-        if let Some(i) = poisoned {
-            drop(txn.abort());
-            state.reload(db)?;
-            batch.remove(i).finish(None);
-            continue;
-        }
-        let batch_size = batch.len();
-        let committed = txn.commit();
-        let sample = CommitSample {
-            batch_size,
-            duration: started.elapsed(),
-            ok: committed.is_ok(),
-        };
-        recorder.record(sample);
-        match committed {
-            Ok(()) => {
-                for job in batch {
-                    job.finish(None);
+            self.recorder.record(sample);
+            match committed {
+                Ok(()) => {
+                    for job in batch {
+                        job.finish(Ok(()));
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%error, batch_size, "Failed to commit ledger batch");
+                    state.reload(db)?;
+                    let reason = error.to_string();
+                    for job in batch {
+                        job.finish(Err(LedgerError::Commit {
+                            reason: reason.clone(),
+                        }));
+                    }
                 }
             }
-            Err(error) => {
-                tracing::error!(%error, batch_size, "Failed to commit ledger batch");
-                state.reload(db)?;
-                let reason = error.to_string();
-                for job in batch {
-                    job.finish(Some(&reason));
-                }
-            }
+            return Ok(());
         }
-        return Ok(());
+        Ok(())
     }
-    Ok(())
 }
