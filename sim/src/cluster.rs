@@ -119,6 +119,10 @@ impl ClusterConfig {
         if self.numa_nodes == 0 {
             return Err(ClusterError::Config("numa nodes must be at least 1".into()));
         }
+        self.server
+            .faults
+            .validate()
+            .map_err(ClusterError::Config)?;
         Ok(())
     }
 }

@@ -94,3 +94,36 @@ async fn watches_end_after_their_random_lifetime() {
     assert_eq!(server.fault_stats().watch_disconnects, 1);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn injected_read_errors_fail_gets_and_lists_but_not_watches() {
+    let (server, client) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    cms.create(&PostParams::default(), &config_map("r", &[]))
+        .await
+        .unwrap();
+    server.set_faults(Faults::seeded(2).read_errors(1.0));
+    let get = cms.get("r").await.unwrap_err();
+    assert!(
+        matches!(get, kube::Error::Api(ref e) if e.code == 500),
+        "{get:?}"
+    );
+    let list = cms
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(list, kube::Error::Api(ref e) if e.code == 500),
+        "{list:?}"
+    );
+    let watch = cms.watch(&kube::api::WatchParams::default(), "0").await;
+    assert!(
+        watch.is_ok(),
+        "watches are not failed by the read error rate"
+    );
+    cms.create(&PostParams::default(), &config_map("w", &[]))
+        .await
+        .expect("writes are not failed by the read error rate");
+    assert_eq!(server.fault_stats().read_errors, 2);
+    server.shutdown().await;
+}

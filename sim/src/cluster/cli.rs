@@ -6,11 +6,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::{
     start_cluster, wait_for_signal, ClusterConfig, Result, DEFAULT_DRIVER_NAME, SHUTDOWN_GRACE,
 };
-use crate::server::ServerConfig;
+use crate::server::{Faults, ServerConfig};
 
 /// Flags of a simulated cluster.
 #[derive(Debug, Clone, clap::Args)]
@@ -64,6 +65,94 @@ pub struct SimArgs {
     /// Write a kubeconfig for kubectl and controllers to this path.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig_out: Option<PathBuf>,
+
+    /// Seed of the fault injection: the same seed and the same requests give the same faults.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        help_heading = "Fault injection"
+    )]
+    pub fault_seed: u64,
+
+    /// Share (0 to 1) of writes (POST, PUT, PATCH, DELETE) answered 409 Conflict without being applied.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "RATE",
+        help_heading = "Fault injection"
+    )]
+    pub fault_conflict_rate: f64,
+
+    /// Share (0 to 1) of writes answered 500 Internal Server Error without being applied.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "RATE",
+        help_heading = "Fault injection"
+    )]
+    pub fault_error_rate: f64,
+
+    /// Share (0 to 1) of gets and lists (not watches) answered 500 Internal Server Error.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "RATE",
+        help_heading = "Fault injection"
+    )]
+    pub fault_read_error_rate: f64,
+
+    /// Share (0 to 1) of writes that are delayed by --fault-delay before they are applied.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "RATE",
+        help_heading = "Fault injection"
+    )]
+    pub fault_delay_rate: f64,
+
+    /// Delay of slow writes: one duration (150ms) or a range (100ms-200ms) spread evenly.
+    #[arg(long, default_value = "50ms", value_parser = parse_delay, value_name = "DURATION[-DURATION]", help_heading = "Fault injection")]
+    pub fault_delay: (Duration, Duration),
+
+    /// End every watch after a random time up to this duration (e.g. 5s), as a dropped
+    /// connection would.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", help_heading = "Fault injection")]
+    pub fault_watch_max_lifetime: Option<Duration>,
+}
+
+/// Parses `250ms`, `5s` or `2m` (a bare number means seconds).
+fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 250ms, 5s or 2m"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(value)),
+        "" | "s" => Ok(Duration::from_secs(value)),
+        "m" => Ok(Duration::from_secs(value.saturating_mul(60))),
+        _ => Err(format!(
+            "{text:?} has unknown unit {unit:?} (use ms, s or m)"
+        )),
+    }
+}
+
+/// Parses a delay `D` or a range `MIN-MAX` of durations.
+fn parse_delay(text: &str) -> std::result::Result<(Duration, Duration), String> {
+    match text.split_once('-') {
+        None => parse_duration(text).map(|d| (d, d)),
+        Some((min, max)) => {
+            let (min, max) = (parse_duration(min)?, parse_duration(max)?);
+            if max < min {
+                return Err(format!("delay range {text:?} ends before it starts"));
+            }
+            Ok((min, max))
+        }
+    }
 }
 
 impl SimArgs {
@@ -72,6 +161,7 @@ impl SimArgs {
         let config = ClusterConfig {
             server: ServerConfig {
                 addr: self.listen,
+                faults: self.faults(),
                 ..ServerConfig::default()
             },
             nodes: self.nodes,
@@ -86,6 +176,20 @@ impl SimArgs {
         };
         config.validate()?;
         Ok(config)
+    }
+
+    /// The fault injection these flags describe (none by default).
+    pub fn faults(&self) -> Faults {
+        let (min, max) = self.fault_delay;
+        let mut faults = Faults::seeded(self.fault_seed)
+            .conflicts(self.fault_conflict_rate)
+            .errors(self.fault_error_rate)
+            .read_errors(self.fault_read_error_rate)
+            .delays_between(self.fault_delay_rate, min, max);
+        if let Some(max) = self.fault_watch_max_lifetime {
+            faults = faults.watch_disconnects(max);
+        }
+        faults
     }
 }
 
@@ -161,6 +265,61 @@ mod tests {
     fn memory_that_is_not_a_quantity_is_rejected_with_its_value() {
         let error = parse(&["--memory", "80GB"]).to_config().unwrap_err();
         assert!(error.to_string().contains("\"80GB\""), "{error}");
+    }
+
+    #[test]
+    fn fault_flags_reach_the_server_config() {
+        let config = parse(&[
+            "--fault-seed",
+            "7",
+            "--fault-conflict-rate",
+            "0.1",
+            "--fault-error-rate",
+            "0.05",
+            "--fault-read-error-rate",
+            "0.02",
+            "--fault-delay-rate",
+            "0.1",
+            "--fault-delay",
+            "100ms-200ms",
+            "--fault-watch-max-lifetime",
+            "3s",
+        ])
+        .to_config()
+        .unwrap();
+        let expected = Faults::seeded(7)
+            .conflicts(0.1)
+            .errors(0.05)
+            .read_errors(0.02)
+            .delays_between(0.1, Duration::from_millis(100), Duration::from_millis(200))
+            .watch_disconnects(Duration::from_secs(3));
+        assert_eq!(config.server.faults, expected);
+    }
+
+    #[test]
+    fn without_fault_flags_nothing_is_injected() {
+        let faults = parse(&[]).to_config().unwrap().server.faults;
+        let injector = crate::server::faults::FaultInjector::new(faults);
+        assert!((0..200).all(|_| injector.next_write() == crate::server::faults::WriteFault::None));
+        assert!(!(0..200).any(|_| injector.next_read_fails()));
+        assert_eq!(injector.next_watch_lifetime(), None);
+    }
+
+    #[test]
+    fn fault_rate_above_one_is_rejected_naming_the_rate() {
+        let error = parse(&["--fault-error-rate", "1.5"])
+            .to_config()
+            .unwrap_err();
+        assert!(error.to_string().contains("error rate 1.5"), "{error}");
+    }
+
+    #[test]
+    fn fault_delay_range_that_ends_before_it_starts_is_rejected() {
+        let cli = Cli::try_parse_from(["dra-sim", "--fault-delay", "200ms-100ms"]);
+        assert!(cli
+            .unwrap_err()
+            .to_string()
+            .contains("ends before it starts"));
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! Seeded, reproducible fault injection: write conflicts (409), internal errors (500), slow writes
-//! and forced watch disconnects.
+//! Seeded, reproducible fault injection: write conflicts (409), internal errors (500) on writes
+//! and on reads, slow writes and forced watch disconnects.
 //!
-//! The same seed and the same sequence of requests give the same faults: each write draws exactly two
-//! numbers and each watch one, from a `ChaCha8` generator. No HTTP or store dependencies.
+//! The same seed and the same sequence of requests give the same faults: each write draws exactly
+//! two numbers, each read (get or list) and each watch one, from a `ChaCha8` generator. No HTTP
+//! or store dependencies.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -22,8 +23,13 @@ pub struct Faults {
     pub write_error_rate: f64,
     /// Probability that a write is delayed by `write_delay` before it is applied.
     pub write_delay_rate: f64,
-    /// Delay of slow writes.
+    /// Delay of slow writes (the shortest, when `write_delay_max` is longer).
     pub write_delay: Duration,
+    /// Longest delay of slow writes; delays are spread evenly between `write_delay` and this.
+    /// Not longer than `write_delay`: every slow write waits exactly `write_delay`.
+    pub write_delay_max: Duration,
+    /// Probability that a get or list (not a watch) answers 500 `InternalError`.
+    pub read_error_rate: f64,
     /// If set, every watch stream ends after a random time in `[0, max]`.
     pub watch_max_lifetime: Option<Duration>,
 }
@@ -36,6 +42,8 @@ impl Default for Faults {
             write_error_rate: 0.0,
             write_delay_rate: 0.0,
             write_delay: Duration::from_millis(50),
+            write_delay_max: Duration::ZERO,
+            read_error_rate: 0.0,
             watch_max_lifetime: None,
         }
     }
@@ -74,7 +82,47 @@ impl Faults {
     pub fn delays(mut self, rate: f64, delay: Duration) -> Self {
         self.write_delay_rate = rate;
         self.write_delay = delay;
+        self.write_delay_max = Duration::ZERO;
         self
+    }
+
+    /// Sets slow writes whose delays are spread evenly over `[min, max]`.
+    #[must_use]
+    pub fn delays_between(mut self, rate: f64, min: Duration, max: Duration) -> Self {
+        self.write_delay_rate = rate;
+        self.write_delay = min;
+        self.write_delay_max = max;
+        self
+    }
+
+    /// Sets the internal error rate of gets and lists.
+    #[must_use]
+    pub fn read_errors(mut self, rate: f64) -> Self {
+        self.read_error_rate = rate;
+        self
+    }
+
+    /// Checks that every rate is a probability and that conflicts and errors together are one
+    /// at most.
+    pub fn validate(&self) -> Result<(), String> {
+        let rates = [
+            ("conflict", self.write_conflict_rate),
+            ("error", self.write_error_rate),
+            ("delay", self.write_delay_rate),
+            ("read error", self.read_error_rate),
+        ];
+        for (what, rate) in rates {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(format!("fault {what} rate {rate} is not in [0, 1]"));
+            }
+        }
+        if self.write_conflict_rate + self.write_error_rate > 1.0 {
+            return Err(format!(
+                "fault conflict rate {} and error rate {} add up to more than 1",
+                self.write_conflict_rate, self.write_error_rate
+            ));
+        }
+        Ok(())
     }
 
     /// Ends watches after a random time up to `max`.
@@ -109,6 +157,8 @@ pub struct FaultStats {
     pub delays: u64,
     /// Watches ended by a fault (timer or on demand).
     pub watch_disconnects: u64,
+    /// Gets and lists answered with an injected internal error.
+    pub read_errors: u64,
 }
 
 /// The injector shared by the handlers.
@@ -119,6 +169,7 @@ pub struct FaultInjector {
     errors: AtomicU64,
     delays: AtomicU64,
     disconnects: AtomicU64,
+    read_errors: AtomicU64,
 }
 
 impl FaultInjector {
@@ -131,6 +182,7 @@ impl FaultInjector {
             errors: AtomicU64::new(0),
             delays: AtomicU64::new(0),
             disconnects: AtomicU64::new(0),
+            read_errors: AtomicU64::new(0),
         }
     }
 
@@ -170,10 +222,28 @@ impl FaultInjector {
             WriteFault::Error
         } else if slow < faults.write_delay_rate {
             self.delays.fetch_add(1, Ordering::Relaxed);
-            WriteFault::Delay(faults.write_delay)
+            // Where `slow` falls below the rate spreads the delay without another draw.
+            let spread = faults.write_delay_max.saturating_sub(faults.write_delay);
+            let fraction = slow / faults.write_delay_rate;
+            WriteFault::Delay(faults.write_delay + spread.mul_f64(fraction))
         } else {
             WriteFault::None
         }
+    }
+
+    /// Decides whether the next get or list fails with an internal error.
+    pub fn next_read_fails(&self) -> bool {
+        let mut st = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (faults, rng) = &mut *st;
+        let draw: f64 = rng.random();
+        let fails = draw < faults.read_error_rate;
+        if fails {
+            self.read_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        fails
     }
 
     /// Decides how long the next watch may live (`None`: until the client or timeout ends it).
@@ -200,6 +270,7 @@ impl FaultInjector {
             errors: self.errors.load(Ordering::Relaxed),
             delays: self.delays.load(Ordering::Relaxed),
             watch_disconnects: self.disconnects.load(Ordering::Relaxed),
+            read_errors: self.read_errors.load(Ordering::Relaxed),
         }
     }
 }
@@ -223,6 +294,56 @@ mod tests {
         assert_eq!(a, sequence(&f, 200));
         assert!(a.contains(&WriteFault::Conflict) && a.contains(&WriteFault::Error));
         assert_ne!(a, sequence(&Faults { seed: 8, ..f }, 200));
+    }
+
+    #[test]
+    fn spread_delays_stay_between_their_bounds_and_vary() {
+        let (min, max) = (Duration::from_millis(100), Duration::from_millis(200));
+        let delays: Vec<Duration> = sequence(&Faults::seeded(3).delays_between(0.5, min, max), 400)
+            .into_iter()
+            .filter_map(|w| match w {
+                WriteFault::Delay(d) => Some(d),
+                _ => None,
+            })
+            .collect();
+        assert!(delays.len() > 100, "{}", delays.len());
+        assert!(delays.iter().all(|d| (min..=max).contains(d)), "{delays:?}");
+        let shortest = delays.iter().min().unwrap();
+        let longest = delays.iter().max().unwrap();
+        assert!(
+            longest.saturating_sub(*shortest) > Duration::from_millis(50),
+            "{delays:?}"
+        );
+    }
+
+    #[test]
+    fn read_errors_follow_their_rate() {
+        let inj = FaultInjector::new(Faults::seeded(9).read_errors(0.25));
+        let failed = (0..1000).filter(|_| inj.next_read_fails()).count();
+        assert!((150..350).contains(&failed), "{failed}");
+        assert_eq!(inj.stats().read_errors, failed as u64);
+        let none = FaultInjector::new(Faults::seeded(9));
+        assert!(!(0..100).any(|_| none.next_read_fails()));
+    }
+
+    #[test]
+    fn rates_outside_zero_to_one_are_refused() {
+        assert!(Faults::seeded(1)
+            .conflicts(0.1)
+            .errors(0.05)
+            .validate()
+            .is_ok());
+        assert!(Faults::seeded(1).conflicts(1.5).validate().is_err());
+        assert!(Faults::seeded(1).read_errors(-0.1).validate().is_err());
+        assert!(Faults::seeded(1)
+            .conflicts(0.6)
+            .errors(0.6)
+            .validate()
+            .is_err());
+        assert!(Faults::seeded(1)
+            .delays(f64::NAN, Duration::ZERO)
+            .validate()
+            .is_err());
     }
 
     #[test]

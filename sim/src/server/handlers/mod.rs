@@ -102,6 +102,8 @@ async fn resource(
             }
             WriteFault::Error => return Err(ApiError::Internal("injected internal error".into())),
         }
+    } else if method == Method::GET && !params.flag("watch") && state.faults.next_read_fails() {
+        return Err(ApiError::Internal("injected internal error".into()));
     }
     let sub = req.subresource.as_deref();
     match (method, req.name.is_some(), sub) {
