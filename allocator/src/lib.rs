@@ -14,10 +14,13 @@
 //!   [`fit::choose_for_pod`], single requests on a node or on the best node by policy).
 //! - [`ledger`]: the redb-backed ledger with its intent journal; it owns all storage and wraps
 //!   the pure logic.
+//! - [`failpoint`]: named pause points for crash tests, compiled in only with the `failpoints`
+//!   feature.
 //!
 //! `model` and `fit` perform no I/O and must not depend on redb, tokio or kube (nor on
 //! `ledger`); for the same input they return the same answer.
 
+pub mod failpoint;
 pub mod fit;
 pub mod ledger;
 pub mod model;

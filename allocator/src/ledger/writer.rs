@@ -259,6 +259,7 @@ impl Writer {
                 continue;
             }
             let batch_size = batch.len();
+            crate::failpoint::hit("group_commit");
             // Asked last, right before the commit, so that a refusal covers everything decided
             // while the batch was applied.
             if let Some(Err(reason)) = self.guard.as_ref().map(|guard| guard()) {

@@ -266,6 +266,7 @@ impl Driver for LedgerDriver {
         }
         self.observer
             .allocation(mode, outcome, claims.len(), started.elapsed());
+        dra_allocator::failpoint::hit("after_intent_commit");
     }
 
     #[instrument(skip_all, fields(driver = %self.config.driver_name, claim.name = %claim.name_any()))]
@@ -276,6 +277,7 @@ impl Driver for LedgerDriver {
             return;
         };
         let uid = data.claim_uid.clone();
+        dra_allocator::failpoint::hit("after_status_write");
         let confirmed = self
             .ledger_call(move |l| {
                 // Confirm only what the claim shows; anything else is left to the reconcile.
@@ -308,6 +310,7 @@ impl Driver for LedgerDriver {
             let uid = uid.clone();
             self.ledger_call(move |l| l.release(&uid)).await
         };
+        dra_allocator::failpoint::hit("during_deallocation");
         match released {
             Ok(Some(allocation)) => {
                 debug!(claim.uid = %uid, node = %allocation.node, "Released");
