@@ -91,10 +91,16 @@ pub struct ClaimsQuery {
     /// Only allocations on this node.
     node: Option<String>,
     /// Page size, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
-    /// The `continue` value of the previous page.
+    /// The `continue` value of the previous page (an opaque token: hex digits, made for the same
+    /// `namespace` and `node`).
     #[serde(rename = "continue")]
-    #[param(rename = "continue")]
+    #[param(
+        rename = "continue",
+        pattern = "^([0-9a-fA-F]{2})*$",
+        max_length = 8192
+    )]
     continue_token: Option<String>,
 }
 
@@ -176,9 +182,12 @@ pub async fn list_intents(State(state): State<AppState>) -> Result<Json<IntentLi
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct AuditQuery {
-    /// Only entries with a sequence number above this (default 0: from the oldest kept).
+    /// Only entries with a sequence number above this (default 0: from the oldest kept); at
+    /// most 2^63 - 1.
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     since: Option<u64>,
     /// At most this many, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
 }
 
@@ -196,6 +205,12 @@ pub async fn audit(
 ) -> Result<Json<AuditPage>, ApiError> {
     let q = query(parsed)?;
     let since = q.since.unwrap_or(0);
+    if i64::try_from(since).is_err() {
+        return Err(ApiError::BadRequest(format!(
+            "since must be at most {}, got {since}",
+            i64::MAX
+        )));
+    }
     let limit = page_limit(q.limit)?;
     let entries = state
         .ledger_call(move |ledger| ledger.audit_since(since, limit))
