@@ -19,7 +19,7 @@ use crate::api_error::{ApiError, ErrorBody};
 use crate::auth::Authorized;
 use crate::router::{AppState, BODY_LIMIT};
 
-/// The optional JSON body of cordon and uncordon: empty, or a [`CordonRequest`].
+/// The optional JSON body of cordon and uncordon: empty, `null`, or a [`CordonRequest`].
 fn cordon_body(body: Result<Bytes, BytesRejection>) -> Result<CordonRequest, ApiError> {
     let bytes = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -31,8 +31,18 @@ fn cordon_body(body: Result<Bytes, BytesRejection>) -> Result<CordonRequest, Api
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(CordonRequest::default());
     }
-    serde_json::from_slice(&bytes)
-        .map_err(|error| ApiError::BadRequest(format!("invalid JSON body: {error}")))
+    let invalid = |reason: String| ApiError::BadRequest(format!("invalid JSON body: {reason}"));
+    // The document's `oneOf [null, CordonRequest]`: `null` is the same as no body, and only an
+    // object is a request (serde would also take the fields from an array, `[null]`).
+    match serde_json::from_slice(&bytes).map_err(|error| invalid(error.to_string()))? {
+        serde_json::Value::Null => Ok(CordonRequest::default()),
+        object @ serde_json::Value::Object(_) => {
+            serde_json::from_value(object).map_err(|error| invalid(error.to_string()))
+        }
+        _ => Err(invalid(
+            "expected an object with an optional \"reason\", or null".to_owned(),
+        )),
+    }
 }
 
 async fn set_cordon(
