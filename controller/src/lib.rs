@@ -8,7 +8,8 @@
 //! [`driver`] is the ledger-backed resource driver (allocation through the `dra-allocator` ledger,
 //! inventory from ResourceSlices, reconcile with the cluster); [`params`] owns the
 //! `dra-ledger.io` parameter custom resources and their conversion into the allocator's model.
-//! [`cli`] is the `dra-ledger` command line (run, demo, sim, crds, ledger tools); it assembles the
+//! [`leader`] is leader election on a Lease with the fence that stops a replica which lost it
+//! from writing. [`cli`] is the `dra-ledger` command line (run, demo, sim, crds, ledger tools); it assembles the
 //! driver, the framework, the admin API of `dra-api` and, for the demo, the simulated cluster.
 
 // Kubernetes kind names (ResourceClaim, PodSchedulingContext, ...) are prose in these docs, not
@@ -18,4 +19,5 @@
 pub mod cli;
 pub mod driver;
 pub mod framework;
+pub mod leader;
 pub mod params;

@@ -1,0 +1,275 @@
+//! The elector: campaigns for the Lease until it holds it, then renews it every `retry_period`,
+//! keeping the [`Fence`] open while renewals succeed and closing it the moment the lease is lost
+//! (not renewed within `renew_deadline`, or taken by another identity). On a graceful stop it
+//! releases the lease so that a standby takes over at once.
+//!
+//! The only module of leader election that talks to the API server; decisions come from
+//! [`super::decide`].
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use kube::Client;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::decide::{decide, Decision, LeaseRecord, Observed};
+use super::fence::Fence;
+use super::{LeaderConfig, Role};
+
+/// Campaigns for and holds one Lease.
+pub struct Elector {
+    api: Api<Lease>,
+    config: LeaderConfig,
+    fence: Fence,
+    role: watch::Sender<Role>,
+}
+
+fn record_of(lease: &Lease) -> LeaseRecord {
+    let spec = lease.spec.as_ref();
+    LeaseRecord {
+        holder: spec.and_then(|s| s.holder_identity.clone()),
+        renew_time: spec
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0.to_rfc3339()),
+        transitions: spec.and_then(|s| s.lease_transitions).unwrap_or(0),
+    }
+}
+
+fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
+}
+
+impl Elector {
+    /// An elector for `config.lease_name` in `config.namespace`, writing through `client`
+    /// (which must not be fenced itself). `fence` starts closed.
+    pub fn new(client: Client, config: LeaderConfig, fence: Fence) -> Self {
+        fence.close();
+        Elector {
+            api: Api::namespaced(client, &config.namespace),
+            config,
+            fence,
+            role: watch::Sender::new(Role::Standby { holder: None }),
+        }
+    }
+
+    /// The role as it changes.
+    pub fn role(&self) -> watch::Receiver<Role> {
+        self.role.subscribe()
+    }
+
+    /// The spec we write when we hold the lease.
+    fn our_spec(&self, transitions: i32, acquired: Option<MicroTime>) -> LeaseSpec {
+        let now = MicroTime(Utc::now());
+        LeaseSpec {
+            holder_identity: Some(self.config.identity.clone()),
+            lease_duration_seconds: Some(
+                i32::try_from(self.config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX),
+            ),
+            acquire_time: Some(acquired.unwrap_or_else(|| now.clone())),
+            renew_time: Some(now),
+            lease_transitions: Some(transitions),
+        }
+    }
+
+    /// Campaigns, then holds the lease until it is lost or `release` completes. Returns the
+    /// final role: [`Role::Lost`] when the lease was lost, otherwise the role at the release
+    /// (after which the lease, if held, has been given up).
+    pub async fn run(self, release: impl Future<Output = ()> + Send) -> Role {
+        tokio::pin!(release);
+        let acquired = tokio::select! {
+            lease = self.acquire() => lease,
+            () = &mut release => return self.role.borrow().clone(),
+        };
+        let Some(lease) = acquired else {
+            return self.role.borrow().clone();
+        };
+        let outcome = tokio::select! {
+            lost = self.hold(lease) => Err(lost),
+            () = &mut release => Ok(()),
+        };
+        self.fence.close();
+        if let Err(reason) = outcome {
+            warn!(lease = %self.config.lease_name, %reason, "Lost the leader lease; stopping all writes");
+            let lost = Role::Lost { reason };
+            self.role.send_replace(lost.clone());
+            return lost;
+        }
+        self.give_up().await;
+        self.role.borrow().clone()
+    }
+
+    /// Campaigns until the lease is ours; returns it.
+    async fn acquire(&self) -> Option<Lease> {
+        let name = &self.config.lease_name;
+        let mut observed: Option<Observed> = None;
+        loop {
+            let sent = Instant::now();
+            let current = match self.api.get_opt(name).await {
+                Ok(current) => current,
+                Err(error) => {
+                    warn!(%error, lease = %name, "Cannot read the leader lease");
+                    tokio::time::sleep(self.config.retry_period).await;
+                    continue;
+                }
+            };
+            let record = current.as_ref().map(record_of);
+            let decision = decide(
+                record.as_ref(),
+                &self.config.identity,
+                self.config.lease_duration,
+                &mut observed,
+                sent,
+            );
+            let written = match decision {
+                Decision::Wait { holder, expires_in } => {
+                    self.role.send_if_modified(|role| {
+                        let standby = Role::Standby {
+                            holder: Some(holder.clone()),
+                        };
+                        let changed = *role != standby;
+                        *role = standby;
+                        changed
+                    });
+                    tokio::time::sleep(self.config.retry_period.min(expires_in)).await;
+                    continue;
+                }
+                Decision::Create => {
+                    let lease = Lease {
+                        metadata: ObjectMeta {
+                            name: Some(name.clone()),
+                            namespace: Some(self.config.namespace.clone()),
+                            ..ObjectMeta::default()
+                        },
+                        spec: Some(self.our_spec(0, None)),
+                    };
+                    self.api
+                        .create(&PostParams::default(), &lease)
+                        .await
+                        .map(|lease| (lease, None))
+                }
+                Decision::Acquire {
+                    transitions,
+                    previous,
+                } => {
+                    let mut lease = current.expect("a lease to acquire was read");
+                    let ours = record.as_ref().and_then(LeaseRecord::holder)
+                        == Some(self.config.identity.as_str());
+                    let kept = lease
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.acquire_time.clone())
+                        .filter(|_| ours);
+                    lease.spec = Some(self.our_spec(transitions, kept));
+                    self.api
+                        .replace(name, &PostParams::default(), &lease)
+                        .await
+                        .map(|lease| (lease, previous))
+                }
+            };
+            match written {
+                Ok((lease, previous)) => {
+                    self.fence.open_until(sent + self.config.renew_deadline);
+                    info!(lease = %name, identity = %self.config.identity, previous = previous.as_deref().unwrap_or("-"), "Acquired the leader lease");
+                    let takeover = record
+                        .as_ref()
+                        .and_then(LeaseRecord::holder)
+                        .is_none_or(|h| h != self.config.identity);
+                    self.role.send_replace(Role::Leader { previous, takeover });
+                    return Some(lease);
+                }
+                Err(error) => {
+                    if !is_conflict(&error) {
+                        warn!(%error, lease = %name, "Cannot write the leader lease");
+                    }
+                    tokio::time::sleep(self.config.retry_period).await;
+                }
+            }
+        }
+    }
+
+    /// Renews `lease` every `retry_period`; returns why it was lost.
+    async fn hold(&self, mut lease: Lease) -> String {
+        let name = &self.config.lease_name;
+        let mut renewed = Instant::now();
+        loop {
+            tokio::time::sleep(self.config.retry_period).await;
+            let sent = Instant::now();
+            let mut next = lease.clone();
+            if let Some(spec) = next.spec.as_mut() {
+                spec.renew_time = Some(MicroTime(Utc::now()));
+            }
+            match self.api.replace(name, &PostParams::default(), &next).await {
+                Ok(stored) => {
+                    lease = stored;
+                    renewed = sent;
+                    self.fence.open_until(sent + self.config.renew_deadline);
+                    continue;
+                }
+                Err(error) if is_conflict(&error) => match self.api.get_opt(name).await {
+                    Ok(Some(current)) => {
+                        let holder = record_of(&current).holder().map(str::to_owned);
+                        if holder.as_deref() != Some(self.config.identity.as_str()) {
+                            return format!(
+                                "the lease is now held by {}",
+                                holder.as_deref().unwrap_or("nobody")
+                            );
+                        }
+                        lease = current;
+                    }
+                    Ok(None) => return "the lease was deleted".to_owned(),
+                    Err(error) => warn!(%error, lease = %name, "Cannot read the leader lease"),
+                },
+                Err(error) => warn!(%error, lease = %name, "Cannot renew the leader lease"),
+            }
+            if renewed.elapsed() >= self.config.renew_deadline {
+                return format!(
+                    "not renewed within the renew deadline of {:?}",
+                    self.config.renew_deadline
+                );
+            }
+        }
+    }
+
+    /// Releases the lease if we still hold it (holder cleared), so a standby need not wait for
+    /// it to expire.
+    async fn give_up(&self) {
+        let name = &self.config.lease_name;
+        if !matches!(*self.role.borrow(), Role::Leader { .. }) {
+            return;
+        }
+        let released = async {
+            let mut lease = self
+                .api
+                .get_opt(name)
+                .await?
+                .ok_or_else(|| kube::Error::Service("the lease no longer exists".into()))?;
+            if record_of(&lease).holder() != Some(self.config.identity.as_str()) {
+                return Ok(());
+            }
+            if let Some(spec) = lease.spec.as_mut() {
+                spec.holder_identity = None;
+                spec.lease_duration_seconds = Some(1);
+                spec.renew_time = Some(MicroTime(Utc::now()));
+            }
+            self.api
+                .replace(name, &PostParams::default(), &lease)
+                .await
+                .map(drop)
+        };
+        match tokio::time::timeout(Duration::from_secs(5), released).await {
+            Ok(Ok(())) => info!(lease = %name, "Released the leader lease"),
+            Ok(Err(error)) => {
+                warn!(%error, lease = %name, "Cannot release the leader lease; it expires by itself");
+            }
+            Err(_) => {
+                warn!(lease = %name, "Releasing the leader lease timed out; it expires by itself");
+            }
+        }
+        self.role.send_replace(Role::Standby { holder: None });
+    }
+}
