@@ -98,6 +98,7 @@ pub struct LedgerDriver {
     readiness: Readiness,
     state: DriverState,
     reconcile_lock: tokio::sync::Mutex<()>,
+    takeover: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for LedgerDriver {
@@ -131,6 +132,7 @@ impl LedgerDriver {
             readiness: Readiness::new(),
             state: DriverState::default(),
             reconcile_lock: tokio::sync::Mutex::new(()),
+            takeover: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -149,6 +151,15 @@ impl LedgerDriver {
     /// The settings.
     pub fn config(&self) -> &DriverConfig {
         &self.config
+    }
+
+    /// Declares that another leader may have allocated since this ledger was last written (the
+    /// leader lease was taken over, not continued): no allocation of a previous process can still
+    /// be in flight, so the next reconcile judges every pending intent by the cluster alone
+    /// instead of leaving young ones for later. Cleared by the next successful reconcile.
+    pub fn mark_takeover(&self) {
+        self.takeover
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The readiness flags (inventory synced, initial reconcile done) for `/readyz`.

@@ -10,6 +10,8 @@
 //! - an allocation of ours that a claim shows and the ledger lacks is imported (this rebuilds a
 //!   lost or empty ledger); one with other devices than the ledger has is replaced by the
 //!   claim's;
+//! - after a leader takeover ([`LedgerDriver::mark_takeover`]) no pending intent of a previous
+//!   process is in flight, so none is left for later: the cluster decides each at once;
 //! - handle data that does not parse is an error for that claim: logged, counted, left alone.
 //!
 //! Every difference is counted by [`DriftKind`] in the returned [`DriftReport`].
@@ -159,6 +161,7 @@ impl LedgerDriver {
     pub async fn reconcile_now(&self) -> Result<DriftReport> {
         let _serial = self.reconcile_lock.lock().await;
         let started = Instant::now();
+        let takeover = self.takeover.load(std::sync::atomic::Ordering::SeqCst);
         let claims = self
             .cluster
             .list_claims()
@@ -175,7 +178,14 @@ impl LedgerDriver {
         let known: HashSet<&str> = allocations.iter().map(|a| a.claim.uid.as_str()).collect();
         let (mut frees, mut imports) = (Vec::new(), Vec::new());
         for allocation in &allocations {
-            self.judge_allocation(allocation, &by_uid, &mut report, &mut frees, &mut imports);
+            self.judge_allocation(
+                allocation,
+                &by_uid,
+                takeover,
+                &mut report,
+                &mut frees,
+                &mut imports,
+            );
         }
         for claim in &claims {
             let uid = claim.metadata.uid.as_deref().unwrap_or_default();
@@ -207,6 +217,10 @@ impl LedgerDriver {
             }
         }
         report.errors.sort();
+        if takeover && report.errors.is_empty() {
+            self.takeover
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+        }
         report.duration_ms = started.elapsed().as_millis() as u64;
         for kind in DriftKind::ALL {
             let count = report.count(kind);
@@ -226,19 +240,22 @@ impl LedgerDriver {
         Ok(report)
     }
 
-    /// Decides what to do with one ledger allocation given the claims of the cluster.
+    /// Decides what to do with one ledger allocation given the claims of the cluster. After a
+    /// takeover only this process's own hand-outs count as in flight.
     fn judge_allocation<'a>(
         &self,
         allocation: &'a Allocation,
         by_uid: &HashMap<&str, &'a ResourceClaim>,
+        takeover: bool,
         report: &mut DriftReport,
         frees: &mut Vec<Step<'a>>,
         imports: &mut Vec<Step<'a>>,
     ) {
         let pending = allocation.state == AllocationState::Pending;
         let young = pending
-            && (now_ms().saturating_sub(allocation.created_ms)
-                < self.config.grace_period.as_millis() as u64
+            && ((!takeover
+                && now_ms().saturating_sub(allocation.created_ms)
+                    < self.config.grace_period.as_millis() as u64)
                 || self
                     .state
                     .recently_handed_out(&allocation.claim.uid, self.config.grace_period));

@@ -99,6 +99,18 @@ impl Fixture {
         f
     }
 
+    /// A new driver process over the same ledger and cluster: nothing of the old one's memory
+    /// (hand-outs, recent deallocations) is left.
+    pub fn restart(&mut self) {
+        let driver = LedgerDriver::with_cluster(
+            self.driver.ledger().clone(),
+            self.cluster.clone(),
+            self.driver.config().clone(),
+        );
+        self.driver = Arc::new(driver);
+        self.make_ready();
+    }
+
     pub fn make_ready(&self) {
         let readiness = self.driver.readiness();
         readiness.set_inventory_synced();

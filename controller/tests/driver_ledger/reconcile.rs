@@ -270,3 +270,44 @@ async fn orphans_are_freed_before_imports_that_need_their_devices() {
         ["gpu-0"]
     );
 }
+
+#[tokio::test]
+async fn after_a_takeover_pending_intents_of_a_previous_leader_yield_to_the_cluster() {
+    // This replica's ledger holds a young pending intent from its last term as leader; since
+    // then another leader gave the same device to another claim.
+    let mut f = Fixture::new(NODES);
+    let _ = allocate_shown(&f, "c1", "uid-1", "node-0").await;
+    let other = Fixture::new(NODES);
+    let theirs = allocate_shown(&other, "c2", "uid-2", "node-0").await;
+    let mine = f.driver.ledger().allocation("uid-1").unwrap().unwrap();
+    let shown = other.driver.ledger().allocation("uid-2").unwrap().unwrap();
+    assert_eq!(
+        mine.devices, shown.devices,
+        "the scenario needs one device twice"
+    );
+    f.cluster.put_claim(claim("c1", "uid-1").0);
+    f.cluster.put_claim(theirs);
+
+    // Without a takeover the young intent is in flight: it keeps the device and the other
+    // claim cannot be recorded.
+    let report = f.driver.reconcile_now().await.unwrap();
+    assert_eq!(report.in_flight, 1, "{report:?}");
+    assert_eq!(report.count(DriftKind::DeviceConflict), 1, "{report:?}");
+
+    f.restart();
+    f.driver.mark_takeover();
+    let report = f.driver.reconcile_now().await.unwrap();
+    assert_eq!(report.count(DriftKind::StaleIntent), 1, "{report:?}");
+    assert_eq!(report.count(DriftKind::MissingInLedger), 1, "{report:?}");
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert!(f.driver.ledger().allocation("uid-1").unwrap().is_none());
+    let imported = f.driver.ledger().allocation("uid-2").unwrap().unwrap();
+    assert_eq!(imported.devices, shown.devices);
+    assert!(f.driver.ledger().verify().unwrap().is_consistent());
+
+    // The flag is spent: an intent handed out after the takeover is in flight again.
+    let _ = allocate_shown(&f, "c3", "uid-3", "node-1").await;
+    f.cluster.put_claim(claim("c3", "uid-3").0);
+    let report = f.driver.reconcile_now().await.unwrap();
+    assert_eq!(report.in_flight, 1, "{report:?}");
+}
