@@ -98,7 +98,7 @@ impl ApiError {
     }
 
     /// The answer to a failed ledger call: refusals become 4xx with the ledger's message, a
-    /// stopped writer 503, anything else a generic 500.
+    /// stopped writer or a fenced commit (not the leader) 503, anything else a generic 500.
     pub fn from_ledger(error: LedgerError) -> Self {
         match error {
             LedgerError::DeviceNotFound { .. } | LedgerError::ClaimNotFound { .. } => {
@@ -110,6 +110,10 @@ impl ApiError {
             | LedgerError::AbortConfirmed { .. } => ApiError::Conflict(error.to_string()),
             LedgerError::WriterStopped => ApiError::NotReady {
                 waiting: vec!["ledger writer"],
+            },
+            // A standby (or a replica that lost the lease) may not write its ledger.
+            LedgerError::Fenced { .. } => ApiError::NotReady {
+                waiting: vec!["leader lease"],
             },
             other => ApiError::Internal(crate::Error::Ledger(other)),
         }

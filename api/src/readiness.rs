@@ -1,6 +1,8 @@
 //! The readiness flags behind `GET /readyz`: the process is ready once the ledger is open, the
-//! controller's caches are synced and the initial reconcile is done. Set by the process that
-//! starts those parts; read by the router. Depends on nothing else.
+//! controller's caches are synced and the initial reconcile is done. A standby replica (leader
+//! election, not holding the lease) is ready once its ledger is open: it is healthy and ready to
+//! take over, and a `StatefulSet` rollout must not wait for it to become the leader. Set by the
+//! process that starts those parts; read by the router. Depends on nothing else.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,6 +12,7 @@ struct Flags {
     ledger_open: AtomicBool,
     caches_synced: AtomicBool,
     reconciled: AtomicBool,
+    standby: AtomicBool,
 }
 
 /// Shared readiness flags; clones share the same flags. Each flag only ever goes from unset to set.
@@ -39,15 +42,29 @@ impl Readiness {
         self.flags.reconciled.store(true, Ordering::Release);
     }
 
-    /// What is still missing, in start order; empty when ready.
+    /// Marks this process as a standby (`true`) or as the active leader (`false`, the default
+    /// without leader election).
+    pub fn set_standby(&self, standby: bool) {
+        self.flags.standby.store(standby, Ordering::Release);
+    }
+
+    /// Whether this process is a standby replica.
+    pub fn is_standby(&self) -> bool {
+        self.flags.standby.load(Ordering::Acquire)
+    }
+
+    /// What is still missing, in start order; empty when ready. A standby needs only its
+    /// ledger open.
     pub fn waiting_for(&self) -> Vec<&'static str> {
         let flags = &self.flags;
+        let standby = self.is_standby();
         [
             (&flags.ledger_open, "ledger open"),
             (&flags.caches_synced, "caches synced"),
             (&flags.reconciled, "initial reconcile"),
         ]
         .into_iter()
+        .take(if standby { 1 } else { 3 })
         .filter(|(flag, _)| !flag.load(Ordering::Acquire))
         .map(|(_, what)| what)
         .collect()
@@ -77,5 +94,19 @@ mod tests {
         assert!(!readiness.is_ready());
         shared.set_caches_synced();
         assert!(readiness.is_ready());
+    }
+
+    #[test]
+    fn standby_is_ready_with_its_ledger_open() {
+        let readiness = Readiness::new();
+        readiness.set_standby(true);
+        assert_eq!(readiness.waiting_for(), ["ledger open"]);
+        readiness.set_ledger_open();
+        assert!(readiness.is_ready() && readiness.is_standby());
+        readiness.set_standby(false);
+        assert_eq!(
+            readiness.waiting_for(),
+            ["caches synced", "initial reconcile"]
+        );
     }
 }

@@ -3,7 +3,8 @@
 //! Endpoints (the OpenAPI document at `/v1/openapi.json` lists the same):
 //! - `GET /healthz`: 200 while the process serves requests.
 //! - `GET /readyz`: 200 once the ledger is open, the caches are synced and the initial reconcile
-//!   is done; 503 with a JSON error naming what is still missing before that.
+//!   is done (a standby replica: once its ledger is open, answering `standby`); 503 with a JSON
+//!   error naming what is still missing before that.
 //! - `GET /metrics`: every metric of [`crate::metrics`] in the Prometheus text format; the ledger
 //!   gauges and the work queue depth are refreshed on each scrape.
 //! - `/v1/...`: the ledger API of [`crate::v1`].
@@ -195,14 +196,19 @@ pub async fn healthz() -> Json<Status> {
 /// 200 once the ledger is open, the caches are synced and the initial reconcile is done.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses(
-        (status = 200, description = "Ready", body = Status),
+        (status = 200, description = "Ready: `ready` (the active allocator) or `standby` (leader election: healthy, not holding the lease)", body = Status),
         (status = 503, description = "What is still missing", body = ErrorBody),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
     let waiting = state.readiness.waiting_for();
     if waiting.is_empty() {
+        let status = if state.readiness.is_standby() {
+            "standby"
+        } else {
+            "ready"
+        };
         Ok(Json(Status {
-            status: "ready".to_owned(),
+            status: status.to_owned(),
         }))
     } else {
         Err(ApiError::NotReady { waiting })
@@ -214,6 +220,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ApiEr
     responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     state.metrics.set_ready(state.readiness.is_ready());
+    state.metrics.set_leader(!state.readiness.is_standby());
     if let Some(source) = &state.queue_depth {
         state.metrics.set_workqueue_depth(source());
     }

@@ -120,3 +120,29 @@ async fn path_segment_that_is_not_utf8_is_a_json_400() {
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(json["error"]["code"], "bad_request");
 }
+
+#[tokio::test]
+async fn standby_is_ready_as_standby_and_reports_not_leading() {
+    let state = state();
+    state.readiness().set_standby(true);
+    let (status, body, _) = get(&state, "/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.contains("waiting for ledger open"), "{body}");
+
+    state.readiness().set_ledger_open();
+    let (status, body, _) = get(&state, "/readyz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, r#"{"status":"standby"}"#);
+    let (_, metrics, _) = get(&state, "/metrics").await;
+    assert!(metrics.contains("dra_ledger_leader 0"), "{metrics}");
+
+    state.readiness().set_standby(false);
+    let (status, _, _) = get(&state, "/readyz").await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a leader needs every flag"
+    );
+    let (_, metrics, _) = get(&state, "/metrics").await;
+    assert!(metrics.contains("dra_ledger_leader 1"), "{metrics}");
+}

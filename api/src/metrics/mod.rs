@@ -10,7 +10,7 @@
 //! the ledger's read views and the readiness flags at scrape time.
 //!
 //! Beyond the thirteen metrics of the specification ([`SPEC_METRIC_NAMES`]) the module defines
-//! the breakdown gauges, `ready` (0 or 1, what `/readyz` answers) and
+//! the breakdown gauges, `ready` (0 or 1, what `/readyz` answers), `leader` (0 on a standby) and
 //! `oldest_pending_intent_age_seconds`, which the dashboards and alert rules use.
 //! Must not depend on the controller.
 
@@ -56,7 +56,7 @@ pub const SPEC_METRIC_NAMES: [&str; 13] = [
 
 /// The full names of all metrics, as exposed on `/metrics`: those of the specification, then
 /// the breakdown and operational gauges.
-pub const METRIC_NAMES: [&str; 17] = [
+pub const METRIC_NAMES: [&str; 18] = [
     "dra_ledger_allocations_total",
     "dra_ledger_deallocations_total",
     "dra_ledger_allocate_duration_seconds",
@@ -73,6 +73,7 @@ pub const METRIC_NAMES: [&str; 17] = [
     "dra_ledger_node_devices",
     "dra_ledger_attribute_devices",
     "dra_ledger_ready",
+    "dra_ledger_leader",
     "dra_ledger_oldest_pending_intent_age_seconds",
 ];
 
@@ -95,6 +96,7 @@ pub struct Metrics {
     build_info: IntGaugeVec,
     breakdown: Arc<breakdown::Breakdown>,
     ready: IntGauge,
+    leader: IntGauge,
     oldest_intent_age: Gauge,
 }
 
@@ -201,6 +203,10 @@ impl Metrics {
                 name("ready"),
                 "1 when the process is ready (ledger open, caches synced, initial reconcile done), else 0",
             )?,
+            leader: IntGauge::new(
+                name("leader"),
+                "1 when this process is the active allocator (holds the leader lease, or runs without leader election), 0 on a standby",
+            )?,
             oldest_intent_age: Gauge::new(
                 name("oldest_pending_intent_age_seconds"),
                 "Age of the oldest allocation durable in the ledger but not yet seen in the cluster; 0 when none",
@@ -234,7 +240,7 @@ impl Metrics {
     }
 
     fn register_all(&self) -> Result<()> {
-        let collectors: [Box<dyn prometheus::core::Collector>; 17] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 18] = [
             Box::new(self.allocations.clone()),
             Box::new(self.deallocations.clone()),
             Box::new(self.allocate_duration.clone()),
@@ -251,6 +257,7 @@ impl Metrics {
             Box::new(self.breakdown.node_devices.clone()),
             Box::new(self.breakdown.attribute_devices.clone()),
             Box::new(self.ready.clone()),
+            Box::new(self.leader.clone()),
             Box::new(self.oldest_intent_age.clone()),
         ];
         for collector in collectors {
@@ -330,6 +337,11 @@ impl Metrics {
     /// Sets the `ready` gauge (refreshed from the readiness flags on each scrape).
     pub fn set_ready(&self, ready: bool) {
         self.ready.set(i64::from(ready));
+    }
+
+    /// Sets the `leader` gauge (refreshed from the readiness flags on each scrape).
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
     }
 
     /// Sets the device, claim and intent gauges and the per-attribute breakdown from a

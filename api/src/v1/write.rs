@@ -86,6 +86,7 @@ async fn set_cordon(
         (status = 403, description = "No admin token configured", body = ErrorBody),
         (status = 404, description = "Unknown node or device", body = ErrorBody),
         (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
+        (status = 503, description = "Ledger not open, or this replica is a standby without the leader lease", body = ErrorBody),
     ))]
 pub async fn cordon(
     _auth: Authorized,
@@ -110,6 +111,7 @@ pub async fn cordon(
         (status = 403, description = "No admin token configured", body = ErrorBody),
         (status = 404, description = "Unknown node or device", body = ErrorBody),
         (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
+        (status = 503, description = "Ledger not open, or this replica is a standby without the leader lease", body = ErrorBody),
     ))]
 pub async fn uncordon(
     _auth: Authorized,
