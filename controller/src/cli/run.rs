@@ -7,11 +7,12 @@ use std::time::Duration;
 use anyhow::Context;
 use dra_api::AdminToken;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tracing::info;
+use tracing::{error, info, warn};
 
 use super::stack::{Stack, StackConfig};
 use super::{default_ledger_path, parse_duration, LogFormat, DEFAULT_DRIVER_NAME};
 use crate::framework::ControllerConfig;
+use crate::leader::LeaderConfig;
 
 /// Flags of `dra-ledger run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -47,6 +48,95 @@ pub struct RunArgs {
     /// Kubeconfig file; without it KUBECONFIG, ~/.kube/config or the in-cluster config is used.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+
+    /// Campaign for a coordination.k8s.io Lease and allocate only while holding it, so that of
+    /// several replicas exactly one is active (the others wait as standbys). `false` only where
+    /// a single instance is guaranteed.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub leader_elect: bool,
+
+    /// Name of the leader Lease [default: the driver name].
+    #[arg(long, value_name = "NAME")]
+    pub leader_elect_lease_name: Option<String>,
+
+    /// Namespace of the leader Lease [default: $POD_NAMESPACE, else the in-cluster service
+    /// account's namespace, else `default`].
+    #[arg(long, value_name = "NAMESPACE")]
+    pub leader_elect_namespace: Option<String>,
+
+    /// This replica's identity in the Lease; must differ between replicas [default: $POD_NAME,
+    /// else the host name].
+    #[arg(long, value_name = "ID")]
+    pub leader_elect_identity: Option<String>,
+
+    /// How long the other replicas wait, after the Lease last changed, before taking it over.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, value_name = "DURATION")]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps writing without a successful renewal; shorter than the lease
+    /// duration, and the difference is what a write in flight gets to land.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// Time between attempts to acquire or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
+    pub leader_elect_retry_period: Duration,
+}
+
+/// The namespace file of an in-cluster service account.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// A non-empty environment variable.
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl RunArgs {
+    /// The leader election settings these flags describe; `None` with `--leader-elect=false`.
+    pub fn leader_config(&self) -> anyhow::Result<Option<LeaderConfig>> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let namespace = self
+            .leader_elect_namespace
+            .clone()
+            .or_else(|| env_value("POD_NAMESPACE"))
+            .or_else(|| {
+                std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                    .ok()
+                    .map(|ns| ns.trim().to_owned())
+                    .filter(|ns| !ns.is_empty())
+            })
+            .unwrap_or_else(|| "default".to_owned());
+        let identity = self
+            .leader_elect_identity
+            .clone()
+            .or_else(|| env_value("POD_NAME"))
+            .or_else(|| env_value("HOSTNAME"))
+            .or_else(|| {
+                std::fs::read_to_string("/etc/hostname")
+                    .ok()
+                    .map(|h| h.trim().to_owned())
+                    .filter(|h| !h.is_empty())
+            })
+            .context("no leader election identity: set --leader-elect-identity or POD_NAME")?;
+        let config = LeaderConfig {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+            ..LeaderConfig::new(
+                self.leader_elect_lease_name
+                    .clone()
+                    .unwrap_or_else(|| self.driver_name.clone()),
+                namespace,
+                identity,
+            )
+        };
+        config
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid leader election settings: {e}"))?;
+        Ok(Some(config))
+    }
 }
 
 /// The client configuration: `--kubeconfig`, else inferred (KUBECONFIG, ~/.kube/config,
@@ -66,8 +156,11 @@ async fn kube_config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Confi
     }
 }
 
-/// Runs the controller until SIGTERM or Ctrl-C, then shuts down gracefully.
+/// Runs the controller until SIGTERM or Ctrl-C, then shuts down gracefully. Losing the leader
+/// lease also shuts down, and fails: the process exits non-zero so that it is restarted as a
+/// standby with nothing of its old term in memory.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let leader = args.leader_config()?;
     let admin_token = args
         .admin_token_file
         .as_deref()
@@ -84,13 +177,25 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             recheck_delay: ControllerConfig::default().recheck_delay,
             grace_period: None,
             admin_token,
+            leader,
         },
         config,
     )
     .await?;
-    let waited = super::wait_for_signal().await;
-    info!("Shutting down: no new work; finishing syncs and ledger commits in flight");
-    stack.shutdown().await?;
-    waited.context("signal handling failed")?;
-    Ok(())
+    let lost = stack.lost();
+    tokio::select! {
+        waited = super::wait_for_signal() => {
+            info!("Shutting down: no new work; finishing syncs and ledger commits in flight");
+            stack.shutdown().await?;
+            waited.context("signal handling failed")?;
+            Ok(())
+        }
+        reason = lost => {
+            error!(%reason, "Lost the leader lease: stopping; writes are already refused");
+            if let Err(error) = stack.shutdown().await {
+                warn!(%error, "Shutdown after losing the leader lease was not clean");
+            }
+            anyhow::bail!("lost the leader lease: {reason}")
+        }
+    }
 }

@@ -179,6 +179,7 @@ async fn with_cluster(
             recheck_delay: Duration::from_secs(2),
             grace_period: Some(Duration::from_secs(15)),
             admin_token,
+            leader: None,
         },
         client_config,
     )
