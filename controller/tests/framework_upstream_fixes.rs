@@ -3,17 +3,18 @@
 //! entries, truncated lists not rewritten, the report written when allocation fails (naming the
 //! selected node, so that the scheduler moves on), the selected node always checked, allocated
 //! claims never checked, nodes reported unsuitable before checked again instead of forgotten,
-//! a status patch that lost a race retried without an event, and a pod's context woken when its
-//! claim arrives after it.
+//! a status patch that lost a race retried without an event, a pod's context woken when its
+//! claim arrives after it, and the driver told once a deallocated claim no longer shows its
+//! allocation.
 
 mod framework_support;
 
 use dra_controller::framework::testing::fixtures::{
-    claim, class, context, nodes, pod, ClaimFixture, ClassFixture, ContextFixture, PodFixture,
-    CLAIM, NAMESPACE, NODE, OTHER_CLASS, OTHER_NODE, POD, POD_CLAIM,
+    allocation, claim, class, context, nodes, pod, ClaimFixture, ClassFixture, ContextFixture,
+    PodFixture, CLAIM, NAMESPACE, NODE, OTHER_CLASS, OTHER_NODE, POD, POD_CLAIM,
 };
-use dra_controller::framework::testing::DriverCall;
-use dra_controller::framework::{claim_key, scheduling_context_key, SyncOutcome};
+use dra_controller::framework::testing::{DriverCall, Operation};
+use dra_controller::framework::{claim_key, scheduling_context_key, ApiErrorKind, SyncOutcome};
 use framework_support::{failed_event, unversioned, unversioned_context, CachesExt, Harness};
 
 fn unsuitable_calls(h: &Harness) -> Vec<DriverCall> {
@@ -349,4 +350,44 @@ async fn status_patch_that_loses_a_race_posts_no_event() {
         1,
         "retried with the key's own backoff"
     );
+}
+
+#[tokio::test]
+async fn driver_is_told_once_the_status_write_removing_the_allocation_returned() {
+    let h = Harness::new().with_class(class()).with_claim(
+        claim()
+            .immediate()
+            .deleted()
+            .with_finalizer()
+            .allocated(allocation()),
+    );
+    h.api.fail_next(
+        Operation::UpdateClaimStatus,
+        ApiErrorKind::Conflict,
+        "conflict",
+    );
+    assert!(h.sync_claim(CLAIM).await.is_err());
+    assert!(
+        h.driver.published_deallocations().is_empty(),
+        "not told while the claim still shows the allocation"
+    );
+    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(
+        h.driver.published_deallocations(),
+        [format!("{CLAIM} unallocated")]
+    );
+}
+
+#[tokio::test]
+async fn failed_deallocate_does_not_tell_the_driver_it_was_published() {
+    let h = Harness::new().with_class(class()).with_claim(
+        claim()
+            .immediate()
+            .deleted()
+            .with_finalizer()
+            .allocated(allocation()),
+    );
+    h.driver.set_deallocate_error(Some("fake error"));
+    assert!(h.sync_claim(CLAIM).await.is_err());
+    assert!(h.driver.published_deallocations().is_empty());
 }

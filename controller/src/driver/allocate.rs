@@ -1,6 +1,8 @@
 //! [`crate::framework::Driver`] for [`LedgerDriver`]: parameters, allocate (one pod's claims in
 //! one ledger transaction, immediate claims by the class policy), deallocate (idempotent, aborts
-//! an allocation in flight) and unsuitable nodes (in `unsuitable`).
+//! an allocation in flight; the devices of a claim that still shows them are released only once
+//! its status no longer does, in `deallocation_published`) and unsuitable nodes (in
+//! `unsuitable`).
 
 use std::time::Instant;
 
@@ -151,6 +153,29 @@ impl LedgerDriver {
                 let first = claims.first().map(ClaimAllocation::claim_uid);
                 format!("claim:{}", first.unwrap_or_default())
             })
+    }
+
+    /// Releases the ledger allocation of claim `uid` (none is fine) and reports the outcome.
+    async fn release_claim(&self, uid: &str) -> Result<()> {
+        dra_allocator::failpoint::hit("during_deallocation");
+        let owned = uid.to_owned();
+        let released = self.ledger_call(move |l| l.release(&owned)).await;
+        match released {
+            Ok(Some(allocation)) => {
+                debug!(claim.uid = %uid, node = %allocation.node, "Released");
+                self.observer.deallocation(DeallocationOutcome::Released);
+                Ok(())
+            }
+            Ok(None) => {
+                self.observer
+                    .deallocation(DeallocationOutcome::NotAllocated);
+                Ok(())
+            }
+            Err(error) => {
+                self.observer.deallocation(DeallocationOutcome::Error);
+                Err(error)
+            }
+        }
     }
 
     async fn run_allocate(
@@ -306,26 +331,24 @@ impl Driver for LedgerDriver {
             return Ok(());
         };
         self.state.deallocated(&uid);
-        let released = {
-            let uid = uid.clone();
-            self.ledger_call(move |l| l.release(&uid)).await
+        if let Ok(ClaimAllocationState::Ours(_)) = claim_allocation(claim, &self.config.driver_name)
+        {
+            // The claim still names its devices: they are freed once the status write that
+            // removes the allocation returned (`deallocation_published`), so no other claim is
+            // given them while this one shows them.
+            debug!(claim.uid = %uid, "Deallocation deferred until the claim no longer shows it");
+            return Ok(());
+        }
+        self.release_claim(&uid).await
+    }
+
+    #[instrument(skip_all, fields(driver = %self.config.driver_name, claim.name = %claim.name_any()))]
+    async fn deallocation_published(&self, claim: &ResourceClaim) {
+        let Some(uid) = claim.metadata.uid.clone().filter(|u| !u.is_empty()) else {
+            return;
         };
-        dra_allocator::failpoint::hit("during_deallocation");
-        match released {
-            Ok(Some(allocation)) => {
-                debug!(claim.uid = %uid, node = %allocation.node, "Released");
-                self.observer.deallocation(DeallocationOutcome::Released);
-                Ok(())
-            }
-            Ok(None) => {
-                self.observer
-                    .deallocation(DeallocationOutcome::NotAllocated);
-                Ok(())
-            }
-            Err(error) => {
-                self.observer.deallocation(DeallocationOutcome::Error);
-                Err(error)
-            }
+        if let Err(error) = self.release_claim(&uid).await {
+            warn!(%error, claim.uid = %uid, "Failed to release a deallocated claim; the reconcile retries");
         }
     }
 

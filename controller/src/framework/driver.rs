@@ -53,8 +53,19 @@ pub trait Driver: Send + Sync + 'static {
     }
 
     /// Frees the claim's resources. Must succeed when the claim is not allocated and must abort an
-    /// allocation in progress.
+    /// allocation in progress. For a claim that shows an allocation, the framework removes the
+    /// allocation from the claim's status next and then calls
+    /// [`Driver::deallocation_published`].
     async fn deallocate(&self, claim: &ResourceClaim) -> Result<(), Self::Error>;
+
+    /// Called once the API server has accepted the status write that removed a claim's
+    /// allocation (after a successful [`Driver::deallocate`]), with the claim as written. A
+    /// driver that must not hand the resources to another claim while this one still shows them
+    /// frees them here instead of in `deallocate`; a crash before this call is covered by the
+    /// driver's own reconcile. The default does nothing.
+    async fn deallocation_published(&self, claim: &ResourceClaim) {
+        let _ = claim;
+    }
 
     /// Fills [`ClaimAllocation::unsuitable_nodes`] of each pending claim of `pod`, using only nodes
     /// from `potential_nodes`. A node where not all claims fit should be unsuitable for all of them.

@@ -125,6 +125,7 @@ impl<D: Driver> Inner<D> {
                 .write_claim(&cleared, true)
                 .await
                 .map_err(Error::RemoveAllocation)?;
+            self.driver.deallocation_published(&claim).await;
         } else {
             self.driver
                 .deallocate(&claim)

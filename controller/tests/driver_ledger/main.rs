@@ -276,6 +276,28 @@ async fn deallocate_is_idempotent_and_frees_the_devices() {
 }
 
 #[tokio::test]
+async fn devices_of_a_claim_that_shows_them_are_freed_only_once_its_status_no_longer_does() {
+    let f = Fixture::new(&[("node-0", 1, "H100")]);
+    let c = claim("c1", "uid-1");
+    let mut items = vec![f.item("", c.clone()).await];
+    f.driver.allocate(&mut items, None).await;
+    let shown = allocated(&c.0, items[0].allocation.clone().expect("allocated"));
+    f.driver.deallocate(&shown).await.unwrap();
+    assert!(
+        f.driver.ledger().allocation("uid-1").unwrap().is_some(),
+        "held while the claim still names the device"
+    );
+    let mut other = vec![f.item("", claim("c2", "uid-2")).await];
+    f.driver.allocate(&mut other, None).await;
+    assert!(other[0].allocation.is_none(), "{:?}", other[0].error);
+    f.driver.deallocation_published(&c.0).await;
+    assert!(f.driver.ledger().allocation("uid-1").unwrap().is_none());
+    let mut again = vec![f.item("", claim("c2", "uid-2")).await];
+    f.driver.allocate(&mut again, None).await;
+    assert!(again[0].allocation.is_some(), "{:?}", again[0].error);
+}
+
+#[tokio::test]
 async fn deallocate_aborts_an_allocation_in_progress() {
     let f = Fixture::unready(&[("node-0", 1, "H100")], Duration::from_secs(5));
     let c = claim("c1", "uid-1");

@@ -223,6 +223,9 @@ async fn recently_deallocated_claim_is_not_imported_again() {
     // The claim list was taken before the status was cleared.
     f.cluster.put_claim(shown.clone());
     f.driver.deallocate(&shown).await.unwrap();
+    let mut cleared = shown.clone();
+    cleared.status = None;
+    f.driver.deallocation_published(&cleared).await;
     let report = f.driver.reconcile_now().await.unwrap();
     assert_eq!(report.imported, 0, "{report:?}");
     assert!(f.driver.ledger().allocation("uid-1").unwrap().is_none());

@@ -74,6 +74,7 @@ pub struct ScriptedDriver {
     name: String,
     script: Mutex<Script>,
     calls: Mutex<Vec<DriverCall>>,
+    published_deallocations: Mutex<Vec<String>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
 }
@@ -98,6 +99,15 @@ impl ScriptedDriver {
     /// Every call so far, oldest first.
     pub fn calls(&self) -> Vec<DriverCall> {
         self.calls.lock().expect("calls lock").clone()
+    }
+
+    /// The claims passed to `deallocation_published`, oldest first, each with `allocated` or
+    /// `unallocated` for the status it was called with.
+    pub fn published_deallocations(&self) -> Vec<String> {
+        self.published_deallocations
+            .lock()
+            .expect("published lock")
+            .clone()
     }
 
     /// Only the `allocate` calls.
@@ -243,6 +253,22 @@ impl Driver for ScriptedDriver {
             Some(e) => Err(e.clone()),
             None => Ok(()),
         }
+    }
+
+    async fn deallocation_published(&self, claim: &ResourceClaim) {
+        let allocated = claim
+            .status
+            .as_ref()
+            .is_some_and(|s| s.allocation.is_some());
+        let state = if allocated {
+            "allocated"
+        } else {
+            "unallocated"
+        };
+        self.published_deallocations
+            .lock()
+            .expect("published lock")
+            .push(format!("{} {state}", claim.name_any()));
     }
 
     async fn unsuitable_nodes(
