@@ -14,9 +14,10 @@ use k8s_openapi::api::resource::v1alpha2::{AllocationResult, ResourceClaim, Reso
 use serde::{Deserialize, Serialize};
 
 /// Device sharing as written in the handle data: `{"mode": "Exclusive"}` or
-/// `{"mode": "Shared", "maxConsumers": 4}` (the shape of the parameter objects).
+/// `{"mode": "Shared", "maxConsumers": 4}` (the shape of the parameter objects). Any other
+/// field, or `maxConsumers` with `Exclusive`, is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "mode", deny_unknown_fields)]
+#[serde(tag = "mode", try_from = "SharingText")]
 pub enum HandleSharing {
     /// The claim holds its devices alone.
     Exclusive,
@@ -26,6 +27,34 @@ pub enum HandleSharing {
         /// How many claims may share one device.
         max_consumers: u32,
     },
+}
+
+/// The sharing object as read, before its fields are checked together. A derived internally
+/// tagged enum would take `{"mode": "Exclusive", "maxConsumers": 4}` and unknown fields next to
+/// a unit variant without complaint.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SharingText {
+    mode: String,
+    max_consumers: Option<u32>,
+}
+
+impl TryFrom<SharingText> for HandleSharing {
+    type Error = String;
+
+    fn try_from(text: SharingText) -> Result<Self, String> {
+        match (text.mode.as_str(), text.max_consumers) {
+            ("Exclusive", None) => Ok(HandleSharing::Exclusive),
+            ("Exclusive", Some(_)) => {
+                Err("maxConsumers is only allowed with mode Shared".to_owned())
+            }
+            ("Shared", Some(max_consumers)) => Ok(HandleSharing::Shared { max_consumers }),
+            ("Shared", None) => Err("missing field `maxConsumers`".to_owned()),
+            (other, _) => Err(format!(
+                "unknown variant `{other}`, expected `Exclusive` or `Shared`"
+            )),
+        }
+    }
 }
 
 impl From<Sharing> for HandleSharing {
