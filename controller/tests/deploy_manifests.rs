@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use clap::Parser;
-use deploy_support::rbac::{access_of, granted, lines};
+use deploy_support::rbac::{access_of, granted, granted_in, lines, RecordingLayer};
 use deploy_support::schema::violations;
 use deploy_support::{
     all_documents, deploy_dir, find, kubernetes_validate, manifest_files, yaml_files, CUSTOM_GROUP,
@@ -26,7 +26,7 @@ use dra_controller::params::{
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
 use k8s_openapi::api::resource::v1alpha2::ResourceClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{json, Value};
@@ -188,7 +188,6 @@ fn kustomization_lists_every_base_manifest() {
 fn statefulset_runs_the_controller_with_its_flags_volumes_and_probes() {
     let set: StatefulSet = find("StatefulSet", "dra-ledger").parse();
     let spec = set.spec.expect("spec");
-    assert_eq!(spec.replicas, Some(1), "one writer of the ledger");
     let pod = spec.template.spec.expect("pod spec");
     let container = &pod.containers[0];
     let mut argv = vec!["dra-ledger".to_owned()];
@@ -409,4 +408,115 @@ async fn cluster_role_grants_exactly_what_the_controller_requests() {
         "granted but never requested:\n{}",
         lines(unused)
     );
+}
+
+#[test]
+fn statefulset_replicas_elect_a_leader_named_by_pod_in_its_namespace() {
+    let set: StatefulSet = find("StatefulSet", "dra-ledger").parse();
+    let spec = set.spec.expect("spec");
+    assert_eq!(spec.replicas, Some(2), "a leader and a standby");
+    assert_eq!(
+        spec.pod_management_policy.as_deref(),
+        Some("Parallel"),
+        "the standby does not wait for the leader to be ready"
+    );
+    let container = &spec.template.spec.expect("pod spec").containers[0];
+    let mut argv = vec!["dra-ledger".to_owned()];
+    argv.extend(container.args.clone().expect("args"));
+    let Command::Run(run) = Cli::try_parse_from(&argv).expect("args parse").command else {
+        panic!("the container runs `dra-ledger run`: {argv:?}");
+    };
+    assert!(run.leader_elect);
+    assert_eq!(
+        run.leader_elect_lease_name, None,
+        "the lease is named after the driver"
+    );
+    let env: BTreeMap<String, String> = container
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| {
+            let field = e.value_from.as_ref()?.field_ref.as_ref()?;
+            Some((e.name.clone(), field.field_path.clone()))
+        })
+        .collect();
+    assert_eq!(env["POD_NAME"], "metadata.name", "the election identity");
+    assert_eq!(
+        env["POD_NAMESPACE"], "metadata.namespace",
+        "the Lease's namespace"
+    );
+}
+
+#[test]
+fn leader_election_role_is_bound_in_the_controller_namespace() {
+    let role: Role = find("Role", "dra-ledger-leader-election").parse();
+    let binding: RoleBinding = find("RoleBinding", "dra-ledger-leader-election").parse();
+    let set: StatefulSet = find("StatefulSet", "dra-ledger").parse();
+    let namespace = set.metadata.namespace.clone();
+    assert_eq!(role.metadata.namespace, namespace);
+    assert_eq!(binding.metadata.namespace, namespace);
+    assert_eq!(binding.role_ref.kind, "Role");
+    assert_eq!(binding.role_ref.name, "dra-ledger-leader-election");
+    let subjects = binding.subjects.unwrap_or_default();
+    let account = set
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.service_account_name);
+    assert!(subjects
+        .iter()
+        .any(|s| s.kind == "ServiceAccount" && Some(&s.name) == account.as_ref()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_election_role_grants_exactly_what_the_elector_requests() {
+    use dra_controller::leader::{Elector, Fence, LeaderConfig, Role as LeaderRole};
+    use std::time::Duration;
+
+    let role: Role = find("Role", "dra-ledger-leader-election").parse();
+    let granted = granted_in(&role);
+    let cluster = dra_sim::cluster::start_cluster(dra_sim::cluster::ClusterConfig::default())
+        .await
+        .expect("cluster starts");
+    let recorder = RecordingLayer::default();
+    let mut config = kube::Config::new(cluster.url().parse().expect("cluster URL"));
+    config.default_namespace = "default".into();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .expect("client")
+        .with_layer(&recorder)
+        .build();
+    let leader = LeaderConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(100),
+        ..LeaderConfig::new("gpu.dra-ledger.io", "default", "dra-ledger-0")
+    };
+    let fence = Fence::new();
+    let elector = Elector::new(client, leader, fence.clone());
+    let mut role_rx = elector.role();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(elector.run(async move {
+        let mut rx = released;
+        let _ = rx.wait_for(|r| *r).await;
+    }));
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        role_rx.wait_for(|r| matches!(r, LeaderRole::Leader { .. })),
+    )
+    .await
+    .expect("leads in time")
+    .expect("elector running");
+    assert!(fence.check().is_ok());
+    // A few renewals, then a release.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    release.send(true).unwrap();
+    let last = task.await.unwrap();
+    assert!(matches!(last, LeaderRole::Standby { .. }), "{last:?}");
+    assert!(fence.check().is_err(), "released: closed");
+    cluster.shutdown().await;
+
+    let observed = recorder.accesses();
+    let denied: Vec<_> = observed.difference(&granted).collect();
+    assert!(denied.is_empty(), "not allowed:\n{}", lines(denied));
+    let unused: Vec<_> = granted.difference(&observed).collect();
+    assert!(unused.is_empty(), "never requested:\n{}", lines(unused));
 }

@@ -1,6 +1,6 @@
 //! The requests a Kubernetes client sends, as RBAC sees them: a tower layer that records the
 //! `(verb, apiGroup, resource[/subresource])` of every request, and the rules of a ClusterRole
-//! expanded into the same triples.
+//! or Role expanded into the same triples.
 
 use std::collections::BTreeSet;
 use std::fmt::{self, Write as _};
@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use http::{Method, Request};
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use tower::{Layer, Service};
 
 /// One permission: a verb on a resource (with its subresource, as `pods/status`) of a group
@@ -151,8 +151,23 @@ where
 /// Every `(verb, group, resource)` the rules of `role` grant. Wildcards and resource names are
 /// refused: a least-privilege role names what it grants.
 pub fn granted(role: &ClusterRole) -> BTreeSet<Access> {
+    granted_by(
+        role.metadata.name.as_deref().unwrap_or_default(),
+        role.rules.iter().flatten(),
+    )
+}
+
+/// [`granted`] for the rules of a namespaced Role.
+pub fn granted_in(role: &Role) -> BTreeSet<Access> {
+    granted_by(
+        role.metadata.name.as_deref().unwrap_or_default(),
+        role.rules.iter().flatten(),
+    )
+}
+
+fn granted_by<'a>(name: &str, rules: impl Iterator<Item = &'a PolicyRule>) -> BTreeSet<Access> {
     let mut granted = BTreeSet::new();
-    for rule in role.rules.iter().flatten() {
+    for rule in rules {
         assert!(
             rule.resource_names.is_none() && rule.non_resource_urls.is_none(),
             "unexpected resourceNames or nonResourceURLs in {rule:?}"
@@ -162,8 +177,7 @@ pub fn granted(role: &ClusterRole) -> BTreeSet<Access> {
                 for verb in &rule.verbs {
                     assert!(
                         ![group, resource, verb].iter().any(|s| s.contains('*')),
-                        "wildcard in ClusterRole {}: {rule:?}",
-                        role.metadata.name.as_deref().unwrap_or_default()
+                        "wildcard in role {name}: {rule:?}"
                     );
                     granted.insert(Access {
                         group: group.clone(),
