@@ -1,0 +1,94 @@
+//! The simulated cluster as a `dra-ledger sim` child process: started with a kubeconfig for the
+//! test and the controllers, stopped with SIGTERM (killed if the test panics).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// A running `dra-ledger sim`.
+pub struct SimProcess {
+    child: Option<Child>,
+    /// The kubeconfig it wrote.
+    pub kubeconfig: PathBuf,
+    /// Its API server URL.
+    pub url: String,
+}
+
+impl SimProcess {
+    /// Starts `dra-ledger sim` with `args` (nodes, devices, fault flags); its log goes to
+    /// `dir/sim.log`. Returns once it printed its URL.
+    pub async fn start(dir: &Path, args: &[String]) -> SimProcess {
+        let kubeconfig = dir.join("kubeconfig");
+        let log = std::fs::File::create(dir.join("sim.log")).expect("sim log file");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dra-ledger"))
+            .arg("sim")
+            .args(args)
+            .arg("--kubeconfig-out")
+            .arg(&kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("dra-ledger sim starts");
+        let stdout = child.stdout.take().expect("stdout piped");
+        let url = tokio::task::spawn_blocking(move || {
+            use std::io::BufRead;
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            let url = lines
+                .by_ref()
+                .map_while(Result::ok)
+                .find(|l| l.starts_with("http://"));
+            // Keep reading so that the pipe never fills.
+            std::thread::spawn(move || lines.for_each(drop));
+            url
+        })
+        .await
+        .expect("reader task")
+        .unwrap_or_else(|| {
+            let log = std::fs::read_to_string(dir.join("sim.log")).unwrap_or_default();
+            panic!("dra-ledger sim printed no URL; its log:\n{log}")
+        });
+        SimProcess {
+            child: Some(child),
+            kubeconfig,
+            url,
+        }
+    }
+
+    /// A client of its API server (default namespace `default`).
+    pub async fn client(&self) -> kube::Client {
+        let file = Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig reads");
+        let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+            .await
+            .expect("kubeconfig is valid");
+        kube::Client::try_from(config).expect("client builds")
+    }
+
+    /// Stops it with SIGTERM and waits up to 30 s.
+    pub fn stop(mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while child.try_wait().ok().flatten().is_none() {
+                if std::time::Instant::now() > deadline {
+                    let _ = child.kill();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
