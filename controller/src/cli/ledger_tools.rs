@@ -7,6 +7,7 @@
 //! is a clear error and a non-zero exit.
 
 use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -116,6 +117,10 @@ fn open_copy(path: &Path) -> anyhow::Result<CopiedLedger> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
     let copy = dir.path().join("ledger.redb");
     std::fs::copy(path, &copy).with_context(|| format!("cannot copy {}", path.display()))?;
+    // The copy keeps the file's mode; a read-only file (a 0444 backup, a read-only volume) would
+    // give a copy that cannot be opened for the recovery redb may need.
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot make the copy of {} writable", path.display()))?;
     let ledger = Ledger::open(&copy, &info.driver_name)
         .with_context(|| format!("cannot open ledger file {}", path.display()))?;
     Ok(CopiedLedger {
