@@ -234,3 +234,33 @@ fn a_leader_frozen_past_its_lease_stops_writing_and_exits_when_it_wakes() {
     signal(&sim, "TERM");
     assert!(wait_exit(&mut sim, Duration::from_secs(30)).success());
 }
+
+#[test]
+fn a_second_process_under_the_same_identity_makes_the_first_step_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut sim, kubeconfig) = start_sim(dir.path());
+    let first_dir = dir.path().join("first");
+    let second_dir = dir.path().join("second");
+    std::fs::create_dir_all(&first_dir).unwrap();
+    std::fs::create_dir_all(&second_dir).unwrap();
+    let mut first = Replica::start(&first_dir, &kubeconfig, "replica-a");
+    first.wait_status("ready", Duration::from_secs(60));
+    // The same identity continues its own lease at once (a restart of the same pod)...
+    let mut second = Replica::start(&second_dir, &kubeconfig, "replica-a");
+    second.wait_status("ready", Duration::from_secs(60));
+    // ...and the first, seeing its lease renewed by someone else, stops.
+    let status = wait_exit(&mut first.child, Duration::from_secs(30));
+    first.logs.drain();
+    let logs = first.logs.seen.join("\n");
+    assert_eq!(status.code(), Some(1), "{logs}");
+    assert!(
+        logs.contains("another process under the identity replica-a"),
+        "{logs}"
+    );
+    verify(&first.ledger);
+
+    signal(&second.child, "TERM");
+    assert!(wait_exit(&mut second.child, Duration::from_secs(30)).success());
+    signal(&sim, "TERM");
+    assert!(wait_exit(&mut sim, Duration::from_secs(30)).success());
+}

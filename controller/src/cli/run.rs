@@ -64,8 +64,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAMESPACE")]
     pub leader_elect_namespace: Option<String>,
 
-    /// This replica's identity in the Lease; must differ between replicas [default: $POD_NAME,
-    /// else the host name].
+    /// This replica's identity in the Lease, used as given: it must be unique among running
+    /// processes, and a restart under the same identity takes its lease back at once [default:
+    /// $POD_NAME, else the host name, plus a random suffix per process, so a restarted process
+    /// waits for the lease to expire or be released].
     #[arg(long, value_name = "ID")]
     pub leader_elect_identity: Option<String>,
 
@@ -91,6 +93,12 @@ fn env_value(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// A number that differs between processes (random per process, mixed with the pid).
+fn process_nonce() -> u32 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(std::process::id()) as u32
+}
+
 impl RunArgs {
     /// The leader election settings these flags describe; `None` with `--leader-elect=false`.
     pub fn leader_config(&self) -> anyhow::Result<Option<LeaderConfig>> {
@@ -108,18 +116,20 @@ impl RunArgs {
                     .filter(|ns| !ns.is_empty())
             })
             .unwrap_or_else(|| "default".to_owned());
-        let identity = self
-            .leader_elect_identity
-            .clone()
-            .or_else(|| env_value("POD_NAME"))
-            .or_else(|| env_value("HOSTNAME"))
-            .or_else(|| {
-                std::fs::read_to_string("/etc/hostname")
-                    .ok()
-                    .map(|h| h.trim().to_owned())
-                    .filter(|h| !h.is_empty())
-            })
-            .context("no leader election identity: set --leader-elect-identity or POD_NAME")?;
+        let identity = if let Some(identity) = self.leader_elect_identity.clone() {
+            identity
+        } else {
+            let base = env_value("POD_NAME")
+                .or_else(|| env_value("HOSTNAME"))
+                .or_else(|| {
+                    std::fs::read_to_string("/etc/hostname")
+                        .ok()
+                        .map(|h| h.trim().to_owned())
+                        .filter(|h| !h.is_empty())
+                })
+                .context("no leader election identity: set --leader-elect-identity or POD_NAME")?;
+            format!("{base}_{:08x}", process_nonce())
+        };
         let config = LeaderConfig {
             lease_duration: self.leader_elect_lease_duration,
             renew_deadline: self.leader_elect_renew_deadline,
@@ -197,5 +207,64 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             }
             anyhow::bail!("lost the leader lease: {reason}")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn run_args(args: &[&str]) -> super::RunArgs {
+        let argv = ["dra-ledger", "run"].iter().chain(args).copied();
+        match Cli::try_parse_from(argv).expect("arguments parse").command {
+            Command::Run(run) => run,
+            other => panic!("not run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn default_identity_differs_per_process_and_lease_is_named_after_the_driver() {
+        let args = run_args(&["--driver-name", "nic.example.com"]);
+        let first = args.leader_config().unwrap().expect("on by default");
+        let second = args.leader_config().unwrap().unwrap();
+        assert_eq!(first.lease_name, "nic.example.com");
+        assert_ne!(
+            first.identity, second.identity,
+            "a restart is a new candidate"
+        );
+        let (base, suffix) = first.identity.rsplit_once('_').expect("a suffix");
+        assert!(!base.is_empty());
+        assert!(suffix.len() == 8 && suffix.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn explicit_identity_is_used_as_given_and_election_can_be_turned_off() {
+        let args = run_args(&[
+            "--leader-elect-identity",
+            "pod-0",
+            "--leader-elect-namespace",
+            "ops",
+        ]);
+        let config = args.leader_config().unwrap().unwrap();
+        assert_eq!(
+            (config.identity.as_str(), config.namespace.as_str()),
+            ("pod-0", "ops")
+        );
+        assert!(run_args(&["--leader-elect=false"])
+            .leader_config()
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn inconsistent_timings_fail_with_a_clear_error() {
+        let args = run_args(&["--leader-elect-renew-deadline", "20s"]);
+        let error = args.leader_config().unwrap_err().to_string();
+        assert!(
+            error.contains("invalid leader election settings"),
+            "{error}"
+        );
     }
 }

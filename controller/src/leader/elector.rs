@@ -200,31 +200,34 @@ impl Elector {
             tokio::time::sleep(self.config.retry_period).await;
             let sent = Instant::now();
             let mut next = lease.clone();
+            let renew_time = MicroTime(Utc::now());
             if let Some(spec) = next.spec.as_mut() {
-                spec.renew_time = Some(MicroTime(Utc::now()));
+                spec.renew_time = Some(renew_time.clone());
             }
-            match self.api.replace(name, &PostParams::default(), &next).await {
-                Ok(stored) => {
+            // A renewal that hangs must not outlive the deadline it is meant to extend.
+            let left = self.config.renew_deadline.saturating_sub(renewed.elapsed());
+            let attempt =
+                tokio::time::timeout(left, self.api.replace(name, &PostParams::default(), &next))
+                    .await;
+            match attempt {
+                Ok(Ok(stored)) => {
                     lease = stored;
                     renewed = sent;
                     self.fence.open_until(sent + self.config.renew_deadline);
                     continue;
                 }
-                Err(error) if is_conflict(&error) => match self.api.get_opt(name).await {
+                Ok(Err(error)) if is_conflict(&error) => match self.api.get_opt(name).await {
                     Ok(Some(current)) => {
-                        let holder = record_of(&current).holder().map(str::to_owned);
-                        if holder.as_deref() != Some(self.config.identity.as_str()) {
-                            return format!(
-                                "the lease is now held by {}",
-                                holder.as_deref().unwrap_or("nobody")
-                            );
+                        if let Some(reason) = self.taken(&lease, &renew_time, &current) {
+                            return reason;
                         }
                         lease = current;
                     }
                     Ok(None) => return "the lease was deleted".to_owned(),
                     Err(error) => warn!(%error, lease = %name, "Cannot read the leader lease"),
                 },
-                Err(error) => warn!(%error, lease = %name, "Cannot renew the leader lease"),
+                Ok(Err(error)) => warn!(%error, lease = %name, "Cannot renew the leader lease"),
+                Err(_) => warn!(lease = %name, "Renewing the leader lease timed out"),
             }
             if renewed.elapsed() >= self.config.renew_deadline {
                 return format!(
@@ -233,6 +236,34 @@ impl Elector {
                 );
             }
         }
+    }
+
+    /// Why the lease read after a conflicting renewal is no longer ours, if it is not: another
+    /// holder, or our identity written by someone else (another process under the same
+    /// identity): neither our last stored version nor the renewal we just sent.
+    fn taken(&self, ours: &Lease, sent: &MicroTime, current: &Lease) -> Option<String> {
+        let holder = record_of(current).holder().map(str::to_owned);
+        if holder.as_deref() != Some(self.config.identity.as_str()) {
+            return Some(format!(
+                "the lease is now held by {}",
+                holder.as_deref().unwrap_or("nobody")
+            ));
+        }
+        let unchanged = current.metadata.resource_version == ours.metadata.resource_version;
+        // The API server keeps microseconds.
+        let micros = |t: &MicroTime| t.0.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let our_renewal = current
+            .spec
+            .as_ref()
+            .and_then(|s| s.renew_time.as_ref())
+            .map(micros)
+            == Some(micros(sent));
+        (!unchanged && !our_renewal).then(|| {
+            format!(
+                "the lease was renewed by another process under the identity {}",
+                self.config.identity
+            )
+        })
     }
 
     /// Releases the lease if we still hold it (holder cleared), so a standby need not wait for
