@@ -217,8 +217,11 @@ mod tests {
     use crate::cli::{Cli, Command};
 
     fn run_args(args: &[&str]) -> super::RunArgs {
-        let argv = ["dra-ledger", "run"].iter().chain(args).copied();
-        match Cli::try_parse_from(argv).expect("arguments parse").command {
+        let command_line = ["dra-ledger", "run"].iter().chain(args).copied();
+        match Cli::try_parse_from(command_line)
+            .expect("arguments parse")
+            .command
+        {
             Command::Run(run) => run,
             other => panic!("not run: {other:?}"),
         }
