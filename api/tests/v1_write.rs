@@ -197,6 +197,25 @@ async fn reconcile_is_503_without_reconciler_or_before_ready() {
 }
 
 #[tokio::test]
+async fn reconcile_on_a_standby_is_503_waiting_for_the_leader_lease() {
+    let f = fixture();
+    let reconciler = fake(Duration::ZERO, false);
+    let readiness = dra_api::Readiness::new();
+    readiness.set_standby(true);
+    readiness.set_ledger_open();
+    let state = with_token(dra_api::AppState::new(f.state.metrics().clone(), readiness))
+        .with_ledger(f.ledger.clone())
+        .with_reconciler(reconciler.clone());
+    let answer = post(&state, "/v1/reconcile", Some(TOKEN), None).await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(answer.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("leader lease"));
+    assert_eq!(reconciler.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
 async fn second_reconcile_while_one_runs_is_409() {
     let reconciler = fake(Duration::from_millis(300), false);
     let state = with_token(fixture().state).with_reconciler(reconciler.clone());

@@ -131,7 +131,7 @@ pub async fn uncordon(
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "No admin token configured", body = ErrorBody),
         (status = 409, description = "A reconcile requested through the API is running", body = ErrorBody),
-        (status = 503, description = "Not ready, or no reconciler in this process", body = ErrorBody),
+        (status = 503, description = "Not ready, a standby without the leader lease, or no reconciler in this process", body = ErrorBody),
     ))]
 pub async fn reconcile(
     _auth: Authorized,
@@ -145,6 +145,12 @@ pub async fn reconcile(
     let waiting = state.readiness().waiting_for();
     if !waiting.is_empty() {
         return Err(ApiError::NotReady { waiting });
+    }
+    if state.readiness().is_standby() {
+        // Only the leader writes its ledger; a standby reconciles when it takes over.
+        return Err(ApiError::NotReady {
+            waiting: vec!["leader lease"],
+        });
     }
     let Ok(_running) = state.reconcile_lock().try_lock() else {
         return Err(ApiError::Conflict(
