@@ -1,5 +1,5 @@
-//! Ledger files the process cannot use: a truncated file and a read-only directory, for
-//! `dra-ledger run`, `demo` and the `ledger` tools. Each refusal is a clear error naming the file
+//! Ledger files the process cannot use: a truncated file, a file of a newer schema and a
+//! read-only directory, for `dra-ledger run`, `demo` and the `ledger` tools. Each refusal is a clear error naming the file
 //! and exit 1, and the file stays byte-for-byte as it was.
 //!
 //! Tests run as root here, where file modes do not stop writes: the child then runs as `nobody`
@@ -130,6 +130,40 @@ fn a_truncated_ledger_is_refused_by_every_command_naming_it_and_left_unchanged()
             );
             assert!(!copy.exists(), "{args:?} wrote a backup");
         }
+    }
+}
+
+#[test]
+fn a_ledger_of_a_newer_schema_is_refused_by_run_and_demo_naming_it_and_left_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("newer.redb");
+    populated_ledger(&path);
+    let newer = dra_migrations::CURRENT_SCHEMA_VERSION + 1;
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(dra_migrations::META).unwrap();
+            meta.insert("schema_version", newer.to_be_bytes().as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let copy = dir.path().join("copy.redb");
+    // The ledger tools' refusal of a newer file is in cli_ledger.rs; here the long-running ones.
+    for args in commands_on(&path, &kubeconfig, &copy) {
+        if args[0] != "run" && args[0] != "demo" {
+            continue;
+        }
+        let output = cli_support::binary().args(&args).output().unwrap();
+        assert_refused(&output, &args, &path, &format!("schema version {newer}"));
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "{args:?} changed the file"
+        );
     }
 }
 
