@@ -228,6 +228,14 @@ impl ControllerProcess {
         }
     }
 
+    /// The exit status, once the process has exited on its own.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.pump();
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// User plus system CPU time so far, from `/proc/PID/stat`.
     pub fn cpu_time(&self) -> Option<Duration> {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;

@@ -1,5 +1,6 @@
 //! The simulated cluster as a `dra-ledger sim` child process: started with a kubeconfig for the
-//! test and the controllers, stopped with SIGTERM (killed if the test panics).
+//! test and the controllers, stopped with SIGTERM (killed if the test panics); its log, which
+//! ends with the counts of the faults it injected, is kept in a file.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,6 +15,7 @@ pub struct SimProcess {
     pub kubeconfig: PathBuf,
     /// Its API server URL.
     pub url: String,
+    log: PathBuf,
 }
 
 impl SimProcess {
@@ -23,7 +25,7 @@ impl SimProcess {
         let kubeconfig = dir.join("kubeconfig");
         let log = std::fs::File::create(dir.join("sim.log")).expect("sim log file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_dra-ledger"))
-            .arg("sim")
+            .args(["sim", "--log-format", "json"])
             .args(args)
             .arg("--kubeconfig-out")
             .arg(&kubeconfig)
@@ -53,6 +55,7 @@ impl SimProcess {
             child: Some(child),
             kubeconfig,
             url,
+            log: dir.join("sim.log"),
         }
     }
 
@@ -65,8 +68,8 @@ impl SimProcess {
         kube::Client::try_from(config).expect("client builds")
     }
 
-    /// Stops it with SIGTERM and waits up to 30 s.
-    pub fn stop(mut self) {
+    /// Stops it with SIGTERM, waits up to 30 s and returns its log.
+    pub fn stop(mut self) -> String {
         if let Some(mut child) = self.child.take() {
             let _ = Command::new("kill")
                 .args(["-TERM", &child.id().to_string()])
@@ -81,7 +84,17 @@ impl SimProcess {
             }
             let _ = child.wait();
         }
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// The number in field `field` of the simulator's last JSON log line that has it (e.g. the
+/// `watch_disconnects` of the faults injected, logged when it stops).
+pub fn logged_count(log: &str, field: &str) -> Option<u64> {
+    log.lines().rev().find_map(|line| {
+        let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+        entry["fields"][field].as_u64()
+    })
 }
 
 impl Drop for SimProcess {

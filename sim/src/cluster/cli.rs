@@ -1,6 +1,7 @@
 //! Command-line surface of a simulated cluster, shared by `dra-sim` and `dra-ledger sim`:
-//! the flags (`SimArgs`) and the run loop (start, write the kubeconfig, print the URL, serve until
-//! Ctrl-C or SIGTERM, stop cleanly).
+//! the flags (`SimArgs`, with the fault injection) and the run loop (start, write the
+//! kubeconfig, print the URL, serve until Ctrl-C or SIGTERM, log the faults injected, stop
+//! cleanly).
 //!
 //! Only argument handling and process lifetime; the cluster itself comes from the parent module.
 
@@ -207,7 +208,15 @@ pub async fn run(args: &SimArgs) -> Result<()> {
     }
     println!("{}", cluster.url());
     let waited = wait_for_signal().await;
-    tracing::info!("Stopping the simulated cluster");
+    let faults = cluster.server().fault_stats();
+    tracing::info!(
+        conflicts = faults.conflicts,
+        errors = faults.errors,
+        read_errors = faults.read_errors,
+        delays = faults.delays,
+        watch_disconnects = faults.watch_disconnects,
+        "Stopping the simulated cluster; faults injected"
+    );
     if tokio::time::timeout(SHUTDOWN_GRACE, cluster.shutdown())
         .await
         .is_err()
