@@ -157,6 +157,9 @@ impl LedgerDriver {
 
     /// Releases the ledger allocation of claim `uid` (none is fine) and reports the outcome.
     async fn release_claim(&self, uid: &str) -> Result<()> {
+        // Not while a reconcile runs: it may have listed the claim still allocated and would
+        // import it again after this release, leaving devices held for a claim that is gone.
+        let _no_reconcile = self.reconcile_lock.read().await;
         dra_allocator::failpoint::hit("during_deallocation");
         let owned = uid.to_owned();
         let released = self.ledger_call(move |l| l.release(&owned)).await;

@@ -97,7 +97,10 @@ pub struct LedgerDriver {
     observer: Arc<dyn DriverObserver>,
     readiness: Readiness,
     state: DriverState,
-    reconcile_lock: tokio::sync::Mutex<()>,
+    /// Held for writing by a reconcile (so reconciles never overlap) and for reading by every
+    /// release of a deallocated claim, so that a release cannot run between a reconcile's claim
+    /// list and its import of a claim the list showed allocated.
+    reconcile_lock: tokio::sync::RwLock<()>,
     takeover: std::sync::atomic::AtomicBool,
 }
 
@@ -131,7 +134,7 @@ impl LedgerDriver {
             observer: Arc::new(NoopObserver),
             readiness: Readiness::new(),
             state: DriverState::default(),
-            reconcile_lock: tokio::sync::Mutex::new(()),
+            reconcile_lock: tokio::sync::RwLock::new(()),
             takeover: std::sync::atomic::AtomicBool::new(false),
         }
     }

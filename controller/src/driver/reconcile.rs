@@ -159,7 +159,7 @@ impl DriftReport {
 impl LedgerDriver {
     /// Runs a reconcile now and returns what it found. Reconciles never overlap.
     pub async fn reconcile_now(&self) -> Result<DriftReport> {
-        let _serial = self.reconcile_lock.lock().await;
+        let _serial = self.reconcile_lock.write().await;
         let started = Instant::now();
         let takeover = self.takeover.load(std::sync::atomic::Ordering::SeqCst);
         let claims = self

@@ -19,6 +19,7 @@ struct Objects {
     claims: BTreeMap<String, ResourceClaim>,
     events: Vec<EventRecord>,
     fail_list: bool,
+    list_delay: std::time::Duration,
 }
 
 /// A cluster held in memory.
@@ -64,6 +65,11 @@ impl MemoryCluster {
         self.with(|o| o.fail_list = fail);
     }
 
+    /// Makes `list_claims` answer `delay` after it took its snapshot (a slow list).
+    pub fn delay_list(&self, delay: std::time::Duration) {
+        self.with(|o| o.list_delay = delay);
+    }
+
     /// The events posted so far.
     pub fn events(&self) -> Vec<EventRecord> {
         self.with(|o| o.events.clone())
@@ -89,13 +95,18 @@ impl DriverCluster for MemoryCluster {
     }
 
     async fn list_claims(&self) -> Result<Vec<ResourceClaim>, ApiError> {
-        self.with(|o| {
-            if o.fail_list {
+        let (listed, delay) = self.with(|o| {
+            let listed = if o.fail_list {
                 Err(ApiError::new(ApiErrorKind::Other, "injected list failure"))
             } else {
                 Ok(o.claims.values().cloned().collect())
-            }
-        })
+            };
+            (listed, o.list_delay)
+        });
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        listed
     }
 
     async fn post_event(&self, event: EventRecord) -> Result<(), ApiError> {

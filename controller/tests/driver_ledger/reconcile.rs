@@ -314,3 +314,35 @@ async fn after_a_takeover_pending_intents_of_a_previous_leader_yield_to_the_clus
     let report = f.driver.reconcile_now().await.unwrap();
     assert_eq!(report.in_flight, 1, "{report:?}");
 }
+
+#[tokio::test]
+async fn release_of_a_deallocated_claim_waits_for_a_running_reconcile() {
+    // Another leader allocated the claim; this replica's reconcile lists it still allocated
+    // while the claim is being deallocated: the release must not slip in before the import.
+    let f = Fixture::new(NODES);
+    let other = Fixture::new(NODES);
+    let shown = allocate_shown(&other, "c1", "uid-1", "node-0").await;
+    f.cluster.put_claim(shown);
+    f.cluster.delay_list(Duration::from_millis(300));
+    let driver = f.driver.clone();
+    let reconcile = tokio::spawn(async move { driver.reconcile_now().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let cleared = claim("c1", "uid-1").0;
+    f.cluster.put_claim(cleared.clone());
+    let driver = f.driver.clone();
+    let release = tokio::spawn(async move { driver.deallocate(&cleared).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !release.is_finished(),
+        "the release waits for the reconcile"
+    );
+
+    reconcile.await.unwrap().unwrap();
+    release.await.unwrap().unwrap();
+    assert!(
+        f.driver.ledger().allocation("uid-1").unwrap().is_none(),
+        "nothing is left held for the deallocated claim"
+    );
+    assert!(f.driver.ledger().verify().unwrap().is_consistent());
+}
