@@ -341,7 +341,7 @@ fn terminate(child: &std::process::Child) {
 
 #[test]
 fn run_serves_the_admin_api_with_its_token_and_the_drivers_reconcile() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let token = dir.path().join("token");
@@ -378,11 +378,7 @@ fn run_serves_the_admin_api_with_its_token_and_the_drivers_reconcile() {
         (entry["fields"]["message"] == "Controller started")
             .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
     });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cli_support::http_get(&addr, "/readyz").0 != 200 {
-        assert!(Instant::now() < deadline, "not ready within 60s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cli_support::wait_leading(&addr, Duration::from_secs(60));
     let server = format!("http://{addr}");
     let admin = |args: &[&str]| {
         cli_support::binary()

@@ -206,11 +206,7 @@ fn run_at_debug_level_never_logs_the_admin_token() {
         (entry["fields"]["message"] == "Controller started")
             .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
     });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while request(&addr, "GET", "/readyz", None, "").0 != 200 {
-        assert!(Instant::now() < deadline, "not ready within 60s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cli_support::wait_leading(&addr, Duration::from_secs(60));
     exercise_protected_endpoints(&addr);
     terminate(&run);
     let status = wait_exit(&mut run, Duration::from_secs(30));

@@ -111,6 +111,23 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// Waits up to `timeout` until `/readyz` on `addr` answers 200 as the active allocator
+/// (`{"status":"ready"}`), not as a standby that has not taken the leader lease yet.
+pub fn wait_leading(addr: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let (status, body) = http_get(addr, "/readyz");
+        if status == 200 && body.contains("\"status\":\"ready\"") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not ready within {timeout:?}: {status} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Waits for `child` to exit, killing it after `timeout`.
 pub fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + timeout;
