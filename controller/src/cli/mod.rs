@@ -81,10 +81,27 @@ pub fn main() -> ExitCode {
     match execute(cli) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_text(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes joined by `: `, leaving out a cause whose text the message before
+/// it already ends with (many error types print their source in their own message).
+pub fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 /// Runs one parsed command line.
@@ -148,6 +165,24 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot open ledger file x: {source}")]
+    struct Open {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn error_text_names_each_cause_once() {
+        let io = std::io::Error::other("Permission denied (os error 13)");
+        let error = anyhow::Error::new(Open { source: io }).context("cannot open the ledger x");
+        assert_eq!(
+            error_text(&error),
+            "cannot open the ledger x: cannot open ledger file x: Permission denied (os error 13)"
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_text(&plain), "outer: inner");
+    }
 
     #[test]
     fn command_line_definition_is_consistent() {
