@@ -33,10 +33,11 @@ const CORE_PANELS: [&str; 8] = [
 ];
 
 /// Alerts whose expressions return nothing while the demo runs ready.
-const HEALTHY_SILENT: [&str; 3] = [
+const HEALTHY_SILENT: [&str; 4] = [
     "DraLedgerDown",
     "DraLedgerMetricsAbsent",
     "DraLedgerNotReady",
+    "DraLedgerNoLeader",
 ];
 
 /// The path of `name` on `PATH`; `None` (after a loud message) when it is missing and `CI` is
