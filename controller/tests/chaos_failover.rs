@@ -168,7 +168,8 @@ async fn kill_leader(
 
 /// Freezes the leader past its lease; the standby must take over; the old leader, woken, must
 /// exit 1 having found its lease lost. Then it is restarted as the standby.
-async fn freeze_leader(replicas: &mut [Replica; 2], leader: usize, report: &mut Report) {
+/// Returns how many writes the woken leader's fence refused (API requests and ledger commits).
+async fn freeze_leader(replicas: &mut [Replica; 2], leader: usize, report: &mut Report) -> usize {
     let standby = 1 - leader;
     let pid = replicas[leader].process().pid();
     signal(pid, "STOP");
@@ -192,11 +193,16 @@ async fn freeze_leader(replicas: &mut [Replica; 2], leader: usize, report: &mut 
     let output = old.recent_output();
     assert_eq!(status.code(), Some(1), "{output}");
     assert!(output.contains("lost the leader lease"), "{output}");
+    let refused = output
+        .lines()
+        .filter(|l| l.contains("Refused a write") || l.contains("Ledger commit refused"))
+        .count();
     report.kill("sigstop");
     replicas[leader].process = None;
     verify_ledger(&replicas[leader].ledger).unwrap_or_else(|e| panic!("{e}"));
     replicas[leader].spawn();
     replicas[leader].wait_status("standby", READY_TIMEOUT).await;
+    refused
 }
 
 /// The allocations left in a ledger, each with its intent history and audit entries.
@@ -254,12 +260,13 @@ async fn leader_killed_or_frozen_during_churn_fails_over_without_double_allocati
     let churn = Churn::start(&client, ChurnConfig::default(), seed);
 
     let mut report = Report::default();
+    let mut fenced = 0;
     for cycle in 0..kills {
         let leader = leader_index(&mut replicas).await;
         let work = Duration::from_millis(rng.between(500, 2500));
         replicas[leader].process().run_for(work).await;
         if cycle % 3 == 2 {
-            freeze_leader(&mut replicas, leader, &mut report).await;
+            fenced += freeze_leader(&mut replicas, leader, &mut report).await;
         } else {
             let problems = kill_leader(&mut replicas, leader, &client, &mut report).await;
             assert!(problems.is_empty(), "after failover {cycle}: {problems:#?}");
@@ -316,6 +323,7 @@ async fn leader_killed_or_frozen_during_churn_fails_over_without_double_allocati
         }
     }
     println!("{report}");
+    println!("writes refused by the fence of woken leaders: {fenced}");
     println!("handover on SIGTERM at the end: {handover:?}");
     println!(
         "chaos_failover took {:.1} s",
