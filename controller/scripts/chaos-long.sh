@@ -5,7 +5,8 @@
 # counts: kills by mode and failpoint, recoveries and time to ready, allocations observed, the
 # ledger's audit counts (allocated, confirmed, released, aborted, imported) and violations.
 #
-# Usage: controller/scripts/chaos-long.sh [KILLS]   (default 300; DRA_CHAOS_SEED repeats a run)
+# Usage: controller/scripts/chaos-long.sh [KILLS]   (default 300; DRA_CHAOS_SEED repeats a run,
+# DRA_CHAOS_FAULTS=1 also has the simulator inject the API faults of chaos_faults)
 set -eu
 cd "$(dirname "$0")/../.."
 kills="${1:-300}"

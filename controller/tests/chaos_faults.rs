@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use chaos_support::controller::{metric_sum, ControllerProcess, ControllerSpec, Startup};
 use chaos_support::drain::{assert_drained, drain};
-use chaos_support::sim::{logged_count, SimProcess};
+use chaos_support::sim::{fault_args, logged_count, SimProcess};
 use chaos_support::watcher::ClaimWatcher;
 use chaos_support::workload::{self, Churn, ChurnConfig};
 use chaos_support::{env_number, seed};
@@ -33,29 +33,11 @@ const MAX_CPU_SHARE: f64 = 0.5;
 
 /// The simulator's flags: 4 nodes of 4 devices and every kind of fault, seeded from `seed`.
 fn sim_args(seed: u64) -> Vec<String> {
-    let fault_seed = (seed % 1_000_000).to_string();
-    [
-        "--nodes",
-        "4",
-        "--devices-per-node",
-        "4",
-        "--fault-seed",
-        &fault_seed,
-        "--fault-conflict-rate",
-        "0.1",
-        "--fault-error-rate",
-        "0.05",
-        "--fault-read-error-rate",
-        "0.02",
-        "--fault-delay-rate",
-        "0.1",
-        "--fault-delay",
-        "100ms-200ms",
-        "--fault-watch-max-lifetime",
-        "4s",
-    ]
-    .map(String::from)
-    .to_vec()
+    let mut args = ["--nodes", "4", "--devices-per-node", "4"]
+        .map(String::from)
+        .to_vec();
+    args.extend(fault_args(seed));
+    args
 }
 
 /// Lets `controller` work for `duration`, sampling its resident memory every 500 ms; panics

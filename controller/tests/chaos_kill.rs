@@ -11,7 +11,8 @@
 //! was deleted and a restarted controller drained it: no claim or pod is left, the ledger holds
 //! no allocation and no pending intent and verifies. The counts are printed
 //! (`cargo test -p dra-controller --test chaos_kill -- --nocapture`); `DRA_CHAOS_SEED` repeats a
-//! run. `controller/scripts/chaos-long.sh` runs hundreds of kills in release mode.
+//! run, `DRA_CHAOS_FAULTS=1` adds the simulator's API faults of `chaos_faults`.
+//! `controller/scripts/chaos-long.sh` runs hundreds of kills in release mode.
 
 mod chaos_support;
 
@@ -22,7 +23,7 @@ use chaos_support::checks::{at_kill, ledger_contents, verify_ledger};
 use chaos_support::controller::{http_get, ControllerProcess, ControllerSpec, Startup};
 use chaos_support::drain::{assert_drained, drain};
 use chaos_support::report::Report;
-use chaos_support::sim::SimProcess;
+use chaos_support::sim::{fault_args, SimProcess};
 use chaos_support::watcher::ClaimWatcher;
 use chaos_support::workload::{self, Churn, ChurnConfig};
 use chaos_support::{env_number, seed, Random};
@@ -42,10 +43,16 @@ const FAILPOINT_TIMEOUT: Duration = Duration::from_secs(6);
 /// How long the drain at the end may take.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn sim_args() -> Vec<String> {
-    ["--nodes", "4", "--devices-per-node", "4"]
+/// The simulator's flags: 4 nodes of 4 devices; with `DRA_CHAOS_FAULTS=1` also the API faults
+/// of `chaos_faults`, so that restarts happen under conflicts, errors and watch drops.
+fn sim_args(seed: u64) -> Vec<String> {
+    let mut args = ["--nodes", "4", "--devices-per-node", "4"]
         .map(String::from)
-        .to_vec()
+        .to_vec();
+    if env_number("DRA_CHAOS_FAULTS", 0) == 1 {
+        args.extend(fault_args(seed));
+    }
+    args
 }
 
 /// One controller with leader election on (the default of `run`) under a fixed identity, so a
@@ -113,7 +120,7 @@ async fn controller_killed_at_random_moments_and_failpoints_never_double_allocat
     let started = Instant::now();
     let mut rng = Random::new(seed);
     let dir = tempfile::tempdir().unwrap();
-    let sim = SimProcess::start(dir.path(), &sim_args()).await;
+    let sim = SimProcess::start(dir.path(), &sim_args(seed)).await;
     let client = sim.client().await;
     workload::setup(&client).await;
     let watcher = ClaimWatcher::start(&client);
@@ -165,7 +172,7 @@ async fn controller_killed_at_random_moments_and_failpoints_never_double_allocat
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn armed_failpoint_pauses_the_test_built_binary_before_the_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = SimProcess::start(dir.path(), &sim_args()).await;
+    let sim = SimProcess::start(dir.path(), &sim_args(0)).await;
     let spec = controller_spec(&sim, dir.path(), "2");
     // The first commit of a new ledger writes the inventory from the ResourceSlices.
     let mut controller = ControllerProcess::spawn(&spec, Some("group_commit@1"));

@@ -88,6 +88,30 @@ impl SimProcess {
     }
 }
 
+/// The fault flags of the chaos tests, seeded from `seed`: 10% of writes answered 409 Conflict
+/// and 5% 500, 2% of gets and lists 500, 10% of writes delayed by 100–200 ms, every watch ended
+/// after a random time of up to 4 s.
+pub fn fault_args(seed: u64) -> Vec<String> {
+    [
+        "--fault-seed",
+        &(seed % 1_000_000).to_string(),
+        "--fault-conflict-rate",
+        "0.1",
+        "--fault-error-rate",
+        "0.05",
+        "--fault-read-error-rate",
+        "0.02",
+        "--fault-delay-rate",
+        "0.1",
+        "--fault-delay",
+        "100ms-200ms",
+        "--fault-watch-max-lifetime",
+        "4s",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// The number in field `field` of the simulator's last JSON log line that has it (e.g. the
 /// `watch_disconnects` of the faults injected, logged when it stops).
 pub fn logged_count(log: &str, field: &str) -> Option<u64> {
