@@ -343,22 +343,10 @@ fn terminate(child: &std::process::Child) {
 fn run_serves_the_admin_api_with_its_token_and_the_drivers_reconcile() {
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
     let token = dir.path().join("token");
     std::fs::write(&token, TOKEN).unwrap();
-    let mut sim = cli_support::spawn(&[
-        "sim",
-        "--nodes",
-        "2",
-        "--devices-per-node",
-        "2",
-        "--kubeconfig-out",
-        kubeconfig.to_str().unwrap(),
-    ]);
-    let mut sim_out = cli_support::stdout_lines(&mut sim);
-    sim_out.wait_for(Duration::from_secs(60), |line| {
-        line.starts_with("http://").then_some(())
-    });
+    let mut sim = cli_support::start_sim(dir.path());
+    let kubeconfig = sim.kubeconfig.clone();
     let mut run = cli_support::spawn(&[
         "run",
         "--kubeconfig",
@@ -373,11 +361,7 @@ fn run_serves_the_admin_api_with_its_token_and_the_drivers_reconcile() {
         "json",
     ]);
     let mut logs = cli_support::Lines::new(run.stderr.take().unwrap());
-    let addr = logs.wait_for(Duration::from_secs(60), |line| {
-        let entry: serde_json::Value = serde_json::from_str(line).ok()?;
-        (entry["fields"]["message"] == "Controller started")
-            .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
-    });
+    let addr = cli_support::controller_addr(&mut logs);
     cli_support::wait_leading(&addr, Duration::from_secs(60));
     let server = format!("http://{addr}");
     let admin = |args: &[&str]| {
@@ -427,6 +411,6 @@ fn run_serves_the_admin_api_with_its_token_and_the_drivers_reconcile() {
         !logs.seen.iter().any(|line| line.contains(TOKEN)),
         "the token appears in the log"
     );
-    terminate(&sim);
-    assert!(cli_support::wait_exit(&mut sim, Duration::from_secs(30)).success());
+    terminate(&sim.child);
+    assert!(cli_support::wait_exit(&mut sim.child, Duration::from_secs(30)).success());
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use cli_support::{http_get, spawn, stdout_lines, wait_exit, Lines};
+use cli_support::{controller_addr, http_get, spawn, start_sim, wait_exit, Lines};
 
 /// Short timings so that the test takes seconds: the lease expires 2 s after its last renewal.
 const LEASE: &str = "2s";
@@ -57,11 +57,7 @@ impl Replica {
             RETRY,
         ]);
         let mut logs = Lines::new(child.stderr.take().unwrap());
-        let addr = logs.wait_for(Duration::from_secs(60), |line| {
-            let entry: serde_json::Value = serde_json::from_str(line).ok()?;
-            (entry["fields"]["message"] == "Controller started")
-                .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
-        });
+        let addr = controller_addr(&mut logs);
         Replica {
             child,
             logs,
@@ -129,29 +125,11 @@ fn verify(ledger: &Path) {
     );
 }
 
-fn start_sim(dir: &Path) -> (Child, PathBuf) {
-    let kubeconfig = dir.join("kubeconfig");
-    let mut sim = spawn(&[
-        "sim",
-        "--nodes",
-        "2",
-        "--devices-per-node",
-        "2",
-        "--kubeconfig-out",
-        kubeconfig.to_str().unwrap(),
-    ]);
-    let mut out = stdout_lines(&mut sim);
-    out.wait_for(Duration::from_secs(60), |line| {
-        line.starts_with("http://").then_some(())
-    });
-    std::mem::forget(out);
-    (sim, kubeconfig)
-}
-
 #[test]
 fn one_replica_leads_and_a_killed_or_stopped_leader_is_replaced() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut sim, kubeconfig) = start_sim(dir.path());
+    let mut sim = start_sim(dir.path());
+    let kubeconfig = sim.kubeconfig.clone();
 
     let mut a = Replica::start(dir.path(), &kubeconfig, "replica-a");
     a.wait_status("ready", Duration::from_secs(60));
@@ -204,14 +182,15 @@ fn one_replica_leads_and_a_killed_or_stopped_leader_is_replaced() {
     signal(&a.child, "TERM");
     assert!(wait_exit(&mut a.child, Duration::from_secs(30)).success());
     verify(&a.ledger);
-    signal(&sim, "TERM");
-    assert!(wait_exit(&mut sim, Duration::from_secs(30)).success());
+    signal(&sim.child, "TERM");
+    assert!(wait_exit(&mut sim.child, Duration::from_secs(30)).success());
 }
 
 #[test]
 fn a_leader_frozen_past_its_lease_stops_writing_and_exits_when_it_wakes() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut sim, kubeconfig) = start_sim(dir.path());
+    let mut sim = start_sim(dir.path());
+    let kubeconfig = sim.kubeconfig.clone();
     let mut a = Replica::start(dir.path(), &kubeconfig, "replica-a");
     a.wait_status("ready", Duration::from_secs(60));
     let mut b = Replica::start(dir.path(), &kubeconfig, "replica-b");
@@ -231,14 +210,15 @@ fn a_leader_frozen_past_its_lease_stops_writing_and_exits_when_it_wakes() {
 
     signal(&b.child, "TERM");
     assert!(wait_exit(&mut b.child, Duration::from_secs(30)).success());
-    signal(&sim, "TERM");
-    assert!(wait_exit(&mut sim, Duration::from_secs(30)).success());
+    signal(&sim.child, "TERM");
+    assert!(wait_exit(&mut sim.child, Duration::from_secs(30)).success());
 }
 
 #[test]
 fn a_second_process_under_the_same_identity_makes_the_first_step_down() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut sim, kubeconfig) = start_sim(dir.path());
+    let mut sim = start_sim(dir.path());
+    let kubeconfig = sim.kubeconfig.clone();
     let first_dir = dir.path().join("first");
     let second_dir = dir.path().join("second");
     std::fs::create_dir_all(&first_dir).unwrap();
@@ -261,6 +241,6 @@ fn a_second_process_under_the_same_identity_makes_the_first_step_down() {
 
     signal(&second.child, "TERM");
     assert!(wait_exit(&mut second.child, Duration::from_secs(30)).success());
-    signal(&sim, "TERM");
-    assert!(wait_exit(&mut sim, Duration::from_secs(30)).success());
+    signal(&sim.child, "TERM");
+    assert!(wait_exit(&mut sim.child, Duration::from_secs(30)).success());
 }

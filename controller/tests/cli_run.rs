@@ -7,7 +7,7 @@ mod cli_support;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use cli_support::{http_get, spawn, stdout_lines, wait_exit, Lines};
+use cli_support::{controller_addr, http_get, spawn, start_sim, wait_exit, Lines};
 
 fn terminate(child: &Child) {
     let status = Command::new("kill")
@@ -37,21 +37,9 @@ fn wait_ready(addr: &str) {
 #[test]
 fn run_against_the_simulator_gets_ready_and_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
     let ledger = dir.path().join("ledger.redb");
-    let mut sim = spawn(&[
-        "sim",
-        "--nodes",
-        "2",
-        "--devices-per-node",
-        "2",
-        "--kubeconfig-out",
-        kubeconfig.to_str().unwrap(),
-    ]);
-    let mut sim_out = stdout_lines(&mut sim);
-    sim_out.wait_for(Duration::from_secs(60), |line| {
-        line.starts_with("http://").then_some(())
-    });
+    let mut sim = start_sim(dir.path());
+    let kubeconfig = sim.kubeconfig.clone();
 
     let mut run = spawn(&[
         "run",
@@ -67,11 +55,7 @@ fn run_against_the_simulator_gets_ready_and_stops_cleanly_on_sigterm() {
         "json",
     ]);
     let mut logs = Lines::new(run.stderr.take().unwrap());
-    let addr = logs.wait_for(Duration::from_secs(60), |line| {
-        let entry: serde_json::Value = serde_json::from_str(line).ok()?;
-        (entry["fields"]["message"] == "Controller started")
-            .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
-    });
+    let addr = controller_addr(&mut logs);
     wait_ready(&addr);
     let (status, metrics) = http_get(&addr, "/metrics");
     assert_eq!(status, 200);
@@ -103,8 +87,8 @@ fn run_against_the_simulator_gets_ready_and_stops_cleanly_on_sigterm() {
     assert!(verified.status.success(), "{stdout}");
     assert!(stdout.contains("consistent: 4 devices"), "{stdout}");
 
-    terminate(&sim);
-    assert!(wait_exit(&mut sim, Duration::from_secs(30)).success());
+    terminate(&sim.child);
+    assert!(wait_exit(&mut sim.child, Duration::from_secs(30)).success());
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use cli_support::{spawn, stdout_lines, wait_exit, Lines};
+use cli_support::{stdout_lines, wait_exit, Lines};
 
 const TOKEN: &str = "tok3n-that-must-not-be-logged-81f2";
 
@@ -164,22 +164,10 @@ fn demo_at_debug_level_never_logs_the_admin_token() {
 #[test]
 fn run_at_debug_level_never_logs_the_admin_token() {
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
     let token = dir.path().join("token");
     std::fs::write(&token, TOKEN).unwrap();
-    let mut sim = spawn(&[
-        "sim",
-        "--nodes",
-        "2",
-        "--devices-per-node",
-        "2",
-        "--kubeconfig-out",
-        kubeconfig.to_str().unwrap(),
-    ]);
-    let mut sim_out = stdout_lines(&mut sim);
-    sim_out.wait_for(Duration::from_secs(60), |line| {
-        line.starts_with("http://").then_some(())
-    });
+    let mut sim = cli_support::start_sim(dir.path());
+    let kubeconfig = sim.kubeconfig.clone();
     let mut run = cli_support::binary()
         .args([
             "run",
@@ -201,11 +189,7 @@ fn run_at_debug_level_never_logs_the_admin_token() {
         .unwrap();
     let mut out = stdout_lines(&mut run);
     let mut logs = Lines::new(run.stderr.take().unwrap());
-    let addr = logs.wait_for(Duration::from_secs(60), |line| {
-        let entry: serde_json::Value = serde_json::from_str(line).ok()?;
-        (entry["fields"]["message"] == "Controller started")
-            .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
-    });
+    let addr = cli_support::controller_addr(&mut logs);
     cli_support::wait_leading(&addr, Duration::from_secs(60));
     exercise_protected_endpoints(&addr);
     terminate(&run);
@@ -214,6 +198,6 @@ fn run_at_debug_level_never_logs_the_admin_token() {
     logs.drain();
     assert!(status.success(), "exit {status:?}");
     assert_token_absent(&[out.seen.clone(), logs.seen.clone()].concat(), "run");
-    terminate(&sim);
-    assert!(wait_exit(&mut sim, Duration::from_secs(30)).success());
+    terminate(&sim.child);
+    assert!(wait_exit(&mut sim.child, Duration::from_secs(30)).success());
 }

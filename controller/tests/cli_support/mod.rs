@@ -111,6 +111,48 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// A `dra-ledger sim` of 2 nodes with 2 devices each, serving.
+pub struct Sim {
+    /// The process.
+    pub child: Child,
+    /// The kubeconfig it wrote.
+    pub kubeconfig: std::path::PathBuf,
+    _stdout: Lines,
+}
+
+/// Starts `dra-ledger sim` (2 nodes x 2 devices) writing its kubeconfig into `dir`; returns once
+/// it printed its URL.
+pub fn start_sim(dir: &std::path::Path) -> Sim {
+    let kubeconfig = dir.join("kubeconfig");
+    let mut child = spawn(&[
+        "sim",
+        "--nodes",
+        "2",
+        "--devices-per-node",
+        "2",
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    let mut stdout = stdout_lines(&mut child);
+    stdout.wait_for(Duration::from_secs(60), |line| {
+        line.starts_with("http://").then_some(())
+    });
+    Sim {
+        child,
+        kubeconfig,
+        _stdout: stdout,
+    }
+}
+
+/// The admin server address a `run` or `demo` with `--log-format json` logs when it started.
+pub fn controller_addr(logs: &mut Lines) -> String {
+    logs.wait_for(Duration::from_secs(60), |line| {
+        let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+        (entry["fields"]["message"] == "Controller started")
+            .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
+    })
+}
+
 /// Waits up to `timeout` until `/readyz` on `addr` answers 200 as the active allocator
 /// (`{"status":"ready"}`), not as a standby that has not taken the leader lease yet.
 pub fn wait_leading(addr: &str, timeout: Duration) {
