@@ -28,7 +28,7 @@ use super::{retry, Random, DRIVER};
 
 /// The class of every claim.
 pub const CLASS: &str = "gpu";
-/// Claim shapes: (claim parameters name, template name, spec).
+/// Claim shapes: each names its claim parameters, and its template is `t-<shape>`.
 const SHAPES: [&str; 3] = ["one", "two", "shared"];
 /// Attempts of each request of the workload.
 const ATTEMPTS: u32 = 40;
