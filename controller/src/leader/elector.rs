@@ -81,15 +81,12 @@ impl Elector {
     /// (after which the lease, if held, has been given up).
     pub async fn run(self, release: impl Future<Output = ()> + Send) -> Role {
         tokio::pin!(release);
-        let acquired = tokio::select! {
-            lease = self.acquire() => lease,
+        let (lease, sent) = tokio::select! {
+            acquired = self.acquire() => acquired,
             () = &mut release => return self.role.borrow().clone(),
         };
-        let Some(lease) = acquired else {
-            return self.role.borrow().clone();
-        };
         let outcome = tokio::select! {
-            lost = self.hold(lease) => Err(lost),
+            lost = self.hold(lease, sent) => Err(lost),
             () = &mut release => Ok(()),
         };
         self.fence.close();
@@ -103,8 +100,8 @@ impl Elector {
         self.role.borrow().clone()
     }
 
-    /// Campaigns until the lease is ours; returns it.
-    async fn acquire(&self) -> Option<Lease> {
+    /// Campaigns until the lease is ours; returns it and when the write that took it was sent.
+    async fn acquire(&self) -> (Lease, Instant) {
         let name = &self.config.lease_name;
         let mut observed: Option<Observed> = None;
         loop {
@@ -118,6 +115,9 @@ impl Elector {
                 }
             };
             let record = current.as_ref().map(record_of);
+            // Held by this identity already: a restart continues its own term.
+            let ours = record.as_ref().and_then(LeaseRecord::holder)
+                == Some(self.config.identity.as_str());
             let decision = decide(
                 record.as_ref(),
                 &self.config.identity,
@@ -157,8 +157,6 @@ impl Elector {
                     previous,
                 } => {
                     let mut lease = current.expect("a lease to acquire was read");
-                    let ours = record.as_ref().and_then(LeaseRecord::holder)
-                        == Some(self.config.identity.as_str());
                     let kept = lease
                         .spec
                         .as_ref()
@@ -175,12 +173,11 @@ impl Elector {
                 Ok((lease, previous)) => {
                     self.fence.open_until(sent + self.config.renew_deadline);
                     info!(lease = %name, identity = %self.config.identity, previous = previous.as_deref().unwrap_or("-"), "Acquired the leader lease");
-                    let takeover = record
-                        .as_ref()
-                        .and_then(LeaseRecord::holder)
-                        .is_none_or(|h| h != self.config.identity);
-                    self.role.send_replace(Role::Leader { previous, takeover });
-                    return Some(lease);
+                    self.role.send_replace(Role::Leader {
+                        previous,
+                        takeover: !ours,
+                    });
+                    return (lease, sent);
                 }
                 Err(error) => {
                     if !is_conflict(&error) {
@@ -192,10 +189,10 @@ impl Elector {
         }
     }
 
-    /// Renews `lease` every `retry_period`; returns why it was lost.
-    async fn hold(&self, mut lease: Lease) -> String {
+    /// Renews `lease`, taken by a write sent at `renewed`, every `retry_period`; returns why it
+    /// was lost.
+    async fn hold(&self, mut lease: Lease, mut renewed: Instant) -> String {
         let name = &self.config.lease_name;
-        let mut renewed = Instant::now();
         loop {
             tokio::time::sleep(self.config.retry_period).await;
             let sent = Instant::now();
