@@ -213,3 +213,76 @@ async fn armed_failpoint_pauses_the_test_built_binary_before_the_commit() {
     );
     sim.stop();
 }
+
+#[test]
+fn device_check_reports_a_device_held_twice_or_shared_past_its_limit() {
+    use chaos_support::checks::{device_problems, ClusterClaim};
+    use dra_controller::driver::handle::{HandleData, HandleSharing};
+    let held = |name: &str, devices: &[&str], sharing| ClusterClaim {
+        name: name.to_owned(),
+        uid: format!("uid-{name}"),
+        data: HandleData {
+            node: "node-0".into(),
+            devices: devices.iter().map(|d| (*d).to_owned()).collect(),
+            sharing,
+            claim_uid: format!("uid-{name}"),
+        },
+    };
+    let shared = HandleSharing::Shared { max_consumers: 2 };
+    let fine = [
+        held("a", &["gpu-0", "gpu-1"], HandleSharing::Exclusive),
+        held("b", &["gpu-2"], shared),
+        held("c", &["gpu-2"], shared),
+    ];
+    assert!(device_problems(&fine).is_empty());
+    let twice = [
+        held("a", &["gpu-0", "gpu-1"], HandleSharing::Exclusive),
+        held("b", &["gpu-1"], HandleSharing::Exclusive),
+    ];
+    let problems = device_problems(&twice);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("node-0/gpu-1") && problems[0].contains("\"b\""));
+    let crowded = [
+        held("b", &["gpu-2"], shared),
+        held("c", &["gpu-2"], shared),
+        held("d", &["gpu-2"], shared),
+    ];
+    assert_eq!(device_problems(&crowded).len(), 1);
+    let mixed = [
+        held("b", &["gpu-2"], shared),
+        held("e", &["gpu-2"], HandleSharing::Exclusive),
+    ];
+    assert_eq!(device_problems(&mixed).len(), 1);
+}
+
+#[test]
+fn ledger_check_reports_claims_the_ledger_lacks_or_holds_with_other_devices() {
+    use chaos_support::checks::{missing_in_ledger, ClusterClaim, LedgerContents};
+    use dra_controller::driver::handle::{HandleData, HandleSharing};
+    let shown = |uid: &str, device: &str| ClusterClaim {
+        name: format!("default/{uid}"),
+        uid: uid.to_owned(),
+        data: HandleData {
+            node: "node-1".into(),
+            devices: vec![device.to_owned()],
+            sharing: HandleSharing::Exclusive,
+            claim_uid: uid.to_owned(),
+        },
+    };
+    let mut contents = LedgerContents::default();
+    contents
+        .allocations
+        .insert("u1".into(), ("node-1".into(), vec!["gpu-0".into()]));
+    contents
+        .allocations
+        .insert("u2".into(), ("node-1".into(), vec!["gpu-3".into()]));
+    let claims = [
+        shown("u1", "gpu-0"),
+        shown("u2", "gpu-1"),
+        shown("u3", "gpu-2"),
+    ];
+    let problems = missing_in_ledger(&claims, &contents);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].contains("default/u2") && problems[0].contains("gpu-3"));
+    assert!(problems[1].contains("default/u3") && problems[1].contains("holds nothing"));
+}
