@@ -127,3 +127,55 @@ async fn injected_read_errors_fail_gets_and_lists_but_not_watches() {
     assert_eq!(server.fault_stats().read_errors, 2);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn injected_errors_reach_every_kind_of_write() {
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    let (server, client) = start().await;
+    let claims: Api<k8s_openapi::api::resource::v1alpha2::ResourceClaim> =
+        Api::default_namespaced(client);
+    let stored = claims
+        .create(&PostParams::default(), &api_support::claim("w"))
+        .await
+        .unwrap();
+    server.set_faults(Faults::seeded(3).errors(1.0));
+    let patch = Patch::Merge(serde_json::json!({"metadata": {"labels": {"a": "b"}}}));
+    let status = Patch::Merge(serde_json::json!({"status": {"driverName": "x"}}));
+    let results = [
+        claims
+            .replace("w", &PostParams::default(), &stored)
+            .await
+            .map(drop),
+        claims
+            .replace_status(
+                "w",
+                &PostParams::default(),
+                serde_json::to_vec(&stored).unwrap(),
+            )
+            .await
+            .map(drop),
+        claims
+            .patch("w", &PatchParams::default(), &patch)
+            .await
+            .map(drop),
+        claims
+            .patch_status("w", &PatchParams::default(), &status)
+            .await
+            .map(drop),
+        claims.delete("w", &DeleteParams::default()).await.map(drop),
+    ];
+    for result in &results {
+        assert!(
+            matches!(result, Err(kube::Error::Api(e)) if e.code == 500),
+            "{result:?}"
+        );
+    }
+    assert_eq!(server.fault_stats().errors, results.len() as u64);
+    server.set_faults(Faults::none());
+    let unchanged = claims.get("w").await.unwrap();
+    assert_eq!(
+        unchanged.metadata.resource_version,
+        stored.metadata.resource_version
+    );
+    server.shutdown().await;
+}
