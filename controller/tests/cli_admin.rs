@@ -331,14 +331,6 @@ fn unreachable_server_is_a_clear_error() {
     );
 }
 
-fn terminate(child: &std::process::Child) {
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-}
-
 #[test]
 fn run_serves_the_admin_api_with_its_token_and_the_drivers_reconcile() {
     use std::time::Duration;
@@ -404,13 +396,13 @@ fn run_serves_the_admin_api_with_its_token_and_the_drivers_reconcile() {
     assert_eq!(ledger.utilisation().unwrap().totals.cordoned, 1);
     drop(ledger);
 
-    terminate(&run);
+    cli_support::terminate(&run);
     assert!(cli_support::wait_exit(&mut run, Duration::from_secs(30)).success());
     logs.drain();
     assert!(
         !logs.seen.iter().any(|line| line.contains(TOKEN)),
         "the token appears in the log"
     );
-    terminate(&sim.child);
+    cli_support::terminate(&sim.child);
     assert!(cli_support::wait_exit(&mut sim.child, Duration::from_secs(30)).success());
 }

@@ -141,11 +141,7 @@ fn ctrl_c_stops_the_demo_cleanly_with_a_summary() {
     lines.wait_for(Duration::from_secs(60), |line| {
         line.contains(" to submit |").then_some(())
     });
-    let sent = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
+    cli_support::signal(&child, "INT");
     let status = wait_exit(&mut child, Duration::from_secs(60));
     lines.drain();
     let output = lines.seen.join("\n");

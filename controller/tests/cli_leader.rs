@@ -10,20 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use cli_support::{controller_addr, http_get, spawn, start_sim, wait_exit, Lines};
+use cli_support::{controller_addr, http_get, signal, spawn, start_sim, wait_exit, Lines};
 
 /// Short timings so that the test takes seconds: the lease expires 2 s after its last renewal.
 const LEASE: &str = "2s";
 const RENEW_DEADLINE: &str = "1500ms";
 const RETRY: &str = "200ms";
-
-fn signal(child: &Child, name: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{name}"), &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill -{name}");
-}
 
 struct Replica {
     child: Child,

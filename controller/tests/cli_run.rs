@@ -4,18 +4,9 @@
 
 mod cli_support;
 
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use cli_support::{controller_addr, http_get, spawn, start_sim, wait_exit, Lines};
-
-fn terminate(child: &Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-}
+use cli_support::{controller_addr, http_get, spawn, start_sim, terminate, wait_exit, Lines};
 
 fn wait_ready(addr: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);

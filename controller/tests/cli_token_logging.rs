@@ -8,7 +8,6 @@ mod cli_support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use cli_support::{stdout_lines, wait_exit, Lines};
@@ -98,14 +97,6 @@ fn assert_token_absent(lines: &[String], what: &str) {
     );
 }
 
-fn terminate(child: &Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-}
-
 #[test]
 fn demo_at_debug_level_never_logs_the_admin_token() {
     let dir = tempfile::tempdir().unwrap();
@@ -149,11 +140,7 @@ fn demo_at_debug_level_never_logs_the_admin_token() {
         line.contains("controller ready").then_some(())
     });
     exercise_protected_endpoints(&addr);
-    let sent = Command::new("kill")
-        .args(["-INT", &demo.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
+    cli_support::signal(&demo, "INT");
     let status = wait_exit(&mut demo, Duration::from_secs(60));
     out.drain();
     logs.drain();
@@ -192,12 +179,12 @@ fn run_at_debug_level_never_logs_the_admin_token() {
     let addr = cli_support::controller_addr(&mut logs);
     cli_support::wait_leading(&addr, Duration::from_secs(60));
     exercise_protected_endpoints(&addr);
-    terminate(&run);
+    cli_support::terminate(&run);
     let status = wait_exit(&mut run, Duration::from_secs(30));
     out.drain();
     logs.drain();
     assert!(status.success(), "exit {status:?}");
     assert_token_absent(&[out.seen.clone(), logs.seen.clone()].concat(), "run");
-    terminate(&sim.child);
+    cli_support::terminate(&sim.child);
     assert!(wait_exit(&mut sim.child, Duration::from_secs(30)).success());
 }

@@ -170,6 +170,20 @@ pub fn wait_leading(addr: &str, timeout: Duration) {
     }
 }
 
+/// Sends signal `name` (`TERM`, `INT`, `STOP`, ...) to `child` with `kill`.
+pub fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{name} {}", child.id());
+}
+
+/// Sends SIGTERM to `child`.
+pub fn terminate(child: &Child) {
+    signal(child, "TERM");
+}
+
 /// Waits for `child` to exit, killing it after `timeout`.
 pub fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + timeout;
