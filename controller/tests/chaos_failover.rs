@@ -17,7 +17,6 @@ mod chaos_support;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chaos_support::checks::{at_kill, verify_ledger};
@@ -43,11 +42,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{name}"), &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill -{name} {pid}");
+    assert!(chaos_support::signal(pid, name), "kill -{name} {pid}");
 }
 
 /// One `StatefulSet` pod: a fixed ledger file (its volume) and the process running on it.

@@ -268,9 +268,7 @@ impl ControllerProcess {
     /// Stops it with SIGTERM and waits up to `timeout` for it to exit; panics with its output
     /// if it does not exit in time.
     pub async fn terminate(mut self, timeout: Duration) -> ExitStatus {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
-            .status();
+        super::signal(self.pid, "TERM");
         let deadline = Instant::now() + timeout;
         loop {
             self.pump();

@@ -33,6 +33,15 @@ use std::time::Duration;
 /// The driver name the simulator publishes devices for and the controllers run as.
 pub const DRIVER: &str = "gpu.dra-ledger.io";
 
+/// Sends signal `name` (`TERM`, `STOP`, `CONT`, ...) to process `pid` with `kill`; whether it
+/// was delivered.
+pub fn signal(pid: u32, name: &str) -> bool {
+    std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
 /// A number from the environment variable `name`, else `default`.
 pub fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)

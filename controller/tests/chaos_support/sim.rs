@@ -71,9 +71,7 @@ impl SimProcess {
     /// Stops it with SIGTERM, waits up to 30 s and returns its log.
     pub fn stop(mut self) -> String {
         if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
+            super::signal(child.id(), "TERM");
             let deadline = std::time::Instant::now() + Duration::from_secs(30);
             while child.try_wait().ok().flatten().is_none() {
                 if std::time::Instant::now() > deadline {
