@@ -191,6 +191,13 @@ impl Drop for WriterHandle {
     }
 }
 
+/// Answers every operation of `batch` with the error `error(reason)`: none of them took effect.
+fn fail_all(batch: Vec<Box<dyn Job>>, reason: &str, error: impl Fn(String) -> LedgerError) {
+    for job in batch {
+        job.finish(Err(error(reason.to_owned())));
+    }
+}
+
 /// The writer thread's fixed parts.
 struct Writer {
     db: Arc<Database>,
@@ -232,12 +239,9 @@ impl Writer {
             let txn = match db.begin_write() {
                 Ok(txn) => txn,
                 Err(error) => {
-                    let reason = error.to_string();
-                    for job in batch {
-                        job.finish(Err(LedgerError::Commit {
-                            reason: reason.clone(),
-                        }));
-                    }
+                    fail_all(batch, &error.to_string(), |reason| LedgerError::Commit {
+                        reason,
+                    });
                     return Ok(());
                 }
             };
@@ -266,11 +270,7 @@ impl Writer {
                 drop(txn.abort());
                 state.reload(db)?;
                 tracing::warn!(%reason, batch_size, "Ledger commit refused by its guard");
-                for job in batch {
-                    job.finish(Err(LedgerError::Fenced {
-                        reason: reason.clone(),
-                    }));
-                }
+                fail_all(batch, &reason, |reason| LedgerError::Fenced { reason });
                 return Ok(());
             }
             let committed = txn.commit();
@@ -289,12 +289,9 @@ impl Writer {
                 Err(error) => {
                     tracing::error!(%error, batch_size, "Failed to commit ledger batch");
                     state.reload(db)?;
-                    let reason = error.to_string();
-                    for job in batch {
-                        job.finish(Err(LedgerError::Commit {
-                            reason: reason.clone(),
-                        }));
-                    }
+                    fail_all(batch, &error.to_string(), |reason| LedgerError::Commit {
+                        reason,
+                    });
                 }
             }
             return Ok(());
