@@ -270,14 +270,13 @@ impl Elector {
         if !matches!(*self.role.borrow(), Role::Leader { .. }) {
             return;
         }
+        // Whether there was a lease of ours to release (a deleted or taken one needs nothing).
         let released = async {
-            let mut lease = self
-                .api
-                .get_opt(name)
-                .await?
-                .ok_or_else(|| kube::Error::Service("the lease no longer exists".into()))?;
+            let Some(mut lease) = self.api.get_opt(name).await? else {
+                return Ok(false);
+            };
             if record_of(&lease).holder() != Some(self.config.identity.as_str()) {
-                return Ok(());
+                return Ok(false);
             }
             if let Some(spec) = lease.spec.as_mut() {
                 spec.holder_identity = None;
@@ -287,10 +286,13 @@ impl Elector {
             self.api
                 .replace(name, &PostParams::default(), &lease)
                 .await
-                .map(drop)
+                .map(|_| true)
         };
         match tokio::time::timeout(Duration::from_secs(5), released).await {
-            Ok(Ok(())) => info!(lease = %name, "Released the leader lease"),
+            Ok(Ok(true)) => info!(lease = %name, "Released the leader lease"),
+            Ok(Ok(false)) => {
+                info!(lease = %name, "The leader lease is no longer ours; nothing to release");
+            }
             Ok(Err(error)) => {
                 warn!(%error, lease = %name, "Cannot release the leader lease; it expires by itself");
             }
