@@ -38,8 +38,8 @@ pub enum ParseError {
     Version {
         /// The rejected text.
         input: String,
-        /// Why it was rejected.
-        reason: &'static str,
+        /// Why it was rejected, in the words of the `semver` crate.
+        reason: String,
     },
     /// A selector operator name.
     #[error("unknown operator {input:?}: expected In, NotIn, Exists, DoesNotExist, Gt or Lt")]

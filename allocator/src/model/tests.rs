@@ -120,6 +120,14 @@ fn versions_order_by_semver_precedence() {
 }
 
 #[test]
+fn versions_differing_only_in_build_metadata_are_one_set_member() {
+    let set: std::collections::HashSet<Version> = [v("1.2.3+a"), v("1.2.3+b"), v("1.2.3")]
+        .into_iter()
+        .collect();
+    assert_eq!(set.len(), 1);
+}
+
+#[test]
 fn malformed_versions_are_errors() {
     for text in [
         "",
@@ -134,6 +142,8 @@ fn malformed_versions_are_errors() {
         "1.2.3-a..b",
         "1.2.x",
         "1.2.3-é",
+        "1.2.3-18446744073709551616",
+        " 1.2.3",
     ] {
         assert!(Version::parse(text).is_err(), "{text}");
     }

@@ -1,5 +1,6 @@
-//! Semantic versions (`1.2.3-rc.1+build.5`) with semver precedence. Owns only parsing and
-//! ordering; depends on nothing but serde.
+//! Semantic versions (`1.2.3-rc.1+build.5`) with semver precedence: a thin wrapper over the
+//! `semver` crate's grammar and precedence that ignores build metadata in equality and hashing
+//! too. Depends on nothing but `semver` and serde.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -10,65 +11,60 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::ParseError;
 
-/// One dot-separated pre-release identifier.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum Identifier {
-    /// Digits only; compares numerically and before any alphanumeric identifier.
-    Numeric(u64),
-    /// Letters, digits and hyphens; compares in ASCII order.
-    Alphanumeric(String),
-}
-
-impl fmt::Display for Identifier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Identifier::Numeric(n) => write!(f, "{n}"),
-            Identifier::Alphanumeric(s) => f.write_str(s),
-        }
-    }
-}
-
 /// A semantic version `major.minor.patch[-prerelease][+build]`.
 ///
 /// Ordering, equality and hashing follow semver precedence: build metadata is ignored and a
-/// pre-release sorts before its release (`1.0.0-rc.1 < 1.0.0`).
+/// pre-release sorts before its release (`1.0.0-rc.1 < 1.0.0`). (`semver::Version` alone orders
+/// by build metadata as well, so `1.2.3+a` and `1.2.3` would differ.)
 #[derive(Clone, Debug)]
-pub struct Version {
-    major: u64,
-    minor: u64,
-    patch: u64,
-    pre: Vec<Identifier>,
-    build: String,
-}
+pub struct Version(semver::Version);
 
 impl Version {
-    /// Parses strict semver text (no leading `v`, no leading zeros in numeric parts).
+    /// Parses strict semver text: no leading `v`, no leading zeros in numeric parts, no
+    /// surrounding whitespace. Numeric pre-release identifiers must fit in 64 bits like
+    /// major, minor and patch (`semver` alone takes any length).
+    ///
+    /// ```
+    /// use dra_allocator::model::Version;
+    ///
+    /// let driver = Version::parse("550.54.15").unwrap();
+    /// assert!(Version::parse("550.54.15-rc.1").unwrap() < driver);
+    /// assert_eq!(Version::parse("550.54.15+build.7").unwrap(), driver);
+    /// assert!(Version::parse("v550.54.15").is_err());
+    /// ```
     pub fn parse(text: &str) -> Result<Self, ParseError> {
-        parse(text).map_err(|reason| ParseError::Version {
+        let failed = |reason: String| ParseError::Version {
             input: text.to_owned(),
             reason,
-        })
+        };
+        let version = semver::Version::parse(text).map_err(|e| failed(e.to_string()))?;
+        let numeric_out_of_range = version
+            .pre
+            .as_str()
+            .split('.')
+            .filter(|id| id.bytes().all(|b| b.is_ascii_digit()))
+            .any(|id| !id.is_empty() && id.parse::<u64>().is_err());
+        if numeric_out_of_range {
+            return Err(failed(
+                "value of pre-release identifier exceeds u64::MAX".to_owned(),
+            ));
+        }
+        Ok(Version(version))
     }
 
     /// A release version without pre-release or build parts.
     pub fn new(major: u64, minor: u64, patch: u64) -> Self {
-        Version {
-            major,
-            minor,
-            patch,
-            pre: Vec::new(),
-            build: String::new(),
-        }
+        Version(semver::Version::new(major, minor, patch))
     }
 
     /// The `(major, minor, patch)` triple.
     pub fn triple(&self) -> (u64, u64, u64) {
-        (self.major, self.minor, self.patch)
+        (self.0.major, self.0.minor, self.0.patch)
     }
 
     /// Whether the version carries a pre-release part.
     pub fn is_prerelease(&self) -> bool {
-        !self.pre.is_empty()
+        !self.0.pre.is_empty()
     }
 }
 
@@ -82,7 +78,7 @@ impl Eq for Version {}
 
 impl Hash for Version {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        (self.major, self.minor, self.patch, &self.pre).hash(state);
+        (self.0.major, self.0.minor, self.0.patch, &self.0.pre).hash(state);
     }
 }
 
@@ -94,15 +90,7 @@ impl PartialOrd for Version {
 
 impl Ord for Version {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.triple().cmp(&other.triple()).then_with(|| {
-            match (self.pre.is_empty(), other.pre.is_empty()) {
-                (true, true) => Ordering::Equal,
-                (true, false) => Ordering::Greater,
-                (false, true) => Ordering::Less,
-                // Lexicographic by identifier; a shorter list of equal prefix sorts first.
-                (false, false) => self.pre.cmp(&other.pre),
-            }
-        })
+        self.0.cmp_precedence(&other.0)
     }
 }
 
@@ -116,15 +104,7 @@ impl FromStr for Version {
 
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)?;
-        for (i, id) in self.pre.iter().enumerate() {
-            f.write_str(if i == 0 { "-" } else { "." })?;
-            write!(f, "{id}")?;
-        }
-        if !self.build.is_empty() {
-            write!(f, "+{}", self.build)?;
-        }
-        Ok(())
+        write!(f, "{}", self.0)
     }
 }
 
@@ -139,59 +119,4 @@ impl<'de> Deserialize<'de> for Version {
         let text = String::deserialize(deserializer)?;
         Version::parse(&text).map_err(serde::de::Error::custom)
     }
-}
-
-fn numeric(part: &str) -> Result<u64, &'static str> {
-    if part.is_empty() {
-        return Err("empty numeric part");
-    }
-    if !part.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("numeric part has a non-digit");
-    }
-    if part.len() > 1 && part.starts_with('0') {
-        return Err("numeric part has a leading zero");
-    }
-    part.parse().map_err(|_| "numeric part out of range")
-}
-
-fn valid_identifier_chars(part: &str) -> bool {
-    !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-}
-
-fn parse(text: &str) -> Result<Version, &'static str> {
-    let (rest, build) = match text.split_once('+') {
-        Some((rest, build)) => {
-            if !build.split('.').all(valid_identifier_chars) {
-                return Err("invalid build metadata");
-            }
-            (rest, build)
-        }
-        None => (text, ""),
-    };
-    let (core, pre) = match rest.split_once('-') {
-        Some((core, pre)) => (core, Some(pre)),
-        None => (rest, None),
-    };
-    let mut parts = core.split('.');
-    let (Some(major), Some(minor), Some(patch), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err("expected major.minor.patch");
-    };
-    let mut version = Version::new(numeric(major)?, numeric(minor)?, numeric(patch)?);
-    if let Some(pre) = pre {
-        for part in pre.split('.') {
-            if !valid_identifier_chars(part) {
-                return Err("invalid pre-release identifier");
-            }
-            let id = if part.bytes().all(|b| b.is_ascii_digit()) {
-                Identifier::Numeric(numeric(part)?)
-            } else {
-                Identifier::Alphanumeric(part.to_owned())
-            };
-            version.pre.push(id);
-        }
-    }
-    build.clone_into(&mut version.build);
-    Ok(version)
 }
