@@ -37,6 +37,38 @@ fn unknown(node: &str) -> UnsuitableNode {
 /// the same exclusive device, shared devices respect `maxConsumers`, and `reservations` count as
 /// taken. A node the inventory does not know is unsuitable. The result keeps candidate order;
 /// repeated candidates are reported once.
+///
+/// ```
+/// use dra_allocator::fit::{
+///     unsuitable_nodes, DeviceView, Inventory, NamedRequest, NodeView, Reservations,
+/// };
+/// use dra_allocator::model::{
+///     AttributeValue, ClaimRequest, ClassDefaults, Device, EffectiveRequest, Operator,
+///     Requirement,
+/// };
+///
+/// let gpu = |name: &str, model: &str| {
+///     DeviceView::free(Device::new(name).with("model", AttributeValue::String(model.into())))
+/// };
+/// let inventory = Inventory::from_nodes([
+///     NodeView::new("node-a", vec![gpu("gpu-0", "H200"), gpu("gpu-1", "H200")]),
+///     NodeView::new("node-b", vec![gpu("gpu-0", "H200"), gpu("gpu-1", "L4")]),
+/// ])?;
+/// let class = ClassDefaults {
+///     selector: vec![Requirement::new("model", Operator::In, &["H200"])],
+///     ..ClassDefaults::default()
+/// };
+/// let claim = ClaimRequest { count: 2, ..ClaimRequest::default() };
+/// let two_h200 = EffectiveRequest::combine(&class, &claim)?;
+/// let claims = [NamedRequest { name: "gpus", request: &two_h200 }];
+///
+/// let candidates = ["node-a", "node-b"];
+/// let unsuitable = unsuitable_nodes(&inventory, &claims, &candidates, &Reservations::new());
+/// assert_eq!(unsuitable.len(), 1);
+/// assert_eq!(unsuitable[0].node, "node-b");
+/// assert_eq!(unsuitable[0].claim.as_deref(), Some("gpus"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn unsuitable_nodes<S: AsRef<str>>(
     inventory: &Inventory,
     claims: &[NamedRequest<'_>],
@@ -99,6 +131,25 @@ fn placements(entry: &NodeEntry, chosen: Vec<Vec<usize>>) -> Vec<Placement> {
 /// Chooses devices on `node` for all `claims` of one pod at once, or none: one placement per
 /// claim, in claim order. Agrees with [`unsuitable_nodes`]: it succeeds exactly on the nodes the
 /// gang check does not report.
+///
+/// ```
+/// use dra_allocator::fit::{
+///     choose_for_pod, DeviceView, Inventory, NamedRequest, NodeView, Reservations,
+/// };
+/// use dra_allocator::model::{ClassDefaults, Device, EffectiveRequest};
+///
+/// let devices = ["gpu-0", "gpu-1"].map(|name| DeviceView::free(Device::new(name)));
+/// let inventory = Inventory::from_nodes([NodeView::new("node-a", devices.to_vec())])?;
+/// let one = EffectiveRequest::from_class(&ClassDefaults::default())?;
+/// let claims = [
+///     NamedRequest { name: "first", request: &one },
+///     NamedRequest { name: "second", request: &one },
+/// ];
+/// let placements = choose_for_pod(&inventory, "node-a", &claims, &Reservations::new())?;
+/// assert_eq!(placements[0].devices, ["gpu-0"]);
+/// assert_eq!(placements[1].devices, ["gpu-1"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn choose_for_pod(
     inventory: &Inventory,
     node: &str,

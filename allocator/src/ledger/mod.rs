@@ -120,6 +120,16 @@ impl Ledger {
     ///
     /// An older schema is migrated after a backup copy; a newer one, a corrupt file or a file of
     /// another driver is refused with a clear error.
+    ///
+    /// ```
+    /// use dra_allocator::ledger::Ledger;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let ledger = Ledger::open(dir.path().join("ledger.redb"), "gpu.example.com")?;
+    /// assert_eq!(ledger.driver_name(), "gpu.example.com");
+    /// assert!(ledger.nodes()?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open(path: impl AsRef<Path>, driver_name: &str) -> Result<Ledger> {
         Self::open_with(path, driver_name, LedgerOptions::default())
     }
@@ -161,6 +171,27 @@ impl Ledger {
     /// Allocates one claim (on `request.node`, or the best node by policy). Idempotent: a repeat
     /// returns the same devices; a repeat with other parameters is [`LedgerError::ClaimConflict`]
     /// until released. Returns once the intent and the reservation are durable.
+    ///
+    /// ```
+    /// use dra_allocator::ledger::{AllocateRequest, AllocationState, ClaimRef, Ledger};
+    /// use dra_allocator::model::{ClassDefaults, Device, EffectiveRequest};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// # let ledger = Ledger::open(dir.path().join("ledger.redb"), "gpu.example.com")?;
+    /// ledger.set_inventory("node-a", vec![Device::new("gpu-0"), Device::new("gpu-1")])?;
+    /// let request = AllocateRequest {
+    ///     claim: ClaimRef::new("uid-1", "default", "gpu"),
+    ///     pod_uid: None,
+    ///     request: EffectiveRequest::from_class(&ClassDefaults::default())?,
+    ///     node: None, // the best node by the class policy
+    /// };
+    /// let allocation = ledger.allocate(request.clone())?;
+    /// assert_eq!(allocation.node, "node-a");
+    /// assert_eq!(allocation.devices, ["gpu-0"]);
+    /// assert_eq!(allocation.state, AllocationState::Pending);
+    /// assert_eq!(ledger.allocate(request)?.devices, ["gpu-0"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn allocate(&self, request: AllocateRequest) -> Result<Allocation> {
         self.inner
             .writer
@@ -188,6 +219,25 @@ impl Ledger {
     }
 
     /// Frees the claim's devices. Idempotent: `None` when the claim had no allocation.
+    ///
+    /// ```
+    /// use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger};
+    /// use dra_allocator::model::{ClassDefaults, Device, EffectiveRequest};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// # let ledger = Ledger::open(dir.path().join("ledger.redb"), "gpu.example.com")?;
+    /// ledger.set_inventory("node-a", vec![Device::new("gpu-0")])?;
+    /// ledger.allocate(AllocateRequest {
+    ///     claim: ClaimRef::new("uid-1", "default", "gpu"),
+    ///     pod_uid: None,
+    ///     request: EffectiveRequest::from_class(&ClassDefaults::default())?,
+    ///     node: Some("node-a".into()),
+    /// })?;
+    /// let released = ledger.release("uid-1")?;
+    /// assert_eq!(released.map(|a| a.devices), Some(vec!["gpu-0".to_owned()]));
+    /// assert_eq!(ledger.release("uid-1")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn release(&self, uid: &str) -> Result<Option<Allocation>> {
         let uid = uid.to_owned();
         self.inner.writer.submit(move |tx| ops::release(tx, &uid))
