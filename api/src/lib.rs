@@ -1,33 +1,13 @@
 //! `dra-api`: the admin HTTP API of dra-ledger and its Prometheus registry.
 //!
-//! Endpoints of [`router()`] (JSON unless noted; the OpenAPI 3 document lists the same):
-//!
-//! | method and path | what | token |
-//! |---|---|---|
-//! | `GET /healthz` | 200 while the process serves requests | |
-//! | `GET /readyz` | 200 once ledger open, caches synced, initial reconcile done; else 503 | |
-//! | `GET /metrics` | Prometheus text format | |
-//! | `GET /v1/openapi.json` | the OpenAPI 3 document of this API | |
-//! | `GET /v1/nodes` | per node: devices total, free, allocated, shared, cordoned, missing | |
-//! | `GET /v1/nodes/{node}/devices` | each device with attributes, state and consumer claims | |
-//! | `GET /v1/claims?namespace=&node=&limit=&continue=` | allocations by claim UID, paged | |
-//! | `GET /v1/claims/{uid}` | a claim's allocation and intent history | |
-//! | `GET /v1/intents` | intents not yet resolved | |
-//! | `GET /v1/audit?since=&limit=` | the audit log after a sequence number | |
-//! | `GET /v1/utilisation` | totals and per attribute value | |
-//! | `POST /v1/nodes/{node}/devices/{device}/cordon` | take a device out of allocation | yes |
-//! | `POST /v1/nodes/{node}/devices/{device}/uncordon` | put it back | yes |
-//! | `POST /v1/reconcile` | reconcile now, return the drift report | yes |
-//! | `GET /v1/backup` | a consistent copy of the ledger file (octet stream) | yes |
-//!
-//! Errors are `{"error": {"code": "...", "message": "..."}}`: 400 bad input (query, paging
-//! token, body), 401 missing or wrong bearer token, 403 token endpoints while no token is
-//! configured, 404 unknown route, node, device or claim, 409 a reconcile already running, 413
-//! body over 64 KiB, 503 not ready or timed out, 500 with a generic message (the cause is
-//! logged).
+//! [`router()`] serves the routes listed in `docs/admin-api.md` (the one table of them, with the
+//! token rules and error codes); [`openapi()`] is the OpenAPI 3 document of the same routes,
+//! generated from the handler registrations and served at `GET /v1/openapi.json`. Errors are
+//! `{"error": {"code": "...", "message": "..."}}`; 5xx answers carry a generic message while the
+//! cause is logged.
 //!
 //! Modules:
-//! - [`metrics`]: every metric of the product in one module, in its own registry.
+//! - [`metrics`]: every metric of dra-ledger in one module, in its own registry.
 //! - [`router`]: [`AppState`], [`router()`] and the process endpoints; [`v1`]: the ledger API.
 //! - [`auth`]: the bearer token; [`reconciler`]: the hook the controller provides.
 //! - [`readiness`]: the flags behind `/readyz`.

@@ -1,17 +1,11 @@
 //! The admin HTTP server: [`AppState`], [`router()`] and the process endpoints.
 //!
-//! Endpoints (the OpenAPI document at `/v1/openapi.json` lists the same):
-//! - `GET /healthz`: 200 while the process serves requests.
-//! - `GET /readyz`: 200 once the ledger is open, the caches are synced and the initial reconcile
-//!   is done (a standby replica: once its ledger is open, answering `standby`); 503 with a JSON
-//!   error naming what is still missing before that.
-//! - `GET /metrics`: every metric of [`crate::metrics`] in the Prometheus text format; the ledger
-//!   gauges and the work queue depth are refreshed on each scrape.
-//! - `/v1/...`: the ledger API of [`crate::v1`].
+//! The process endpoints `GET /healthz`, `GET /readyz` and `GET /metrics` are here, the ledger
+//! API under `/v1` in [`crate::v1`]; `docs/admin-api.md` lists every route and what it answers.
 //!
-//! Any other path is a JSON 404, a known path with another method a JSON 405. Request bodies are limited to [`BODY_LIMIT`] bytes and requests
-//! to a time limit (longer for the backup). Depends on the ledger only through its views and
-//! the cordon calls.
+//! Any other path is a JSON 404, a known path with another method a JSON 405. Request bodies
+//! are limited to [`BODY_LIMIT`] bytes and requests to a time limit (longer for the backup).
+//! Depends on the ledger only through its views and the cordon calls.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,6 @@
-//! The OpenAPI document and the router agree: the document lists exactly the routes of the
-//! product specification, and every documented operation is served by the router.
+//! The OpenAPI document, the router and `docs/admin-api.md` agree: the document lists exactly
+//! the routes below, every documented operation is served by the router, and the route table of
+//! `docs/admin-api.md` names the same routes with the same token requirement.
 
 mod support;
 
@@ -9,8 +10,8 @@ use axum::http::{Method, StatusCode};
 use dra_api::router;
 use support::{fixture, send, with_token, TOKEN};
 
-/// The routes of the specification, section 5.
-const SPEC_ROUTES: &[(&str, &str)] = &[
+/// Every route of the admin API.
+const ROUTES: &[(&str, &str)] = &[
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -55,10 +56,10 @@ async fn served_document() -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn document_lists_exactly_the_specified_routes() {
+async fn document_lists_exactly_the_admin_routes() {
     let document = served_document().await;
     assert!(document["openapi"].as_str().unwrap().starts_with("3."));
-    let expected: BTreeSet<_> = SPEC_ROUTES
+    let expected: BTreeSet<_> = ROUTES
         .iter()
         .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
         .collect();
@@ -68,6 +69,43 @@ async fn document_lists_exactly_the_specified_routes() {
         document,
         "the served document is the generated one"
     );
+}
+
+/// The rows of the route table of `docs/admin-api.md`: method, path without its query, and
+/// whether the token column says `yes`.
+fn admin_page_routes() -> BTreeSet<(String, String, bool)> {
+    let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/admin-api.md");
+    let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+    text.lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .map(|row| {
+            let (route, rest) = row.split_once('`').unwrap();
+            let (method, path) = route.split_once(' ').unwrap();
+            let path = path.split('?').next().unwrap();
+            let token = rest
+                .trim_end()
+                .trim_end_matches('|')
+                .rsplit('|')
+                .next()
+                .unwrap();
+            (method.to_owned(), path.to_owned(), token.trim() == "yes")
+        })
+        .collect()
+}
+
+#[test]
+fn admin_api_page_lists_every_route_with_its_token_requirement() {
+    let json = serde_json::to_value(dra_api::openapi()).unwrap();
+    let expected: BTreeSet<_> = documented_operations(&json)
+        .into_iter()
+        .map(|(method, path)| {
+            let protected = json["paths"][&path][method.to_lowercase()]
+                .get("security")
+                .is_some();
+            (method, path, protected)
+        })
+        .collect();
+    assert_eq!(admin_page_routes(), expected);
 }
 
 struct NoDrift;
