@@ -11,7 +11,7 @@ use axum::body::{to_bytes, Body};
 use axum::http::Request;
 use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger};
 use dra_allocator::model::{AttributeValue, ClassDefaults, Device, EffectiveRequest};
-use dra_api::metrics::{MAX_ATTRIBUTE_VALUES, METRIC_NAMES, SPEC_METRIC_NAMES};
+use dra_api::metrics::{CORE_METRIC_NAMES, MAX_ATTRIBUTE_VALUES, METRIC_NAMES};
 use dra_api::{router, AppState, Metrics, Readiness};
 use std::sync::Arc;
 use tower::ServiceExt;
@@ -112,10 +112,10 @@ async fn ready_gauge_and_intent_age_are_refreshed_on_scrape() {
         value(&text, "dra_ledger_oldest_pending_intent_age_seconds"),
         Some(0.0)
     );
-    // The gauges beyond the specification are all exposed as soon as a ledger is attached.
+    // The gauges beyond the core metrics are all exposed as soon as a ledger is attached.
     for name in METRIC_NAMES
         .iter()
-        .filter(|name| !SPEC_METRIC_NAMES.contains(name))
+        .filter(|name| !CORE_METRIC_NAMES.contains(name))
     {
         assert!(text.contains(&format!("# TYPE {name} ")), "{name}\n{text}");
     }

@@ -1,4 +1,4 @@
-//! Every Prometheus metric of dra-ledger, defined in this one module (spec section 6).
+//! Every Prometheus metric of dra-ledger, defined in this one module.
 //!
 //! [`Metrics`] owns its own [`Registry`]; all names carry the `dra_ledger_` prefix and every
 //! label value comes from a fixed set (the enums below, or an HTTP status code), with one
@@ -9,8 +9,10 @@
 //! driver, the ledger's commit hook and the Kubernetes client layer; gauges are refreshed from
 //! the ledger's read views and the readiness flags at scrape time.
 //!
-//! Beyond the thirteen metrics of the specification ([`SPEC_METRIC_NAMES`]) the module defines
-//! the breakdown gauges, `ready` (0 or 1, what `/readyz` answers), `leader` (0 on a standby) and
+//! Beyond the thirteen core metrics ([`CORE_METRIC_NAMES`]: allocations, deallocations and their
+//! latencies, ledger commits, device and claim counts, pending intents, reconcile drift, the work
+//! queue, Kubernetes API requests, build info) the module defines the breakdown gauges, `ready`
+//! (0 or 1, what `/readyz` answers), `leader` (0 on a standby) and
 //! `oldest_pending_intent_age_seconds`, which the dashboards and alert rules use.
 //! Must not depend on the controller.
 
@@ -37,8 +39,9 @@ pub use labels::{
 /// The prefix of every metric name.
 pub const PREFIX: &str = "dra_ledger_";
 
-/// The full names of the metrics of the specification (section 6).
-pub const SPEC_METRIC_NAMES: [&str; 13] = [
+/// The full names of the core metrics: allocations, ledger commits, devices and claims, intents,
+/// reconcile drift, the work queue, Kubernetes API requests and build info.
+pub const CORE_METRIC_NAMES: [&str; 13] = [
     "dra_ledger_allocations_total",
     "dra_ledger_deallocations_total",
     "dra_ledger_allocate_duration_seconds",
@@ -54,8 +57,8 @@ pub const SPEC_METRIC_NAMES: [&str; 13] = [
     "dra_ledger_build_info",
 ];
 
-/// The full names of all metrics, as exposed on `/metrics`: those of the specification, then
-/// the breakdown and operational gauges.
+/// The full names of all metrics, as exposed on `/metrics`: the core metrics, then the
+/// breakdown and operational gauges.
 pub const METRIC_NAMES: [&str; 18] = [
     "dra_ledger_allocations_total",
     "dra_ledger_deallocations_total",
