@@ -1,7 +1,8 @@
-//! The allocation result this driver writes into a claim (spec section 3) and reads back when it
-//! rebuilds or reconciles the ledger: one `resourceHandle` `{driverName, data}` whose `data` is
-//! JSON `{"node", "devices", "sharing", "claimUID"}`, `availableOnNodes` selecting the node by
-//! `metadata.name`, and `shareable` from the claim parameters.
+//! The allocation result this driver writes into a claim and reads back when it rebuilds or
+//! reconciles the ledger: one `resourceHandle` `{driverName, data}` whose `data` is JSON
+//! `{"node", "devices", "sharing", "claimUID"}`, `availableOnNodes` selecting the node by
+//! `metadata.name`, and `shareable` from the claim parameters (with an example in
+//! `docs/driver.md`, "Allocation result").
 //!
 //! Pure conversions; must not depend on the ledger handle or the API client. Malformed data is an
 //! error, never a panic.
