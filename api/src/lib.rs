@@ -8,7 +8,7 @@
 //!
 //! Modules:
 //! - [`metrics`]: every metric of dra-ledger in one module, in its own registry.
-//! - [`router`]: [`AppState`], [`router()`] and the process endpoints; [`v1`]: the ledger API.
+//! - [`router`](mod@router): [`AppState`], [`router()`] and the process endpoints; [`v1`]: the ledger API.
 //! - [`auth`]: the bearer token; [`reconciler`]: the hook the controller provides.
 //! - [`readiness`]: the flags behind `/readyz`.
 //! - [`client_layer`]: a tower layer counting Kubernetes API requests.

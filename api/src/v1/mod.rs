@@ -3,7 +3,7 @@
 //! cannot list a route the router lacks or miss one it has.
 //!
 //! - [`read`]: nodes, devices, claims, intents, audit, utilisation (no token);
-//! - [`write`]: cordon, uncordon, reconcile, backup (bearer token);
+//! - [`write`](mod@write): cordon, uncordon, reconcile, backup (bearer token);
 //! - [`types`]: the JSON shapes; [`paging`]: the `continue` token.
 
 pub mod paging;
