@@ -60,6 +60,10 @@ pub(crate) async fn dispatch(
         Ok(t) => t,
         Err(e) => return e.into_response(),
     };
+    let streams = matches!(&target, Target::Resource(r) if r.name.is_none() && r.subresource.is_none())
+        && method == Method::GET
+        && params.flag("watch");
+    let pretty = !streams && params.pretty(&headers);
     let result = match target {
         Target::Resource(req) => resource(&state, method, req, &params, &headers, body).await,
         other if method == Method::GET => {
@@ -69,7 +73,39 @@ pub(crate) async fn dispatch(
             "the server does not allow this method on the requested resource ({method})"
         ))),
     };
-    result.unwrap_or_else(IntoResponse::into_response)
+    let response = result.unwrap_or_else(IntoResponse::into_response);
+    if pretty {
+        indent(response).await
+    } else {
+        response
+    }
+}
+
+/// Re-renders a JSON answer indented by two spaces (`pretty`); other answers pass unchanged.
+async fn indent(response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let pretty = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| serde_json::to_vec_pretty(&v).ok());
+    let bytes = match pretty {
+        Some(mut p) => {
+            p.push(b'\n');
+            Bytes::from(p)
+        }
+        None => bytes,
+    };
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 fn is_write(method: &Method) -> bool {
