@@ -6,6 +6,7 @@
 mod binding;
 mod create;
 mod delete;
+mod options;
 mod params;
 mod read;
 mod watch;
@@ -27,6 +28,7 @@ use super::route::{self, ResourceRequest, Target};
 use super::store::Store;
 
 pub(crate) use delete::finalize_namespaces;
+use options::WriteKind;
 pub(crate) use params::Params;
 
 /// Shared state of all handlers.
@@ -144,16 +146,28 @@ async fn resource(
     let sub = req.subresource.as_deref();
     match (method, req.name.is_some(), sub) {
         (Method::GET, false, None) if params.flag("watch") => {
+            options::validate_list(params, true)?;
             watch::watch(state, &req, params, headers)
         }
-        (Method::GET, false, None) => read::list(state, &req, params, headers),
+        (Method::GET, false, None) => {
+            options::validate_list(params, false)?;
+            read::list(state, &req, params, headers)
+        }
         (Method::GET, true, None | Some("status")) => read::get(state, &req, params, headers),
-        (Method::POST, false, None) => create::create(state, &req, params, headers, &body),
-        (Method::POST, true, Some("binding")) => binding::bind(state, &req, headers, &body),
+        (Method::POST, false, None) => {
+            options::validate_write(WriteKind::Create, params)?;
+            create::create(state, &req, params, headers, &body)
+        }
+        (Method::POST, _, Some("binding")) => {
+            options::validate_write(WriteKind::Create, params)?;
+            binding::bind(state, &req, params, headers, &body)
+        }
         (Method::PUT, true, None | Some("status")) => {
+            options::validate_write(WriteKind::Update, params)?;
             write::update(state, &req, params, headers, &body)
         }
         (Method::PATCH, true, None | Some("status")) => {
+            options::validate_write(WriteKind::Patch, params)?;
             write::patch(state, &req, params, headers, &body)
         }
         (Method::DELETE, true, None) => delete::delete(state, &req, params, headers, &body),
