@@ -248,6 +248,22 @@ async fn limit_zero_or_negative_means_no_limit_and_garbage_is_a_bad_request() {
             .code,
         400
     );
+    let counted = send(addr, "GET", &format!("{CMS}?limit=1"), None)
+        .await
+        .json();
+    assert_eq!(counted["metadata"]["remainingItemCount"], 2);
+    let selected = send(
+        addr,
+        "GET",
+        &format!("{CMS}?limit=1&fieldSelector=metadata.name!=x"),
+        None,
+    )
+    .await
+    .json();
+    assert!(
+        selected["metadata"]["remainingItemCount"].is_null(),
+        "no count under a selector: {selected}"
+    );
     server.shutdown().await;
 }
 

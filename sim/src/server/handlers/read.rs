@@ -201,7 +201,10 @@ pub(super) fn list(
             last["namespace"].as_str().unwrap_or_default(),
             last["name"].as_str().unwrap_or_default(),
         ));
-        remaining = Some(rest);
+        // Counted only without selectors, as etcd's count includes objects they would drop.
+        let selected =
+            params.get("labelSelector").is_some() || params.get("fieldSelector").is_some();
+        remaining = (!selected).then_some(rest);
     }
     let body = render::list(
         format_of(headers, params),
