@@ -146,7 +146,7 @@ pub fn resources_of(crd: &Value) -> Vec<ResourceInfo> {
             status: v.pointer("/subresources/status").is_some(),
             binding: false,
             custom: true,
-            return_deleted_object: true,
+            return_deleted_object: false,
         })
         .collect()
 }

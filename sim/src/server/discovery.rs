@@ -99,6 +99,13 @@ fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
         }
         if info.binding {
             resources.push(json!({
+                "name": "bindings",
+                "singularName": "binding",
+                "namespaced": true,
+                "kind": "Binding",
+                "verbs": ["create"],
+            }));
+            resources.push(json!({
                 "name": format!("{}/binding", info.plural),
                 "singularName": "",
                 "namespaced": info.namespaced,

@@ -53,6 +53,28 @@ impl FieldCause {
         }
     }
 
+    /// A `FieldValueNotSupported` cause; `value` is already rendered (Go's `%#v`).
+    pub fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Self {
+        let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Self {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            message: format!(
+                "Unsupported value: {value}: supported values: {}",
+                supported.join(", ")
+            ),
+        }
+    }
+
+    /// A `FieldValueTooLong` cause.
+    pub fn too_long(field: impl Into<String>, max: usize) -> Self {
+        Self {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: format!("Too long: may not be longer than {max}"),
+        }
+    }
+
     /// An immutable-field cause (`FieldValueInvalid` with the upstream wording).
     pub fn immutable(field: impl Into<String>) -> Self {
         Self {
@@ -272,7 +294,10 @@ impl ApiError {
 }
 
 fn details_json(kind: &str, name: &str, group: &str) -> Value {
-    let mut d = json!({ "name": name, "kind": kind });
+    let mut d = json!({ "kind": kind });
+    if !name.is_empty() {
+        d["name"] = Value::String(name.to_string());
+    }
     if !group.is_empty() {
         d["group"] = Value::String(group.to_string());
     }

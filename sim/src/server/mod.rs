@@ -2,25 +2,22 @@
 //! real `kube` client and `kubectl` work against it unchanged.
 //!
 //! Served: discovery (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}[/{version}]`);
-//! core/v1 namespaces, nodes, pods (+`status`, +`binding`), events, configmaps; events.k8s.io/v1
-//! events; coordination.k8s.io/v1 leases; resource.k8s.io/v1alpha2 resourceclasses,
-//! resourceclaims (+`status`), resourceclaimtemplates, podschedulingcontexts (+`status`),
-//! resourceslices, resourceclaimparameters, resourceclassparameters; apiextensions.k8s.io/v1
-//! customresourcedefinitions, whose custom resources are served once created.
+//! core/v1 namespaces, nodes, pods (+`status`, +`binding`), the legacy `bindings` collection,
+//! events, configmaps; events.k8s.io/v1 events; coordination.k8s.io/v1 leases;
+//! resource.k8s.io/v1alpha2 resourceclasses, resourceclaims (+`status`), resourceclaimtemplates,
+//! podschedulingcontexts (+`status`), resourceslices, resourceclaimparameters,
+//! resourceclassparameters; apiextensions.k8s.io/v1 customresourcedefinitions, whose custom
+//! resources are served once created.
 //!
 //! Behaviour worth knowing for clients (as in Kubernetes): deleting a pod that is bound to a node
 //! and not terminal sets `deletionTimestamp` with a grace period and keeps the pod until a delete
 //! with `gracePeriodSeconds=0` (the kubelet's job); `propagationPolicy=Foreground`/`Orphan` add the
 //! `foregroundDeletion`/`orphan` finalizers (the garbage collector's job); objects with finalizers
-//! stay until the finalizers are removed.
-//!
-//! Deliberately not simulated: authentication and authorization, admission webhooks, server-side
-//! apply (`application/apply-patch+yaml` answers 415), `managedFields`, protobuf, aggregated
-//! discovery (clients fall back to the legacy documents), `OpenAPI` schemas (`/openapi/v2` is 404;
-//! `/openapi/v3` only advertises `fieldValidation`), CRD schema validation, pruning and
-//! conversion, consistent snapshots for paged lists (pages are served from current state; the
-//! token only keeps its resourceVersion for the 410 check), `resourceVersionMatch=Exact`, and
-//! `metadata.generation` for built-in kinds.
+//! stay until the finalizers are removed. Query parameters, request options, delete answers,
+//! `resourceVersionMatch` and paging follow the 1.30 API server; `docs/simulator.md` lists what is
+//! faithful, with the upstream source of each rule, and what is deliberately not simulated
+//! (authentication, admission, server-side apply, `managedFields`, protobuf, aggregated discovery,
+//! `OpenAPI` schemas, CRD schema validation, `metadata.generation` of built-in kinds, among others).
 //!
 //! Module map: `store` (objects, resourceVersion, history, broadcast), `resources` (registry),
 //! `route` (paths), `handlers` (verbs), `discovery`, `render` (tables, metadata), `patch`,

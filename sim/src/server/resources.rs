@@ -34,7 +34,8 @@ pub struct ResourceInfo {
     pub binding: bool,
     /// Whether the resource is declared by a CRD (custom resources reject strategic merge patch).
     pub custom: bool,
-    /// Whether DELETE returns the deleted object rather than a Status.
+    /// Whether a completed DELETE answers the deleted object rather than a `Status`: the
+    /// registry's `ReturnDeletedObject` (`pkg/registry/<group>/<resource>/storage/storage.go`).
     pub return_deleted_object: bool,
 }
 
@@ -120,10 +121,9 @@ fn builtin(
 pub fn builtin_resources() -> Vec<ResourceInfo> {
     let mut pods = builtin("", "v1", "pods", "Pod", true, &["po"], true);
     pods.binding = true;
-    pods.return_deleted_object = true;
     pods.categories = vec!["all".into()];
     let r = "resource.k8s.io";
-    vec![
+    let mut resources = vec![
         builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true),
         builtin("", "v1", "nodes", "Node", false, &["no"], true),
         pods,
@@ -219,7 +219,15 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             &["crd", "crds"],
             true,
         ),
-    ]
+    ];
+    // Upstream registries with `ReturnDeletedObject: true`: namespaces, pods and every
+    // resource.k8s.io/v1alpha2 resource; nodes, events, configmaps, leases, CRDs and custom
+    // resources answer a Status.
+    for info in &mut resources {
+        info.return_deleted_object = info.group == r
+            || (info.group.is_empty() && matches!(info.plural.as_str(), "namespaces" | "pods"));
+    }
+    resources
 }
 
 /// All served resources, indexed by group/version/plural. Cheap to clone (shared snapshot).

@@ -40,7 +40,8 @@ pub struct ResourceRequest {
     pub namespace: Option<String>,
     /// Object name, if the path names one.
     pub name: Option<String>,
-    /// Subresource (`status`, `binding`), if any.
+    /// Subresource (`status`, `binding`), if any; the legacy `bindings` collection is the
+    /// `binding` subresource without a name.
     pub subresource: Option<String>,
 }
 
@@ -80,6 +81,9 @@ pub fn parse(path: &str, registry: &Registry) -> Result<Target> {
 }
 
 fn resource(registry: &Registry, group: &str, version: &str, rest: &[&str]) -> Result<Target> {
+    if let ("", "v1", ["namespaces", namespace, "bindings"]) = (group, version, rest) {
+        return legacy_bindings(registry, namespace);
+    }
     let namespaced_path = rest.len() >= 3
         && rest[0] == "namespaces"
         && registry
@@ -112,5 +116,19 @@ fn resource(registry: &Registry, group: &str, version: &str, rest: &[&str]) -> R
         namespace,
         name,
         subresource,
+    }))
+}
+
+/// The legacy `bindings` collection (`POST /api/v1/namespaces/{ns}/bindings`): the pod's `binding`
+/// subresource with the pod named by the Binding's own `metadata.name`.
+fn legacy_bindings(registry: &Registry, namespace: &str) -> Result<Target> {
+    let pods = registry
+        .find("", "v1", "pods")
+        .ok_or_else(ApiError::no_route)?;
+    Ok(Target::Resource(ResourceRequest {
+        info: pods,
+        namespace: Some(namespace.to_string()),
+        name: None,
+        subresource: Some("binding".into()),
     }))
 }

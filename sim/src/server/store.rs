@@ -216,6 +216,54 @@ impl Store {
         (items, inner.rv)
     }
 
+    /// Like [`Store::list`], but the objects as they were at resourceVersion `rv`: the retained
+    /// events after `rv` are undone, newest first. `None` when `rv` is older than the retained
+    /// history (the caller answers 410); `rv` at or past the current version lists the present.
+    pub fn list_at(
+        &self,
+        key: &str,
+        namespace: Option<&str>,
+        after: Option<&(String, String)>,
+        rv: u64,
+    ) -> Option<Vec<Arc<Value>>> {
+        use std::ops::Bound;
+        let inner = self.lock();
+        if rv < inner.compacted_rv {
+            return None;
+        }
+        let mut map = inner.objects.get(key).cloned().unwrap_or_default();
+        for event in inner.history.iter().rev().take_while(|e| e.rv > rv) {
+            if *event.key != *key {
+                continue;
+            }
+            let name = event.object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let at = (event.namespace.clone(), name);
+            match (&event.kind, &event.old) {
+                (EventType::Added, _) => {
+                    map.remove(&at);
+                }
+                (EventType::Modified | EventType::Deleted, Some(old)) => {
+                    map.insert(at, old.clone());
+                }
+                (EventType::Modified | EventType::Deleted, None) => {}
+            }
+        }
+        let lower = match (after, namespace) {
+            (Some(a), _) => Bound::Excluded(a.clone()),
+            (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        Some(
+            map.range((lower, Bound::Unbounded))
+                .take_while(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
+                .map(|(_, v)| v.clone())
+                .collect(),
+        )
+    }
+
     /// Number of objects of a resource in one namespace (or all).
     pub fn count(&self, key: &str, namespace: Option<&str>) -> usize {
         let inner = self.lock();

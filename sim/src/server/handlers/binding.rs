@@ -1,4 +1,7 @@
-//! The pod `binding` subresource: assigns a pod to a node exactly once and marks it scheduled.
+//! Pod binding: the `pods/{name}/binding` subresource and the legacy `bindings` collection, which
+//! names the pod by the Binding's `metadata.name`. A pod is assigned to a node exactly once and
+//! marked scheduled; the Binding's `uid` and `resourceVersion` are preconditions on the pod, as in
+//! the API server's `BindingREST`.
 
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
@@ -6,21 +9,37 @@ use serde_json::{json, Value};
 
 use super::params::decode_body;
 use super::write::now;
-use super::{json_response, AppState};
+use super::{json_response, AppState, Params};
 use crate::server::error::{ApiError, FieldCause, Result};
 use crate::server::route::ResourceRequest;
 use crate::server::store::Change;
 
-/// POST on `pods/{name}/binding`: assigns the pod to a node once.
+/// The qualified resource conflicts of a binding are reported on.
+const BINDING_RESOURCE: &str = "pods/binding";
+
+/// POST on `pods/{name}/binding` or on the `bindings` collection: assigns the pod to a node once.
 pub(super) fn bind(
     state: &AppState,
     req: &ResourceRequest,
+    params: &Params,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response> {
     let binding = decode_body(headers, body)?;
     let info = &req.info;
-    let name = req.name.clone().unwrap_or_default();
+    let meta_str = |field: &str| {
+        binding["metadata"][field]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let body_name = meta_str("name");
+    let name = req.name.clone().unwrap_or_else(|| body_name.clone());
+    if name != body_name {
+        return Err(ApiError::BadRequest(
+            "name in URL does not match name in Binding object".into(),
+        ));
+    }
     let ns = req.namespace.clone().unwrap_or_default();
     let node = binding
         .pointer("/target/name")
@@ -35,26 +54,43 @@ pub(super) fn bind(
             vec![FieldCause::required("target.name", "")],
         ));
     }
+    let (uid, resource_version) = (meta_str("uid"), meta_str("resourceVersion"));
     let annotations = binding
         .pointer("/metadata/annotations")
         .and_then(Value::as_object)
         .cloned();
+    let dry_run = params.dry_run();
     state.store.modify(
         &info.storage_key(),
         &ns,
         &name,
         || ApiError::not_found(&info.plural, &info.group, &name),
         |current| {
-            if current["metadata"]["deletionTimestamp"].is_string() {
-                return Err(ApiError::conflict(&info.plural, &info.group, &name, "pod is being deleted, cannot be assigned to a host"));
+            let meta = &current["metadata"];
+            if !uid.is_empty() && meta["uid"].as_str() != Some(uid.as_str()) {
+                let why = format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta["uid"].as_str().unwrap_or_default()
+                );
+                return Err(ApiError::conflict(&info.plural, &info.group, &name, &why));
+            }
+            if !resource_version.is_empty()
+                && meta["resourceVersion"].as_str() != Some(resource_version.as_str())
+            {
+                return Err(ApiError::stale(&info.plural, &info.group, &name));
+            }
+            let refuse = |why: String| ApiError::conflict(BINDING_RESOURCE, "", &name, &why);
+            if meta["deletionTimestamp"].is_string() {
+                return Err(refuse(format!("pod {name} is being deleted, cannot be assigned to a host")));
             }
             if let Some(existing) = current["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
-                return Err(ApiError::conflict(
-                    &info.plural,
-                    &info.group,
-                    &name,
-                    &format!("pod {name} is already assigned to node \"{existing}\""),
-                ));
+                return Err(refuse(format!("pod {name} is already assigned to node \"{existing}\"")));
+            }
+            if current["spec"]["schedulingGates"].as_array().is_some_and(|g| !g.is_empty()) {
+                return Err(refuse(format!("pod {name} has non-empty .spec.schedulingGates")));
+            }
+            if dry_run {
+                return Ok(Change::Keep);
             }
             let mut pod = (**current).clone();
             pod["spec"]["nodeName"] = json!(node);

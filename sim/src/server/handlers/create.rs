@@ -180,7 +180,12 @@ pub(super) fn create(
         crd::prepare(&mut obj, &created);
     }
     if params.dry_run() {
-        return Ok(json_response(StatusCode::CREATED, &with_gvk(info, &obj)));
+        // Validated and answered as if created (without a resourceVersion); nothing is stored.
+        if state.store.exists(&info.storage_key(), &ns, &name) {
+            return Err(ApiError::already_exists(&info.plural, &info.group, &name));
+        }
+        let rendered = render::object(format_of(headers, params), info, &with_gvk(info, &obj));
+        return Ok(json_response(StatusCode::CREATED, &rendered));
     }
     let stored = state.store.create(
         &info.storage_key(),

@@ -13,6 +13,7 @@ use chrono::Utc;
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
 
+use super::options;
 use super::params::decode_body;
 use super::read::{format_of, with_gvk, Filter};
 use super::write::now;
@@ -24,60 +25,72 @@ use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
 use crate::server::store::{Change, Written};
 
-/// Parsed `DeleteOptions` (body and query).
+/// Parsed `DeleteOptions`: from the body when the request has one (its query options are then
+/// ignored, as by the API server), from the query otherwise.
 #[derive(Debug, Default, Clone)]
 struct DeleteOptions {
     uid: Option<String>,
     resource_version: Option<String>,
     grace: Option<i64>,
     propagation: Option<String>,
+    /// `orphanDependents` as given (deprecated; `false` asks for a 202 while deletion is pending).
+    orphan_dependents: Option<bool>,
     dry_run: bool,
 }
 
 impl DeleteOptions {
     fn parse(params: &Params, headers: &HeaderMap, body: &[u8]) -> Result<Self> {
-        let body = if body.iter().all(u8::is_ascii_whitespace) {
-            json!({})
-        } else {
-            decode_body(headers, body)?
-        };
-        let grace = match body["gracePeriodSeconds"].as_i64() {
-            Some(g) => Some(g),
-            None => params
-                .get("gracePeriodSeconds")
-                .map(str::parse::<i64>)
-                .transpose()
-                .map_err(|_| ApiError::BadRequest("invalid gracePeriodSeconds".into()))?,
-        };
-        let mut propagation = body["propagationPolicy"]
-            .as_str()
-            .map(str::to_string)
-            .or_else(|| params.get("propagationPolicy").map(str::to_string));
-        if propagation.is_none()
-            && (body["orphanDependents"].as_bool() == Some(true) || params.flag("orphanDependents"))
-        {
-            propagation = Some("Orphan".into());
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Self::from_query(params);
         }
-        if let Some(p) = &propagation {
-            if !matches!(p.as_str(), "Foreground" | "Background" | "Orphan") {
-                return Err(ApiError::BadRequest(format!(
-                    "propagationPolicy: Unsupported value: {p:?}"
-                )));
-            }
-        }
+        let body = decode_body(headers, body)?;
+        let text = |v: &Value| v.as_str().map(str::to_string);
+        let grace = match &body["gracePeriodSeconds"] {
+            Value::Null => None,
+            v => Some(v.as_i64().ok_or_else(|| {
+                ApiError::BadRequest(format!("gracePeriodSeconds: expected an integer, got {v}"))
+            })?),
+        };
+        let dry_run: Vec<&str> = body["dryRun"]
+            .as_array()
+            .map(|a| a.iter().map(|v| v.as_str().unwrap_or_default()).collect())
+            .unwrap_or_default();
+        let propagation = text(&body["propagationPolicy"]);
+        let orphan_dependents = body["orphanDependents"].as_bool();
+        options::validate_delete(orphan_dependents, propagation.as_deref(), &dry_run)?;
         Ok(Self {
-            uid: body
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            uid: body.pointer("/preconditions/uid").and_then(text),
             resource_version: body
                 .pointer("/preconditions/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+                .and_then(text),
             grace,
             propagation,
-            dry_run: params.dry_run() || body["dryRun"].as_array().is_some_and(|a| !a.is_empty()),
+            orphan_dependents,
+            dry_run: !dry_run.is_empty(),
         })
+    }
+
+    fn from_query(params: &Params) -> Result<Self> {
+        let propagation = params.first("propagationPolicy").map(str::to_string);
+        let orphan_dependents = params.optional_flag("orphanDependents");
+        let dry_run = params.all("dryRun");
+        options::validate_delete(orphan_dependents, propagation.as_deref(), &dry_run)?;
+        Ok(Self {
+            grace: params.int("gracePeriodSeconds")?,
+            propagation,
+            orphan_dependents,
+            dry_run: !dry_run.is_empty(),
+            ..Self::default()
+        })
+    }
+
+    /// The propagation policy, with `orphanDependents` mapped onto it.
+    fn policy(&self) -> Option<&str> {
+        match (self.propagation.as_deref(), self.orphan_dependents) {
+            (Some(p), _) => Some(p),
+            (None, Some(true)) => Some("Orphan"),
+            (None, _) => None,
+        }
     }
 }
 
@@ -96,10 +109,15 @@ fn grace_period(info: &ResourceInfo, obj: &Value, requested: Option<i64>) -> i64
     if !bound || terminal {
         return 0;
     }
-    requested
+    // A negative period counts as one second.
+    let grace = requested
         .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
-        .unwrap_or(30)
-        .max(0)
+        .unwrap_or(30);
+    if grace < 0 {
+        1
+    } else {
+        grace
+    }
 }
 
 fn decide(info: &ResourceInfo, current: &Value, opts: &DeleteOptions) -> Result<Change> {
@@ -125,15 +143,23 @@ fn decide(info: &ResourceInfo, current: &Value, opts: &DeleteOptions) -> Result<
     }
     let mut new = current.clone();
     let mut finalizers: Vec<Value> = meta["finalizers"].as_array().cloned().unwrap_or_default();
-    let policy_finalizer = match opts.propagation.as_deref() {
-        Some("Foreground") => Some("foregroundDeletion"),
-        Some("Orphan") => Some("orphan"),
-        _ => None,
-    };
-    if let Some(f) = policy_finalizer {
+    // An explicit policy replaces the garbage collector's finalizers; without one they stay.
+    if let Some(policy) = opts.policy() {
+        let before = finalizers.clone();
         finalizers.retain(|x| x != "foregroundDeletion" && x != "orphan");
-        finalizers.push(json!(f));
-        new["metadata"]["finalizers"] = Value::Array(finalizers.clone());
+        match policy {
+            "Foreground" => finalizers.push(json!("foregroundDeletion")),
+            "Orphan" => finalizers.push(json!("orphan")),
+            _ => {}
+        }
+        if finalizers != before {
+            match new["metadata"].as_object_mut() {
+                Some(m) if finalizers.is_empty() => {
+                    m.remove("finalizers");
+                }
+                _ => new["metadata"]["finalizers"] = Value::Array(finalizers.clone()),
+            }
+        }
     }
     let grace = grace_period(info, current, opts.grace);
     let already = meta["deletionTimestamp"].is_string();
@@ -185,6 +211,7 @@ fn delete_one(
         // The namespace keeps its `kubernetes` finalizer in spec; termination is driven by a loop.
         opts.grace = Some(0);
     }
+    let mut dry_result = None;
     let written = state.store.modify(
         &info.storage_key(),
         ns,
@@ -192,7 +219,12 @@ fn delete_one(
         || ApiError::not_found(&info.plural, &info.group, name),
         |current| {
             if opts.dry_run {
-                decide(info, current, &opts)?;
+                // Answered as if applied; nothing is stored.
+                dry_result = Some(match decide(info, current, &opts)? {
+                    Change::Put(new) => Written::Stored(Arc::new(new)),
+                    Change::Remove => Written::Removed(current.clone()),
+                    Change::Keep => Written::Unchanged(current.clone()),
+                });
                 return Ok(Change::Keep);
             }
             if info.kind == "Namespace" && info.group.is_empty() {
@@ -212,6 +244,9 @@ fn delete_one(
             decide(info, current, &opts)
         },
     )?;
+    if let Some(dry) = dry_result {
+        return Ok(dry);
+    }
     if info.kind == "CustomResourceDefinition" {
         if let Written::Removed(o) = &written {
             crd::unregister(&state.store, o);
@@ -234,17 +269,37 @@ pub(super) fn delete(
     let ns = req.namespace.clone().unwrap_or_default();
     let written = delete_one(state, info, &ns, &name, &opts)?;
     let format = format_of(headers, params);
-    let body = match &written {
-        Written::Removed(o) if !info.return_deleted_object => json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "details": {"name": name, "group": info.group, "kind": info.plural, "uid": o["metadata"]["uid"]},
-        }),
-        other => render::object(format, info, &with_gvk(info, other.object())),
+    // A delete that completed answers the object for registries that return it, a Status
+    // otherwise; one that only marked the object (finalizers, grace period) answers the object,
+    // with 202 when `orphanDependents=false` was given (generic registry `Store.Delete`,
+    // endpoints `handlers/delete.go`).
+    let (code, body) = match &written {
+        Written::Removed(o) if !info.return_deleted_object => {
+            let mut details =
+                json!({"name": name, "kind": info.plural, "uid": o["metadata"]["uid"]});
+            if !info.group.is_empty() {
+                details["group"] = json!(info.group);
+            }
+            let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details});
+            (StatusCode::OK, status)
+        }
+        Written::Removed(o) => (
+            StatusCode::OK,
+            render::object(format, info, &with_gvk(info, o)),
+        ),
+        pending => {
+            let code = if opts.orphan_dependents == Some(false) {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            (
+                code,
+                render::object(format, info, &with_gvk(info, pending.object())),
+            )
+        }
     };
-    Ok(json_response(StatusCode::OK, &body))
+    Ok(json_response(code, &body))
 }
 
 /// DELETE on a collection: deletes every object matching the selectors.
@@ -256,6 +311,7 @@ pub(super) fn delete_collection(
     body: &[u8],
 ) -> Result<Response> {
     let info = &req.info;
+    options::validate_list(params, false)?;
     let opts = DeleteOptions::parse(params, headers, body)?;
     let filter = Filter::from_request(req, params)?;
     let (all, _) = state

@@ -6,6 +6,7 @@
 mod binding;
 mod create;
 mod delete;
+mod options;
 mod params;
 mod read;
 mod watch;
@@ -27,6 +28,7 @@ use super::route::{self, ResourceRequest, Target};
 use super::store::Store;
 
 pub(crate) use delete::finalize_namespaces;
+use options::WriteKind;
 pub(crate) use params::Params;
 
 /// Shared state of all handlers.
@@ -60,6 +62,10 @@ pub(crate) async fn dispatch(
         Ok(t) => t,
         Err(e) => return e.into_response(),
     };
+    let streams = matches!(&target, Target::Resource(r) if r.name.is_none() && r.subresource.is_none())
+        && method == Method::GET
+        && params.flag("watch");
+    let pretty = !streams && params.pretty(&headers);
     let result = match target {
         Target::Resource(req) => resource(&state, method, req, &params, &headers, body).await,
         other if method == Method::GET => {
@@ -69,7 +75,39 @@ pub(crate) async fn dispatch(
             "the server does not allow this method on the requested resource ({method})"
         ))),
     };
-    result.unwrap_or_else(IntoResponse::into_response)
+    let response = result.unwrap_or_else(IntoResponse::into_response);
+    if pretty {
+        indent(response).await
+    } else {
+        response
+    }
+}
+
+/// Re-renders a JSON answer indented by two spaces (`pretty`); other answers pass unchanged.
+async fn indent(response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let pretty = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| serde_json::to_vec_pretty(&v).ok());
+    let bytes = match pretty {
+        Some(mut p) => {
+            p.push(b'\n');
+            Bytes::from(p)
+        }
+        None => bytes,
+    };
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 fn is_write(method: &Method) -> bool {
@@ -108,16 +146,28 @@ async fn resource(
     let sub = req.subresource.as_deref();
     match (method, req.name.is_some(), sub) {
         (Method::GET, false, None) if params.flag("watch") => {
+            options::validate_list(params, true)?;
             watch::watch(state, &req, params, headers)
         }
-        (Method::GET, false, None) => read::list(state, &req, params, headers),
+        (Method::GET, false, None) => {
+            options::validate_list(params, false)?;
+            read::list(state, &req, params, headers)
+        }
         (Method::GET, true, None | Some("status")) => read::get(state, &req, params, headers),
-        (Method::POST, false, None) => create::create(state, &req, params, headers, &body),
-        (Method::POST, true, Some("binding")) => binding::bind(state, &req, headers, &body),
+        (Method::POST, false, None) => {
+            options::validate_write(WriteKind::Create, params)?;
+            create::create(state, &req, params, headers, &body)
+        }
+        (Method::POST, _, Some("binding")) => {
+            options::validate_write(WriteKind::Create, params)?;
+            binding::bind(state, &req, params, headers, &body)
+        }
         (Method::PUT, true, None | Some("status")) => {
+            options::validate_write(WriteKind::Update, params)?;
             write::update(state, &req, params, headers, &body)
         }
         (Method::PATCH, true, None | Some("status")) => {
+            options::validate_write(WriteKind::Patch, params)?;
             write::patch(state, &req, params, headers, &body)
         }
         (Method::DELETE, true, None) => delete::delete(state, &req, params, headers, &body),

@@ -103,7 +103,42 @@ fn decode_token(token: &str) -> Result<(u64, String, String)> {
     ))
 }
 
-/// LIST a collection.
+/// The 410 of a continue token whose revision is no longer retained.
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.";
+
+/// The 410 of an exact list at a revision no longer retained.
+const LIST_EXPIRED: &str = "The resourceVersion for the provided list is too old.";
+
+/// The revision a list without a continue token reads at, `None` for the present: an exact read
+/// for `resourceVersionMatch=Exact`, and for a paged list with a resourceVersion and no match
+/// (the legacy rule); `NotOlderThan` (or no match) is served from the present, which is never
+/// older. A revision the server has not reached is a 504 for "not older than" and the storage's
+/// future-revision error for an exact read.
+fn exact_revision(params: &Params, paged: bool, current: u64) -> Result<Option<u64>> {
+    let Some(v) = params.get("resourceVersion").filter(|v| *v != "0") else {
+        return Ok(None);
+    };
+    let rv = v
+        .parse::<u64>()
+        .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {v:?}")))?;
+    let exact = match params.get("resourceVersionMatch") {
+        Some(m) => m == "Exact",
+        None => paged,
+    };
+    if rv > current {
+        return Err(if exact {
+            ApiError::Internal("etcdserver: mvcc: required revision is a future revision".into())
+        } else {
+            ApiError::Timeout(format!(
+                "Timeout: Too large resource version: {rv}, current: {current}"
+            ))
+        });
+    }
+    Ok(exact.then_some(rv))
+}
+
+/// LIST a collection. Pages after the first read at the first page's revision, so a paged list
+/// is one consistent snapshot, as from etcd.
 pub(super) fn list(
     state: &AppState,
     req: &ResourceRequest,
@@ -113,27 +148,33 @@ pub(super) fn list(
     let info = &req.info;
     let filter = Filter::from_request(req, params)?;
     let limit = params
-        .number("limit")?
+        .int("limit")?
         .filter(|l| *l > 0)
-        .map(|l| l as usize);
-    let after = match params.get("continue") {
+        .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+    let key = info.storage_key();
+    let namespace = filter.namespace.as_deref();
+    let (present, current_rv) = state.store.list(&key, namespace, None);
+    let (all, list_rv) = match params.get("continue") {
         Some(token) => {
             let (rv, ns, name) = decode_token(token)?;
-            if rv < state.store.compacted_rv() {
-                return Err(ApiError::Gone(
-                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
-                ));
-            }
-            Some((rv, (ns, name)))
+            let after = (ns, name);
+            let items = state
+                .store
+                .list_at(&key, namespace, Some(&after), rv)
+                .ok_or_else(|| ApiError::Gone(CONTINUE_EXPIRED.into()))?;
+            (items, rv)
         }
-        None => None,
+        None => match exact_revision(params, limit.is_some(), current_rv)? {
+            Some(rv) if rv < current_rv => {
+                let items = state
+                    .store
+                    .list_at(&key, namespace, None, rv)
+                    .ok_or_else(|| ApiError::Gone(LIST_EXPIRED.into()))?;
+                (items, rv)
+            }
+            _ => (present, current_rv),
+        },
     };
-    let (all, current_rv) = state.store.list(
-        &info.storage_key(),
-        filter.namespace.as_deref(),
-        after.as_ref().map(|(_, k)| k),
-    );
-    let list_rv = after.as_ref().map_or(current_rv, |(rv, _)| *rv);
     let mut items: Vec<Arc<Value>> = Vec::new();
     let mut token = None;
     let mut remaining = None;
@@ -160,7 +201,10 @@ pub(super) fn list(
             last["namespace"].as_str().unwrap_or_default(),
             last["name"].as_str().unwrap_or_default(),
         ));
-        remaining = Some(rest);
+        // Counted only without selectors, as etcd's count includes objects they would drop.
+        let selected =
+            params.get("labelSelector").is_some() || params.get("fieldSelector").is_some();
+        remaining = (!selected).then_some(rest);
     }
     let body = render::list(
         format_of(headers, params),

@@ -113,9 +113,11 @@ pub(super) fn watch(
                 .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {v:?}")))?,
         ),
     };
-    let timeout = params
-        .number("timeoutSeconds")?
-        .map_or(state.default_watch_timeout, Duration::from_secs);
+    // Zero (or no) timeout means the server's default; a negative one ends the watch at once.
+    let timeout = match params.int("timeoutSeconds")? {
+        None | Some(0) => state.default_watch_timeout,
+        Some(secs) => Duration::from_secs(u64::try_from(secs).unwrap_or(0)),
+    };
     let (tx, rx) = mpsc::channel(256);
     let watcher = Watcher {
         info: req.info.clone(),
