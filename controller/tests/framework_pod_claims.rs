@@ -9,7 +9,7 @@ use dra_controller::framework::testing::fixtures::{
     NODE, OTHER_CLASS, POD, POD_CLAIM, POD_UID,
 };
 use dra_controller::framework::testing::Operation;
-use dra_controller::framework::{ApiErrorKind, ControllerConfig, SyncOutcome};
+use dra_controller::framework::{ControllerConfig, KubeCallErrorKind, SyncOutcome};
 use framework_support::{failed_event, unversioned, Harness};
 
 fn delayed_pod_harness() -> Harness {
@@ -130,8 +130,11 @@ async fn finalizer_failure_skips_driver_allocate() {
     let h = Harness::new()
         .with_class(class())
         .with_claim(claim().immediate());
-    h.api
-        .fail_next(Operation::UpdateClaim, ApiErrorKind::Conflict, "conflict");
+    h.api.fail_next(
+        Operation::UpdateClaim,
+        KubeCallErrorKind::Conflict,
+        "conflict",
+    );
     let err = h.sync_claim(CLAIM).await.unwrap_err();
     assert_eq!(err.to_string(), "allocate: add finalizer: conflict");
     assert!(h.driver.allocate_calls().is_empty());
@@ -143,8 +146,11 @@ async fn allocation_status_write_failure_is_reported() {
     let h = Harness::new()
         .with_class(class())
         .with_claim(claim().immediate());
-    h.api
-        .fail_next(Operation::UpdateClaimStatus, ApiErrorKind::Other, "timeout");
+    h.api.fail_next(
+        Operation::UpdateClaimStatus,
+        KubeCallErrorKind::Other,
+        "timeout",
+    );
     let err = h.sync_claim(CLAIM).await.unwrap_err();
     assert_eq!(err.to_string(), "allocate: add allocation: timeout");
     // The finalizer stays, so a later Deallocate can free what the driver reserved.

@@ -14,7 +14,9 @@ use dra_controller::framework::testing::fixtures::{
     PodFixture, CLAIM, NAMESPACE, NODE, OTHER_CLASS, OTHER_NODE, POD, POD_CLAIM,
 };
 use dra_controller::framework::testing::{DriverCall, Operation};
-use dra_controller::framework::{claim_key, scheduling_context_key, ApiErrorKind, SyncOutcome};
+use dra_controller::framework::{
+    claim_key, scheduling_context_key, KubeCallErrorKind, SyncOutcome,
+};
 use framework_support::{failed_event, unversioned, unversioned_context, CachesExt, Harness};
 
 fn unsuitable_calls(h: &Harness) -> Vec<DriverCall> {
@@ -363,7 +365,7 @@ async fn driver_is_told_once_the_status_write_removing_the_allocation_returned()
     );
     h.api.fail_next(
         Operation::UpdateClaimStatus,
-        ApiErrorKind::Conflict,
+        KubeCallErrorKind::Conflict,
         "conflict",
     );
     assert!(h.sync_claim(CLAIM).await.is_err());

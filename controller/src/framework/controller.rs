@@ -17,7 +17,7 @@ use tracing::{debug, instrument, warn};
 use super::api::{object_reference, ClusterApi, EventRecord};
 use super::caches::Caches;
 use super::driver::Driver;
-use super::error::{ApiError, Error, Result};
+use super::error::{Error, KubeCallError, Result};
 use super::kube_api::Watches;
 use super::mutation_cache::MutationCache;
 use super::workqueue::{RateLimit, WorkQueue};
@@ -389,7 +389,7 @@ impl<D: Driver> Inner<D> {
         &self,
         claim: &ResourceClaim,
         status: bool,
-    ) -> std::result::Result<Arc<ResourceClaim>, ApiError> {
+    ) -> std::result::Result<Arc<ResourceClaim>, KubeCallError> {
         let updated = if status {
             self.api.update_claim_status(claim).await?
         } else {

@@ -27,8 +27,8 @@ pub use controller::{
     claim_key, scheduling_context_key, Controller, ControllerConfig, SyncOutcome,
 };
 pub use driver::{ClaimAllocation, Driver};
-pub use error::{ApiError, ApiErrorKind, Error, Result};
-pub use kube_api::{api_error, KubeApi};
+pub use error::{Error, KubeCallError, KubeCallErrorKind, Result};
+pub use kube_api::{kube_call_error, KubeApi};
 pub use mutation_cache::MutationCache;
 pub use scheduling::{status_patch, truncate_nodes, ClaimStatusEntry, NODE_LIST_MAX_SIZE};
 pub use workqueue::{RateLimit, WorkQueue};
