@@ -7,7 +7,7 @@ use dra_controller::framework::testing::fixtures::{
     allocation, claim, class, ClaimFixture, ClassFixture, CLAIM, CLASS, OTHER_CLASS,
 };
 use dra_controller::framework::testing::DriverCall;
-use dra_controller::framework::{Error, SyncOutcome};
+use dra_controller::framework::SyncOutcome;
 use framework_support::{failed_event, unversioned, Harness};
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 
@@ -30,17 +30,6 @@ fn deallocate_calls(h: &Harness) -> usize {
         .iter()
         .filter(|c| matches!(c, DriverCall::Deallocate { .. }))
         .count()
-}
-
-#[tokio::test]
-async fn invalid_key_is_an_error_without_event() {
-    let h = Harness::new();
-    let err = h.controller.sync("claim:x/y/z").await.unwrap_err();
-    assert_eq!(err, Error::UnexpectedKeyFormat("x/y/z".into()));
-    assert_eq!(err.to_string(), r#"unexpected key format: "x/y/z""#);
-    let err = h.controller.sync("pod:default/x").await.unwrap_err();
-    assert!(err.to_string().starts_with("unexpected key format"));
-    assert!(h.events().is_empty());
 }
 
 #[tokio::test]

@@ -14,9 +14,7 @@ use dra_controller::framework::testing::fixtures::{
     PodFixture, CLAIM, NAMESPACE, NODE, OTHER_CLASS, OTHER_NODE, POD, POD_CLAIM,
 };
 use dra_controller::framework::testing::{DriverCall, Operation};
-use dra_controller::framework::{
-    claim_key, scheduling_context_key, KubeCallErrorKind, SyncOutcome,
-};
+use dra_controller::framework::{KubeCallErrorKind, QueueKey, SyncOutcome};
 use framework_support::{failed_event, unversioned, unversioned_context, CachesExt, Harness};
 
 fn unsuitable_calls(h: &Harness) -> Vec<DriverCall> {
@@ -65,7 +63,10 @@ async fn class_change_requeues_claims_of_that_class_only() {
     keys.sort();
     assert_eq!(
         keys,
-        vec![claim_key(NAMESPACE, "b"), claim_key(NAMESPACE, CLAIM)]
+        vec![
+            QueueKey::claim(NAMESPACE, "b"),
+            QueueKey::claim(NAMESPACE, CLAIM)
+        ]
     );
 }
 
@@ -101,11 +102,11 @@ async fn unallocated_claim_of_a_pod_requeues_the_pods_scheduling_context() {
     assert_eq!(h.controller.queue().len(), 2, "the claim and the context");
     assert_eq!(
         h.controller.queue().get().await,
-        Some(claim_key(NAMESPACE, CLAIM))
+        Some(QueueKey::claim(NAMESPACE, CLAIM))
     );
     assert_eq!(
         h.controller.queue().get().await,
-        Some(scheduling_context_key(NAMESPACE, POD))
+        Some(QueueKey::scheduling_context(NAMESPACE, POD))
     );
     let allocated = claim()
         .delayed()
@@ -129,7 +130,7 @@ async fn pod_change_requeues_its_scheduling_context() {
     h.controller.pod_changed(&pod());
     assert_eq!(
         h.controller.queue().get().await,
-        Some(scheduling_context_key(NAMESPACE, POD))
+        Some(QueueKey::scheduling_context(NAMESPACE, POD))
     );
 }
 
@@ -184,7 +185,7 @@ async fn status_update_on_changed_context_conflicts_and_retries() {
     assert_eq!(
         h.controller
             .queue()
-            .num_requeues(&scheduling_context_key(NAMESPACE, POD)),
+            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD)),
         1
     );
     // Once the watch delivers the newer copy, the next sync succeeds and keeps their entry.
@@ -348,7 +349,7 @@ async fn status_patch_that_loses_a_race_posts_no_event() {
     assert_eq!(
         h.controller
             .queue()
-            .num_requeues(&scheduling_context_key(NAMESPACE, POD)),
+            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD)),
         1,
         "retried with the key's own backoff"
     );

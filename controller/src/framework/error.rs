@@ -49,9 +49,6 @@ impl KubeCallError {
 /// the Go library recognise them in events.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// A queue key that is neither `claim:<ns>/<name>` nor `schedulingCtx:<ns>/<name>`.
-    #[error("unexpected key format: {0:?}")]
-    UnexpectedKeyFormat(String),
     /// The ResourceClass named by a claim is not in the cache.
     #[error("resourceclass.resource.k8s.io {0:?} not found")]
     ClassNotFound(String),
@@ -153,7 +150,6 @@ impl Error {
     /// Fixed label value naming what failed, for metrics and logs.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::UnexpectedKeyFormat(_) => "key",
             Error::ClassNotFound(_) => "class_not_found",
             Error::ClassParameters { .. } => "class_parameters",
             Error::ClaimParameters { .. } => "claim_parameters",

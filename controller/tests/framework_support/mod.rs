@@ -8,7 +8,7 @@ use std::sync::Arc;
 use dra_controller::framework::testing::fixtures::{NAMESPACE, POD};
 use dra_controller::framework::testing::{FakeApi, MemoryCaches, ScriptedDriver, Write};
 use dra_controller::framework::{
-    claim_key, scheduling_context_key, Controller, ControllerConfig, EventType, Result, SyncOutcome,
+    Controller, ControllerConfig, EventType, QueueKey, Result, SyncOutcome,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{
@@ -92,12 +92,14 @@ impl Harness {
     }
 
     pub async fn sync_claim(&self, name: &str) -> Result<SyncOutcome> {
-        self.controller.sync(&claim_key(NAMESPACE, name)).await
+        self.controller
+            .sync(&QueueKey::claim(NAMESPACE, name))
+            .await
     }
 
     pub async fn sync_context(&self) -> Result<SyncOutcome> {
         self.controller
-            .sync(&scheduling_context_key(NAMESPACE, POD))
+            .sync(&QueueKey::scheduling_context(NAMESPACE, POD))
             .await
     }
 
