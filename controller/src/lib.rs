@@ -1,9 +1,8 @@
-//! `dra-controller`: the classic DRA (resource.k8s.io/v1alpha2) controller framework.
+//! `dra-controller`: the ledger-backed classic DRA (resource.k8s.io/v1alpha2) resource driver and
+//! the `dra-ledger` binary.
 //!
-//! [`framework`] owns the driver-independent part: watching claims, classes, scheduling contexts and
-//! pods, the work queue, the sync algorithm and the writes to the API server. A resource driver plugs
-//! in through [`framework::Driver`]. The framework must not depend on any particular driver or on the
-//! ledger.
+//! The driver-independent controller (watches, work queue, sync algorithm) is the `dra-framework`
+//! crate; [`driver`] plugs into it through `dra_framework::Driver`.
 //!
 //! [`driver`] is the ledger-backed resource driver (allocation through the `dra-allocator` ledger,
 //! inventory from ResourceSlices, reconcile with the cluster); [`params`] owns the
@@ -18,6 +17,5 @@
 
 pub mod cli;
 pub mod driver;
-pub mod framework;
 pub mod leader;
 pub mod params;

@@ -9,7 +9,7 @@
 //! - `admin` ([`admin`]): the admin API of a running process as tables or JSON.
 //!
 //! Owns process concerns only (flags, logging, signals, exit codes); the controller logic lives in
-//! [`crate::framework`] and [`crate::driver`]. `main.rs` only calls [`main`].
+//! [`dra_framework`] and [`crate::driver`]. `main.rs` only calls [`main`].
 
 pub mod admin;
 pub mod demo;

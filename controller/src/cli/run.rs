@@ -11,8 +11,8 @@ use tracing::{error, info, warn};
 
 use super::stack::{Stack, StackConfig};
 use super::{default_ledger_path, parse_duration, LogFormat, DEFAULT_DRIVER_NAME};
-use crate::framework::ControllerConfig;
 use crate::leader::LeaderConfig;
+use dra_framework::ControllerConfig;
 
 /// Flags of `dra-ledger run`.
 #[derive(Debug, Clone, clap::Args)]

@@ -23,8 +23,8 @@ use tracing::{info, warn};
 use super::observe::MetricsObserver;
 use super::{SHUTDOWN_GRACE, VERSION};
 use crate::driver::{run_background, DriverConfig, LedgerDriver};
-use crate::framework::{Controller, ControllerConfig};
 use crate::leader::{Elector, Fence, FenceLayer, LeaderConfig, Role};
+use dra_framework::{Controller, ControllerConfig};
 
 /// What the stack needs to start.
 #[derive(Debug, Clone)]

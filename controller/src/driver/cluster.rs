@@ -12,8 +12,8 @@ use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporte
 use kube::Client;
 
 use super::param_cache::ParamCache;
-use crate::framework::{kube_call_error, EventRecord, EventType, KubeCallError};
 use crate::params::{DeviceClaimParameters, DeviceClassParameters};
+use dra_framework::{kube_call_error, EventRecord, EventType, KubeCallError};
 
 /// The driver's reads and event posts against the cluster.
 #[async_trait]

@@ -4,8 +4,8 @@
 
 use dra_allocator::ledger::LedgerError;
 
-use crate::framework::KubeCallError;
 use crate::params::ParamsError;
+use dra_framework::KubeCallError;
 
 /// Result alias of the driver.
 pub type Result<T, E = DriverError> = std::result::Result<T, E>;

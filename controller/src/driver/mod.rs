@@ -1,4 +1,4 @@
-//! The ledger-backed resource driver: implements [`crate::framework::Driver`] on top of the
+//! The ledger-backed resource driver: implements [`dra_framework::Driver`] on top of the
 //! `dra-allocator` ledger.
 //!
 //! - parameters: `parametersRef` of classes and claims resolved to the `dra-ledger.io` objects

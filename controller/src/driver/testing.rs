@@ -9,8 +9,8 @@ use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::ResourceExt;
 
 use super::DriverCluster;
-use crate::framework::{EventRecord, KubeCallError, KubeCallErrorKind};
 use crate::params::{DeviceClaimParameters, DeviceClassParameters};
+use dra_framework::{EventRecord, KubeCallError, KubeCallErrorKind};
 
 #[derive(Default)]
 struct Objects {

@@ -14,11 +14,9 @@ use dra_controller::driver::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, DriverError, DriverObserver,
     LedgerDriver,
 };
-use dra_controller::framework::testing::{FakeApi, MemoryCaches};
-use dra_controller::framework::{
-    ClaimAllocation, Controller, ControllerConfig, Driver, EventType, QueueKey,
-};
 use dra_controller::params::{DeviceClaimParametersSpec, SharingSpec};
+use dra_framework::testing::{FakeApi, MemoryCaches};
+use dra_framework::{ClaimAllocation, Controller, ControllerConfig, Driver, EventType, QueueKey};
 use fixture::{allocated, claim, class, params, pod, req, Fixture, DRIVER};
 
 #[tokio::test]

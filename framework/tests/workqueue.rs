@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use dra_controller::framework::{QueueKey, RateLimit, WorkQueue};
+use dra_framework::{QueueKey, RateLimit, WorkQueue};
 use tokio::time::timeout;
 
 fn queue() -> WorkQueue<QueueKey> {

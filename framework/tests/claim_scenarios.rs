@@ -1,15 +1,15 @@
 //! Upstream scenarios 1-22 (claims): the sync of one `claim:` key with the scripted driver,
 //! asserting the stored claim, the driver calls, the events and the sync result.
 
-mod framework_support;
+mod support;
 
-use dra_controller::framework::testing::fixtures::{
+use dra_framework::testing::fixtures::{
     allocation, claim, class, ClaimFixture, ClassFixture, CLAIM, CLASS, OTHER_CLASS,
 };
-use dra_controller::framework::testing::DriverCall;
-use dra_controller::framework::SyncOutcome;
-use framework_support::{failed_event, unversioned, Harness};
+use dra_framework::testing::DriverCall;
+use dra_framework::SyncOutcome;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
+use support::{failed_event, unversioned, Harness};
 
 #[derive(Clone, Copy)]
 enum Mode {
@@ -228,8 +228,8 @@ async fn immediate_claim_gets_finalizer_then_allocation() {
     assert!(matches!(
         writes.as_slice(),
         [
-            dra_controller::framework::testing::Write::UpdateClaim(_),
-            dra_controller::framework::testing::Write::UpdateClaimStatus(_)
+            dra_framework::testing::Write::UpdateClaim(_),
+            dra_framework::testing::Write::UpdateClaimStatus(_)
         ]
     ));
 }

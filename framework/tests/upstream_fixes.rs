@@ -7,15 +7,15 @@
 //! claim arrives after it, and the driver told once a deallocated claim no longer shows its
 //! allocation.
 
-mod framework_support;
+mod support;
 
-use dra_controller::framework::testing::fixtures::{
+use dra_framework::testing::fixtures::{
     allocation, claim, class, context, nodes, pod, ClaimFixture, ClassFixture, ContextFixture,
     PodFixture, CLAIM, NAMESPACE, NODE, OTHER_CLASS, OTHER_NODE, POD, POD_CLAIM,
 };
-use dra_controller::framework::testing::{DriverCall, Operation};
-use dra_controller::framework::{KubeCallErrorKind, QueueKey, SyncOutcome};
-use framework_support::{failed_event, unversioned, unversioned_context, CachesExt, Harness};
+use dra_framework::testing::{DriverCall, Operation};
+use dra_framework::{KubeCallErrorKind, QueueKey, SyncOutcome};
+use support::{failed_event, unversioned, unversioned_context, CachesExt, Harness};
 
 fn unsuitable_calls(h: &Harness) -> Vec<DriverCall> {
     h.driver
@@ -111,7 +111,7 @@ async fn unallocated_claim_of_a_pod_requeues_the_pods_scheduling_context() {
     let allocated = claim()
         .delayed()
         .owned_by_pod()
-        .allocated(dra_controller::framework::testing::fixtures::allocation());
+        .allocated(dra_framework::testing::fixtures::allocation());
     let h = delayed_pod_harness().with_context(context().potential(&[NODE]));
     h.controller.claim_changed(&allocated);
     assert_eq!(
@@ -259,7 +259,7 @@ async fn allocated_claims_are_not_checked_for_unsuitable_nodes() {
                 .named("done")
                 .delayed()
                 .with_finalizer()
-                .allocated(dra_controller::framework::testing::fixtures::allocation()),
+                .allocated(dra_framework::testing::fixtures::allocation()),
         )
         .with_pod(
             pod()
