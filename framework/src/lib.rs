@@ -27,6 +27,7 @@ mod queue_key;
 mod scheduling;
 mod sync_claim;
 mod sync_context;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod workqueue;
 

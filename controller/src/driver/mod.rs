@@ -28,6 +28,7 @@ mod param_cache;
 mod parameters;
 pub mod reconcile;
 mod state;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod unsuitable;
 

@@ -1,5 +1,8 @@
 //! An in-memory [`DriverCluster`] for tests of the driver without an API server: parameter
 //! objects and claims are put in by the test, posted events are recorded.
+//!
+//! Compiled only for tests or with the `testing` feature of `dra-controller`; a product build has
+//! none of it.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};

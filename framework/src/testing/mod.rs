@@ -1,8 +1,9 @@
 //! Test doubles of the framework: an in-memory [`FakeApi`] that stores objects, records writes and
 //! can inject failures, [`MemoryCaches`] that tests fill directly, a [`ScriptedDriver`], and small
-//! fixture builders. Used by this crate's tests and by drivers built on the framework.
+//! fixture builders. Used by this crate's tests and by the tests of drivers built on the framework.
 //!
-//! Must not depend on a real cluster.
+//! Compiled only for tests or with the `testing` feature (a dev-dependency with
+//! `features = ["testing"]`); a product build has none of it. Must not depend on a real cluster.
 
 mod driver;
 pub mod fixtures;
