@@ -4,25 +4,24 @@
 //! - `run` ([`run`]): the controller against a cluster;
 //! - `demo` ([`demo`]): simulated cluster, workload, controller and admin API in one process;
 //! - `sim`: only the simulated cluster (the flags and loop of `dra_sim::cluster::cli`);
-//! - `crds`: the CRD manifests of [`crate::params`];
+//! - `crds`: the CRD manifests of `dra_controller::params`;
 //! - `ledger` ([`ledger_tools`]): offline inspect, verify, backup and migrate;
 //! - `admin` ([`admin`]): the admin API of a running process as tables or JSON.
 //!
-//! Owns process concerns only (flags, logging, signals, exit codes); the controller logic lives in
-//! [`dra_framework`] and [`crate::driver`]. `main.rs` only calls [`main`].
+//! Part of the `dra-ledger` binary, not of the `dra_controller` library. Owns process concerns
+//! only (flags, logging, signals, exit codes); the controller logic lives in `dra_framework` and
+//! `dra_controller` (whose `process` module assembles a running controller). `main.rs` only
+//! calls [`main`].
 
 pub mod admin;
 pub mod demo;
 mod duration;
 pub mod ledger_tools;
 mod logging;
-mod observe;
 pub mod run;
-mod stack;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -31,9 +30,6 @@ pub use logging::LogFormat;
 
 /// The default DRA driver name.
 pub const DEFAULT_DRIVER_NAME: &str = "gpu.dra-ledger.io";
-
-/// The version reported by `--version` and `build_info`.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// dra-ledger: a classic DRA (resource.k8s.io/v1alpha2) driver controller for GPUs with a durable
 /// ledger of every device allocation.
@@ -108,7 +104,7 @@ pub fn error_text(error: &anyhow::Error) -> String {
 pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crds => {
-            print!("{}", crate::params::crd_manifests());
+            print!("{}", dra_controller::params::crd_manifests());
             Ok(ExitCode::SUCCESS)
         }
         Command::Ledger(args) => ledger_tools::execute(&args),
@@ -158,13 +154,11 @@ pub async fn wait_for_signal() -> std::io::Result<()> {
     }
 }
 
-/// How long shutdown waits for in-flight work before giving up.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use std::time::Duration;
 
     #[derive(Debug, thiserror::Error)]
     #[error("cannot open ledger file x: {source}")]
