@@ -13,6 +13,12 @@
 //!
 //! The `dra-ledger` command line (flags, subcommands, logging, exit codes) is part of the binary
 //! target (`src/main.rs` and `src/cli/`), not of this library.
+//!
+//! Features: `demo` (default) adds `dra-ledger demo` and `dra-ledger sim` to the binary and is
+//! the only thing that pulls in `dra-sim`, the simulated cluster; a build with
+//! `--no-default-features` (the product image) has neither. `failpoints` compiles in the
+//! ledger's and the driver's failpoints for the chaos tests, which require it. `testing` adds
+//! `driver::testing` for tests.
 
 // Kubernetes kind names (ResourceClaim, PodSchedulingContext, ...) are prose in these docs, not
 // code identifiers; back-ticking every one of them would make the docs harder to read.
