@@ -8,9 +8,9 @@
 //! then blocks forever; other threads go on. Nothing else is ever done at a failpoint: the test
 //! that armed it kills the process.
 //!
-//! The feature is enabled only as a dev-dependency feature (`controller/Cargo.toml`), so
-//! binaries that `cargo test` builds carry the points and release builds do not. Depends on
-//! nothing but `std`.
+//! The feature is switched on only explicitly, through the `failpoints` feature of
+//! `dra-controller` that its chaos tests require (`cargo test --features failpoints`); other
+//! builds do not carry the points. Depends on nothing but `std`.
 
 /// Marks failpoint `name`. Does nothing unless the `failpoints` feature is on and the point is
 /// armed through `DRA_LEDGER_FAILPOINTS`.

@@ -1,6 +1,6 @@
 #!/usr/bin/env sh
 # The long form of the crash chaos test: hundreds of SIGKILLs of `dra-ledger run` (release
-# build, which carries the failpoints because the test build enables them) against
+# build with the failpoints feature) against
 # `dra-ledger sim` under the churn workload, then the drain and the final checks. Prints the
 # counts: kills by mode and failpoint, recoveries and time to ready, allocations observed, the
 # ledger's audit counts (allocated, confirmed, released, aborted, imported) and violations.
@@ -10,5 +10,5 @@
 set -eu
 cd "$(dirname "$0")/../.."
 kills="${1:-300}"
-DRA_CHAOS_KILLS="$kills" exec cargo test --release -p dra-controller --test chaos_kill -- \
+DRA_CHAOS_KILLS="$kills" exec cargo test --release -p dra-controller --features failpoints --test chaos_kill -- \
     --nocapture --test-threads 1 controller_killed_at_random_moments

@@ -1,23 +1,30 @@
-//! `dra-controller`: the classic DRA (resource.k8s.io/v1alpha2) controller framework.
+//! `dra-controller`: the ledger-backed classic DRA (resource.k8s.io/v1alpha2) resource driver,
+//! the composition of a running controller process, and the `dra-ledger` binary.
 //!
-//! [`framework`] owns the driver-independent part: watching claims, classes, scheduling contexts and
-//! pods, the work queue, the sync algorithm and the writes to the API server. A resource driver plugs
-//! in through [`framework::Driver`]. The framework must not depend on any particular driver or on the
-//! ledger.
+//! The driver-independent controller (watches, work queue, sync algorithm) is the `dra-framework`
+//! crate; [`driver`] plugs into it through `dra_framework::Driver`.
 //!
 //! [`driver`] is the ledger-backed resource driver (allocation through the `dra-allocator` ledger,
 //! inventory from ResourceSlices, reconcile with the cluster); [`params`] owns the
 //! `dra-ledger.io` parameter custom resources and their conversion into the allocator's model.
 //! [`leader`] is leader election on a Lease with the fence that stops a replica which lost it
-//! from writing. [`cli`] is the `dra-ledger` command line (run, demo, sim, crds, ledger tools); it assembles the
-//! driver, the framework, the admin API of `dra-api` and, for the demo, the simulated cluster.
+//! from writing. [`process`] assembles them into a running controller: the ledger, the client,
+//! the driver, the framework's controller, the admin API of `dra-api` and the elector.
+//!
+//! The `dra-ledger` command line (flags, subcommands, logging, exit codes) is part of the binary
+//! target (`src/main.rs` and `src/cli/`), not of this library.
+//!
+//! Features: `demo` (default) adds `dra-ledger demo` and `dra-ledger sim` to the binary and is
+//! the only thing that pulls in `dra-sim`, the simulated cluster; a build with
+//! `--no-default-features` (the product image) has neither. `failpoints` compiles in the
+//! ledger's and the driver's failpoints for the chaos tests, which require it. `testing` adds
+//! `driver::testing` for tests.
 
 // Kubernetes kind names (ResourceClaim, PodSchedulingContext, ...) are prose in these docs, not
 // code identifiers; back-ticking every one of them would make the docs harder to read.
 #![allow(clippy::doc_markdown)]
 
-pub mod cli;
 pub mod driver;
-pub mod framework;
 pub mod leader;
 pub mod params;
+pub mod process;

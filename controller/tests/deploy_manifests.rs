@@ -11,16 +11,16 @@ mod deploy_support;
 mod e2e_support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::Parser;
 use deploy_support::rbac::{access_of, granted, granted_in, lines, RecordingLayer};
+use deploy_support::run_flags::{help_of, RunFlags};
 use deploy_support::schema::violations;
 use deploy_support::{
     all_documents, deploy_dir, find, kubernetes_validate, manifest_files, yaml_files, CUSTOM_GROUP,
     KUSTOMIZATION,
 };
-use dra_controller::cli::{Cli, Command};
 use dra_controller::params::{
     claim_request, class_defaults, DeviceClaimParameters, DeviceClassParameters,
 };
@@ -190,14 +190,7 @@ fn statefulset_runs_the_controller_with_its_flags_volumes_and_probes() {
     let spec = set.spec.expect("spec");
     let pod = spec.template.spec.expect("pod spec");
     let container = &pod.containers[0];
-    let mut argv = vec!["dra-ledger".to_owned()];
-    argv.extend(container.args.clone().expect("args"));
-    let Command::Run(run) = Cli::try_parse_from(&argv)
-        .expect("dra-ledger accepts the args")
-        .command
-    else {
-        panic!("the container runs `dra-ledger run`: {argv:?}");
-    };
+    let run = RunFlags::of(&container.args.clone().expect("args"));
     let mounts: BTreeMap<String, String> = container
         .volume_mounts
         .iter()
@@ -212,11 +205,12 @@ fn statefulset_runs_the_controller_with_its_flags_volumes_and_probes() {
         .collect();
     assert_eq!(claim_templates, ["ledger"]);
     assert!(
-        run.ledger.starts_with(&mounts["ledger"]),
+        run.parsed::<PathBuf>("ledger")
+            .starts_with(&mounts["ledger"]),
         "ledger on the volume"
     );
     assert_eq!(mounts["ledger"], "/var/lib/dra-ledger");
-    let token = run.admin_token_file.expect("--admin-token-file");
+    let token = PathBuf::from(run.given("admin-token-file").expect("--admin-token-file"));
     assert!(
         token.starts_with(&mounts["admin-token"]),
         "token from the Secret"
@@ -238,7 +232,7 @@ fn statefulset_runs_the_controller_with_its_flags_volumes_and_probes() {
         .find(|p| p.name.as_deref() == Some("admin"));
     assert_eq!(
         port.map(|p| p.container_port),
-        Some(i32::from(run.listen.port()))
+        Some(i32::from(run.parsed::<SocketAddr>("listen").port()))
     );
     let probe_path = |probe: Option<&k8s_openapi::api::core::v1::Probe>| {
         probe
@@ -273,7 +267,8 @@ fn statefulset_runs_the_controller_with_its_flags_volumes_and_probes() {
 
     let class: ResourceClass = find("ResourceClass", "gpu").parse();
     assert_eq!(
-        run.driver_name, class.driver_name,
+        run.value("driver-name"),
+        class.driver_name,
         "the example class is ours"
     );
     let image = container.image.as_deref().unwrap_or_default();
@@ -411,6 +406,24 @@ async fn cluster_role_grants_exactly_what_the_controller_requests() {
 }
 
 #[test]
+fn flag_check_refuses_what_dra_ledger_refuses_and_reads_its_defaults() {
+    for args in [
+        ["run", "--no-such-flag"],
+        ["run", "--listen=not-an-address"],
+        ["run", "--leader-elect=maybe"],
+    ] {
+        let args = args.map(String::from);
+        let (code, _, stderr) = help_of(&args);
+        assert_eq!(code, Some(2), "{args:?} is a usage error: {stderr}");
+    }
+    let run = RunFlags::of(&["run".to_owned()]);
+    assert_eq!(run.value("ledger"), "/var/lib/dra-ledger/ledger.redb");
+    assert_eq!(run.value("listen"), "0.0.0.0:8080");
+    assert_eq!(run.value("leader-elect"), "true");
+    assert_eq!(run.given("leader-elect-lease-name"), None);
+}
+
+#[test]
 fn statefulset_replicas_elect_a_leader_named_by_pod_in_its_namespace() {
     let set: StatefulSet = find("StatefulSet", "dra-ledger").parse();
     let spec = set.spec.expect("spec");
@@ -421,14 +434,11 @@ fn statefulset_replicas_elect_a_leader_named_by_pod_in_its_namespace() {
         "the standby does not wait for the leader to be ready"
     );
     let container = &spec.template.spec.expect("pod spec").containers[0];
-    let mut argv = vec!["dra-ledger".to_owned()];
-    argv.extend(container.args.clone().expect("args"));
-    let Command::Run(run) = Cli::try_parse_from(&argv).expect("args parse").command else {
-        panic!("the container runs `dra-ledger run`: {argv:?}");
-    };
-    assert!(run.leader_elect);
+    let run = RunFlags::of(&container.args.clone().expect("args"));
+    assert_eq!(run.value("leader-elect"), "true");
     assert_eq!(
-        run.leader_elect_lease_name, None,
+        run.given("leader-elect-lease-name"),
+        None,
         "the lease is named after the driver"
     );
     let env: BTreeMap<String, String> = container

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use dra_allocator::ledger::{Ledger, LedgerOptions};
 use dra_controller::driver::{DriverConfig, LedgerDriver};
-use dra_controller::framework::ControllerConfig;
+use dra_framework::ControllerConfig;
 use e2e_support::{assert_consistent, count, req, Env, Running, DRIVER};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;

@@ -2,27 +2,31 @@
 //! subcommands of the product specification, section 2.
 //!
 //! - `run` ([`run`]): the controller against a cluster;
-//! - `demo` ([`demo`]): simulated cluster, workload, controller and admin API in one process;
+//! - `demo` (`demo`): simulated cluster, workload, controller and admin API in one process;
 //! - `sim`: only the simulated cluster (the flags and loop of `dra_sim::cluster::cli`);
-//! - `crds`: the CRD manifests of [`crate::params`];
+//! - `crds`: the CRD manifests of `dra_controller::params`;
 //! - `ledger` ([`ledger_tools`]): offline inspect, verify, backup and migrate;
 //! - `admin` ([`admin`]): the admin API of a running process as tables or JSON.
 //!
-//! Owns process concerns only (flags, logging, signals, exit codes); the controller logic lives in
-//! [`crate::framework`] and [`crate::driver`]. `main.rs` only calls [`main`].
+//! `demo` and `sim` exist only with the `demo` feature of `dra-controller` (on by default), the
+//! only thing that links the simulated cluster of `dra-sim` into the binary; the product image is
+//! built without it.
+//!
+//! Part of the `dra-ledger` binary, not of the `dra_controller` library. Owns process concerns
+//! only (flags, logging, signals, exit codes); the controller logic lives in `dra_framework` and
+//! `dra_controller` (whose `process` module assembles a running controller). `main.rs` only
+//! calls [`main`].
 
 pub mod admin;
+#[cfg(feature = "demo")]
 pub mod demo;
 mod duration;
 pub mod ledger_tools;
 mod logging;
-mod observe;
 pub mod run;
-mod stack;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -32,13 +36,13 @@ pub use logging::LogFormat;
 /// The default DRA driver name.
 pub const DEFAULT_DRIVER_NAME: &str = "gpu.dra-ledger.io";
 
-/// The version reported by `--version` and `build_info`.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
 /// dra-ledger: a classic DRA (resource.k8s.io/v1alpha2) driver controller for GPUs with a durable
 /// ledger of every device allocation.
-///
-/// Start with `dra-ledger demo`: a simulated cluster, a workload and the controller in one process.
+#[cfg_attr(feature = "demo", doc = "")]
+#[cfg_attr(
+    feature = "demo",
+    doc = "Start with `dra-ledger demo`: a simulated cluster, a workload and the controller in one process."
+)]
 #[derive(Debug, Parser)]
 #[command(name = "dra-ledger", version, propagate_version = true)]
 pub struct Cli {
@@ -53,8 +57,10 @@ pub enum Command {
     /// Run the controller against a Kubernetes cluster.
     Run(run::RunArgs),
     /// Run a simulated cluster, a workload and the controller in one process, printing progress.
+    #[cfg(feature = "demo")]
     Demo(demo::DemoArgs),
     /// Run only the simulated cluster on loopback (for kubectl and `dra-ledger run`).
+    #[cfg(feature = "demo")]
     Sim(SimCommandArgs),
     /// Print the CustomResourceDefinitions of the parameter objects as YAML.
     Crds,
@@ -65,6 +71,7 @@ pub enum Command {
 }
 
 /// Flags of `dra-ledger sim`: those of the `dra-sim` binary.
+#[cfg(feature = "demo")]
 #[derive(Debug, clap::Args)]
 pub struct SimCommandArgs {
     #[command(flatten)]
@@ -108,7 +115,7 @@ pub fn error_text(error: &anyhow::Error) -> String {
 pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crds => {
-            print!("{}", crate::params::crd_manifests());
+            print!("{}", dra_controller::params::crd_manifests());
             Ok(ExitCode::SUCCESS)
         }
         Command::Ledger(args) => ledger_tools::execute(&args),
@@ -118,10 +125,12 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             runtime()?.block_on(run::run(args))?;
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "demo")]
         Command::Demo(args) => {
             logging::init(args.log_format, "error");
             runtime()?.block_on(demo::demo(args))
         }
+        #[cfg(feature = "demo")]
         Command::Sim(args) => {
             logging::init(args.log_format, "info");
             runtime()?.block_on(dra_sim::cluster::cli::run(&args.sim))?;
@@ -158,13 +167,11 @@ pub async fn wait_for_signal() -> std::io::Result<()> {
     }
 }
 
-/// How long shutdown waits for in-flight work before giving up.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use std::time::Duration;
 
     #[derive(Debug, thiserror::Error)]
     #[error("cannot open ledger file x: {source}")]
@@ -203,6 +210,7 @@ mod tests {
         assert_eq!(args.log_format, LogFormat::Text);
     }
 
+    #[cfg(feature = "demo")]
     #[test]
     fn demo_duration_accepts_a_time_limit() {
         let cli = Cli::try_parse_from(["dra-ledger", "demo", "--pods", "20", "--duration", "90s"])
@@ -213,6 +221,19 @@ mod tests {
         assert_eq!(args.pods, 20);
         assert_eq!(args.duration, Some(Duration::from_secs(90)));
         assert_eq!(args.listen.to_string(), "127.0.0.1:8080");
+    }
+
+    #[cfg(not(feature = "demo"))]
+    #[test]
+    fn build_without_demo_has_no_demo_or_sim_subcommand() {
+        for name in ["demo", "sim"] {
+            let error = Cli::try_parse_from(["dra-ledger", name]).unwrap_err();
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::InvalidSubcommand,
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -9,10 +9,10 @@ use dra_api::AdminToken;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing::{error, info, warn};
 
-use super::stack::{Stack, StackConfig};
 use super::{default_ledger_path, parse_duration, LogFormat, DEFAULT_DRIVER_NAME};
-use crate::framework::ControllerConfig;
-use crate::leader::LeaderConfig;
+use dra_controller::leader::LeaderConfig;
+use dra_controller::process::{ProcessConfig, RunningController};
+use dra_framework::ControllerConfig;
 
 /// Flags of `dra-ledger run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -177,8 +177,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .map(AdminToken::from_file)
         .transpose()?;
     let config = kube_config(args.kubeconfig.as_ref()).await?;
-    let stack = Stack::start(
-        StackConfig {
+    let controller = RunningController::start(
+        ProcessConfig {
             driver_name: args.driver_name,
             ledger: args.ledger,
             workers: args.workers,
@@ -192,17 +192,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         config,
     )
     .await?;
-    let lost = stack.lost();
+    let lost = controller.lost();
     tokio::select! {
         waited = super::wait_for_signal() => {
             info!("Shutting down: no new work; finishing syncs and ledger commits in flight");
-            stack.shutdown().await?;
+            controller.shutdown().await?;
             waited.context("signal handling failed")?;
             Ok(())
         }
         reason = lost => {
             error!(%reason, "Lost the leader lease: stopping; writes are already refused");
-            if let Err(error) = stack.shutdown().await {
+            if let Err(error) = controller.shutdown().await {
                 warn!(%error, "Shutdown after losing the leader lease was not clean");
             }
             anyhow::bail!("lost the leader lease: {reason}")

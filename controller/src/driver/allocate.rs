@@ -1,4 +1,4 @@
-//! [`crate::framework::Driver`] for [`LedgerDriver`]: parameters, allocate (one pod's claims in
+//! [`dra_framework::Driver`] for [`LedgerDriver`]: parameters, allocate (one pod's claims in
 //! one ledger transaction, immediate claims by the class policy), deallocate (idempotent, aborts
 //! an allocation in flight; the devices of a claim that still shows them are released only once
 //! its status no longer does, in `deallocation_published`) and unsuitable nodes (in
@@ -20,7 +20,7 @@ use super::{
     AllocationMode, AllocationOutcome, ClaimParameters, DeallocationOutcome, DriverError,
     LedgerDriver, Result,
 };
-use crate::framework::{ClaimAllocation, Driver};
+use dra_framework::{ClaimAllocation, Driver};
 
 /// The ledger's reference to a claim; fails when the object lacks UID or name.
 pub(crate) fn claim_ref(claim: &ResourceClaim) -> Result<ClaimRef> {

@@ -12,28 +12,30 @@ use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporte
 use kube::Client;
 
 use super::param_cache::ParamCache;
-use crate::framework::{api_error, ApiError, EventRecord, EventType};
 use crate::params::{DeviceClaimParameters, DeviceClassParameters};
+use dra_framework::{kube_call_error, EventRecord, EventType, KubeCallError};
 
 /// The driver's reads and event posts against the cluster.
 #[async_trait]
 pub trait DriverCluster: Send + Sync + 'static {
     /// The cluster-scoped `DeviceClassParameters` named `name`; `None` when it does not exist.
-    async fn class_parameters(&self, name: &str)
-        -> Result<Option<DeviceClassParameters>, ApiError>;
+    async fn class_parameters(
+        &self,
+        name: &str,
+    ) -> Result<Option<DeviceClassParameters>, KubeCallError>;
 
     /// The `DeviceClaimParameters` `namespace/name`; `None` when it does not exist.
     async fn claim_parameters(
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<DeviceClaimParameters>, ApiError>;
+    ) -> Result<Option<DeviceClaimParameters>, KubeCallError>;
 
     /// Every ResourceClaim of the cluster (all namespaces), read fresh from the API server.
-    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, ApiError>;
+    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, KubeCallError>;
 
     /// Posts an event.
-    async fn post_event(&self, event: EventRecord) -> Result<(), ApiError>;
+    async fn post_event(&self, event: EventRecord) -> Result<(), KubeCallError>;
 }
 
 /// [`DriverCluster`] over a `kube::Client`; events are reported by `resource driver <name>`.
@@ -64,36 +66,36 @@ impl DriverCluster for KubeCluster {
     async fn class_parameters(
         &self,
         name: &str,
-    ) -> Result<Option<DeviceClassParameters>, ApiError> {
+    ) -> Result<Option<DeviceClassParameters>, KubeCallError> {
         if let Some(watched) = self.params.class(name).await {
             return Ok(Some(watched));
         }
         Api::<DeviceClassParameters>::all(self.client.clone())
             .get_opt(name)
             .await
-            .map_err(api_error)
+            .map_err(kube_call_error)
     }
 
     async fn claim_parameters(
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<DeviceClaimParameters>, ApiError> {
+    ) -> Result<Option<DeviceClaimParameters>, KubeCallError> {
         if let Some(watched) = self.params.claim(namespace, name).await {
             return Ok(Some(watched));
         }
         Api::<DeviceClaimParameters>::namespaced(self.client.clone(), namespace)
             .get_opt(name)
             .await
-            .map_err(api_error)
+            .map_err(kube_call_error)
     }
 
-    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, ApiError> {
+    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, KubeCallError> {
         let api = Api::<ResourceClaim>::all(self.client.clone());
         let mut claims = Vec::new();
         let mut params = ListParams::default().limit(500);
         loop {
-            let page = api.list(&params).await.map_err(api_error)?;
+            let page = api.list(&params).await.map_err(kube_call_error)?;
             claims.extend(page.items);
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params = params.continue_token(&token),
@@ -102,7 +104,7 @@ impl DriverCluster for KubeCluster {
         }
     }
 
-    async fn post_event(&self, event: EventRecord) -> Result<(), ApiError> {
+    async fn post_event(&self, event: EventRecord) -> Result<(), KubeCallError> {
         let kube_event = Event {
             type_: match event.type_ {
                 EventType::Normal => KubeEventType::Normal,
@@ -116,6 +118,6 @@ impl DriverCluster for KubeCluster {
         self.recorder
             .publish(&kube_event, &event.regarding)
             .await
-            .map_err(api_error)
+            .map_err(kube_call_error)
     }
 }

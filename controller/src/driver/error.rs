@@ -4,8 +4,8 @@
 
 use dra_allocator::ledger::LedgerError;
 
-use crate::framework::ApiError;
 use crate::params::ParamsError;
+use dra_framework::KubeCallError;
 
 /// Result alias of the driver.
 pub type Result<T, E = DriverError> = std::result::Result<T, E>;
@@ -39,7 +39,7 @@ pub enum DriverError {
         /// `name` or `namespace/name`.
         name: String,
         /// The client's error.
-        source: ApiError,
+        source: KubeCallError,
     },
     /// The parameter object is invalid; the message names the field.
     #[error("invalid {kind} {name}: {source}")]
@@ -81,7 +81,7 @@ pub enum DriverError {
     },
     /// Listing the claims of the cluster failed.
     #[error("list resource claims: {0}")]
-    ListClaims(ApiError),
+    ListClaims(KubeCallError),
     /// The driver did not become ready (inventory synced, initial reconcile done) in time.
     #[error("driver is not ready: inventory sync or initial reconcile still pending")]
     NotReady,

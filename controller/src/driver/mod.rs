@@ -1,4 +1,4 @@
-//! The ledger-backed resource driver: implements [`crate::framework::Driver`] on top of the
+//! The ledger-backed resource driver: implements [`dra_framework::Driver`] on top of the
 //! `dra-allocator` ledger.
 //!
 //! - parameters: `parametersRef` of classes and claims resolved to the `dra-ledger.io` objects
@@ -28,6 +28,7 @@ mod param_cache;
 mod parameters;
 pub mod reconcile;
 mod state;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod unsuitable;
 

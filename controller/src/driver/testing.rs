@@ -1,5 +1,8 @@
 //! An in-memory [`DriverCluster`] for tests of the driver without an API server: parameter
 //! objects and claims are put in by the test, posted events are recorded.
+//!
+//! Compiled only for tests or with the `testing` feature of `dra-controller`; a product build has
+//! none of it.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
@@ -9,8 +12,8 @@ use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::ResourceExt;
 
 use super::DriverCluster;
-use crate::framework::{ApiError, ApiErrorKind, EventRecord};
 use crate::params::{DeviceClaimParameters, DeviceClassParameters};
+use dra_framework::{EventRecord, KubeCallError, KubeCallErrorKind};
 
 #[derive(Default)]
 struct Objects {
@@ -81,7 +84,7 @@ impl DriverCluster for MemoryCluster {
     async fn class_parameters(
         &self,
         name: &str,
-    ) -> Result<Option<DeviceClassParameters>, ApiError> {
+    ) -> Result<Option<DeviceClassParameters>, KubeCallError> {
         Ok(self.with(|o| o.class_parameters.get(name).cloned()))
     }
 
@@ -89,15 +92,18 @@ impl DriverCluster for MemoryCluster {
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<DeviceClaimParameters>, ApiError> {
+    ) -> Result<Option<DeviceClaimParameters>, KubeCallError> {
         let key = (namespace.to_owned(), name.to_owned());
         Ok(self.with(|o| o.claim_parameters.get(&key).cloned()))
     }
 
-    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, ApiError> {
+    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, KubeCallError> {
         let (listed, delay) = self.with(|o| {
             let listed = if o.fail_list {
-                Err(ApiError::new(ApiErrorKind::Other, "injected list failure"))
+                Err(KubeCallError::new(
+                    KubeCallErrorKind::Other,
+                    "injected list failure",
+                ))
             } else {
                 Ok(o.claims.values().cloned().collect())
             };
@@ -109,7 +115,7 @@ impl DriverCluster for MemoryCluster {
         listed
     }
 
-    async fn post_event(&self, event: EventRecord) -> Result<(), ApiError> {
+    async fn post_event(&self, event: EventRecord) -> Result<(), KubeCallError> {
         self.with(|o| o.events.push(event));
         Ok(())
     }

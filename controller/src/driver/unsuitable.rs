@@ -19,7 +19,7 @@ use kube::ResourceExt;
 use tracing::{debug, warn};
 
 use super::{LedgerDriver, Result};
-use crate::framework::{object_reference, ClaimAllocation, EventRecord, EventType};
+use dra_framework::{object_reference, ClaimAllocation, EventRecord, EventType};
 
 /// The event reason of the "no node fits" explanation on a pod.
 pub const NO_NODE_FITS_REASON: &str = "NoSuitableNode";
@@ -56,7 +56,7 @@ pub fn explain_unsuitable(reasons: &[UnsuitableNode], max_reasons: usize) -> Str
 }
 
 impl LedgerDriver {
-    /// The gang check of [`crate::framework::Driver::unsuitable_nodes`].
+    /// The gang check of [`dra_framework::Driver::unsuitable_nodes`].
     pub(crate) async fn check_nodes(
         &self,
         pod: &Pod,

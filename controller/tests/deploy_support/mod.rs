@@ -1,11 +1,13 @@
 //! Support of `deploy_manifests.rs`: the manifests under `deploy/` as parsed documents, the
-//! `kubernetes-validate` runner, the CRD schema checker ([`schema`]) and the request recorder with
-//! the RBAC rule matching ([`rbac`]).
+//! `kubernetes-validate` runner, the CRD schema checker ([`schema`]), the request recorder with
+//! the RBAC rule matching ([`rbac`]) and the flags of a `dra-ledger run` command line as the
+//! binary reads them ([`run_flags`]).
 
 // Kubernetes kind names are prose in these docs.
 #![allow(clippy::doc_markdown)]
 
 pub mod rbac;
+pub mod run_flags;
 pub mod schema;
 pub mod workload;
 

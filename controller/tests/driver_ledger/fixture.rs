@@ -8,11 +8,11 @@ use dra_allocator::ledger::Ledger;
 use dra_allocator::model::{AttributeValue, Device};
 use dra_controller::driver::testing::MemoryCluster;
 use dra_controller::driver::{DriverConfig, DriverObserver, LedgerDriver};
-use dra_controller::framework::{ClaimAllocation, Driver};
 use dra_controller::params::{
     DeviceClaimParameters, DeviceClaimParametersSpec, DeviceClassParameters,
     DeviceClassParametersSpec, RequirementSpec, API_GROUP,
 };
+use dra_framework::{ClaimAllocation, Driver};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{
     AllocationResult, ResourceClaim, ResourceClaimParametersReference, ResourceClaimSpec,

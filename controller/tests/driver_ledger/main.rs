@@ -14,9 +14,9 @@ use dra_controller::driver::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, DriverError, DriverObserver,
     LedgerDriver,
 };
-use dra_controller::framework::testing::{FakeApi, MemoryCaches};
-use dra_controller::framework::{ClaimAllocation, Controller, ControllerConfig, Driver, EventType};
 use dra_controller::params::{DeviceClaimParametersSpec, SharingSpec};
+use dra_framework::testing::{FakeApi, MemoryCaches};
+use dra_framework::{ClaimAllocation, Controller, ControllerConfig, Driver, EventType, QueueKey};
 use fixture::{allocated, claim, class, params, pod, req, Fixture, DRIVER};
 
 #[tokio::test]
@@ -462,7 +462,7 @@ async fn framework_posts_invalid_claim_parameters_as_an_event_naming_the_field()
         caches,
         ControllerConfig::default(),
     );
-    let result = controller.sync("claim:default/c1").await;
+    let result = controller.sync(&QueueKey::claim("default", "c1")).await;
     assert!(result.is_err());
     let events = api.events();
     assert_eq!(events.len(), 1);

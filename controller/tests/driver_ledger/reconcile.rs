@@ -5,7 +5,7 @@ use std::time::Duration;
 use dra_allocator::ledger::AllocationState;
 use dra_controller::driver::handle::{allocation_result, HandleData, HandleSharing};
 use dra_controller::driver::{DriftKind, DriverError};
-use dra_controller::framework::Driver;
+use dra_framework::Driver;
 use k8s_openapi::api::resource::v1alpha2::{ResourceClaim, ResourceHandle};
 
 use super::fixture::{allocated, claim, Fixture, DRIVER};

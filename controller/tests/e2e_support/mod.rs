@@ -30,11 +30,11 @@ use std::time::Duration;
 use dra_allocator::ledger::Ledger;
 use dra_controller::driver::handle::{claim_allocation, ClaimAllocationState, HandleData};
 use dra_controller::driver::{run_background, DriverConfig, LedgerDriver};
-use dra_controller::framework::{Controller, ControllerConfig};
 use dra_controller::params::{
     crd_manifests, DeviceClaimParameters, DeviceClaimParametersSpec, DeviceClassParameters,
     DeviceClassParametersSpec, RequirementSpec, API_GROUP,
 };
+use dra_framework::{Controller, ControllerConfig};
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use k8s_openapi::api::core::v1::{ClaimSource, Container, Pod, PodResourceClaim, PodSpec};
 use k8s_openapi::api::events::v1::Event;

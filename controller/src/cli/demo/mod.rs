@@ -3,7 +3,7 @@
 //!
 //! Steps: start the simulated cluster (nodes whose devices are published as ResourceSlices),
 //! apply the parameter CRDs and create the class, parameters, templates and immediate claims
-//! ([`setup`]); start the controller stack; submit the workload ([`workload`]) and print progress
+//! ([`setup`]); start the controller; submit the workload ([`workload`]) and print progress
 //! ([`progress`]) until every pod finished, the `--duration` limit or Ctrl-C; delete the immediate
 //! claims, wait for their deallocation, verify the ledger and print a summary.
 
@@ -20,8 +20,8 @@ use anyhow::Context;
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::ServerConfig;
 
-use super::stack::{Stack, StackConfig};
 use super::{parse_duration, wait_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
+use dra_controller::process::{ProcessConfig, RunningController};
 use progress::Snapshot;
 use workload::{Submitter, WorkloadShape};
 
@@ -95,7 +95,7 @@ fn check(args: &DemoArgs) -> anyhow::Result<()> {
         anyhow::bail!("--pods must be at least 1");
     }
     if let Some(path) = &args.admin_token_file {
-        // Fails before the simulated cluster starts; read again when the stack starts.
+        // Fails before the simulated cluster starts; read again when the controller starts.
         dra_api::AdminToken::from_file(path)?;
     }
     Ok(())
@@ -166,8 +166,8 @@ async fn with_cluster(
         .as_deref()
         .map(dra_api::AdminToken::from_file)
         .transpose()?;
-    let stack = Stack::start(
-        StackConfig {
+    let controller = RunningController::start(
+        ProcessConfig {
             driver_name: DEFAULT_DRIVER_NAME.to_owned(),
             ledger: ledger_path.to_path_buf(),
             workers: args.workers,
@@ -196,10 +196,10 @@ async fn with_cluster(
     );
     println!(
         "  admin API:   http://{0}/healthz  http://{0}/readyz  http://{0}/metrics  http://{0}/v1/",
-        stack.local_addr
+        controller.local_addr
     );
-    let outcome = drive(args, cluster, &stack, shape).await;
-    let stopped = stack.shutdown().await;
+    let outcome = drive(args, cluster, &controller, shape).await;
+    let stopped = controller.shutdown().await;
     let code = outcome?;
     stopped?;
     Ok(code)
@@ -208,12 +208,12 @@ async fn with_cluster(
 async fn drive(
     args: &DemoArgs,
     cluster: &ClusterHandle,
-    stack: &Stack,
+    controller: &RunningController,
     shape: WorkloadShape,
 ) -> anyhow::Result<ExitCode> {
     let client = cluster.kube_client();
     let started = Instant::now();
-    tokio::time::timeout(Duration::from_secs(60), stack.wait_ready())
+    tokio::time::timeout(Duration::from_secs(60), controller.wait_ready())
         .await
         .context("the controller did not become ready within 60s")?;
     println!(
@@ -239,7 +239,7 @@ async fn drive(
             _ = &mut signal => break End::Interrupted,
             _ = ticker.tick() => {}
         }
-        snapshot = observe(stack, &store, &submitter, shape, started).await?;
+        snapshot = observe(controller, &store, &submitter, shape, started).await?;
         peak = peak.max(snapshot.utilisation());
         printed = last_print.elapsed() >= Duration::from_secs(1);
         if printed {
@@ -269,13 +269,13 @@ async fn drive(
         println!("{}", snapshot.line());
     }
     finish(
-        stack, &client, shape, &store, &submitter, started, end, peak,
+        controller, &client, shape, &store, &submitter, started, end, peak,
     )
     .await
 }
 
 async fn observe(
-    stack: &Stack,
+    controller: &RunningController,
     store: &dra_sim::server::StoreReader,
     submitter: &Submitter,
     shape: WorkloadShape,
@@ -284,11 +284,11 @@ async fn observe(
     let mut snapshot = Snapshot {
         elapsed: started.elapsed(),
         to_submit: shape.pods - submitter.submitted(),
-        claims_allocated_total: stack.observer.claims_allocated(),
+        claims_allocated_total: controller.observer.claims_allocated(),
         ..Snapshot::default()
     };
     progress::count_pods(store, &mut snapshot)?;
-    progress::count_ledger(stack.ledger(), &mut snapshot).await?;
+    progress::count_ledger(controller.ledger(), &mut snapshot).await?;
     // The ledger shows an allocation once it is durable, a moment before the driver's call
     // returns and is counted; the total is never less than what is allocated now.
     snapshot.claims_allocated_total = snapshot
@@ -299,7 +299,7 @@ async fn observe(
 
 #[allow(clippy::too_many_arguments)]
 async fn finish(
-    stack: &Stack,
+    controller: &RunningController,
     client: &kube::Client,
     shape: WorkloadShape,
     store: &dra_sim::server::StoreReader,
@@ -308,7 +308,7 @@ async fn finish(
     end: End,
     peak: f64,
 ) -> anyhow::Result<ExitCode> {
-    let mut snapshot = observe(stack, store, submitter, shape, started).await?;
+    let mut snapshot = observe(controller, store, submitter, shape, started).await?;
     let how = match end {
         End::Done => "workload done",
         End::TimeLimit => "time limit reached",
@@ -331,14 +331,14 @@ async fn finish(
         let wait_until = Instant::now() + Duration::from_secs(30);
         while snapshot.claims_allocated > 0 && Instant::now() < wait_until {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            progress::count_ledger(stack.ledger(), &mut snapshot).await?;
+            progress::count_ledger(controller.ledger(), &mut snapshot).await?;
         }
         println!(
             "immediate claims deleted: {} claims left allocated in the ledger",
             snapshot.claims_allocated
         );
     }
-    let ledger = stack.ledger().clone();
+    let ledger = controller.ledger().clone();
     let report = tokio::task::spawn_blocking(move || ledger.verify()).await??;
     if end == End::Stalled {
         return Ok(ExitCode::FAILURE);

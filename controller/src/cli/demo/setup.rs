@@ -1,4 +1,4 @@
-//! The demo's cluster objects: the parameter CRDs (from [`crate::params::crd_manifests`]), a
+//! The demo's cluster objects: the parameter CRDs (from `dra_controller::params::crd_manifests`), a
 //! ResourceClass of our driver with its DeviceClassParameters, DeviceClaimParameters, the
 //! ResourceClaimTemplates the workload's pods use, and the immediate claims.
 
@@ -15,7 +15,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use serde::Deserialize;
 
-use crate::params::{
+use dra_controller::params::{
     crd_manifests, DeviceClaimParameters, DeviceClaimParametersSpec, DeviceClassParameters,
     DeviceClassParametersSpec, API_GROUP,
 };

@@ -1,12 +1,21 @@
-//! The running controller process, shared by `run` and `demo`: the ledger (with the commit hook
-//! of the metrics), the Kubernetes client (counting its requests), the ledger-backed driver with
-//! its background tasks, the framework `Controller` with N workers and the admin HTTP server.
+//! The composition of a running controller, used by `dra-ledger run` and `dra-ledger demo`:
+//! [`RunningController`] holds the ledger (with the commit hook of the metrics), the Kubernetes
+//! client (counting its requests), the ledger-backed driver with its background tasks, the
+//! framework `Controller` with N workers, the admin HTTP server of `dra-api` and, with leader
+//! election, the elector (`leader_work`). [`MetricsObserver`] records the driver's facts in the
+//! Prometheus registry.
 //!
 //! Start order: metrics, ledger, listener (so a busy port fails before any work), driver,
 //! server, then (with leader election: once the lease is held) background and controller.
 //! Every write, to the ledger and to the API server, passes the leader [`Fence`]; without leader
 //! election it is always open. Shutdown: stop taking work, let syncs in flight and their ledger
 //! commits finish, stop the background and the server, close the ledger, then release the lease.
+//!
+//! Owns process composition only (no flags, no logging setup, no signals: those belong to the
+//! binary's command line); must not depend on the simulated cluster.
+
+mod leader_work;
+mod metrics_observer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,15 +29,22 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use super::observe::MetricsObserver;
-use super::{SHUTDOWN_GRACE, VERSION};
-use crate::driver::{run_background, DriverConfig, LedgerDriver};
-use crate::framework::{Controller, ControllerConfig};
-use crate::leader::{Elector, Fence, FenceLayer, LeaderConfig, Role};
+use crate::driver::{DriverConfig, LedgerDriver};
+use crate::leader::{Fence, FenceLayer, LeaderConfig, Role};
+use dra_framework::{Controller, ControllerConfig};
+use leader_work::{run_while_leader, start_elector, ElectorTask, LeaderWork};
 
-/// What the stack needs to start.
+pub use metrics_observer::MetricsObserver;
+
+/// The version reported by `--version` and the `build_info` metric.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// How long shutdown waits for in-flight work before giving up.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// What a [`RunningController`] needs to start.
 #[derive(Debug, Clone)]
-pub struct StackConfig {
+pub struct ProcessConfig {
     /// The DRA driver name.
     pub driver_name: String,
     /// The ledger file (created when missing).
@@ -53,7 +69,7 @@ pub struct StackConfig {
     pub leader: Option<LeaderConfig>,
 }
 
-impl StackConfig {
+impl ProcessConfig {
     fn driver_config(&self) -> DriverConfig {
         let mut driver = DriverConfig {
             reconcile_interval: self.reconcile_interval,
@@ -78,8 +94,8 @@ impl Reconciler for DriverReconciler {
     }
 }
 
-/// The running process parts.
-pub struct Stack {
+/// A started controller process: its parts, and the handles to stop them in order.
+pub struct RunningController {
     /// The driver (its ledger, readiness and config).
     pub driver: Arc<LedgerDriver>,
     /// The observer feeding the registry.
@@ -94,9 +110,9 @@ pub struct Stack {
     elector: Option<ElectorTask>,
 }
 
-impl std::fmt::Debug for Stack {
+impl std::fmt::Debug for RunningController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stack")
+        f.debug_struct("RunningController")
             .field("driver", &self.driver)
             .field("local_addr", &self.local_addr)
             .finish_non_exhaustive()
@@ -129,9 +145,12 @@ async fn open_ledger(
     Ok(ledger)
 }
 
-impl Stack {
+impl RunningController {
     /// Starts everything against the cluster of `kube_config`.
-    pub async fn start(config: StackConfig, kube_config: kube::Config) -> anyhow::Result<Stack> {
+    pub async fn start(
+        config: ProcessConfig,
+        kube_config: kube::Config,
+    ) -> anyhow::Result<RunningController> {
         let metrics = Arc::new(Metrics::new(VERSION)?);
         let readiness = Readiness::new();
         let fence = config
@@ -208,8 +227,8 @@ impl Stack {
         let workers = config.workers.max(1);
         tasks.push((
             "controller",
-            tokio::spawn(lead(
-                Work {
+            tokio::spawn(run_while_leader(
+                LeaderWork {
                     driver: driver.clone(),
                     readiness: readiness.clone(),
                     controller,
@@ -221,7 +240,7 @@ impl Stack {
             )),
         ));
         info!(listen = %local_addr, workers, "Controller started");
-        Ok(Stack {
+        Ok(RunningController {
             driver,
             observer,
             readiness,
@@ -314,98 +333,7 @@ async fn serve_admin(
     }
 }
 
-/// What the leader runs.
-struct Work {
-    driver: Arc<LedgerDriver>,
-    readiness: Readiness,
-    controller: Controller<LedgerDriver>,
-    client: kube::Client,
-    workers: usize,
-}
-
 /// Completes once `stop` turns true.
 async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|stopped| *stopped).await;
-}
-
-/// Waits for the leader lease, then runs the driver's background work and the controller until
-/// `stop`: the initial reconcile (after a takeover judging every pending intent by the cluster)
-/// comes before the first allocation, because the driver allocates only once ready.
-async fn lead(work: Work, role: watch::Receiver<Role>, stop: watch::Receiver<bool>) {
-    let takeover = tokio::select! {
-        takeover = wait_leader(role) => takeover,
-        () = stopped(stop.clone()) => None,
-    };
-    let Some(takeover) = takeover else { return };
-    let Work {
-        driver,
-        readiness,
-        controller,
-        client,
-        workers,
-    } = work;
-    if takeover {
-        driver.mark_takeover();
-    }
-    readiness.set_standby(false);
-    info!(
-        workers,
-        takeover, "Leading: starting the driver and the controller"
-    );
-    let driver_readiness = driver.readiness();
-    let flags = async {
-        tokio::select! {
-            () = async {
-                driver_readiness.wait_inventory_synced().await;
-                readiness.set_caches_synced();
-                driver_readiness.wait().await;
-                readiness.set_reconciled();
-            } => {}
-            () = stopped(stop.clone()) => {}
-        }
-    };
-    tokio::join!(
-        run_background(driver.clone(), client, stopped(stop.clone())),
-        controller.run(workers, stopped(stop.clone())),
-        flags,
-    );
-}
-
-/// A running elector: the sender that asks it to release the lease, and its task.
-type ElectorTask = (watch::Sender<bool>, JoinHandle<Role>);
-
-/// Starts campaigning for the lease. The elector writes the lease through a client of its own:
-/// the fence must not stop the renewals that keep it open.
-fn start_elector(
-    kube_config: kube::Config,
-    leader: LeaderConfig,
-    metrics: &Arc<Metrics>,
-    fence: &Fence,
-) -> anyhow::Result<(watch::Receiver<Role>, ElectorTask)> {
-    let lease_client = kube::client::ClientBuilder::try_from(kube_config)
-        .context("cannot build the Kubernetes client of the leader election")?
-        .with_layer(&ApiRequestsLayer::new(metrics.clone()))
-        .build();
-    info!(lease = %leader.lease_name, namespace = %leader.namespace, identity = %leader.identity, "Campaigning for the leader lease");
-    let elector = Elector::new(lease_client, leader, fence.clone());
-    let role = elector.role();
-    let (release, released) = watch::channel(false);
-    let task = tokio::spawn(elector.run(async move {
-        let mut rx = released;
-        let _ = rx.wait_for(|release| *release).await;
-    }));
-    Ok((role, (release, task)))
-}
-
-/// Waits until `role` is [`Role::Leader`] and returns whether it was a takeover; `None` when
-/// the lease was lost first or the elector is gone.
-async fn wait_leader(mut role: watch::Receiver<Role>) -> Option<bool> {
-    loop {
-        match &*role.borrow_and_update() {
-            Role::Leader { takeover, .. } => return Some(*takeover),
-            Role::Lost { .. } => return None,
-            Role::Standby { .. } => {}
-        }
-        role.changed().await.ok()?;
-    }
 }

@@ -1,8 +1,9 @@
 //! Test doubles of the framework: an in-memory [`FakeApi`] that stores objects, records writes and
 //! can inject failures, [`MemoryCaches`] that tests fill directly, a [`ScriptedDriver`], and small
-//! fixture builders. Used by this crate's tests and by drivers built on the framework.
+//! fixture builders. Used by this crate's tests and by the tests of drivers built on the framework.
 //!
-//! Must not depend on a real cluster.
+//! Compiled only for tests or with the `testing` feature (a dev-dependency with
+//! `features = ["testing"]`); a product build has none of it. Must not depend on a real cluster.
 
 mod driver;
 pub mod fixtures;
@@ -19,7 +20,7 @@ pub use driver::{DriverCall, ScriptedDriver};
 
 use super::api::{ClusterApi, EventRecord};
 use super::caches::Caches;
-use super::error::{ApiError, ApiErrorKind};
+use super::error::{KubeCallError, KubeCallErrorKind};
 
 type Key = (String, String);
 
@@ -65,7 +66,7 @@ struct FakeState {
     next_version: u64,
     writes: Vec<Write>,
     events: Vec<EventRecord>,
-    failures: HashMap<Operation, VecDeque<ApiError>>,
+    failures: HashMap<Operation, VecDeque<KubeCallError>>,
 }
 
 impl FakeState {
@@ -74,7 +75,7 @@ impl FakeState {
         self.next_version.to_string()
     }
 
-    fn injected(&mut self, op: Operation) -> Result<(), ApiError> {
+    fn injected(&mut self, op: Operation) -> Result<(), KubeCallError> {
         match self.failures.get_mut(&op).and_then(VecDeque::pop_front) {
             Some(e) => Err(e),
             None => Ok(()),
@@ -146,15 +147,15 @@ impl FakeApi {
     }
 
     /// Makes the next call of `op` fail with `message` (calls queue up).
-    pub fn fail_next(&self, op: Operation, kind: ApiErrorKind, message: &str) {
+    pub fn fail_next(&self, op: Operation, kind: KubeCallErrorKind, message: &str) {
         self.lock()
             .failures
             .entry(op)
             .or_default()
-            .push_back(ApiError::new(kind, message));
+            .push_back(KubeCallError::new(kind, message));
     }
 
-    fn update(&self, claim: &ResourceClaim, status: bool) -> Result<ResourceClaim, ApiError> {
+    fn update(&self, claim: &ResourceClaim, status: bool) -> Result<ResourceClaim, KubeCallError> {
         let mut state = self.lock();
         state.injected(if status {
             Operation::UpdateClaimStatus
@@ -163,16 +164,16 @@ impl FakeApi {
         })?;
         let key = key_of(claim);
         let Some(stored) = state.claims.get(&key).cloned() else {
-            return Err(ApiError::new(
-                ApiErrorKind::NotFound,
+            return Err(KubeCallError::new(
+                KubeCallErrorKind::NotFound,
                 format!("resourceclaims.resource.k8s.io {:?} not found", key.1),
             ));
         };
         if claim.metadata.resource_version.is_some()
             && claim.metadata.resource_version != stored.metadata.resource_version
         {
-            return Err(ApiError::new(
-                ApiErrorKind::Conflict,
+            return Err(KubeCallError::new(
+                KubeCallErrorKind::Conflict,
                 "the object has been modified; please apply your changes to the latest version",
             ));
         }
@@ -200,11 +201,14 @@ impl FakeApi {
 
 #[async_trait]
 impl ClusterApi for FakeApi {
-    async fn update_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ApiError> {
+    async fn update_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, KubeCallError> {
         self.update(claim, false)
     }
 
-    async fn update_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ApiError> {
+    async fn update_claim_status(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, KubeCallError> {
         self.update(claim, true)
     }
 
@@ -213,25 +217,25 @@ impl ClusterApi for FakeApi {
         namespace: &str,
         name: &str,
         patch: &json_patch::Patch,
-    ) -> Result<PodSchedulingContext, ApiError> {
+    ) -> Result<PodSchedulingContext, KubeCallError> {
         let mut state = self.lock();
         state.injected(Operation::PatchContextStatus)?;
         let key = (namespace.to_owned(), name.to_owned());
         let Some(stored) = state.contexts.get(&key) else {
-            return Err(ApiError::new(ApiErrorKind::NotFound, "not found"));
+            return Err(KubeCallError::new(KubeCallErrorKind::NotFound, "not found"));
         };
         let mut value = serde_json::to_value(stored)
-            .map_err(|e| ApiError::new(ApiErrorKind::Other, e.to_string()))?;
+            .map_err(|e| KubeCallError::new(KubeCallErrorKind::Other, e.to_string()))?;
         json_patch::patch(&mut value, patch).map_err(|e| {
             let kind = if matches!(e.kind, json_patch::PatchErrorKind::TestFailed) {
-                ApiErrorKind::Conflict
+                KubeCallErrorKind::Conflict
             } else {
-                ApiErrorKind::Other
+                KubeCallErrorKind::Other
             };
-            ApiError::new(kind, e.to_string())
+            KubeCallError::new(kind, e.to_string())
         })?;
         let mut updated: PodSchedulingContext = serde_json::from_value(value)
-            .map_err(|e| ApiError::new(ApiErrorKind::Other, e.to_string()))?;
+            .map_err(|e| KubeCallError::new(KubeCallErrorKind::Other, e.to_string()))?;
         updated.metadata.resource_version = Some(state.bump());
         state.writes.push(Write::PatchContextStatus {
             namespace: namespace.to_owned(),
@@ -242,7 +246,7 @@ impl ClusterApi for FakeApi {
         Ok(updated)
     }
 
-    async fn post_event(&self, event: EventRecord) -> Result<(), ApiError> {
+    async fn post_event(&self, event: EventRecord) -> Result<(), KubeCallError> {
         let mut state = self.lock();
         state.injected(Operation::PostEvent)?;
         state.events.push(event);

@@ -2,15 +2,15 @@
 //! drivers, parameter and driver failures, write failures, reservedFor and deletion of reserved
 //! claims.
 
-mod framework_support;
+mod support;
 
-use dra_controller::framework::testing::fixtures::{
+use dra_framework::testing::fixtures::{
     claim, class, context, pod, ClaimFixture, ClassFixture, ContextFixture, PodFixture, CLAIM,
     NODE, OTHER_CLASS, POD, POD_CLAIM, POD_UID,
 };
-use dra_controller::framework::testing::Operation;
-use dra_controller::framework::{ApiErrorKind, ControllerConfig, SyncOutcome};
-use framework_support::{failed_event, unversioned, Harness};
+use dra_framework::testing::Operation;
+use dra_framework::{ControllerConfig, KubeCallErrorKind, SyncOutcome};
+use support::{failed_event, unversioned, Harness};
 
 fn delayed_pod_harness() -> Harness {
     Harness::new()
@@ -130,8 +130,11 @@ async fn finalizer_failure_skips_driver_allocate() {
     let h = Harness::new()
         .with_class(class())
         .with_claim(claim().immediate());
-    h.api
-        .fail_next(Operation::UpdateClaim, ApiErrorKind::Conflict, "conflict");
+    h.api.fail_next(
+        Operation::UpdateClaim,
+        KubeCallErrorKind::Conflict,
+        "conflict",
+    );
     let err = h.sync_claim(CLAIM).await.unwrap_err();
     assert_eq!(err.to_string(), "allocate: add finalizer: conflict");
     assert!(h.driver.allocate_calls().is_empty());
@@ -143,8 +146,11 @@ async fn allocation_status_write_failure_is_reported() {
     let h = Harness::new()
         .with_class(class())
         .with_claim(claim().immediate());
-    h.api
-        .fail_next(Operation::UpdateClaimStatus, ApiErrorKind::Other, "timeout");
+    h.api.fail_next(
+        Operation::UpdateClaimStatus,
+        KubeCallErrorKind::Other,
+        "timeout",
+    );
     let err = h.sync_claim(CLAIM).await.unwrap_err();
     assert_eq!(err.to_string(), "allocate: add allocation: timeout");
     // The finalizer stays, so a later Deallocate can free what the driver reserved.
@@ -159,7 +165,7 @@ async fn reserved_claim_is_not_deallocated_even_when_deleted() {
     let c = claim()
         .delayed()
         .with_finalizer()
-        .allocated(dra_controller::framework::testing::fixtures::allocation())
+        .allocated(dra_framework::testing::fixtures::allocation())
         .reserved_for(POD, POD_UID)
         .deleted();
     let h = Harness::new().with_class(class()).with_claim(c.clone());

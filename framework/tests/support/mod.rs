@@ -5,17 +5,15 @@
 
 use std::sync::Arc;
 
-use dra_controller::framework::testing::fixtures::{NAMESPACE, POD};
-use dra_controller::framework::testing::{FakeApi, MemoryCaches, ScriptedDriver, Write};
-use dra_controller::framework::{
-    claim_key, scheduling_context_key, Controller, ControllerConfig, EventType, Result, SyncOutcome,
-};
+use dra_framework::testing::fixtures::{NAMESPACE, POD};
+use dra_framework::testing::{FakeApi, MemoryCaches, ScriptedDriver, Write};
+use dra_framework::{Controller, ControllerConfig, EventType, QueueKey, Result, SyncOutcome};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{
     PodSchedulingContext, ResourceClaim, ResourceClaimStatus, ResourceClass,
 };
 
-pub use dra_controller::framework::testing::fixtures::DRIVER;
+pub use dra_framework::testing::fixtures::DRIVER;
 
 /// Cache queries used by the tests.
 pub trait CachesExt {
@@ -25,7 +23,7 @@ pub trait CachesExt {
 
 impl CachesExt for MemoryCaches {
     fn claim_is_unallocated(&self, name: &str) -> bool {
-        use dra_controller::framework::Caches;
+        use dra_framework::Caches;
         self.claim(NAMESPACE, name)
             .is_some_and(|c| c.status.as_ref().is_none_or(|s| s.allocation.is_none()))
     }
@@ -92,12 +90,14 @@ impl Harness {
     }
 
     pub async fn sync_claim(&self, name: &str) -> Result<SyncOutcome> {
-        self.controller.sync(&claim_key(NAMESPACE, name)).await
+        self.controller
+            .sync(&QueueKey::claim(NAMESPACE, name))
+            .await
     }
 
     pub async fn sync_context(&self) -> Result<SyncOutcome> {
         self.controller
-            .sync(&scheduling_context_key(NAMESPACE, POD))
+            .sync(&QueueKey::scheduling_context(NAMESPACE, POD))
             .await
     }
 

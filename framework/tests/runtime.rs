@@ -1,16 +1,16 @@
 //! The controller's run loop with workers over the fake API: concurrent syncs, one sync per key,
 //! the periodic recheck, retries with backoff and a clean shutdown.
 
-mod framework_support;
+mod support;
 
 use std::time::Duration;
 
-use dra_controller::framework::testing::fixtures::{
+use dra_framework::testing::fixtures::{
     claim, class, context, pod, ClaimFixture, ContextFixture, PodFixture, CLAIM, NODE, POD_CLAIM,
 };
-use dra_controller::framework::testing::DriverCall;
-use dra_controller::framework::{ControllerConfig, RateLimit};
-use framework_support::Harness;
+use dra_framework::testing::DriverCall;
+use dra_framework::{ControllerConfig, RateLimit};
+use support::Harness;
 use tokio::sync::oneshot;
 
 fn fast_config() -> ControllerConfig {

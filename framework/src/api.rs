@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim};
 use kube::Resource;
 
-use super::error::ApiError;
+use super::error::KubeCallError;
 
 /// Severity of an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,14 +59,17 @@ pub fn object_reference<K: Resource<DynamicType = ()>>(object: &K) -> ObjectRefe
 }
 
 /// The writes of the framework. Every claim write carries the resourceVersion of the object passed
-/// in, so a write based on a stale copy fails with [`super::ApiErrorKind::Conflict`].
+/// in, so a write based on a stale copy fails with [`super::KubeCallErrorKind::Conflict`].
 #[async_trait]
 pub trait ClusterApi: Send + Sync + 'static {
     /// Replaces the claim's metadata and spec (used for finalizers); returns the stored object.
-    async fn update_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ApiError>;
+    async fn update_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, KubeCallError>;
 
     /// Replaces the claim's status subresource; returns the stored object.
-    async fn update_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ApiError>;
+    async fn update_claim_status(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, KubeCallError>;
 
     /// Applies a JSON patch to the status subresource of a PodSchedulingContext. The framework's
     /// patches begin with a `test` of `/metadata/resourceVersion` and touch only this driver's
@@ -76,8 +79,8 @@ pub trait ClusterApi: Send + Sync + 'static {
         namespace: &str,
         name: &str,
         patch: &json_patch::Patch,
-    ) -> Result<PodSchedulingContext, ApiError>;
+    ) -> Result<PodSchedulingContext, KubeCallError>;
 
     /// Posts an event. Failures are logged by the caller and otherwise ignored.
-    async fn post_event(&self, event: EventRecord) -> Result<(), ApiError>;
+    async fn post_event(&self, event: EventRecord) -> Result<(), KubeCallError>;
 }

@@ -17,9 +17,10 @@ use tracing::{debug, instrument, warn};
 use super::api::{object_reference, ClusterApi, EventRecord};
 use super::caches::Caches;
 use super::driver::Driver;
-use super::error::{ApiError, Error, Result};
+use super::error::{KubeCallError, Result};
 use super::kube_api::Watches;
 use super::mutation_cache::MutationCache;
+use super::queue_key::{ObjectKey, QueueKey};
 use super::workqueue::{RateLimit, WorkQueue};
 
 /// Tunables of the controller. `Default` gives the upstream values.
@@ -60,16 +61,6 @@ pub enum SyncOutcome {
     Periodic,
 }
 
-/// Queue key of a ResourceClaim.
-pub fn claim_key(namespace: &str, name: &str) -> String {
-    format!("claim:{namespace}/{name}")
-}
-
-/// Queue key of a PodSchedulingContext.
-pub fn scheduling_context_key(namespace: &str, name: &str) -> String {
-    format!("schedulingCtx:{namespace}/{name}")
-}
-
 /// The classic DRA controller: watches claims, classes, scheduling contexts and pods and calls the
 /// [`Driver`]. Clones share the same controller.
 pub struct Controller<D: Driver> {
@@ -92,7 +83,7 @@ pub(crate) struct Inner<D: Driver> {
     pub(crate) driver: Arc<D>,
     pub(crate) api: Arc<dyn ClusterApi>,
     pub(crate) caches: Arc<dyn Caches>,
-    pub(crate) queue: WorkQueue,
+    pub(crate) queue: WorkQueue<QueueKey>,
     pub(crate) claims: MutationCache<ResourceClaim>,
     pub(crate) contexts: MutationCache<PodSchedulingContext>,
     pub(crate) config: ControllerConfig,
@@ -152,7 +143,7 @@ impl<D: Driver> Controller<D> {
     }
 
     /// The work queue (its length is the `workqueue_depth` metric).
-    pub fn queue(&self) -> &WorkQueue {
+    pub fn queue(&self) -> &WorkQueue<QueueKey> {
         &self.inner.queue
     }
 
@@ -205,7 +196,7 @@ impl<D: Driver> Controller<D> {
     /// Warning event `Failed` on the object and re-adds it with backoff. A status patch that lost
     /// the race against a newer copy is retried with the key's own backoff only, without event.
     #[instrument(skip_all, fields(key = %key, driver = %self.inner.name))]
-    pub async fn sync(&self, key: &str) -> Result<SyncOutcome> {
+    pub async fn sync(&self, key: &QueueKey) -> Result<SyncOutcome> {
         let (result, object) = self.inner.sync_key(key).await;
         let queue = &self.inner.queue;
         match &result {
@@ -253,7 +244,7 @@ impl<D: Driver> Controller<D> {
         let namespace = claim.namespace().unwrap_or_default();
         self.inner
             .queue
-            .add(&claim_key(&namespace, &claim.name_any()));
+            .add(&QueueKey::claim(namespace.clone(), claim.name_any()));
         let unallocated = claim.status.as_ref().is_none_or(|s| s.allocation.is_none());
         if !unallocated || claim.metadata.deletion_timestamp.is_some() {
             return;
@@ -271,33 +262,30 @@ impl<D: Driver> Controller<D> {
             {
                 self.inner
                     .queue
-                    .add(&scheduling_context_key(&namespace, &owner.name));
+                    .add(&QueueKey::scheduling_context(namespace, &owner.name));
             }
         }
     }
 
     /// A claim was deleted: only its backoff is reset.
     pub fn claim_deleted(&self, claim: &ResourceClaim) {
-        self.inner.queue.forget(&claim_key(
-            &claim.namespace().unwrap_or_default(),
-            &claim.name_any(),
-        ));
+        self.inner
+            .queue
+            .forget(&QueueKey::Claim(ObjectKey::of(claim)));
     }
 
     /// A PodSchedulingContext was added or changed.
     pub fn scheduling_context_changed(&self, context: &PodSchedulingContext) {
-        self.inner.queue.add(&scheduling_context_key(
-            &context.namespace().unwrap_or_default(),
-            &context.name_any(),
-        ));
+        self.inner
+            .queue
+            .add(&QueueKey::SchedulingContext(ObjectKey::of(context)));
     }
 
     /// A PodSchedulingContext was deleted: only its backoff is reset.
     pub fn scheduling_context_deleted(&self, context: &PodSchedulingContext) {
-        self.inner.queue.forget(&scheduling_context_key(
-            &context.namespace().unwrap_or_default(),
-            &context.name_any(),
-        ));
+        self.inner
+            .queue
+            .forget(&QueueKey::SchedulingContext(ObjectKey::of(context)));
     }
 
     /// A ResourceClass was added or changed: if it is ours, every claim of the class is queued, so
@@ -323,45 +311,31 @@ impl<D: Driver> Controller<D> {
         {
             self.inner
                 .queue
-                .add(&scheduling_context_key(&namespace, &name));
+                .add(&QueueKey::scheduling_context(namespace, name));
         }
-    }
-}
-
-fn split_key(key: &str) -> Option<(&str, &str)> {
-    let mut parts = key.split('/');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(name), None, None) => Some(("", name)),
-        (Some(namespace), Some(name), None) => Some((namespace, name)),
-        _ => None,
     }
 }
 
 impl<D: Driver> Inner<D> {
     /// Syncs one key; also returns the object a failure event should be posted on.
-    async fn sync_key(&self, key: &str) -> (Result<SyncOutcome>, Option<ObjectReference>) {
-        let Some((kind, rest)) = key.split_once(':') else {
-            return (Err(Error::UnexpectedKeyFormat(key.to_owned())), None);
-        };
-        let Some((namespace, name)) = split_key(rest) else {
-            return (Err(Error::UnexpectedKeyFormat(rest.to_owned())), None);
-        };
-        match kind {
-            "claim" => match self.claim(namespace, name) {
+    async fn sync_key(&self, key: &QueueKey) -> (Result<SyncOutcome>, Option<ObjectReference>) {
+        match key {
+            QueueKey::Claim(ObjectKey { namespace, name }) => match self.claim(namespace, name) {
                 None => (Ok(SyncOutcome::Done), None),
                 Some(claim) => {
                     let object = object_reference(claim.as_ref());
                     (self.sync_claim(claim).await, Some(object))
                 }
             },
-            "schedulingCtx" => match self.scheduling_context(namespace, name) {
-                None => (Ok(SyncOutcome::Done), None),
-                Some(context) => {
-                    let object = object_reference(context.as_ref());
-                    (self.sync_context(context).await, Some(object))
+            QueueKey::SchedulingContext(ObjectKey { namespace, name }) => {
+                match self.scheduling_context(namespace, name) {
+                    None => (Ok(SyncOutcome::Done), None),
+                    Some(context) => {
+                        let object = object_reference(context.as_ref());
+                        (self.sync_context(context).await, Some(object))
+                    }
                 }
-            },
-            _ => (Err(Error::UnexpectedKeyFormat(key.to_owned())), None),
+            }
         }
     }
 
@@ -389,7 +363,7 @@ impl<D: Driver> Inner<D> {
         &self,
         claim: &ResourceClaim,
         status: bool,
-    ) -> std::result::Result<Arc<ResourceClaim>, ApiError> {
+    ) -> std::result::Result<Arc<ResourceClaim>, KubeCallError> {
         let updated = if status {
             self.api.update_claim_status(claim).await?
         } else {

@@ -8,16 +8,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// A failed write or read against the API server, as seen through [`super::ClusterApi`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct ApiError {
+pub struct KubeCallError {
     /// What went wrong (class of failure).
-    pub kind: ApiErrorKind,
+    pub kind: KubeCallErrorKind,
     /// Human-readable text from the server or client.
     pub message: String,
 }
 
-/// Class of an [`ApiError`].
+/// Class of a [`KubeCallError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiErrorKind {
+pub enum KubeCallErrorKind {
     /// The object does not exist (404).
     NotFound,
     /// The object changed since it was read (409, resourceVersion mismatch or failed patch test).
@@ -26,9 +26,9 @@ pub enum ApiErrorKind {
     Other,
 }
 
-impl ApiError {
+impl KubeCallError {
     /// An error of the given kind.
-    pub fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
+    pub fn new(kind: KubeCallErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -38,9 +38,9 @@ impl ApiError {
     /// Fixed label value for metrics and logs.
     pub fn kind_label(&self) -> &'static str {
         match self.kind {
-            ApiErrorKind::NotFound => "not_found",
-            ApiErrorKind::Conflict => "conflict",
-            ApiErrorKind::Other => "other",
+            KubeCallErrorKind::NotFound => "not_found",
+            KubeCallErrorKind::Conflict => "conflict",
+            KubeCallErrorKind::Other => "other",
         }
     }
 }
@@ -49,9 +49,6 @@ impl ApiError {
 /// the Go library recognise them in events.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// A queue key that is neither `claim:<ns>/<name>` nor `schedulingCtx:<ns>/<name>`.
-    #[error("unexpected key format: {0:?}")]
-    UnexpectedKeyFormat(String),
     /// The ResourceClass named by a claim is not in the cache.
     #[error("resourceclass.resource.k8s.io {0:?} not found")]
     ClassNotFound(String),
@@ -73,10 +70,10 @@ pub enum Error {
     },
     /// Adding our finalizer before allocation failed.
     #[error("add finalizer: {0}")]
-    AddFinalizer(ApiError),
+    AddFinalizer(KubeCallError),
     /// Writing the allocation result to the claim status failed.
     #[error("add allocation: {0}")]
-    AddAllocation(ApiError),
+    AddAllocation(KubeCallError),
     /// The driver's Deallocate failed for an allocated claim.
     #[error("deallocate: {0}")]
     Deallocate(String),
@@ -85,13 +82,13 @@ pub enum Error {
     StopAllocation(String),
     /// Clearing the allocation from the claim status failed.
     #[error("remove allocation: {0}")]
-    RemoveAllocation(ApiError),
+    RemoveAllocation(KubeCallError),
     /// Clearing `deallocationRequested` failed.
     #[error("remove deallocation: {0}")]
-    RemoveDeallocation(ApiError),
+    RemoveDeallocation(KubeCallError),
     /// Removing our finalizer failed.
     #[error("remove finalizer: {0}")]
-    RemoveFinalizer(ApiError),
+    RemoveFinalizer(KubeCallError),
     /// The driver's Allocate reported an error for the claim (immediate path).
     #[error("allocate: {0}")]
     Allocate(Box<Error>),
@@ -139,7 +136,7 @@ pub enum Error {
     UnsuitableNodes(String),
     /// Writing our entries of the PodSchedulingContext status failed.
     #[error("update unsuitable node status: {0}")]
-    UpdateSchedulingStatus(ApiError),
+    UpdateSchedulingStatus(KubeCallError),
 }
 
 impl Error {
@@ -147,13 +144,12 @@ impl Error {
     /// (a scheduling-context status patch whose resourceVersion test failed). The newer copy
     /// arrives through the watch and queues the key again.
     pub fn is_stale_copy(&self) -> bool {
-        matches!(self, Error::UpdateSchedulingStatus(e) if e.kind == ApiErrorKind::Conflict)
+        matches!(self, Error::UpdateSchedulingStatus(e) if e.kind == KubeCallErrorKind::Conflict)
     }
 
     /// Fixed label value naming what failed, for metrics and logs.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::UnexpectedKeyFormat(_) => "key",
             Error::ClassNotFound(_) => "class_not_found",
             Error::ClassParameters { .. } => "class_parameters",
             Error::ClaimParameters { .. } => "claim_parameters",

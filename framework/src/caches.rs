@@ -66,7 +66,7 @@ impl Caches for ReflectorCaches {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framework::testing::fixtures::{claim, class, ClaimFixture, OTHER_CLASS};
+    use crate::testing::fixtures::{claim, class, ClaimFixture, OTHER_CLASS};
     use kube::runtime::reflector::store;
     use kube::runtime::watcher::Event;
 

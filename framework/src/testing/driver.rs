@@ -12,7 +12,7 @@ use k8s_openapi::api::resource::v1alpha2::{
 };
 use kube::ResourceExt;
 
-use crate::framework::driver::{ClaimAllocation, Driver};
+use crate::driver::{ClaimAllocation, Driver};
 
 /// One recorded call of the [`ScriptedDriver`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,11 +1,12 @@
 //! The rate-limited work queue of sync keys.
 //!
-//! A key is queued at most once and never handed to two workers at once: a key added while it is
+//! Generic over the key type; the controller queues [`super::QueueKey`]s. A key is queued at most once and never handed to two workers at once: a key added while it is
 //! being processed is queued again when its worker calls [`WorkQueue::done`]. Retries use a per-key
 //! exponential backoff combined with an overall token bucket; the larger delay wins. Owns only the
 //! queue; must not depend on the API client or the driver.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,29 +37,39 @@ impl Default for RateLimit {
     }
 }
 
-/// A deduplicating, rate-limited queue of string keys. Clones share the queue.
-#[derive(Clone)]
-pub struct WorkQueue {
-    inner: Arc<Inner>,
+/// A deduplicating, rate-limited queue of keys. Clones share the queue.
+pub struct WorkQueue<K> {
+    inner: Arc<Inner<K>>,
 }
 
-struct Inner {
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<K> {
     limit: RateLimit,
-    state: Mutex<State>,
+    state: Mutex<State<K>>,
     notify: Notify,
 }
 
-struct State {
-    queue: VecDeque<String>,
-    dirty: HashSet<String>,
-    processing: HashSet<String>,
-    failures: HashMap<String, u32>,
+struct State<K> {
+    queue: VecDeque<K>,
+    dirty: HashSet<K>,
+    processing: HashSet<K>,
+    failures: HashMap<K, u32>,
     tokens: f64,
     refilled: Instant,
     shut_down: bool,
 }
 
-impl WorkQueue {
+impl<K> WorkQueue<K>
+where
+    K: Clone + Eq + Hash + Send + 'static,
+{
     /// An empty queue with the given retry limits.
     pub fn new(limit: RateLimit) -> Self {
         Self {
@@ -78,33 +89,33 @@ impl WorkQueue {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<K>> {
         self.inner.state.lock().expect("work queue lock")
     }
 
     /// Queues `key` unless it is already queued. A key being processed is queued again after
     /// [`WorkQueue::done`].
-    pub fn add(&self, key: &str) {
+    pub fn add(&self, key: &K) {
         let mut state = self.lock();
         if state.shut_down || state.dirty.contains(key) {
             return;
         }
-        state.dirty.insert(key.to_owned());
+        state.dirty.insert(key.clone());
         if !state.processing.contains(key) {
-            state.queue.push_back(key.to_owned());
+            state.queue.push_back(key.clone());
             drop(state);
             self.inner.notify.notify_one();
         }
     }
 
     /// Queues `key` after `delay` (must be called inside a tokio runtime when `delay` is non-zero).
-    pub fn add_after(&self, key: &str, delay: Duration) {
+    pub fn add_after(&self, key: &K, delay: Duration) {
         if delay.is_zero() {
             self.add(key);
             return;
         }
         let queue = self.clone();
-        let key = key.to_owned();
+        let key = key.clone();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             queue.add(&key);
@@ -112,14 +123,14 @@ impl WorkQueue {
     }
 
     /// Queues `key` after its next backoff delay.
-    pub fn add_rate_limited(&self, key: &str) {
+    pub fn add_rate_limited(&self, key: &K) {
         let delay = self.next_delay(key);
         self.add_after(key, delay);
     }
 
     /// The delay before the next retry of `key`, counting this retry: the larger of the per-key
     /// exponential backoff and the overall token bucket's wait.
-    pub fn next_delay(&self, key: &str) -> Duration {
+    pub fn next_delay(&self, key: &K) -> Duration {
         let limit = self.inner.limit;
         let mut state = self.lock();
         let backoff = Self::count_failure(&mut state, key, limit);
@@ -138,15 +149,15 @@ impl WorkQueue {
 
     /// Queues `key` after its per-key backoff only, without spending the overall token bucket:
     /// for a retry after a write conflict, which the watch's newer copy resolves anyway.
-    pub fn add_backoff(&self, key: &str) {
+    pub fn add_backoff(&self, key: &K) {
         let limit = self.inner.limit;
         let delay = Self::count_failure(&mut self.lock(), key, limit);
         self.add_after(key, delay);
     }
 
     /// Counts one more failure of `key` and returns its exponential backoff.
-    fn count_failure(state: &mut State, key: &str, limit: RateLimit) -> Duration {
-        let failures = state.failures.entry(key.to_owned()).or_insert(0);
+    fn count_failure(state: &mut State<K>, key: &K, limit: RateLimit) -> Duration {
+        let failures = state.failures.entry(key.clone()).or_insert(0);
         let exponent = i32::try_from((*failures).min(63)).unwrap_or(63);
         *failures = failures.saturating_add(1);
         let factor = 2f64.powi(exponent);
@@ -155,17 +166,17 @@ impl WorkQueue {
     }
 
     /// Clears the failure count of `key` (after a successful sync or a delete).
-    pub fn forget(&self, key: &str) {
+    pub fn forget(&self, key: &K) {
         self.lock().failures.remove(key);
     }
 
     /// How many retries of `key` are counted.
-    pub fn num_requeues(&self, key: &str) -> u32 {
+    pub fn num_requeues(&self, key: &K) -> u32 {
         self.lock().failures.get(key).copied().unwrap_or(0)
     }
 
     /// Waits for the next key and marks it as being processed; `None` once the queue is shut down.
-    pub async fn get(&self) -> Option<String> {
+    pub async fn get(&self) -> Option<K> {
         loop {
             let notified = self.inner.notify.notified();
             tokio::pin!(notified);
@@ -191,11 +202,11 @@ impl WorkQueue {
     }
 
     /// Marks `key` as no longer being processed, re-queuing it if it was added meanwhile.
-    pub fn done(&self, key: &str) {
+    pub fn done(&self, key: &K) {
         let mut state = self.lock();
         state.processing.remove(key);
         if state.dirty.contains(key) && !state.shut_down {
-            state.queue.push_back(key.to_owned());
+            state.queue.push_back(key.clone());
             drop(state);
             self.inner.notify.notify_one();
         }
@@ -223,7 +234,7 @@ impl WorkQueue {
     }
 
     /// Whether `key` is being processed right now.
-    pub fn is_processing(&self, key: &str) -> bool {
+    pub fn is_processing(&self, key: &K) -> bool {
         self.lock().processing.contains(key)
     }
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::framework::testing::fixtures::{context, nodes, ContextFixture};
+use crate::testing::fixtures::{context, nodes, ContextFixture};
 
 fn names(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_owned()).collect()

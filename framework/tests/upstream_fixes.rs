@@ -7,15 +7,15 @@
 //! claim arrives after it, and the driver told once a deallocated claim no longer shows its
 //! allocation.
 
-mod framework_support;
+mod support;
 
-use dra_controller::framework::testing::fixtures::{
+use dra_framework::testing::fixtures::{
     allocation, claim, class, context, nodes, pod, ClaimFixture, ClassFixture, ContextFixture,
     PodFixture, CLAIM, NAMESPACE, NODE, OTHER_CLASS, OTHER_NODE, POD, POD_CLAIM,
 };
-use dra_controller::framework::testing::{DriverCall, Operation};
-use dra_controller::framework::{claim_key, scheduling_context_key, ApiErrorKind, SyncOutcome};
-use framework_support::{failed_event, unversioned, unversioned_context, CachesExt, Harness};
+use dra_framework::testing::{DriverCall, Operation};
+use dra_framework::{KubeCallErrorKind, QueueKey, SyncOutcome};
+use support::{failed_event, unversioned, unversioned_context, CachesExt, Harness};
 
 fn unsuitable_calls(h: &Harness) -> Vec<DriverCall> {
     h.driver
@@ -63,7 +63,10 @@ async fn class_change_requeues_claims_of_that_class_only() {
     keys.sort();
     assert_eq!(
         keys,
-        vec![claim_key(NAMESPACE, "b"), claim_key(NAMESPACE, CLAIM)]
+        vec![
+            QueueKey::claim(NAMESPACE, "b"),
+            QueueKey::claim(NAMESPACE, CLAIM)
+        ]
     );
 }
 
@@ -99,16 +102,16 @@ async fn unallocated_claim_of_a_pod_requeues_the_pods_scheduling_context() {
     assert_eq!(h.controller.queue().len(), 2, "the claim and the context");
     assert_eq!(
         h.controller.queue().get().await,
-        Some(claim_key(NAMESPACE, CLAIM))
+        Some(QueueKey::claim(NAMESPACE, CLAIM))
     );
     assert_eq!(
         h.controller.queue().get().await,
-        Some(scheduling_context_key(NAMESPACE, POD))
+        Some(QueueKey::scheduling_context(NAMESPACE, POD))
     );
     let allocated = claim()
         .delayed()
         .owned_by_pod()
-        .allocated(dra_controller::framework::testing::fixtures::allocation());
+        .allocated(dra_framework::testing::fixtures::allocation());
     let h = delayed_pod_harness().with_context(context().potential(&[NODE]));
     h.controller.claim_changed(&allocated);
     assert_eq!(
@@ -127,7 +130,7 @@ async fn pod_change_requeues_its_scheduling_context() {
     h.controller.pod_changed(&pod());
     assert_eq!(
         h.controller.queue().get().await,
-        Some(scheduling_context_key(NAMESPACE, POD))
+        Some(QueueKey::scheduling_context(NAMESPACE, POD))
     );
 }
 
@@ -182,7 +185,7 @@ async fn status_update_on_changed_context_conflicts_and_retries() {
     assert_eq!(
         h.controller
             .queue()
-            .num_requeues(&scheduling_context_key(NAMESPACE, POD)),
+            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD)),
         1
     );
     // Once the watch delivers the newer copy, the next sync succeeds and keeps their entry.
@@ -256,7 +259,7 @@ async fn allocated_claims_are_not_checked_for_unsuitable_nodes() {
                 .named("done")
                 .delayed()
                 .with_finalizer()
-                .allocated(dra_controller::framework::testing::fixtures::allocation()),
+                .allocated(dra_framework::testing::fixtures::allocation()),
         )
         .with_pod(
             pod()
@@ -346,7 +349,7 @@ async fn status_patch_that_loses_a_race_posts_no_event() {
     assert_eq!(
         h.controller
             .queue()
-            .num_requeues(&scheduling_context_key(NAMESPACE, POD)),
+            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD)),
         1,
         "retried with the key's own backoff"
     );
@@ -363,7 +366,7 @@ async fn driver_is_told_once_the_status_write_removing_the_allocation_returned()
     );
     h.api.fail_next(
         Operation::UpdateClaimStatus,
-        ApiErrorKind::Conflict,
+        KubeCallErrorKind::Conflict,
         "conflict",
     );
     assert!(h.sync_claim(CLAIM).await.is_err());

@@ -1,15 +1,15 @@
 //! Upstream scenarios 23-31 (PodSchedulingContexts): the sync of one `schedulingCtx:` key with
 //! the scripted driver, asserting the stored claim and context, the driver calls and the result.
 
-mod framework_support;
+mod support;
 
-use dra_controller::framework::testing::fixtures::{
+use dra_framework::testing::fixtures::{
     claim, class, context, nodes, pod, ClaimFixture, ContextFixture, PodFixture, CLAIM, NODE,
     OTHER_NODE, POD, POD_CLAIM, POD_UID,
 };
-use dra_controller::framework::testing::DriverCall;
-use dra_controller::framework::SyncOutcome;
-use framework_support::{failed_event, unversioned, unversioned_context, Harness};
+use dra_framework::testing::DriverCall;
+use dra_framework::SyncOutcome;
+use support::{failed_event, unversioned, unversioned_context, Harness};
 
 fn unsuitable_calls(h: &Harness) -> Vec<DriverCall> {
     h.driver

@@ -22,7 +22,7 @@ use super::api::{ClusterApi, EventRecord, EventType};
 use super::caches::ReflectorCaches;
 use super::controller::Controller;
 use super::driver::Driver;
-use super::error::{ApiError, ApiErrorKind};
+use super::error::{KubeCallError, KubeCallErrorKind};
 
 /// [`ClusterApi`] over a `kube::Client`. Events are events.k8s.io/v1 events reported by
 /// `resource driver <name>`.
@@ -49,36 +49,39 @@ impl KubeApi {
     }
 }
 
-/// Maps a client error to the framework's [`ApiError`].
-#[allow(clippy::needless_pass_by_value)] // used as `map_err(api_error)`
-pub fn api_error(error: kube::Error) -> ApiError {
+/// Maps a client error to the framework's [`KubeCallError`].
+#[allow(clippy::needless_pass_by_value)] // used as `map_err(kube_call_error)`
+pub fn kube_call_error(error: kube::Error) -> KubeCallError {
     let kind = match &error {
-        kube::Error::Api(response) if response.code == 404 => ApiErrorKind::NotFound,
-        kube::Error::Api(response) if response.code == 409 => ApiErrorKind::Conflict,
+        kube::Error::Api(response) if response.code == 404 => KubeCallErrorKind::NotFound,
+        kube::Error::Api(response) if response.code == 409 => KubeCallErrorKind::Conflict,
         kube::Error::Api(response) if response.code == 422 && response.message.contains("test") => {
-            ApiErrorKind::Conflict
+            KubeCallErrorKind::Conflict
         }
-        _ => ApiErrorKind::Other,
+        _ => KubeCallErrorKind::Other,
     };
-    ApiError::new(kind, error.to_string())
+    KubeCallError::new(kind, error.to_string())
 }
 
 #[async_trait]
 impl ClusterApi for KubeApi {
-    async fn update_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ApiError> {
+    async fn update_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, KubeCallError> {
         self.claims(claim)
             .replace(&claim.name_any(), &PostParams::default(), claim)
             .await
-            .map_err(api_error)
+            .map_err(kube_call_error)
     }
 
-    async fn update_claim_status(&self, claim: &ResourceClaim) -> Result<ResourceClaim, ApiError> {
+    async fn update_claim_status(
+        &self,
+        claim: &ResourceClaim,
+    ) -> Result<ResourceClaim, KubeCallError> {
         let body = serde_json::to_vec(claim)
-            .map_err(|e| ApiError::new(ApiErrorKind::Other, e.to_string()))?;
+            .map_err(|e| KubeCallError::new(KubeCallErrorKind::Other, e.to_string()))?;
         self.claims(claim)
             .replace_status(&claim.name_any(), &PostParams::default(), body)
             .await
-            .map_err(api_error)
+            .map_err(kube_call_error)
     }
 
     async fn patch_scheduling_context_status(
@@ -86,7 +89,7 @@ impl ClusterApi for KubeApi {
         namespace: &str,
         name: &str,
         patch: &json_patch::Patch,
-    ) -> Result<PodSchedulingContext, ApiError> {
+    ) -> Result<PodSchedulingContext, KubeCallError> {
         Api::<PodSchedulingContext>::namespaced(self.client.clone(), namespace)
             .patch_status(
                 name,
@@ -94,10 +97,10 @@ impl ClusterApi for KubeApi {
                 &Patch::<()>::Json(patch.clone()),
             )
             .await
-            .map_err(api_error)
+            .map_err(kube_call_error)
     }
 
-    async fn post_event(&self, event: EventRecord) -> Result<(), ApiError> {
+    async fn post_event(&self, event: EventRecord) -> Result<(), KubeCallError> {
         let type_ = match event.type_ {
             EventType::Normal => KubeEventType::Normal,
             EventType::Warning => KubeEventType::Warning,
@@ -112,7 +115,7 @@ impl ClusterApi for KubeApi {
         self.recorder
             .publish(&published, &event.regarding)
             .await
-            .map_err(api_error)
+            .map_err(kube_call_error)
     }
 }
 
@@ -244,18 +247,23 @@ mod tests {
     #[test]
     fn client_errors_map_to_kinds() {
         assert_eq!(
-            api_error(response(404, "gone")).kind,
-            ApiErrorKind::NotFound
+            kube_call_error(response(404, "gone")).kind,
+            KubeCallErrorKind::NotFound
         );
         assert_eq!(
-            api_error(response(409, "modified")).kind,
-            ApiErrorKind::Conflict
+            kube_call_error(response(409, "modified")).kind,
+            KubeCallErrorKind::Conflict
         );
         assert_eq!(
-            api_error(response(422, "test operation failed")).kind,
-            ApiErrorKind::Conflict
+            kube_call_error(response(422, "test operation failed")).kind,
+            KubeCallErrorKind::Conflict
         );
-        assert_eq!(api_error(response(500, "boom")).kind, ApiErrorKind::Other);
-        assert!(api_error(response(500, "boom")).message.contains("boom"));
+        assert_eq!(
+            kube_call_error(response(500, "boom")).kind,
+            KubeCallErrorKind::Other
+        );
+        assert!(kube_call_error(response(500, "boom"))
+            .message
+            .contains("boom"));
     }
 }
