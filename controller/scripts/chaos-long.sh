@@ -10,5 +10,5 @@
 set -eu
 cd "$(dirname "$0")/../.."
 kills="${1:-300}"
-DRA_CHAOS_KILLS="$kills" exec cargo test --release -p dra-controller --features failpoints --test chaos_kill -- \
-    --nocapture --test-threads 1 controller_killed_at_random_moments
+DRA_CHAOS_KILLS="$kills" exec cargo test --release -p dra-controller --features failpoints --test chaos -- \
+    --nocapture --test-threads 1 kill::controller_killed_at_random_moments

@@ -9,5 +9,5 @@
 set -eu
 cd "$(dirname "$0")/../.."
 failures="${1:-200}"
-DRA_FAILOVER_KILLS="$failures" exec cargo test --release -p dra-controller --features failpoints --test chaos_failover -- \
-    --nocapture --test-threads 1
+DRA_FAILOVER_KILLS="$failures" exec cargo test --release -p dra-controller --features failpoints --test chaos -- \
+    --nocapture --test-threads 1 failover::

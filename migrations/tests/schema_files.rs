@@ -1,5 +1,8 @@
 //! Opening rules of ledger files: current, newer, empty, corrupt and foreign files.
 
+// Test code unwraps: a failed step should fail the test loudly.
+#![allow(clippy::unwrap_used)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

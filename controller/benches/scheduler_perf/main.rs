@@ -12,7 +12,7 @@
 //! scheduler_perf`; `BENCH_WORKERS` (default 10) sets the controller workers and `BENCH_SCALE`
 //! (default 1.0) scales the pod counts.
 
-#[path = "../../tests/e2e_support/mod.rs"]
+#[path = "../../tests/e2e/e2e_support/mod.rs"]
 mod e2e_support;
 mod instrument;
 mod report;

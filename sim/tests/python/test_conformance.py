@@ -3,7 +3,7 @@
 status subresource, watches from every kind of resourceVersion, bookmarks, selectors, paging,
 strategic/JSON/merge patches, finalizers and garbage collection, events, bindings and discovery.
 
-Every expectation is what a real 1.30 kube-apiserver answers. Run by sim/tests/python_conformance.rs
+Every expectation is what a real 1.30 kube-apiserver answers. Run by sim/tests/api/python_conformance.rs
 against an in-process simulated cluster (DRA_SIM_KUBECONFIG, DRA_SIM_HISTORY_LIMIT)."""
 
 import datetime

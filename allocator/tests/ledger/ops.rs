@@ -1,0 +1,436 @@
+//! Claim operations of the ledger: idempotence, intents, sharing, pods, inventory changes.
+
+use dra_allocator::ledger::{AllocationState, ImportRequest, IntentKind, LedgerError, Resolution};
+use dra_allocator::model::Sharing;
+use testkit::ledger::*;
+
+#[test]
+fn repeat_allocate_returns_same_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(4, "H100")).unwrap();
+
+    let first = ledger
+        .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
+        .unwrap();
+    let again = ledger
+        .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
+        .unwrap();
+
+    assert_eq!(first, again);
+    assert_eq!(first.devices.len(), 2);
+    assert_eq!(ledger.nodes().unwrap()[0].counts.allocated, 2);
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn repeat_with_different_parameters_conflicts_until_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(4, "H100")).unwrap();
+    ledger
+        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+
+    let error = ledger
+        .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
+        .unwrap_err();
+    assert!(
+        matches!(error, LedgerError::ClaimConflict { .. }),
+        "{error}"
+    );
+    let error = ledger
+        .allocate(allocate(
+            "u1",
+            Some("node-b"),
+            request(1, Sharing::Exclusive),
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(error, LedgerError::ClaimConflict { .. }),
+        "{error}"
+    );
+
+    ledger.release("u1").unwrap();
+    let now = ledger
+        .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
+        .unwrap();
+    assert_eq!(now.devices.len(), 2);
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn allocation_stays_pending_with_an_intent_until_confirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+
+    let allocation = ledger
+        .allocate(allocate(
+            "u1",
+            Some("node-a"),
+            request(1, Sharing::Exclusive),
+        ))
+        .unwrap();
+    assert_eq!(allocation.state, AllocationState::Pending);
+    let pending = ledger.pending_intents().unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].claim.uid, "u1");
+    assert_eq!(pending[0].devices, allocation.devices);
+    assert_eq!(pending[0].intent, allocation.intent);
+
+    let confirmed = ledger.confirm("u1").unwrap();
+    assert_eq!(confirmed.state, AllocationState::Confirmed);
+    assert_eq!(
+        ledger.confirm("u1").unwrap().state,
+        AllocationState::Confirmed
+    );
+    assert!(ledger.pending_intents().unwrap().is_empty());
+    let history = ledger.claim("u1").unwrap().unwrap().intents;
+    assert_eq!(history[0].kind, IntentKind::Allocate);
+    assert!(matches!(
+        history[0].resolution,
+        Some((Resolution::Confirmed, _))
+    ));
+    assert_eq!(history[1].kind, IntentKind::Confirm);
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn confirm_of_unknown_claim_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    let error = ledger.confirm("nobody").unwrap_err();
+    assert!(
+        matches!(error, LedgerError::ClaimNotFound { .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn release_is_idempotent_and_unknown_uid_is_fine() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
+    ledger
+        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+
+    assert!(ledger.release("u1").unwrap().is_some());
+    assert!(ledger.release("u1").unwrap().is_none());
+    assert!(ledger.release("never-seen").unwrap().is_none());
+    assert!(ledger.allocation("u1").unwrap().is_none());
+    assert_eq!(ledger.nodes().unwrap()[0].counts.free, 1);
+    let history = ledger.claim("u1").unwrap().unwrap().intents;
+    assert!(matches!(
+        history[0].resolution,
+        Some((Resolution::Released, _))
+    ));
+    assert_eq!(history.last().unwrap().kind, IntentKind::Release);
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn abort_frees_a_pending_allocation_but_refuses_a_confirmed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    ledger
+        .allocate(allocate("pending", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+    ledger
+        .allocate(allocate("confirmed", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+    ledger.confirm("confirmed").unwrap();
+
+    assert!(ledger.abort("pending").unwrap().is_some());
+    assert!(ledger.abort("pending").unwrap().is_none());
+    let error = ledger.abort("confirmed").unwrap_err();
+    assert!(
+        matches!(error, LedgerError::AbortConfirmed { .. }),
+        "{error}"
+    );
+    assert!(ledger.allocation("confirmed").unwrap().is_some());
+    assert!(ledger.pending_intents().unwrap().is_empty());
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn exclusive_devices_are_never_given_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    ledger
+        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+    ledger
+        .allocate(allocate("u2", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+
+    let error = ledger
+        .allocate(allocate("u3", None, request(1, Sharing::Exclusive)))
+        .unwrap_err();
+
+    assert!(
+        matches!(error, LedgerError::Unsatisfiable { .. }),
+        "{error}"
+    );
+    assert!(ledger.allocation("u3").unwrap().is_none());
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn shared_devices_take_up_to_max_consumers() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
+    let shared = Sharing::Shared { max_consumers: 2 };
+    ledger
+        .allocate(allocate("u1", None, request(1, shared)))
+        .unwrap();
+    ledger
+        .allocate(allocate("u2", None, request(1, shared)))
+        .unwrap();
+
+    assert!(ledger
+        .allocate(allocate("u3", None, request(1, shared)))
+        .is_err());
+    let devices = ledger.node_devices("node-a").unwrap().unwrap();
+    assert_eq!(devices[0].consumers.len(), 2);
+    assert_eq!(ledger.nodes().unwrap()[0].counts.shared, 1);
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn pod_claims_are_allocated_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(3, "H100")).unwrap();
+
+    let error = ledger
+        .allocate_pod(
+            "pod-1",
+            "node-a",
+            vec![
+                pod_claim("a", request(2, Sharing::Exclusive)),
+                pod_claim("b", request(2, Sharing::Exclusive)),
+            ],
+        )
+        .unwrap_err();
+    assert!(
+        matches!(error, LedgerError::Unsatisfiable { .. }),
+        "{error}"
+    );
+    assert!(ledger.allocation("a").unwrap().is_none());
+    assert!(ledger.allocation("b").unwrap().is_none());
+
+    let done = ledger
+        .allocate_pod(
+            "pod-1",
+            "node-a",
+            vec![
+                pod_claim("a", request(2, Sharing::Exclusive)),
+                pod_claim("b", request(1, Sharing::Exclusive)),
+            ],
+        )
+        .unwrap();
+    assert_eq!(done.len(), 2);
+    assert_eq!(done[0].pod_uid.as_deref(), Some("pod-1"));
+    let again = ledger
+        .allocate_pod(
+            "pod-1",
+            "node-a",
+            vec![
+                pod_claim("a", request(2, Sharing::Exclusive)),
+                pod_claim("b", request(1, Sharing::Exclusive)),
+            ],
+        )
+        .unwrap();
+    assert_eq!(done, again);
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn vanished_allocated_device_becomes_missing_and_leaves_on_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    let allocation = ledger
+        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+    let held = allocation.devices[0].clone();
+
+    let change = ledger.set_inventory("node-a", Vec::new()).unwrap();
+
+    assert_eq!(change.marked_missing, vec![held.clone()]);
+    assert_eq!(change.removed.len(), 1);
+    let devices = ledger.node_devices("node-a").unwrap().unwrap();
+    assert_eq!(devices.len(), 1);
+    assert!(devices[0].missing);
+    assert_consistent(&ledger);
+
+    ledger.release("u1").unwrap();
+    assert!(ledger.node_devices("node-a").unwrap().is_none());
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn missing_device_published_again_is_restored_with_its_consumer() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
+    ledger
+        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+    ledger.set_inventory("node-a", Vec::new()).unwrap();
+
+    let change = ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
+
+    assert_eq!(change.restored, vec!["gpu-0".to_owned()]);
+    let devices = ledger.node_devices("node-a").unwrap().unwrap();
+    assert!(!devices[0].missing);
+    assert_eq!(devices[0].consumers[0].claim_uid, "u1");
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn cordoned_device_is_skipped_and_keeps_its_consumer() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    let held = ledger
+        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+    let other = if held.devices[0] == "gpu-0" {
+        "gpu-1"
+    } else {
+        "gpu-0"
+    };
+
+    assert!(ledger.cordon("node-a", other).unwrap());
+    assert!(!ledger.cordon("node-a", other).unwrap());
+    assert!(ledger.cordon("node-a", &held.devices[0]).unwrap());
+
+    assert!(ledger
+        .allocate(allocate("u2", None, request(1, Sharing::Exclusive)))
+        .is_err());
+    assert!(ledger.allocation("u1").unwrap().is_some());
+    assert!(ledger.uncordon("node-a", other).unwrap());
+    let u2 = ledger
+        .allocate(allocate("u2", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+    assert_eq!(u2.devices, vec![other.to_owned()]);
+    let error = ledger.cordon("node-a", "gpu-9").unwrap_err();
+    assert!(
+        matches!(error, LedgerError::DeviceNotFound { .. }),
+        "{error}"
+    );
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn import_records_a_confirmed_allocation_and_refuses_conflicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    let imported = ImportRequest {
+        claim: claim("u1"),
+        pod_uid: None,
+        node: "node-a".to_owned(),
+        devices: vec!["gpu-1".to_owned()],
+        sharing: Sharing::Exclusive,
+    };
+
+    let allocation = ledger.import(imported.clone()).unwrap();
+    assert_eq!(allocation.state, AllocationState::Confirmed);
+    assert_eq!(ledger.import(imported.clone()).unwrap(), allocation);
+    assert!(ledger.pending_intents().unwrap().is_empty());
+
+    let clash = ImportRequest {
+        claim: claim("u2"),
+        ..imported
+    };
+    let error = ledger.import(clash).unwrap_err();
+    assert!(
+        matches!(error, LedgerError::DeviceConflict { .. }),
+        "{error}"
+    );
+    let repeat = ledger
+        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+    assert_eq!(repeat.devices, vec!["gpu-1".to_owned()]);
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn import_of_an_unpublished_device_records_it_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger
+        .import(ImportRequest {
+            claim: claim("u1"),
+            pod_uid: None,
+            node: "node-z".to_owned(),
+            devices: vec!["gpu-7".to_owned()],
+            sharing: Sharing::Exclusive,
+        })
+        .unwrap();
+
+    let devices = ledger.node_devices("node-z").unwrap().unwrap();
+    assert!(devices[0].missing);
+    ledger
+        .set_inventory("node-z", vec![gpu("gpu-7", "H100", 0)])
+        .unwrap();
+    assert!(!ledger.node_devices("node-z").unwrap().unwrap()[0].missing);
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn malformed_input_is_refused_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
+
+    let error = ledger
+        .allocate(allocate("", None, request(1, Sharing::Exclusive)))
+        .unwrap_err();
+    assert!(matches!(error, LedgerError::InvalidInput { .. }), "{error}");
+    let error = ledger
+        .set_inventory("node-b", vec![gpu("x", "H100", 0), gpu("x", "H100", 0)])
+        .unwrap_err();
+    assert!(matches!(error, LedgerError::InvalidInput { .. }), "{error}");
+    let error = ledger
+        .allocate_pod(
+            "pod",
+            "node-a",
+            vec![
+                pod_claim("same", request(1, Sharing::Exclusive)),
+                pod_claim("same", request(1, Sharing::Exclusive)),
+            ],
+        )
+        .unwrap_err();
+    assert!(matches!(error, LedgerError::InvalidInput { .. }), "{error}");
+    assert_eq!(ledger.nodes().unwrap().len(), 1);
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn selector_and_node_choice_are_respected() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    ledger.set_inventory("node-b", gpus(2, "H200")).unwrap();
+
+    let h200 = ledger
+        .allocate(allocate("u1", None, model_request(1, "H200")))
+        .unwrap();
+    assert_eq!(h200.node, "node-b");
+    let error = ledger
+        .allocate(allocate("u2", Some("node-a"), model_request(1, "H200")))
+        .unwrap_err();
+    assert!(
+        matches!(error, LedgerError::Unsatisfiable { .. }),
+        "{error}"
+    );
+    assert_consistent(&ledger);
+}

@@ -1,0 +1,17 @@
+//! The admin API's tests in one binary, all in process through `tower::ServiceExt::oneshot`: the
+//! router, the read and write routes, authentication of every route, the OpenAPI document, the
+//! metrics and their breakdowns, and property tests of bad input.
+
+// Test code unwraps: a failed step should fail the test loudly.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+mod auth_every_route;
+mod input_props;
+mod metrics;
+mod metrics_breakdown;
+mod openapi;
+mod router;
+mod v1_read;
+mod v1_write;

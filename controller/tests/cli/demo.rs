@@ -1,0 +1,179 @@
+//! `dra-ledger demo` end to end: a short workload on the simulated cluster allocates claims,
+//! serves /readyz and every spec metric on /metrics while it runs, finishes with a consistent
+//! ledger and exits 0.
+
+use std::time::Duration;
+
+use crate::cli_support::{http_get, spawn, stdout_lines, wait_exit};
+use dra_api::metrics::METRIC_NAMES;
+
+/// The number after `label` in a progress line, e.g. `claims_in_total(line) == 27`.
+fn number_before(line: &str, suffix: &str) -> Option<u64> {
+    let end = line.find(suffix)?;
+    line[..end].split_whitespace().last()?.parse().ok()
+}
+
+#[test]
+fn short_demo_allocates_serves_metrics_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("demo.redb");
+    let mut child = spawn(&[
+        "demo",
+        "--pods",
+        "20",
+        "--nodes",
+        "4",
+        "--devices-per-node",
+        "4",
+        "--duration",
+        "120s",
+        "--listen",
+        "127.0.0.1:0",
+        "--ledger",
+        ledger.to_str().unwrap(),
+    ]);
+    let mut lines = stdout_lines(&mut child);
+    let addr = lines.wait_for(Duration::from_secs(60), testkit::process::demo_banner_addr);
+    assert_eq!(http_get(&addr, "/healthz").0, 200);
+    lines.wait_for(Duration::from_secs(60), |line| {
+        line.contains("controller ready").then_some(())
+    });
+    let (status, body) = http_get(&addr, "/readyz");
+    assert_eq!(status, 200, "{body}");
+
+    // Wait for a progress line that shows allocations, then look at the metrics.
+    lines.wait_for(Duration::from_secs(60), |line| {
+        number_before(line, " in total").filter(|total| *total > 0)
+    });
+    let (status, metrics) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    for name in METRIC_NAMES {
+        assert!(
+            metrics.contains(&format!("# TYPE {name} ")),
+            "{name} missing from\n{metrics}"
+        );
+    }
+    assert!(
+        metrics.contains("dra_ledger_api_requests_total{code=\"200\",verb=\"watch\"}")
+            || metrics.contains("dra_ledger_api_requests_total{code=\"200\",verb=\"get\"}"),
+        "{metrics}"
+    );
+
+    let status = wait_exit(&mut child, Duration::from_secs(150));
+    lines.drain();
+    let output = lines.seen.join("\n");
+    assert!(status.success(), "exit {status:?}\n{output}");
+    assert!(output.contains("workload done after"), "{output}");
+    assert!(output.contains("20 pods succeeded, 0 failed"), "{output}");
+    assert!(
+        output.contains("immediate claims deleted: 0 claims left allocated in the ledger"),
+        "{output}"
+    );
+    assert!(output.contains("ledger verified: consistent"), "{output}");
+    // The ledger given with --ledger stays and verifies offline too.
+    let verified = crate::cli_support::binary()
+        .args(["ledger", "verify", "--ledger", ledger.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(verified.status.success(), "{verified:?}");
+}
+
+#[test]
+fn demo_refuses_a_corrupt_ledger_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("bad.redb");
+    std::fs::write(
+        &ledger,
+        b"definitely not a database, just some bytes of text",
+    )
+    .unwrap();
+    let output = crate::cli_support::binary()
+        .args([
+            "demo",
+            "--pods",
+            "1",
+            "--nodes",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--ledger",
+            ledger.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot open the ledger")
+            && stderr.contains("corrupt or not a redb database"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&ledger).unwrap(),
+        b"definitely not a database, just some bytes of text"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_the_demo_cleanly_with_a_summary() {
+    let mut child = spawn(&[
+        "demo",
+        "--pods",
+        "200",
+        "--nodes",
+        "2",
+        "--devices-per-node",
+        "2",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let mut lines = stdout_lines(&mut child);
+    lines.wait_for(Duration::from_secs(60), |line| {
+        line.contains(" to submit |").then_some(())
+    });
+    crate::cli_support::signal(&child, "INT");
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    lines.drain();
+    let output = lines.seen.join("\n");
+    assert!(status.success(), "exit {status:?}\n{output}");
+    assert!(output.contains("interrupted after"), "{output}");
+    assert!(output.contains("ledger verified: consistent"), "{output}");
+}
+
+#[test]
+fn a_ledger_reused_from_an_interrupted_demo_is_reconciled_and_the_next_demo_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("reused.redb");
+    let demo = |extra: &[&str]| {
+        let mut args = vec![
+            "demo",
+            "--nodes",
+            "2",
+            "--devices-per-node",
+            "4",
+            "--listen",
+            "127.0.0.1:0",
+            "--ledger",
+            ledger.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        crate::cli_support::binary().args(&args).output().unwrap()
+    };
+    let first = demo(&["--pods", "10", "--duration", "2s"]);
+    let first_out = String::from_utf8_lossy(&first.stdout);
+    assert!(first.status.success(), "{first_out}");
+    assert!(first_out.contains("time limit reached"), "{first_out}");
+
+    // The claims of the first (now gone) cluster are released by a reconcile of the second.
+    let second = demo(&["--pods", "4"]);
+    let second_out = String::from_utf8_lossy(&second.stdout);
+    assert!(second.status.success(), "{second_out}");
+    assert!(
+        second_out.contains("4 pods succeeded, 0 failed"),
+        "{second_out}"
+    );
+    assert!(
+        second_out.contains("immediate claims deleted: 0 claims left allocated in the ledger"),
+        "{second_out}"
+    );
+}

@@ -1,0 +1,13 @@
+//! End to end in process: the simulated cluster, the driver and the framework's controller with
+//! pods of claim templates (lifecycle, placement, restarts on the same ledger), and the manifests
+//! under deploy/ (schemas, RBAC against the requests actually made, the `StatefulSet`'s flags).
+
+// Test code unwraps: a failed step should fail the test loudly.
+#![allow(clippy::unwrap_used)]
+
+mod deploy_support;
+mod e2e_support;
+
+mod deploy_manifests;
+mod lifecycle;
+mod placement;

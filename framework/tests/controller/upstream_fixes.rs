@@ -1,0 +1,394 @@
+//! The improvements over the upstream library (protocol reference section 6): the mutation
+//! caches, pods watched, class changes re-queuing claims, status patches that keep other drivers'
+//! entries, truncated lists not rewritten, the report written when allocation fails (naming the
+//! selected node, so that the scheduler moves on), the selected node always checked, allocated
+//! claims never checked, nodes reported unsuitable before checked again instead of forgotten,
+//! a status patch that lost a race retried without an event, a pod's context woken when its
+//! claim arrives after it, and the driver told once a deallocated claim no longer shows its
+//! allocation.
+
+use crate::support::{failed_event, unversioned, unversioned_context, CachesExt, Harness};
+use dra_framework::testing::fixtures::{
+    allocation, claim, class, context, nodes, pod, ClaimFixture, ClassFixture, ContextFixture,
+    PodFixture, CLAIM, NAMESPACE, NODE, OTHER_CLASS, OTHER_NODE, POD, POD_CLAIM,
+};
+use dra_framework::testing::{DriverCall, Operation};
+use dra_framework::{KubeCallErrorKind, QueueKey, SyncOutcome};
+
+fn unsuitable_calls(h: &Harness) -> Vec<DriverCall> {
+    h.driver
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, DriverCall::UnsuitableNodes { .. }))
+        .collect()
+}
+
+fn delayed_pod_harness() -> Harness {
+    Harness::new()
+        .with_class(class())
+        .with_claim(claim().delayed())
+        .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
+}
+
+#[tokio::test]
+async fn stale_watched_copy_does_not_trigger_second_allocation() {
+    let h = Harness::new()
+        .with_class(class())
+        .with_claim(claim().immediate());
+    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    // The watch has not delivered our writes yet: the cache still holds the unallocated claim.
+    assert!(h.caches.claim_is_unallocated(CLAIM));
+    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.driver.allocate_calls().len(), 1);
+    assert!(h.events().is_empty(), "no conflict: {:?}", h.events());
+}
+
+#[tokio::test]
+async fn class_change_requeues_claims_of_that_class_only() {
+    let h = Harness::new()
+        .with_claim(claim().immediate())
+        .with_claim(claim().named("b").immediate())
+        .with_claim(claim().named("c").immediate().in_class(OTHER_CLASS));
+    h.controller.class_changed(&class());
+    assert_eq!(h.controller.queue().len(), 2);
+    h.controller
+        .class_changed(&class().named(OTHER_CLASS).of_driver("other-driver"));
+    assert_eq!(h.controller.queue().len(), 2);
+    let mut keys = vec![
+        h.controller.queue().get().await.unwrap(),
+        h.controller.queue().get().await.unwrap(),
+    ];
+    keys.sort();
+    assert_eq!(
+        keys,
+        vec![
+            QueueKey::claim(NAMESPACE, "b"),
+            QueueKey::claim(NAMESPACE, CLAIM)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn fixed_class_parameters_are_used_after_class_change() {
+    let h = Harness::new()
+        .with_class(class())
+        .with_claim(claim().immediate());
+    h.driver.set_class_parameters_error(Some("bad selector"));
+    let err = h.sync_claim(CLAIM).await.unwrap_err();
+    assert_eq!(err.to_string(), "class parameters <none>: bad selector");
+    // The class gets an event as well as the claim.
+    assert_eq!(
+        h.events(),
+        vec![
+            failed_event("ResourceClass", "bad selector"),
+            failed_event("ResourceClaim", "class parameters <none>: bad selector"),
+        ]
+    );
+    h.driver.set_class_parameters_error(None);
+    h.controller.class_changed(&class());
+    let key = h.controller.queue().get().await.unwrap();
+    assert_eq!(h.controller.sync(&key).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.driver.allocate_calls().len(), 1);
+}
+
+#[tokio::test]
+async fn unallocated_claim_of_a_pod_requeues_the_pods_scheduling_context() {
+    // The context may have been synced before the claim reached the cache.
+    let h = delayed_pod_harness().with_context(context().potential(&[NODE]));
+    h.controller
+        .claim_changed(&claim().delayed().owned_by_pod());
+    assert_eq!(h.controller.queue().len(), 2, "the claim and the context");
+    assert_eq!(
+        h.controller.queue().get().await,
+        Some(QueueKey::claim(NAMESPACE, CLAIM))
+    );
+    assert_eq!(
+        h.controller.queue().get().await,
+        Some(QueueKey::scheduling_context(NAMESPACE, POD))
+    );
+    let allocated = claim()
+        .delayed()
+        .owned_by_pod()
+        .allocated(dra_framework::testing::fixtures::allocation());
+    let h = delayed_pod_harness().with_context(context().potential(&[NODE]));
+    h.controller.claim_changed(&allocated);
+    assert_eq!(
+        h.controller.queue().len(),
+        1,
+        "an allocated claim wakes only itself"
+    );
+}
+
+#[tokio::test]
+async fn pod_change_requeues_its_scheduling_context() {
+    let h = delayed_pod_harness();
+    h.controller.pod_changed(&pod());
+    assert!(h.controller.queue().is_empty(), "no context yet");
+    let h = h.with_context(context().potential(&[NODE]));
+    h.controller.pod_changed(&pod());
+    assert_eq!(
+        h.controller.queue().get().await,
+        Some(QueueKey::scheduling_context(NAMESPACE, POD))
+    );
+}
+
+#[tokio::test]
+async fn context_waits_for_pod_in_cache() {
+    let h = Harness::new()
+        .with_class(class())
+        .with_claim(claim().delayed())
+        .with_context(context().potential(&[NODE]));
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Done));
+    assert!(h.driver.calls().is_empty());
+}
+
+#[tokio::test]
+async fn other_drivers_status_entry_survives_our_update() {
+    let h = delayed_pod_harness().with_context(
+        context()
+            .potential(&[NODE, OTHER_NODE])
+            .with_status_entry("gpu-of-other-driver", &["node-x"])
+            .with_status_entry(POD_CLAIM, &[NODE]),
+    );
+    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(
+        h.stored_context(),
+        unversioned_context(
+            context()
+                .potential(&[NODE, OTHER_NODE])
+                .with_status_entry("gpu-of-other-driver", &["node-x"])
+                .with_status_entry(POD_CLAIM, &[OTHER_NODE])
+        )
+    );
+}
+
+#[tokio::test]
+async fn status_update_on_changed_context_conflicts_and_retries() {
+    let h = delayed_pod_harness().with_context(context().potential(&[NODE, OTHER_NODE]));
+    // Another driver wrote its entry after our cache copy was taken.
+    let mut newer = context()
+        .potential(&[NODE, OTHER_NODE])
+        .with_status_entry("theirs", &[NODE]);
+    newer.metadata.resource_version = Some("2".into());
+    h.api.insert_context(newer.clone());
+    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    let err = h.sync_context().await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("update unsuitable node status: "),
+        "{err}"
+    );
+    assert_eq!(h.stored_context(), unversioned_context(newer));
+    assert_eq!(
+        h.controller
+            .queue()
+            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD)),
+        1
+    );
+    // Once the watch delivers the newer copy, the next sync succeeds and keeps their entry.
+    h.refresh_caches(CLAIM);
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    let entries = h.stored_context().status.unwrap().resource_claims.unwrap();
+    assert_eq!(entries.len(), 2);
+}
+
+#[tokio::test]
+async fn truncated_list_is_not_rewritten_on_recheck() {
+    let mut unsuitable = nodes(128);
+    unsuitable.push(NODE.into());
+    let list: Vec<&str> = unsuitable.iter().map(String::as_str).collect();
+    let h = delayed_pod_harness().with_context(context().selected(NODE).potential(&nodes(128)));
+    h.driver.set_unsuitable(POD_CLAIM, &list);
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.context_writes(), 1);
+    h.refresh_caches(CLAIM);
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.context_writes(), 1);
+}
+
+#[tokio::test]
+async fn failed_allocation_is_reported_with_the_selected_node_unsuitable() {
+    let h =
+        delayed_pod_harness().with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
+    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    h.driver.fail_allocate(CLAIM, "fake error");
+    let err = h.sync_context().await.unwrap_err();
+    assert_eq!(err.to_string(), "claim claim: fake error");
+    assert_eq!(
+        h.stored_context(),
+        unversioned_context(
+            context()
+                .selected(NODE)
+                .potential(&[NODE, OTHER_NODE])
+                .with_status_entry(POD_CLAIM, &[OTHER_NODE, NODE])
+        )
+    );
+    assert_eq!(
+        h.stored_claim(CLAIM),
+        unversioned(claim().delayed().with_finalizer())
+    );
+}
+
+#[tokio::test]
+async fn selected_node_outside_potential_nodes_is_checked() {
+    let h = delayed_pod_harness().with_context(context().selected(NODE).potential(&[OTHER_NODE]));
+    h.driver.set_unsuitable(POD_CLAIM, &[NODE]);
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(
+        unsuitable_calls(&h),
+        vec![DriverCall::UnsuitableNodes {
+            pod: POD.into(),
+            claims: vec![CLAIM.into()],
+            potential_nodes: vec![OTHER_NODE.into(), NODE.into()],
+        }]
+    );
+    assert!(h.driver.allocate_calls().is_empty());
+}
+
+#[tokio::test]
+async fn allocated_claims_are_not_checked_for_unsuitable_nodes() {
+    let h = Harness::new()
+        .with_class(class())
+        .with_claim(claim().delayed())
+        .with_claim(
+            claim()
+                .named("done")
+                .delayed()
+                .with_finalizer()
+                .allocated(dra_framework::testing::fixtures::allocation()),
+        )
+        .with_pod(
+            pod()
+                .with_claim(POD_CLAIM, CLAIM)
+                .with_claim("second", "done"),
+        )
+        .with_context(context().potential(&[NODE]));
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(
+        unsuitable_calls(&h),
+        vec![DriverCall::UnsuitableNodes {
+            pod: POD.into(),
+            claims: vec![CLAIM.into()],
+            potential_nodes: vec![NODE.into()],
+        }]
+    );
+}
+
+#[tokio::test]
+async fn own_status_patch_is_seen_before_the_watch_catches_up() {
+    let h = delayed_pod_harness().with_context(context().potential(&[NODE, OTHER_NODE]));
+    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    // The cache still holds the context without status; the next report must not conflict.
+    h.driver.set_unsuitable(POD_CLAIM, &[NODE, OTHER_NODE]);
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.context_writes(), 2);
+    assert!(h.events().is_empty(), "{:?}", h.events());
+    assert_eq!(
+        h.stored_context(),
+        unversioned_context(
+            context()
+                .potential(&[NODE, OTHER_NODE])
+                .with_status_entry(POD_CLAIM, &[NODE, OTHER_NODE])
+        )
+    );
+}
+
+#[tokio::test]
+async fn node_reported_before_is_checked_again_and_stays_reported_while_unsuitable() {
+    // The scheduler dropped OTHER_NODE from the potential nodes after our report.
+    let h = delayed_pod_harness().with_context(
+        context()
+            .potential(&[NODE])
+            .with_status_entry(POD_CLAIM, &[OTHER_NODE]),
+    );
+    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(
+        unsuitable_calls(&h),
+        vec![DriverCall::UnsuitableNodes {
+            pod: POD.into(),
+            claims: vec![CLAIM.into()],
+            potential_nodes: vec![NODE.into(), OTHER_NODE.into()],
+        }]
+    );
+    assert_eq!(h.context_writes(), 0, "the report stands");
+}
+
+#[tokio::test]
+async fn node_reported_before_is_dropped_from_the_report_once_suitable() {
+    let h = delayed_pod_harness().with_context(
+        context()
+            .potential(&[NODE])
+            .with_status_entry(POD_CLAIM, &[OTHER_NODE]),
+    );
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(
+        h.stored_context(),
+        unversioned_context(
+            context()
+                .potential(&[NODE])
+                .with_status_entry(POD_CLAIM, &[] as &[&str])
+        )
+    );
+}
+
+#[tokio::test]
+async fn status_patch_that_loses_a_race_posts_no_event() {
+    let h = delayed_pod_harness().with_context(context().potential(&[NODE, OTHER_NODE]));
+    let mut newer = context().potential(&[NODE]);
+    newer.metadata.resource_version = Some("2".into());
+    h.api.insert_context(newer);
+    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    assert!(h.sync_context().await.unwrap_err().is_stale_copy());
+    assert!(h.events().is_empty(), "{:?}", h.events());
+    assert_eq!(
+        h.controller
+            .queue()
+            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD)),
+        1,
+        "retried with the key's own backoff"
+    );
+}
+
+#[tokio::test]
+async fn driver_is_told_once_the_status_write_removing_the_allocation_returned() {
+    let h = Harness::new().with_class(class()).with_claim(
+        claim()
+            .immediate()
+            .deleted()
+            .with_finalizer()
+            .allocated(allocation()),
+    );
+    h.api.fail_next(
+        Operation::UpdateClaimStatus,
+        KubeCallErrorKind::Conflict,
+        "conflict",
+    );
+    assert!(h.sync_claim(CLAIM).await.is_err());
+    assert!(
+        h.driver.published_deallocations().is_empty(),
+        "not told while the claim still shows the allocation"
+    );
+    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(
+        h.driver.published_deallocations(),
+        [format!("{CLAIM} unallocated")]
+    );
+}
+
+#[tokio::test]
+async fn failed_deallocate_does_not_tell_the_driver_it_was_published() {
+    let h = Harness::new().with_class(class()).with_claim(
+        claim()
+            .immediate()
+            .deleted()
+            .with_finalizer()
+            .allocated(allocation()),
+    );
+    h.driver.set_deallocate_error(Some("fake error"));
+    assert!(h.sync_claim(CLAIM).await.is_err());
+    assert!(h.driver.published_deallocations().is_empty());
+}
