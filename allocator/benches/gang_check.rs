@@ -50,11 +50,13 @@ fn inventory(rng: &mut Rng) -> Inventory {
                     .with("model", AttributeValue::String(models[kind].into()))
                     .with(
                         "memory",
-                        AttributeValue::Quantity(Quantity::parse(memory[kind]).unwrap()),
+                        AttributeValue::Quantity(
+                            Quantity::parse(memory[kind]).expect("a quantity"),
+                        ),
                     )
                     .with(
                         "driverVersion",
-                        AttributeValue::Version(Version::parse(drivers[n % 3]).unwrap()),
+                        AttributeValue::Version(Version::parse(drivers[n % 3]).expect("a version")),
                     )
                     .with("numa", AttributeValue::Int(i64::from(d / 4)))
                     .with("index", AttributeValue::Int(i64::from(d)))

@@ -25,7 +25,9 @@ fn ledger(dir: &std::path::Path) -> Ledger {
                     .with("model", AttributeValue::String("H100".to_owned()))
             })
             .collect();
-        ledger.set_inventory(&format!("node-{n}"), devices).unwrap();
+        ledger
+            .set_inventory(&format!("node-{n}"), devices)
+            .expect("inventory");
     }
     ledger
 }
@@ -74,7 +76,7 @@ fn run(ledger: &Ledger, callers: usize, pairs: u64, next: &AtomicU64) -> Duratio
     barrier.wait();
     let started = Instant::now();
     for handle in handles {
-        handle.join().unwrap();
+        handle.join().expect("caller thread");
     }
     // Scaled to the `pairs` asked for when rounding gave each caller one more.
     started
@@ -95,7 +97,7 @@ fn ops_per_second(ledger: &Ledger, callers: usize, window: Duration, next: &Atom
 }
 
 fn bench(c: &mut Criterion) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("tempdir");
     let ledger = ledger(dir.path());
     let next = AtomicU64::new(0);
     let mut group = c.benchmark_group("ledger_commit");

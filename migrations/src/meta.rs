@@ -5,8 +5,8 @@ use redb::{ReadTransaction, ReadableTable, TableDefinition, TableError, WriteTra
 
 use crate::{MigrationError, Result, CURRENT_SCHEMA_VERSION};
 
-/// Schema version and driver name of the file. Invariant: holds [`SCHEMA_VERSION_KEY`] (a big-endian
-/// `u32`) and [`DRIVER_NAME_KEY`] (UTF-8) from the first commit on; its name and types never change.
+/// Schema version and driver name of the file. Invariant: holds `SCHEMA_VERSION_KEY` (a big-endian
+/// `u32`) and `DRIVER_NAME_KEY` (UTF-8) from the first commit on; its name and types never change.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 /// Meta key of the schema version (4 bytes, big-endian `u32`).

@@ -103,7 +103,7 @@ const BINARY_SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
 fn largest_power(value: u128, base: u128) -> (usize, u128) {
     let mut k = 0;
     let mut rest = value;
-    while k < 6 && rest % base == 0 {
+    while k < 6 && rest.is_multiple_of(base) {
         rest /= base;
         k += 1;
     }
@@ -119,7 +119,7 @@ impl fmt::Display for Quantity {
             f.write_str("-")?;
         }
         let magnitude = self.milli.unsigned_abs();
-        if magnitude % 1000 != 0 {
+        if !magnitude.is_multiple_of(1000) {
             return match self.format {
                 Format::DecimalExponent => write!(f, "{magnitude}e-3"),
                 Format::BinarySi | Format::DecimalSi => write!(f, "{magnitude}m"),
@@ -127,7 +127,7 @@ impl fmt::Display for Quantity {
         }
         let units = magnitude / 1000;
         match self.format {
-            Format::BinarySi if units % 1024 == 0 => {
+            Format::BinarySi if units.is_multiple_of(1024) => {
                 let (k, rest) = largest_power(units, 1024);
                 write!(f, "{rest}{}", BINARY_SUFFIXES[k])
             }

@@ -51,7 +51,7 @@ impl Cursor {
         node: Option<&str>,
     ) -> Result<String, ApiError> {
         let invalid = || ApiError::BadRequest("invalid continue token".to_owned());
-        if token.len() % 2 != 0 || token.len() > 8192 {
+        if !token.len().is_multiple_of(2) || token.len() > 8192 {
             return Err(invalid());
         }
         let bytes = (0..token.len())

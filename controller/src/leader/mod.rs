@@ -3,8 +3,8 @@
 //! stops writing before another can have taken it.
 //!
 //! - [`decide`]: the pure decision (create, acquire, wait) from the Lease as read;
-//! - [`elector`]: the campaign and renewal loop against the API server;
-//! - [`fence`]: the deadline after the last successful renewal, asked by the ledger's commit
+//! - `elector`: the campaign and renewal loop against the API server;
+//! - `fence`: the deadline after the last successful renewal, asked by the ledger's commit
 //!   guard and by the Kubernetes client layer of every write.
 //!
 //! Timing follows client-go's defaults: lease 15 s, renew deadline 10 s, retry 2 s. A holder

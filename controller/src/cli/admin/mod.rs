@@ -3,7 +3,7 @@
 //! answer is printed as an aligned table like `kubectl get`, or with `-o json` as the server's
 //! JSON. Errors (unreachable server, 4xx/5xx with the server's message) exit 1.
 //!
-//! - [`client`]: the HTTP client; [`render`]: the tables; [`table`]: alignment and ages.
+//! - [`client`]: the HTTP client; [`render`]: the tables; [`table`](mod@table): alignment and ages.
 //!
 //! Talks to the server only over HTTP; it does not open the ledger.
 

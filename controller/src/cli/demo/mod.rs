@@ -80,7 +80,7 @@ const STALL_LIMIT: Duration = Duration::from_secs(120);
 
 /// NUMA nodes per simulated node: two when each gets at least two devices.
 fn numa_nodes(devices_per_node: usize) -> usize {
-    if devices_per_node >= 4 && devices_per_node % 2 == 0 {
+    if devices_per_node >= 4 && devices_per_node.is_multiple_of(2) {
         2
     } else {
         1

@@ -87,7 +87,7 @@ fn encode_token(rv: u64, ns: &str, name: &str) -> String {
 
 fn decode_token(token: &str) -> Result<(u64, String, String)> {
     let bad = || ApiError::BadRequest(format!("continue key is not valid: {token:?}"));
-    if token.len() % 2 != 0 {
+    if !token.len().is_multiple_of(2) {
         return Err(bad());
     }
     let bytes = (0..token.len())
