@@ -1,5 +1,5 @@
 //! The `dra-ledger` command line: argument definitions (clap derive) and dispatch to the
-//! subcommands of the product specification, section 2.
+//! subcommands.
 //!
 //! - `run` ([`run`]): the controller against a cluster;
 //! - `demo` (`demo`): simulated cluster, workload, controller and admin API in one process;

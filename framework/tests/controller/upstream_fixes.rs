@@ -1,4 +1,4 @@
-//! The improvements over the upstream library (protocol reference section 6): the mutation
+//! The improvements over the upstream Go library, k8s.io/dynamic-resource-allocation: the mutation
 //! caches, pods watched, class changes re-queuing claims, status patches that keep other drivers'
 //! entries, truncated lists not rewritten, the report written when allocation fails (naming the
 //! selected node, so that the scheduler moves on), the selected node always checked, allocated

@@ -1,4 +1,4 @@
-//! Shared fixture of the end-to-end tests (`e2e_*.rs`) and the `scheduler_perf` benchmark: a
+//! Shared fixture of the end-to-end tests (`tests/e2e/`) and the `scheduler_perf` benchmark: a
 //! simulated cluster whose nodes carry hand-written device inventories, the parameter CRDs and
 //! classes, pods with claim templates, the ledger-backed driver with the framework's `Controller`
 //! (stoppable, so that it can be restarted on the same ledger), and the cluster-wide checks every
