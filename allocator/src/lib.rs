@@ -8,6 +8,7 @@
 //!   node or on the best node by policy.
 //! - [`ledger`]: the redb-backed [`ledger::Ledger`] with its intent journal; it owns all storage
 //!   and wraps the pure logic (the file format is described in `docs/ledger.md`).
+//! - [`handle`]: the resource handle data the controller writes and the node agent reads.
 //! - [`failpoint`]: named pause points for crash tests, compiled in only with the `failpoints`
 //!   feature.
 //!
@@ -19,5 +20,6 @@
 
 pub mod failpoint;
 pub mod fit;
+pub mod handle;
 pub mod ledger;
 pub mod model;
