@@ -8,14 +8,19 @@
 //! - [`cdi`]: the CDI spec of one claim, written atomically, and the listing of ours;
 //! - [`prepare`]: prepare and unprepare of a batch of claims (handle checks, journal, CDI), and
 //!   the recovery of half-done entries at start;
-//! - [`grpc`]: the kubelet's gRPC services (registration, `v1alpha3.Node`) over Unix sockets.
+//! - [`grpc`]: the kubelet's gRPC services (registration, `v1alpha3.Node`) over Unix sockets;
+//! - [`gc`]: which prepared claims the API server shows stale;
+//! - [`admin`] and [`metrics`]: the admin HTTP server and the `dra_ledger_node_` metrics.
 //!
 //! The agent depends on the allocator's model and handle format only: never on the controller,
 //! the admin API crate or the simulator.
 
+pub mod admin;
 pub mod cdi;
 pub mod device;
 pub mod discovery;
+pub mod gc;
 pub mod grpc;
 pub mod journal;
+pub mod metrics;
 pub mod prepare;

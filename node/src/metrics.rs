@@ -1,0 +1,209 @@
+//! Every Prometheus metric of the node agent, defined in this one module, under the prefix
+//! `dra_ledger_node_`: prepare and unprepare calls by outcome, prepare latency, the prepared
+//! claims and devices of this node, garbage collection removals by kind, and whether the kubelet
+//! acknowledged the registration. Label values come from the fixed sets below.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+/// The prefix of every metric name.
+pub const PREFIX: &str = "dra_ledger_node_";
+
+/// The full names of all metrics, as exposed on `/metrics`.
+pub const METRIC_NAMES: [&str; 7] = [
+    "dra_ledger_node_prepare_total",
+    "dra_ledger_node_unprepare_total",
+    "dra_ledger_node_prepare_duration_seconds",
+    "dra_ledger_node_prepared_claims",
+    "dra_ledger_node_devices",
+    "dra_ledger_node_gc_removed_total",
+    "dra_ledger_node_registered",
+];
+
+/// The outcome of one claim's prepare or unprepare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done (or already done).
+    Success,
+    /// Refused or failed; the claim's error went to the kubelet.
+    Error,
+}
+
+impl Outcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// What garbage collection removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcKind {
+    /// A prepared claim whose `ResourceClaim` is gone or no longer allocated to this node.
+    Claim,
+    /// A CDI file of ours without a journal entry.
+    CdiFile,
+}
+
+impl GcKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GcKind::Claim => "claim",
+            GcKind::CdiFile => "cdi_file",
+        }
+    }
+}
+
+/// The media type of the text exposition format.
+pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4";
+
+/// The registry and every metric of the agent. Clones share them.
+#[derive(Clone, Debug)]
+pub struct NodeMetrics {
+    registry: Registry,
+    prepare: IntCounterVec,
+    unprepare: IntCounterVec,
+    prepare_duration: Histogram,
+    prepared_claims: IntGauge,
+    devices: IntGauge,
+    gc_removed: IntCounterVec,
+    registered: IntGauge,
+}
+
+fn name(suffix: &str) -> String {
+    format!("{PREFIX}{suffix}")
+}
+
+impl NodeMetrics {
+    /// Creates every metric in a fresh registry, with each fixed label value present at 0.
+    pub fn new() -> prometheus::Result<Self> {
+        let outcome = |suffix: &str, help: &str| {
+            IntCounterVec::new(Opts::new(name(suffix), help), &["outcome"])
+        };
+        let metrics = NodeMetrics {
+            registry: Registry::new(),
+            prepare: outcome("prepare_total", "Claims prepared by outcome")?,
+            unprepare: outcome("unprepare_total", "Claims unprepared by outcome")?,
+            prepare_duration: Histogram::with_opts(
+                HistogramOpts::new(
+                    name("prepare_duration_seconds"),
+                    "Duration of a NodePrepareResources batch, journal and CDI writes included",
+                )
+                .buckets(prometheus::exponential_buckets(0.000_1, 2.0, 18)?),
+            )?,
+            prepared_claims: IntGauge::new(
+                name("prepared_claims"),
+                "Claims prepared on this node",
+            )?,
+            devices: IntGauge::new(name("devices"), "Devices in this node's inventory")?,
+            gc_removed: IntCounterVec::new(
+                Opts::new(
+                    name("gc_removed_total"),
+                    "What garbage collection removed, by kind",
+                ),
+                &["kind"],
+            )?,
+            registered: IntGauge::new(
+                name("registered"),
+                "1 once the kubelet acknowledged the plugin's registration, else 0",
+            )?,
+        };
+        let r = &metrics.registry;
+        r.register(Box::new(metrics.prepare.clone()))?;
+        r.register(Box::new(metrics.unprepare.clone()))?;
+        r.register(Box::new(metrics.prepare_duration.clone()))?;
+        r.register(Box::new(metrics.prepared_claims.clone()))?;
+        r.register(Box::new(metrics.devices.clone()))?;
+        r.register(Box::new(metrics.gc_removed.clone()))?;
+        r.register(Box::new(metrics.registered.clone()))?;
+        for outcome in [Outcome::Success, Outcome::Error] {
+            metrics.prepare.with_label_values(&[outcome.as_str()]);
+            metrics.unprepare.with_label_values(&[outcome.as_str()]);
+        }
+        for kind in [GcKind::Claim, GcKind::CdiFile] {
+            metrics.gc_removed.with_label_values(&[kind.as_str()]);
+        }
+        Ok(metrics)
+    }
+
+    /// Counts one claim's prepare.
+    pub fn prepared(&self, outcome: Outcome) {
+        self.prepare.with_label_values(&[outcome.as_str()]).inc();
+    }
+
+    /// Counts one claim's unprepare.
+    pub fn unprepared(&self, outcome: Outcome) {
+        self.unprepare.with_label_values(&[outcome.as_str()]).inc();
+    }
+
+    /// Records the duration of one prepare batch.
+    pub fn observe_prepare(&self, seconds: f64) {
+        self.prepare_duration.observe(seconds);
+    }
+
+    /// Sets the number of prepared claims and of devices.
+    pub fn set_counts(&self, prepared_claims: usize, devices: usize) {
+        self.prepared_claims
+            .set(i64::try_from(prepared_claims).unwrap_or(i64::MAX));
+        self.devices.set(i64::try_from(devices).unwrap_or(i64::MAX));
+    }
+
+    /// Counts `count` removals of `kind`.
+    pub fn gc_removed(&self, kind: GcKind, count: usize) {
+        self.gc_removed
+            .with_label_values(&[kind.as_str()])
+            .inc_by(u64::try_from(count).unwrap_or(u64::MAX));
+    }
+
+    /// Sets whether the kubelet acknowledged the registration.
+    pub fn set_registered(&self, registered: bool) {
+        self.registered.set(i64::from(registered));
+    }
+
+    /// Every metric in the text exposition format.
+    pub fn encode(&self) -> prometheus::Result<String> {
+        let mut buffer = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
+        Ok(String::from_utf8_lossy(&buffer).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_is_exposed_with_its_fixed_labels_before_any_work() {
+        let metrics = NodeMetrics::new().unwrap();
+        let text = metrics.encode().unwrap();
+        for name in METRIC_NAMES {
+            assert!(
+                text.contains(&format!("# TYPE {name} ")),
+                "{name} in\n{text}"
+            );
+        }
+        assert!(text.contains("dra_ledger_node_prepare_total{outcome=\"error\"} 0"));
+        assert!(text.contains("dra_ledger_node_gc_removed_total{kind=\"cdi_file\"} 0"));
+    }
+
+    #[test]
+    fn counts_and_registration_show_in_the_exposition() {
+        let metrics = NodeMetrics::new().unwrap();
+        metrics.prepared(Outcome::Success);
+        metrics.prepared(Outcome::Success);
+        metrics.gc_removed(GcKind::Claim, 3);
+        metrics.set_counts(2, 8);
+        metrics.set_registered(true);
+        let text = metrics.encode().unwrap();
+        assert!(text.contains("dra_ledger_node_prepare_total{outcome=\"success\"} 2"));
+        assert!(text.contains("dra_ledger_node_gc_removed_total{kind=\"claim\"} 3"));
+        assert!(text.contains("dra_ledger_node_prepared_claims 2"));
+        assert!(text.contains("dra_ledger_node_devices 8"));
+        assert!(text.contains("dra_ledger_node_registered 1"));
+    }
+}
