@@ -36,7 +36,7 @@ pub use caches::{Caches, ReflectorCaches};
 pub use controller::{Controller, ControllerConfig, SyncOutcome};
 pub use driver::{ClaimAllocation, Driver};
 pub use error::{Error, KubeCallError, KubeCallErrorKind, Result};
-pub use kube_api::{kube_call_error, KubeApi};
+pub use kube_api::{event_recorder, kube_call_error, KubeApi};
 pub use mutation_cache::MutationCache;
 pub use queue_key::{ObjectKey, QueueKey};
 pub use scheduling::{status_patch, truncate_nodes, ClaimStatusEntry, NODE_LIST_MAX_SIZE};
