@@ -23,6 +23,7 @@ mod driver;
 mod error;
 mod kube_api;
 mod mutation_cache;
+pub mod process;
 mod queue_key;
 mod scheduling;
 mod sync_claim;

@@ -39,8 +39,7 @@ pub use metrics_observer::MetricsObserver;
 /// The version reported by `--version` and the `build_info` metric.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// How long shutdown waits for in-flight work before giving up.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+pub use dra_framework::process::SHUTDOWN_GRACE;
 
 /// What a [`RunningController`] needs to start.
 #[derive(Debug, Clone)]
