@@ -21,20 +21,20 @@ const KEEP_STAMPS: Duration = Duration::from_secs(600);
 /// Readiness of the driver: the inventory was synced from the ResourceSlices once and the
 /// initial reconcile finished. Clones share the flags.
 #[derive(Clone, Debug)]
-pub struct Readiness {
+pub struct DriverReadiness {
     flags: Arc<watch::Sender<(bool, bool)>>,
 }
 
-impl Default for Readiness {
+impl Default for DriverReadiness {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Readiness {
+impl DriverReadiness {
     /// Not ready.
     pub fn new() -> Self {
-        Readiness {
+        DriverReadiness {
             flags: Arc::new(watch::Sender::new((false, false))),
         }
     }
