@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use super::error::{ApiError, Result};
+use super::error::{Result, StatusError};
 use super::resources::Registry;
 
 /// Capacity of the broadcast channel; a watcher that falls this far behind is ended with 410.
@@ -299,7 +299,7 @@ impl Store {
         let mut inner = self.lock();
         let map = inner.objects.entry(key.to_string()).or_default();
         if map.contains_key(&(namespace.to_string(), name.to_string())) {
-            return Err(ApiError::already_exists(plural, group, name));
+            return Err(StatusError::already_exists(plural, group, name));
         }
         let rv = inner.rv + 1;
         let stored = Arc::new(stamp(object, rv));
@@ -327,7 +327,7 @@ impl Store {
         key: &str,
         namespace: &str,
         name: &str,
-        not_found: impl FnOnce() -> ApiError,
+        not_found: impl FnOnce() -> StatusError,
         f: impl FnOnce(&Arc<Value>) -> Result<Change>,
     ) -> Result<Written> {
         let mut inner = self.lock();
@@ -449,7 +449,7 @@ impl Store {
         let receiver = self.events.subscribe();
         if let Some(rv) = from {
             if rv < inner.compacted_rv {
-                return Err(ApiError::Gone(format!(
+                return Err(StatusError::Gone(format!(
                     "too old resource version: {rv} ({})",
                     inner.compacted_rv
                 )));
