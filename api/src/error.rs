@@ -1,6 +1,6 @@
 //! The crate's error type: what failed while building metrics, reading the token file or serving
 //! a request from the ledger.
-//! HTTP error responses are a separate type, `router::ApiError`.
+//! HTTP error responses are a separate type, [`ErrorResponse`](crate::ErrorResponse).
 
 /// Result alias of the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -17,20 +17,20 @@
 //! other crate of the workspace; the controller plugs in through [`Metrics`], [`Readiness`] and
 //! [`Reconciler`].
 
-mod api_error;
 pub mod auth;
 pub mod client_layer;
 mod error;
+mod error_response;
 pub mod metrics;
 pub mod readiness;
 pub mod reconciler;
 pub mod router;
 pub mod v1;
 
-pub use api_error::{ApiError, ErrorBody, ErrorDetail};
 pub use auth::AdminToken;
 pub use client_layer::ApiRequestsLayer;
 pub use error::{Error, Result};
+pub use error_response::{ErrorBody, ErrorDetail, ErrorResponse};
 pub use metrics::Metrics;
 pub use readiness::Readiness;
 pub use reconciler::Reconciler;
