@@ -228,7 +228,10 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ErrorRes
             tracing::warn!(%error, "Failed to refresh ledger gauges");
         }
     }
-    let text = state.metrics.encode().map_err(ErrorResponse::Internal)?;
+    let text = state
+        .metrics
+        .encode()
+        .map_err(|error| ErrorResponse::Internal(error.into()))?;
     Ok(([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response())
 }
 
