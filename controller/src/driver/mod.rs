@@ -180,7 +180,7 @@ impl LedgerDriver {
         let ledger = self.ledger.clone();
         tokio::task::spawn_blocking(move || call(&ledger))
             .await
-            .map_err(|e| DriverError::LedgerTask(e.to_string()))?
+            .map_err(DriverError::LedgerTask)?
             .map_err(DriverError::from)
     }
 
