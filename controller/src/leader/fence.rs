@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use dra_allocator::ledger::CommitGuard;
+use dra_allocator::ledger::{CommitGuard, CommitRefusal};
 use http::{Method, Request};
 use tower::{Layer, Service};
 
@@ -78,7 +78,11 @@ impl Fence {
     /// The ledger's commit guard over this fence.
     pub fn commit_guard(&self) -> CommitGuard {
         let fence = self.clone();
-        Arc::new(move || fence.check().map_err(|e| e.0))
+        Arc::new(move || {
+            fence
+                .check()
+                .map_err(|fenced| -> CommitRefusal { Arc::new(fenced) })
+        })
     }
 }
 
@@ -171,7 +175,7 @@ mod tests {
             "an earlier deadline does not shorten"
         );
         fence.close();
-        let refused = (fence.commit_guard())().unwrap_err();
+        let refused = (fence.commit_guard())().unwrap_err().to_string();
         assert!(refused.contains("does not hold"), "{refused}");
         fence.open_until(Instant::now());
         std::thread::sleep(Duration::from_millis(2));
