@@ -40,6 +40,9 @@ pub enum ClusterError {
     /// Waiting for a signal failed.
     #[error("signal handling: {0}")]
     Signal(#[source] std::io::Error),
+    /// The fault injection is inconsistent.
+    #[error("invalid configuration: {0}")]
+    Faults(#[from] crate::server::faults::FaultsError),
     /// A duration flag does not parse.
     #[error(transparent)]
     Duration(#[from] dra_framework::process::DurationError),
@@ -123,10 +126,7 @@ impl ClusterConfig {
         if self.numa_nodes == 0 {
             return Err(ClusterError::Config("numa nodes must be at least 1".into()));
         }
-        self.server
-            .faults
-            .validate()
-            .map_err(ClusterError::Config)?;
+        self.server.faults.validate()?;
         Ok(())
     }
 }

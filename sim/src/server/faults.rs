@@ -49,6 +49,28 @@ impl Default for Faults {
     }
 }
 
+/// Why a [`Faults`] configuration is refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FaultsError {
+    /// A rate is not a probability.
+    #[error("fault {what} rate {rate} is not in [0, 1]")]
+    RateOutOfRange {
+        /// Which rate (`conflict`, `error`, `delay`, `read error`).
+        what: &'static str,
+        /// Its value.
+        rate: f64,
+    },
+    /// Conflicts and errors together are more likely than certain.
+    #[error("fault conflict rate {conflict} and error rate {error} add up to more than 1")]
+    WriteRatesAboveOne {
+        /// The conflict rate.
+        conflict: f64,
+        /// The error rate.
+        error: f64,
+    },
+}
+
 impl Faults {
     /// No faults.
     pub fn none() -> Self {
@@ -104,7 +126,7 @@ impl Faults {
 
     /// Checks that every rate is a probability and that conflicts and errors together are one
     /// at most.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FaultsError> {
         let rates = [
             ("conflict", self.write_conflict_rate),
             ("error", self.write_error_rate),
@@ -113,14 +135,14 @@ impl Faults {
         ];
         for (what, rate) in rates {
             if !(0.0..=1.0).contains(&rate) {
-                return Err(format!("fault {what} rate {rate} is not in [0, 1]"));
+                return Err(FaultsError::RateOutOfRange { what, rate });
             }
         }
         if self.write_conflict_rate + self.write_error_rate > 1.0 {
-            return Err(format!(
-                "fault conflict rate {} and error rate {} add up to more than 1",
-                self.write_conflict_rate, self.write_error_rate
-            ));
+            return Err(FaultsError::WriteRatesAboveOne {
+                conflict: self.write_conflict_rate,
+                error: self.write_error_rate,
+            });
         }
         Ok(())
     }
