@@ -28,7 +28,7 @@ pub enum Error {
     },
     /// A reconcile requested through the API failed.
     #[error("reconcile failed: {0}")]
-    Reconcile(String),
+    Reconcile(#[source] crate::reconciler::ReconcileError),
     /// A backup copy could not be prepared or read back.
     #[error("backup failed: {0}")]
     Backup(String),

@@ -161,7 +161,7 @@ pub async fn reconcile(
     let report = reconciler
         .reconcile_now()
         .await
-        .map_err(|reason| ErrorResponse::Internal(crate::Error::Reconcile(reason)))?;
+        .map_err(|error| ErrorResponse::Internal(crate::Error::Reconcile(error)))?;
     info!("Reconcile requested through the admin API done");
     Ok(Json(report))
 }
