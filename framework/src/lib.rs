@@ -26,6 +26,7 @@ mod mutation_cache;
 pub mod process;
 mod queue_key;
 mod scheduling;
+pub mod sync;
 mod sync_claim;
 mod sync_context;
 #[cfg(any(test, feature = "testing"))]

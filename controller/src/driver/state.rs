@@ -6,8 +6,9 @@
 //!
 //! Everything here is bounded and may be lost on restart without harm: the ledger is the record.
 
+use dra_framework::sync::LockExt;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -115,7 +116,7 @@ pub(crate) struct DriverState {
 
 impl DriverState {
     fn with<T>(&self, f: impl FnOnce(&mut Maps) -> T) -> T {
-        let mut maps = self.maps.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut maps = self.maps.lock_or_recover();
         f(&mut maps)
     }
 

@@ -8,9 +8,10 @@
 //! stops writing before any other candidate can have taken the lease (`lease_duration` after it
 //! last saw the lease change).
 
+use dra_framework::sync::LockExt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -46,7 +47,7 @@ impl Fence {
 
     /// Allows writes until `deadline` (never moves an open deadline backwards).
     pub fn open_until(&self, deadline: Instant) {
-        let mut until = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut until = self.until.lock_or_recover();
         if until.is_none_or(|current| current < deadline) {
             *until = Some(deadline);
         }
@@ -54,7 +55,7 @@ impl Fence {
 
     /// Refuses every write from now on (until opened again).
     pub fn close(&self) {
-        *self.until.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        *self.until.lock_or_recover() = None;
     }
 
     /// `Ok` while writes are allowed; otherwise why not.
@@ -62,7 +63,7 @@ impl Fence {
         if self.always {
             return Ok(());
         }
-        let until = *self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        let until = *self.until.lock_or_recover();
         match until {
             Some(deadline) if Instant::now() < deadline => Ok(()),
             Some(_) => Err(Fenced(

@@ -5,6 +5,7 @@
 //! two numbers, each read (get or list) and each watch one, from a `ChaCha8` generator. No HTTP
 //! or store dependencies.
 
+use dra_framework::sync::LockExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -210,29 +211,19 @@ impl FaultInjector {
 
     /// Replaces the config and reseeds the generator.
     pub fn set(&self, faults: Faults) {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = self.state.lock_or_recover();
         st.1 = ChaCha8Rng::seed_from_u64(faults.seed);
         st.0 = faults;
     }
 
     /// The current config.
     pub fn get(&self) -> Faults {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .0
-            .clone()
+        self.state.lock_or_recover().0.clone()
     }
 
     /// Decides the fault of the next write.
     pub fn next_write(&self) -> WriteFault {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = self.state.lock_or_recover();
         let (faults, rng) = &mut *st;
         let outcome: f64 = rng.random();
         let slow: f64 = rng.random();
@@ -255,10 +246,7 @@ impl FaultInjector {
 
     /// Decides whether the next get or list fails with an internal error.
     pub fn next_read_fails(&self) -> bool {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = self.state.lock_or_recover();
         let (faults, rng) = &mut *st;
         let draw: f64 = rng.random();
         let fails = draw < faults.read_error_rate;
@@ -270,10 +258,7 @@ impl FaultInjector {
 
     /// Decides how long the next watch may live (`None`: until the client or timeout ends it).
     pub fn next_watch_lifetime(&self) -> Option<Duration> {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = self.state.lock_or_recover();
         let (faults, rng) = &mut *st;
         let max = faults.watch_max_lifetime?;
         let fraction: f64 = rng.random();

@@ -6,6 +6,7 @@
 //! it never awaits. It knows nothing about HTTP, selectors or validation rules: callers pass closures
 //! that compute the new object from the current one.
 
+use dra_framework::sync::{LockExt, RwLockExt};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -143,25 +144,17 @@ impl Store {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.lock_or_recover()
     }
 
     /// A snapshot of the resource registry.
     pub fn registry(&self) -> Registry {
-        self.registry
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.registry.read_or_recover().clone()
     }
 
     /// Changes the registry (CRD establishment and removal).
     pub fn update_registry(&self, f: impl FnOnce(&mut Registry)) {
-        let mut reg = self
-            .registry
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut reg = self.registry.write_or_recover();
         f(&mut reg);
     }
 
