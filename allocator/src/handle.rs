@@ -11,6 +11,58 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Sharing;
 
+/// What is wrong with a claim's resource handle or its data.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandleDataError {
+    /// The data is not JSON of the expected shape.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// `sharing.maxConsumers` given with mode `Exclusive`.
+    #[error("maxConsumers is only allowed with mode Shared")]
+    MaxConsumersWithExclusive,
+    /// Mode `Shared` without `sharing.maxConsumers`.
+    #[error("missing field `maxConsumers`")]
+    MissingMaxConsumers,
+    /// A sharing mode other than `Exclusive` or `Shared`.
+    #[error("unknown variant `{0}`, expected `Exclusive` or `Shared`")]
+    UnknownSharingMode(String),
+    /// `node` is empty.
+    #[error("node is empty")]
+    EmptyNode,
+    /// `claimUID` is empty.
+    #[error("claimUID is empty")]
+    EmptyClaimUid,
+    /// `devices` is empty.
+    #[error("devices is empty")]
+    NoDevices,
+    /// A device name is empty or repeated.
+    #[error("device {0:?} is empty or listed twice")]
+    BadDevice(String),
+    /// `sharing.maxConsumers` is 0.
+    #[error("sharing.maxConsumers must be at least 1")]
+    ZeroMaxConsumers,
+    /// The claim's allocation has not exactly one resource handle of the driver.
+    #[error("expected one resource handle of driver {driver}, found {found}")]
+    HandleCount {
+        /// The driver name.
+        driver: String,
+        /// How many handles of the driver the allocation has.
+        found: usize,
+    },
+    /// The driver's resource handle has no data.
+    #[error("resource handle has no data")]
+    NoData,
+    /// The data names another claim.
+    #[error("claimUID {data} does not match the claim's UID {claim}")]
+    ClaimUidMismatch {
+        /// The UID in the data.
+        data: String,
+        /// The claim's own UID.
+        claim: String,
+    },
+}
+
 /// Device sharing as written in the handle data: `{"mode": "Exclusive"}` or
 /// `{"mode": "Shared", "maxConsumers": 4}` (the shape of the parameter objects). Any other
 /// field, or `maxConsumers` with `Exclusive`, is refused.
@@ -38,19 +90,15 @@ struct SharingText {
 }
 
 impl TryFrom<SharingText> for HandleSharing {
-    type Error = String;
+    type Error = HandleDataError;
 
-    fn try_from(text: SharingText) -> Result<Self, String> {
+    fn try_from(text: SharingText) -> Result<Self, HandleDataError> {
         match (text.mode.as_str(), text.max_consumers) {
             ("Exclusive", None) => Ok(HandleSharing::Exclusive),
-            ("Exclusive", Some(_)) => {
-                Err("maxConsumers is only allowed with mode Shared".to_owned())
-            }
+            ("Exclusive", Some(_)) => Err(HandleDataError::MaxConsumersWithExclusive),
             ("Shared", Some(max_consumers)) => Ok(HandleSharing::Shared { max_consumers }),
-            ("Shared", None) => Err("missing field `maxConsumers`".to_owned()),
-            (other, _) => Err(format!(
-                "unknown variant `{other}`, expected `Exclusive` or `Shared`"
-            )),
+            ("Shared", None) => Err(HandleDataError::MissingMaxConsumers),
+            (other, _) => Err(HandleDataError::UnknownSharingMode(other.to_owned())),
         }
     }
 }
@@ -96,16 +144,16 @@ impl HandleData {
 
     /// Parses and checks handle data: a non-empty node and claim UID, at least one device, no
     /// device twice, `maxConsumers` at least 1.
-    pub fn parse(text: &str) -> Result<HandleData, String> {
-        let data: HandleData = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<HandleData, HandleDataError> {
+        let data: HandleData = serde_json::from_str(text)?;
         if data.node.is_empty() {
-            return Err("node is empty".to_owned());
+            return Err(HandleDataError::EmptyNode);
         }
         if data.claim_uid.is_empty() {
-            return Err("claimUID is empty".to_owned());
+            return Err(HandleDataError::EmptyClaimUid);
         }
         if data.devices.is_empty() {
-            return Err("devices is empty".to_owned());
+            return Err(HandleDataError::NoDevices);
         }
         let mut seen = BTreeSet::new();
         if let Some(device) = data
@@ -113,10 +161,10 @@ impl HandleData {
             .iter()
             .find(|d| d.is_empty() || !seen.insert(d.as_str()))
         {
-            return Err(format!("device {device:?} is empty or listed twice"));
+            return Err(HandleDataError::BadDevice(device.clone()));
         }
         if data.sharing == (HandleSharing::Shared { max_consumers: 0 }) {
-            return Err("sharing.maxConsumers must be at least 1".to_owned());
+            return Err(HandleDataError::ZeroMaxConsumers);
         }
         Ok(data)
     }

@@ -13,7 +13,7 @@ use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 
-use crate::api_error::ApiError;
+use crate::error_response::ErrorResponse;
 use crate::router::AppState;
 
 /// The admin bearer token. Clones share it.
@@ -73,26 +73,29 @@ fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
 pub struct Authorized;
 
 impl FromRequestParts<AppState> for Authorized {
-    type Rejection = ApiError;
+    type Rejection = ErrorResponse;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, ErrorResponse> {
         let Some(token) = state.admin_token() else {
-            return Err(ApiError::Forbidden);
+            return Err(ErrorResponse::Forbidden);
         };
         let Some(header) = parts.headers.get(AUTHORIZATION) else {
-            return Err(ApiError::Unauthorized("missing bearer token"));
+            return Err(ErrorResponse::Unauthorized("missing bearer token"));
         };
         let presented =
             header
                 .as_bytes()
                 .strip_prefix(b"Bearer ")
-                .ok_or(ApiError::Unauthorized(
+                .ok_or(ErrorResponse::Unauthorized(
                     "authorization header is not a bearer token",
                 ))?;
         if token.matches(presented) {
             Ok(Authorized)
         } else {
-            Err(ApiError::Unauthorized("invalid bearer token"))
+            Err(ErrorResponse::Unauthorized("invalid bearer token"))
         }
     }
 }

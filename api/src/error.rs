@@ -1,6 +1,6 @@
-//! The crate's error type: what failed while building metrics, reading the token file or serving
+//! The crate's error type: what failed while encoding metrics, reading the token file or serving
 //! a request from the ledger.
-//! HTTP error responses are a separate type, `router::ApiError`.
+//! HTTP error responses are a separate type, [`ErrorResponse`](crate::ErrorResponse).
 
 /// Result alias of the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -9,12 +9,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A metric could not be created or registered.
-    #[error("metric registration failed: {0}")]
-    MetricRegistration(#[from] prometheus::Error),
-    /// The metrics could not be rendered as text.
-    #[error("metric encoding failed: {0}")]
-    Encode(String),
+    /// The metrics could not be refreshed or encoded.
+    #[error("metrics: {0}")]
+    Metrics(#[from] dra_metrics::Error),
     /// A blocking task of a request did not complete.
     #[error("blocking task failed: {0}")]
     Task(String),
@@ -31,7 +28,7 @@ pub enum Error {
     },
     /// A reconcile requested through the API failed.
     #[error("reconcile failed: {0}")]
-    Reconcile(String),
+    Reconcile(#[source] crate::reconciler::ReconcileError),
     /// A backup copy could not be prepared or read back.
     #[error("backup failed: {0}")]
     Backup(String),

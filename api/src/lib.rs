@@ -1,4 +1,4 @@
-//! `dra-api`: the admin HTTP API of dra-ledger and its Prometheus registry.
+//! `dra-api`: the admin HTTP API of dra-ledger.
 //!
 //! [`router()`] serves the routes listed in `docs/admin-api.md` (the one table of them, with the
 //! token rules and error codes); [`openapi()`] is the OpenAPI 3 document of the same routes,
@@ -7,31 +7,30 @@
 //! cause is logged.
 //!
 //! Modules:
-//! - [`metrics`]: every metric of dra-ledger in one module, in its own registry.
+//! - [`metrics`]: `dra-metrics` re-exported, whose registry `GET /metrics` encodes.
 //! - [`router`](mod@router): [`AppState`], [`router()`] and the process endpoints; [`v1`]: the ledger API.
 //! - [`auth`]: the bearer token; [`reconciler`]: the hook the controller provides.
 //! - [`readiness`]: the flags behind `/readyz`.
 //! - [`client_layer`]: a tower layer counting Kubernetes API requests.
 //!
-//! Depends on `dra-allocator` (the ledger's views, cordon calls and commit statistics) and on no
-//! other crate of the workspace; the controller plugs in through [`Metrics`], [`Readiness`] and
-//! [`Reconciler`].
+//! Depends on `dra-allocator` (the ledger's views, cordon calls and commit statistics) and
+//! `dra-metrics` (the registry) and on no other crate of the workspace; the controller plugs in
+//! through [`Metrics`], [`Readiness`] and [`Reconciler`].
 
-mod api_error;
 pub mod auth;
 pub mod client_layer;
 mod error;
-pub mod metrics;
+mod error_response;
 pub mod readiness;
 pub mod reconciler;
 pub mod router;
 pub mod v1;
 
-pub use api_error::{ApiError, ErrorBody, ErrorDetail};
 pub use auth::AdminToken;
 pub use client_layer::ApiRequestsLayer;
+pub use dra_metrics::{self as metrics, Metrics};
 pub use error::{Error, Result};
-pub use metrics::Metrics;
+pub use error_response::{ErrorBody, ErrorDetail, ErrorResponse};
 pub use readiness::Readiness;
 pub use reconciler::Reconciler;
 pub use router::{router, AppState};

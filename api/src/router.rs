@@ -17,8 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use dra_allocator::ledger::{Ledger, LedgerError};
 
-use crate::api_error::{ApiError, ErrorBody};
 use crate::auth::AdminToken;
+use crate::error_response::{ErrorBody, ErrorResponse};
 use crate::metrics::{Metrics, TEXT_FORMAT};
 use crate::readiness::Readiness;
 use crate::reconciler::Reconciler;
@@ -131,14 +131,14 @@ impl AppState {
     }
 
     /// The ledger, or 503 while there is none.
-    pub(crate) fn ledger(&self) -> Result<Ledger, ApiError> {
-        self.ledger.clone().ok_or(ApiError::NotReady {
+    pub(crate) fn ledger(&self) -> Result<Ledger, ErrorResponse> {
+        self.ledger.clone().ok_or(ErrorResponse::NotReady {
             waiting: vec!["ledger open"],
         })
     }
 
     /// Runs a blocking ledger call on the blocking pool, mapping its error to an answer.
-    pub(crate) async fn ledger_call<T, F>(&self, call: F) -> Result<T, ApiError>
+    pub(crate) async fn ledger_call<T, F>(&self, call: F) -> Result<T, ErrorResponse>
     where
         T: Send + 'static,
         F: FnOnce(&Ledger) -> Result<T, LedgerError> + Send + 'static,
@@ -146,8 +146,8 @@ impl AppState {
         let ledger = self.ledger()?;
         tokio::task::spawn_blocking(move || call(&ledger))
             .await
-            .map_err(|error| ApiError::Internal(crate::Error::Task(error.to_string())))?
-            .map_err(ApiError::from_ledger)
+            .map_err(|error| ErrorResponse::Internal(crate::Error::Task(error.to_string())))?
+            .map_err(ErrorResponse::from_ledger)
     }
 }
 
@@ -171,7 +171,7 @@ async fn time_limit(State(state): State<AppState>, request: Request, next: Next)
     };
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
-        Err(_) => ApiError::Timeout {
+        Err(_) => ErrorResponse::Timeout {
             seconds: limit.as_secs().max(1),
         }
         .into_response(),
@@ -193,7 +193,7 @@ pub async fn healthz() -> Json<Status> {
         (status = 200, description = "Ready: `ready` (the active allocator) or `standby` (leader election: healthy, not holding the lease)", body = Status),
         (status = 503, description = "What is still missing", body = ErrorBody),
     ))]
-pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
+pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ErrorResponse> {
     let waiting = state.readiness.waiting_for();
     if waiting.is_empty() {
         let status = if state.readiness.is_standby() {
@@ -205,14 +205,14 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ApiEr
             status: status.to_owned(),
         }))
     } else {
-        Err(ApiError::NotReady { waiting })
+        Err(ErrorResponse::NotReady { waiting })
     }
 }
 
 /// Every metric in the Prometheus text format.
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
-pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, ErrorResponse> {
     state.metrics.set_ready(state.readiness.is_ready());
     state.metrics.set_leader(!state.readiness.is_standby());
     if let Some(source) = &state.queue_depth {
@@ -222,25 +222,28 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
         let metrics = state.metrics.clone();
         let refreshed = tokio::task::spawn_blocking(move || metrics.refresh_from_ledger(&ledger))
             .await
-            .map_err(|error| ApiError::Internal(crate::Error::Task(error.to_string())))?;
+            .map_err(|error| ErrorResponse::Internal(crate::Error::Task(error.to_string())))?;
         if let Err(error) = refreshed {
             // Stale gauges are better than no metrics at all: log and serve the rest.
             tracing::warn!(%error, "Failed to refresh ledger gauges");
         }
     }
-    let text = state.metrics.encode().map_err(ApiError::Internal)?;
+    let text = state
+        .metrics
+        .encode()
+        .map_err(|error| ErrorResponse::Internal(error.into()))?;
     Ok(([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response())
 }
 
-async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
-    ApiError::MethodNotAllowed {
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ErrorResponse {
+    ErrorResponse::MethodNotAllowed {
         method: method.to_string(),
         path: uri.path().to_owned(),
     }
 }
 
-async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::NotFound {
+async fn not_found(uri: axum::http::Uri) -> ErrorResponse {
+    ErrorResponse::NotFound {
         path: uri.path().to_owned(),
     }
 }

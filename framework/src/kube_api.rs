@@ -34,12 +34,8 @@ pub struct KubeApi {
 impl KubeApi {
     /// Writes through `client` on behalf of driver `driver_name`.
     pub fn new(client: Client, driver_name: &str) -> Self {
-        let reporter = Reporter {
-            controller: format!("resource driver {driver_name}"),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: event_recorder(client.clone(), driver_name),
             client,
         }
     }
@@ -47,6 +43,16 @@ impl KubeApi {
     fn claims(&self, claim: &ResourceClaim) -> Api<ResourceClaim> {
         Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default())
     }
+}
+
+/// The recorder of the events a driver posts: reported by `resource driver <driver_name>`, with
+/// the pod's name (`POD_NAME`) as the instance when it is set.
+pub fn event_recorder(client: Client, driver_name: &str) -> Recorder {
+    let reporter = Reporter {
+        controller: format!("resource driver {driver_name}"),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    Recorder::new(client, reporter)
 }
 
 /// Maps a client error to the framework's [`KubeCallError`].

@@ -6,6 +6,7 @@
 //! a stale context never makes a status patch conflict. Owns only the cache; must not depend on the
 //! API client or the driver.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,7 +57,7 @@ impl<K: Resource> MutationCache<K> {
     pub fn mutation(&self, object: Arc<K>) {
         let key = Self::key(&object);
         let now = Instant::now();
-        let mut entries = self.entries.lock().expect("mutation cache lock");
+        let mut entries = self.entries.lock_or_recover();
         entries.retain(|_, e| now.duration_since(e.written) < self.ttl);
         if let Some(old) = entries.get(&key) {
             let old_rv = old.object.meta().resource_version.as_deref();
@@ -88,7 +89,7 @@ impl<K: Resource> MutationCache<K> {
     pub fn newest(&self, namespace: &str, name: &str, observed: Option<Arc<K>>) -> Option<Arc<K>> {
         let observed = observed?;
         let key = format!("{namespace}/{name}");
-        let mut entries = self.entries.lock().expect("mutation cache lock");
+        let mut entries = self.entries.lock_or_recover();
         let Some(entry) = entries.get(&key) else {
             return Some(observed);
         };
@@ -113,7 +114,7 @@ impl<K: Resource> MutationCache<K> {
 
     /// Number of entries, expired ones included until the next write.
     pub fn len(&self) -> usize {
-        self.entries.lock().expect("mutation cache lock").len()
+        self.entries.lock_or_recover().len()
     }
 
     /// Whether the cache holds no entries.

@@ -5,6 +5,7 @@
 //! exponential backoff combined with an overall token bucket; the larger delay wins. Owns only the
 //! queue; must not depend on the API client or the driver.
 
+use crate::sync::LockExt;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
@@ -90,7 +91,7 @@ where
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State<K>> {
-        self.inner.state.lock().expect("work queue lock")
+        self.inner.state.lock_or_recover()
     }
 
     /// Queues `key` unless it is already queued. A key being processed is queued again after

@@ -83,12 +83,12 @@ pub enum MigrationError {
         source: std::io::Error,
     },
     /// A migration step failed; its transaction was not committed.
-    #[error("migration step from schema version {from} failed: {reason}")]
+    #[error("migration step from schema version {from} failed: {source}")]
     Step {
         /// The version the step starts from.
         from: u32,
         /// What failed.
-        reason: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The storage engine failed.
     #[error("ledger storage failed: {0}")]

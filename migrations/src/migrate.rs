@@ -24,9 +24,12 @@ const INSPECT_CACHE_BYTES: usize = 4 * 1024 * 1024;
 pub(crate) struct Step {
     /// The version the step starts from.
     pub(crate) from: u32,
-    /// Rewrites tables; returns what failed as text.
-    pub(crate) apply: fn(&WriteTransaction) -> std::result::Result<(), String>,
+    /// Rewrites tables; returns what failed.
+    pub(crate) apply: fn(&WriteTransaction) -> std::result::Result<(), StepError>,
 }
+
+/// What a step failed with: a storage error or the step's own finding about the file.
+pub(crate) type StepError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The released steps, in order. Schema version 1 is the first release, so there are none yet.
 const STEPS: &[Step] = &[];
@@ -131,7 +134,7 @@ pub(crate) fn migrate_with(
                 .find(|step| step.from == from)
                 .ok_or_else(|| MigrationError::Step {
                     from,
-                    reason: "no migration step is defined".to_owned(),
+                    source: "no migration step is defined".into(),
                 })
         })
         .collect::<Result<_>>()?;
@@ -142,9 +145,9 @@ pub(crate) fn migrate_with(
         .map_err(|error| open_error(path, error))?;
     let txn = db.begin_write().map_err(MigrationError::storage)?;
     for step in chain {
-        (step.apply)(&txn).map_err(|reason| MigrationError::Step {
+        (step.apply)(&txn).map_err(|source| MigrationError::Step {
             from: step.from,
-            reason,
+            source,
         })?;
     }
     set_schema_version(&txn, current)?;

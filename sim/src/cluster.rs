@@ -7,8 +7,6 @@
 pub mod cli;
 pub mod inventory;
 
-use std::time::Duration;
-
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1alpha2::{ResourceClass, ResourceSlice};
@@ -42,6 +40,15 @@ pub enum ClusterError {
     /// Waiting for a signal failed.
     #[error("signal handling: {0}")]
     Signal(#[source] std::io::Error),
+    /// The fault injection is inconsistent.
+    #[error("invalid configuration: {0}")]
+    Faults(#[from] crate::server::faults::FaultsError),
+    /// A duration flag does not parse.
+    #[error(transparent)]
+    Duration(#[from] dra_framework::process::DurationError),
+    /// A `--fault-delay` range ends before it starts.
+    #[error("delay range {0:?} ends before it starts")]
+    DelayRange(String),
 }
 
 impl From<ServerError> for ClusterError {
@@ -119,10 +126,7 @@ impl ClusterConfig {
         if self.numa_nodes == 0 {
             return Err(ClusterError::Config("numa nodes must be at least 1".into()));
         }
-        self.server
-            .faults
-            .validate()
-            .map_err(ClusterError::Config)?;
+        self.server.faults.validate()?;
         Ok(())
     }
 }
@@ -250,23 +254,3 @@ pub async fn add_node(client: &Client, config: &ClusterConfig, index: usize) -> 
     }
     Ok(name)
 }
-
-/// Waits for Ctrl-C or SIGTERM.
-pub async fn wait_for_signal() -> Result<()> {
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(ClusterError::Signal)?;
-        tokio::select! {
-            result = tokio::signal::ctrl_c() => result.map_err(ClusterError::Signal),
-            _ = term.recv() => Ok(()),
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        tokio::signal::ctrl_c().await.map_err(ClusterError::Signal)
-    }
-}
-
-/// How long `cli::run` waits for a clean shutdown before giving up.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);

@@ -106,10 +106,10 @@ pub enum LedgerError {
     WriterStopped,
     /// The commit guard refused the batch (this process may no longer write, e.g. it lost its
     /// leader lease); nothing of it was written.
-    #[error("ledger commit refused: {reason}")]
+    #[error("ledger commit refused: {source}")]
     Fenced {
         /// Why the guard refused.
-        reason: String,
+        source: super::CommitRefusal,
     },
     /// Writing a backup copy failed.
     #[error("cannot write ledger backup {path}: {reason}")]

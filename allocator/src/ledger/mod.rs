@@ -63,8 +63,12 @@ pub struct LedgerOptions {
     pub commit_guard: Option<CommitGuard>,
 }
 
-/// See [`LedgerOptions::commit_guard`]: `Ok(())` lets a commit proceed, `Err(reason)` refuses it.
-pub type CommitGuard = Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>;
+/// See [`LedgerOptions::commit_guard`]: `Ok(())` lets a commit proceed, `Err(refusal)` refuses it.
+pub type CommitGuard = Arc<dyn Fn() -> std::result::Result<(), CommitRefusal> + Send + Sync>;
+
+/// Why a [`CommitGuard`] refused a commit: the guard's own error, shared by every caller of the
+/// refused batch as the source of its [`LedgerError::Fenced`].
+pub type CommitRefusal = Arc<dyn std::error::Error + Send + Sync>;
 
 impl Default for LedgerOptions {
     fn default() -> Self {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::tables::Record;
-use crate::model::{AttributeValue, Attributes, Quantity, Sharing, Version};
+use crate::model::{AttributeValue, Attributes, ParseError, Quantity, Sharing, Version};
 
 /// A device attribute as stored (quantities and versions as their canonical text).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,17 +47,13 @@ impl From<&AttributeValue> for StoredAttribute {
 
 impl StoredAttribute {
     /// The model value; `Err` names the text that no longer parses.
-    pub fn to_model(&self) -> Result<AttributeValue, String> {
+    pub fn to_model(&self) -> Result<AttributeValue, ParseError> {
         Ok(match self {
             StoredAttribute::Bool(b) => AttributeValue::Bool(*b),
             StoredAttribute::Int(i) => AttributeValue::Int(*i),
-            StoredAttribute::Quantity(text) => {
-                AttributeValue::Quantity(Quantity::parse(text).map_err(|e| e.to_string())?)
-            }
+            StoredAttribute::Quantity(text) => AttributeValue::Quantity(Quantity::parse(text)?),
             StoredAttribute::String(s) => AttributeValue::String(s.clone()),
-            StoredAttribute::Version(text) => {
-                AttributeValue::Version(Version::parse(text).map_err(|e| e.to_string())?)
-            }
+            StoredAttribute::Version(text) => AttributeValue::Version(Version::parse(text)?),
             StoredAttribute::IntSlice(items) => AttributeValue::IntSlice(items.clone()),
             StoredAttribute::StringSlice(items) => AttributeValue::StringSlice(items.clone()),
         })

@@ -266,11 +266,15 @@ impl Writer {
             crate::failpoint::hit("group_commit");
             // Asked last, right before the commit, so that a refusal covers everything decided
             // while the batch was applied.
-            if let Some(Err(reason)) = self.guard.as_ref().map(|guard| guard()) {
+            if let Some(Err(refusal)) = self.guard.as_ref().map(|guard| guard()) {
                 drop(txn.abort());
                 state.reload(db)?;
-                tracing::warn!(%reason, batch_size, "Ledger commit refused by its guard");
-                fail_all(batch, &reason, |reason| LedgerError::Fenced { reason });
+                tracing::warn!(reason = %refusal, batch_size, "Ledger commit refused by its guard");
+                for job in batch {
+                    job.finish(Err(LedgerError::Fenced {
+                        source: Arc::clone(&refusal),
+                    }));
+                }
                 return Ok(());
             }
             let committed = txn.commit();

@@ -14,7 +14,9 @@ fn open_guarded(dir: &std::path::Path, fenced: &Arc<AtomicBool>) -> Ledger {
     let options = LedgerOptions {
         commit_guard: Some(Arc::new(move || {
             if flag.load(Ordering::SeqCst) {
-                Err("lease lost".to_owned())
+                Err(Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(
+                    "lease lost",
+                )))
             } else {
                 Ok(())
             }

@@ -20,7 +20,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api_error::ErrorBody;
+use crate::error_response::ErrorBody;
 use crate::router::{self, AppState};
 
 #[derive(OpenApi)]

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api_error::ApiError;
+use crate::error_response::ErrorResponse;
 
 /// What a continue token carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,8 +49,8 @@ impl Cursor {
         token: &str,
         namespace: Option<&str>,
         node: Option<&str>,
-    ) -> Result<String, ApiError> {
-        let invalid = || ApiError::BadRequest("invalid continue token".to_owned());
+    ) -> Result<String, ErrorResponse> {
+        let invalid = || ErrorResponse::BadRequest("invalid continue token".to_owned());
         if !token.len().is_multiple_of(2) || token.len() > 8192 {
             return Err(invalid());
         }
@@ -64,7 +64,7 @@ impl Cursor {
             return Err(invalid());
         }
         if cursor.namespace.as_deref() != namespace || cursor.node.as_deref() != node {
-            return Err(ApiError::BadRequest(
+            return Err(ErrorResponse::BadRequest(
                 "continue token was issued for other namespace or node filters".to_owned(),
             ));
         }

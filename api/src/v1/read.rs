@@ -13,7 +13,7 @@ use super::types::{
     AuditItem, AuditPage, ClaimDetailView, ClaimList, DeviceList, IntentList, NodeList,
     UtilisationView,
 };
-use crate::api_error::{ApiError, ErrorBody};
+use crate::error_response::{ErrorBody, ErrorResponse};
 use crate::router::AppState;
 
 /// Default page size of `/v1/claims` and `/v1/audit`.
@@ -22,24 +22,24 @@ pub const DEFAULT_LIMIT: usize = 100;
 pub const MAX_LIMIT: usize = 1000;
 
 /// Maps a query string that does not parse to a JSON 400.
-pub(crate) fn query<T>(parsed: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+pub(crate) fn query<T>(parsed: Result<Query<T>, QueryRejection>) -> Result<T, ErrorResponse> {
     parsed
         .map(|Query(q)| q)
-        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))
+        .map_err(|rejection| ErrorResponse::BadRequest(rejection.body_text()))
 }
 
 /// Maps path segments that do not decode to a JSON 400.
-pub(crate) fn segments<T>(parsed: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+pub(crate) fn segments<T>(parsed: Result<Path<T>, PathRejection>) -> Result<T, ErrorResponse> {
     parsed
         .map(|Path(p)| p)
-        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))
+        .map_err(|rejection| ErrorResponse::BadRequest(rejection.body_text()))
 }
 
-fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+fn page_limit(limit: Option<usize>) -> Result<usize, ErrorResponse> {
     match limit {
         None => Ok(DEFAULT_LIMIT),
         Some(n @ 1..=MAX_LIMIT) => Ok(n),
-        Some(n) => Err(ApiError::BadRequest(format!(
+        Some(n) => Err(ErrorResponse::BadRequest(format!(
             "limit must be between 1 and {MAX_LIMIT}, got {n}"
         ))),
     }
@@ -51,7 +51,7 @@ fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
         (status = 200, description = "Nodes by name", body = NodeList),
         (status = 503, description = "Ledger not open", body = ErrorBody),
     ))]
-pub async fn list_nodes(State(state): State<AppState>) -> Result<Json<NodeList>, ApiError> {
+pub async fn list_nodes(State(state): State<AppState>) -> Result<Json<NodeList>, ErrorResponse> {
     let nodes = state.ledger_call(Ledger::nodes).await?;
     Ok(Json(nodes.into()))
 }
@@ -67,14 +67,14 @@ pub async fn list_nodes(State(state): State<AppState>) -> Result<Json<NodeList>,
 pub async fn node_devices(
     State(state): State<AppState>,
     node: Result<Path<String>, PathRejection>,
-) -> Result<Json<DeviceList>, ApiError> {
+) -> Result<Json<DeviceList>, ErrorResponse> {
     let node = segments(node)?;
     let name = node.clone();
     let devices = state
         .ledger_call(move |ledger| ledger.node_devices(&name))
         .await?
         .ok_or_else(|| {
-            ApiError::UnknownObject(format!("node {node} has no devices in the ledger"))
+            ErrorResponse::UnknownObject(format!("node {node} has no devices in the ledger"))
         })?;
     Ok(Json(DeviceList {
         node,
@@ -115,7 +115,7 @@ pub struct ClaimsQuery {
 pub async fn list_claims(
     State(state): State<AppState>,
     parsed: Result<Query<ClaimsQuery>, QueryRejection>,
-) -> Result<Json<ClaimList>, ApiError> {
+) -> Result<Json<ClaimList>, ErrorResponse> {
     let q = query(parsed)?;
     let namespace = q.namespace.filter(|s| !s.is_empty());
     let node = q.node.filter(|s| !s.is_empty());
@@ -155,13 +155,13 @@ pub async fn list_claims(
 pub async fn get_claim(
     State(state): State<AppState>,
     uid: Result<Path<String>, PathRejection>,
-) -> Result<Json<ClaimDetailView>, ApiError> {
+) -> Result<Json<ClaimDetailView>, ErrorResponse> {
     let uid = segments(uid)?;
     let key = uid.clone();
     let detail = state
         .ledger_call(move |ledger| ledger.claim(&key))
         .await?
-        .ok_or_else(|| ApiError::UnknownObject(format!("claim {uid} is not in the ledger")))?;
+        .ok_or_else(|| ErrorResponse::UnknownObject(format!("claim {uid} is not in the ledger")))?;
     Ok(Json(ClaimDetailView::new(uid, detail)))
 }
 
@@ -171,7 +171,9 @@ pub async fn get_claim(
         (status = 200, description = "Open intents by id", body = IntentList),
         (status = 503, description = "Ledger not open", body = ErrorBody),
     ))]
-pub async fn list_intents(State(state): State<AppState>) -> Result<Json<IntentList>, ApiError> {
+pub async fn list_intents(
+    State(state): State<AppState>,
+) -> Result<Json<IntentList>, ErrorResponse> {
     let intents = state.ledger_call(Ledger::pending_intents).await?;
     Ok(Json(IntentList {
         items: intents.into_iter().map(Into::into).collect(),
@@ -202,11 +204,11 @@ pub struct AuditQuery {
 pub async fn audit(
     State(state): State<AppState>,
     parsed: Result<Query<AuditQuery>, QueryRejection>,
-) -> Result<Json<AuditPage>, ApiError> {
+) -> Result<Json<AuditPage>, ErrorResponse> {
     let q = query(parsed)?;
     let since = q.since.unwrap_or(0);
     if i64::try_from(since).is_err() {
-        return Err(ApiError::BadRequest(format!(
+        return Err(ErrorResponse::BadRequest(format!(
             "since must be at most {}, got {since}",
             i64::MAX
         )));
@@ -228,7 +230,9 @@ pub async fn audit(
         (status = 200, description = "Utilisation", body = UtilisationView),
         (status = 503, description = "Ledger not open", body = ErrorBody),
     ))]
-pub async fn utilisation(State(state): State<AppState>) -> Result<Json<UtilisationView>, ApiError> {
+pub async fn utilisation(
+    State(state): State<AppState>,
+) -> Result<Json<UtilisationView>, ErrorResponse> {
     let view = state.ledger_call(Ledger::utilisation).await?;
     Ok(Json(view.into()))
 }

@@ -15,23 +15,24 @@ use tracing::{info, warn};
 
 use super::read::segments;
 use super::types::{CordonRequest, CordonResult};
-use crate::api_error::{ApiError, ErrorBody};
 use crate::auth::Authorized;
+use crate::error_response::{ErrorBody, ErrorResponse};
 use crate::router::{AppState, BODY_LIMIT};
 
 /// The optional JSON body of cordon and uncordon: empty, `null`, or a [`CordonRequest`].
-fn cordon_body(body: Result<Bytes, BytesRejection>) -> Result<CordonRequest, ApiError> {
+fn cordon_body(body: Result<Bytes, BytesRejection>) -> Result<CordonRequest, ErrorResponse> {
     let bytes = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge { limit: BODY_LIMIT }
+            ErrorResponse::PayloadTooLarge { limit: BODY_LIMIT }
         } else {
-            ApiError::BadRequest(rejection.body_text())
+            ErrorResponse::BadRequest(rejection.body_text())
         }
     })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(CordonRequest::default());
     }
-    let invalid = |reason: String| ApiError::BadRequest(format!("invalid JSON body: {reason}"));
+    let invalid =
+        |reason: String| ErrorResponse::BadRequest(format!("invalid JSON body: {reason}"));
     // The document's `oneOf [null, CordonRequest]`: `null` is the same as no body, and only an
     // object is a request (serde would also take the fields from an array, `[null]`).
     match serde_json::from_slice(&bytes).map_err(|error| invalid(error.to_string()))? {
@@ -51,7 +52,7 @@ async fn set_cordon(
     device: String,
     body: Result<Bytes, BytesRejection>,
     cordon: bool,
-) -> Result<Json<CordonResult>, ApiError> {
+) -> Result<Json<CordonResult>, ErrorResponse> {
     let request = cordon_body(body)?;
     let (n, d) = (node.clone(), device.clone());
     let changed = state
@@ -93,7 +94,7 @@ pub async fn cordon(
     State(state): State<AppState>,
     names: Result<Path<(String, String)>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<CordonResult>, ApiError> {
+) -> Result<Json<CordonResult>, ErrorResponse> {
     let (node, device) = segments(names)?;
     set_cordon(state, node, device, body, true).await
 }
@@ -118,7 +119,7 @@ pub async fn uncordon(
     State(state): State<AppState>,
     names: Result<Path<(String, String)>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<CordonResult>, ApiError> {
+) -> Result<Json<CordonResult>, ErrorResponse> {
     let (node, device) = segments(names)?;
     set_cordon(state, node, device, body, false).await
 }
@@ -136,31 +137,31 @@ pub async fn uncordon(
 pub async fn reconcile(
     _auth: Authorized,
     State(state): State<AppState>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<serde_json::Value>, ErrorResponse> {
     let Some(reconciler) = state.reconciler() else {
-        return Err(ApiError::NotReady {
+        return Err(ErrorResponse::NotReady {
             waiting: vec!["a reconciler (none in this process)"],
         });
     };
     let waiting = state.readiness().waiting_for();
     if !waiting.is_empty() {
-        return Err(ApiError::NotReady { waiting });
+        return Err(ErrorResponse::NotReady { waiting });
     }
     if state.readiness().is_standby() {
         // Only the leader writes its ledger; a standby reconciles when it takes over.
-        return Err(ApiError::NotReady {
+        return Err(ErrorResponse::NotReady {
             waiting: vec!["leader lease"],
         });
     }
     let Ok(_running) = state.reconcile_lock().try_lock() else {
-        return Err(ApiError::Conflict(
+        return Err(ErrorResponse::Conflict(
             "a reconcile requested through the admin API is already running".to_owned(),
         ));
     };
     let report = reconciler
         .reconcile_now()
         .await
-        .map_err(|reason| ApiError::Internal(crate::Error::Reconcile(reason)))?;
+        .map_err(|error| ErrorResponse::Internal(crate::Error::Reconcile(error)))?;
     info!("Reconcile requested through the admin API done");
     Ok(Json(report))
 }
@@ -177,9 +178,9 @@ pub async fn reconcile(
 pub async fn backup(
     _auth: Authorized,
     State(state): State<AppState>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, ErrorResponse> {
     let ledger = state.ledger()?;
-    let backup_error = |e: String| ApiError::Internal(crate::Error::Backup(e));
+    let backup_error = |e: String| ErrorResponse::Internal(crate::Error::Backup(e));
     let (dir, path) = tokio::task::spawn_blocking(move || {
         // Next to the ledger: the same volume, sized for it.
         let parent = ledger

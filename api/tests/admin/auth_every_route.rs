@@ -21,7 +21,9 @@ struct CountingReconciler {
 
 #[async_trait::async_trait]
 impl Reconciler for CountingReconciler {
-    async fn reconcile_now(&self) -> Result<serde_json::Value, String> {
+    async fn reconcile_now(
+        &self,
+    ) -> Result<serde_json::Value, dra_api::reconciler::ReconcileError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Ok(serde_json::json!({"released": 0}))
     }

@@ -138,11 +138,13 @@ struct FakeReconciler {
 
 #[async_trait]
 impl Reconciler for FakeReconciler {
-    async fn reconcile_now(&self) -> Result<serde_json::Value, String> {
+    async fn reconcile_now(
+        &self,
+    ) -> Result<serde_json::Value, dra_api::reconciler::ReconcileError> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         tokio::time::sleep(self.delay).await;
         if self.fail {
-            Err("cluster unreachable at 10.0.0.1".to_owned())
+            Err("cluster unreachable at 10.0.0.1".into())
         } else {
             Ok(json!({"released": 0, "call": call}))
         }

@@ -20,7 +20,6 @@
 pub mod admin;
 #[cfg(feature = "demo")]
 pub mod demo;
-mod duration;
 pub mod ledger_tools;
 mod logging;
 pub mod run;
@@ -30,7 +29,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub use duration::parse_duration;
+pub use dra_framework::process::{parse_duration, wait_for_signal};
 pub use logging::LogFormat;
 
 /// The default DRA driver name.
@@ -150,23 +149,6 @@ pub fn default_ledger_path() -> PathBuf {
     PathBuf::from("/var/lib/dra-ledger/ledger.redb")
 }
 
-/// Waits for Ctrl-C or SIGTERM.
-pub async fn wait_for_signal() -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        tokio::select! {
-            result = tokio::signal::ctrl_c() => result,
-            _ = term.recv() => Ok(()),
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        tokio::signal::ctrl_c().await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,6 +203,74 @@ mod tests {
         assert_eq!(args.pods, 20);
         assert_eq!(args.duration, Some(Duration::from_secs(90)));
         assert_eq!(args.listen.to_string(), "127.0.0.1:8080");
+    }
+
+    /// The spellings every duration flag of every command accepts.
+    const DURATIONS: [(&str, Duration); 5] = [
+        ("500ms", Duration::from_millis(500)),
+        ("2s", Duration::from_secs(2)),
+        ("90", Duration::from_secs(90)),
+        ("1h", Duration::from_secs(3600)),
+        ("1h30m", Duration::from_secs(5400)),
+    ];
+
+    #[test]
+    fn run_duration_flags_accept_every_duration_spelling() {
+        for (text, expected) in DURATIONS {
+            for flag in [
+                "--reconcile-interval",
+                "--leader-elect-lease-duration",
+                "--leader-elect-renew-deadline",
+                "--leader-elect-retry-period",
+            ] {
+                let cli = Cli::try_parse_from(["dra-ledger", "run", flag, text])
+                    .unwrap_or_else(|error| panic!("{flag} {text}: {error}"));
+                let Command::Run(args) = cli.command else {
+                    panic!("not run")
+                };
+                let parsed = match flag {
+                    "--reconcile-interval" => args.reconcile_interval,
+                    "--leader-elect-lease-duration" => args.leader_elect_lease_duration,
+                    "--leader-elect-renew-deadline" => args.leader_elect_renew_deadline,
+                    _ => args.leader_elect_retry_period,
+                };
+                assert_eq!(parsed, expected, "{flag} {text}");
+            }
+        }
+    }
+
+    #[cfg(feature = "demo")]
+    #[test]
+    fn sim_and_demo_duration_flags_accept_the_same_spellings_as_run() {
+        for (text, expected) in DURATIONS {
+            let cli = Cli::try_parse_from([
+                "dra-ledger",
+                "sim",
+                "--fault-delay",
+                text,
+                "--fault-watch-max-lifetime",
+                text,
+            ])
+            .unwrap_or_else(|error| panic!("sim {text}: {error}"));
+            let Command::Sim(args) = cli.command else {
+                panic!("not sim")
+            };
+            assert_eq!(args.sim.fault_delay, (expected, expected), "{text}");
+            assert_eq!(args.sim.fault_watch_max_lifetime, Some(expected), "{text}");
+
+            let cli = Cli::try_parse_from(["dra-ledger", "demo", "--duration", text])
+                .unwrap_or_else(|error| panic!("demo {text}: {error}"));
+            let Command::Demo(args) = cli.command else {
+                panic!("not demo")
+            };
+            assert_eq!(args.duration, Some(expected), "{text}");
+        }
+        let range = format!("{}-{}", DURATIONS[0].0, DURATIONS[3].0);
+        let cli = Cli::try_parse_from(["dra-ledger", "sim", "--fault-delay", &range]).unwrap();
+        let Command::Sim(args) = cli.command else {
+            panic!("not sim")
+        };
+        assert_eq!(args.sim.fault_delay, (DURATIONS[0].1, DURATIONS[3].1));
     }
 
     #[cfg(not(feature = "demo"))]

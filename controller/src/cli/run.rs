@@ -144,7 +144,7 @@ impl RunArgs {
         };
         config
             .validate()
-            .map_err(|e| anyhow::anyhow!("invalid leader election settings: {e}"))?;
+            .context("invalid leader election settings")?;
         Ok(Some(config))
     }
 }

@@ -43,15 +43,18 @@ pub(crate) fn claim_ref(claim: &ResourceClaim) -> Result<ClaimRef> {
 }
 
 /// A per-claim copy of an error that failed a whole batch.
-fn batch_error(node: &str, error: &DriverError) -> DriverError {
-    match error {
+fn batch_error(node: &str, error: &std::sync::Arc<DriverError>) -> DriverError {
+    match &**error {
         DriverError::Ledger(LedgerError::Unsatisfiable { reason }) => {
             DriverError::Ledger(LedgerError::Unsatisfiable {
                 reason: reason.clone(),
             })
         }
         DriverError::NotReady => DriverError::NotReady,
-        other => DriverError::LedgerTask(format!("allocate on node {node}: {other}")),
+        _ => DriverError::Batch {
+            node: node.to_owned(),
+            source: std::sync::Arc::clone(error),
+        },
     }
 }
 
@@ -104,10 +107,9 @@ impl LedgerDriver {
                 other => return other,
             }
         }
-        Err(DriverError::LedgerTask(format!(
-            "claim {} stays in conflict in the ledger",
-            claim.uid
-        )))
+        Err(DriverError::LedgerConflictPersists {
+            subject: format!("claim {} stays", claim.uid),
+        })
     }
 
     /// Allocates all `claims` of one pod on `node` in one ledger transaction.
@@ -129,9 +131,9 @@ impl LedgerDriver {
                 other => return other,
             }
         }
-        Err(DriverError::LedgerTask(format!(
-            "claims of pod {pod_uid} stay in conflict in the ledger"
-        )))
+        Err(DriverError::LedgerConflictPersists {
+            subject: format!("claims of pod {pod_uid} stay"),
+        })
     }
 
     /// The pod the claims are allocated for: the one whose unsuitable-node check included them,
@@ -287,6 +289,7 @@ impl Driver for LedgerDriver {
                 info!(%error, "Allocation failed");
                 outcome = outcome_of(&error);
                 let node = selected_node.unwrap_or_default();
+                let error = std::sync::Arc::new(error);
                 for item in claims.iter_mut() {
                     item.error = Some(batch_error(node, &error));
                 }

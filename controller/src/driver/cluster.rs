@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::api::{Api, ListParams};
-use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType as KubeEventType, Recorder};
 use kube::Client;
 
 use super::param_cache::ParamCache;
@@ -49,12 +49,8 @@ pub struct KubeCluster {
 impl KubeCluster {
     /// Reads and posts through `client` on behalf of driver `driver_name`.
     pub fn new(client: Client, driver_name: &str) -> Self {
-        let reporter = Reporter {
-            controller: format!("resource driver {driver_name}"),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: dra_framework::event_recorder(client.clone(), driver_name),
             params: ParamCache::new(client.clone()),
             client,
         }

@@ -4,6 +4,7 @@
 
 use dra_allocator::ledger::LedgerError;
 
+use super::handle::HandleDataError;
 use crate::params::ParamsError;
 use dra_framework::KubeCallError;
 
@@ -56,7 +57,21 @@ pub enum DriverError {
     Ledger(#[from] LedgerError),
     /// A blocking ledger call could not be run or was cancelled.
     #[error("ledger call did not complete: {0}")]
-    LedgerTask(String),
+    LedgerTask(#[source] tokio::task::JoinError),
+    /// Replacing stale ledger allocations did not resolve a claim conflict in the ledger.
+    #[error("{subject} in conflict in the ledger")]
+    LedgerConflictPersists {
+        /// `claim <uid> stays` or `claims of pod <uid> stay`.
+        subject: String,
+    },
+    /// An allocation of several claims on one node failed; each claim gets this error.
+    #[error("allocate on node {node}: {source}")]
+    Batch {
+        /// The node of the batch.
+        node: String,
+        /// The error of the whole batch.
+        source: std::sync::Arc<DriverError>,
+    },
     /// A claim object lacks something the driver needs (UID, name, namespace).
     #[error("claim {claim}: {reason}")]
     ClaimObject {
@@ -72,16 +87,16 @@ pub enum DriverError {
         uid: String,
     },
     /// A claim's resource handle data does not parse as this driver's allocation.
-    #[error("claim {claim}: resource handle data: {reason}")]
+    #[error("claim {claim}: resource handle data: {source}")]
     HandleData {
         /// `namespace/name` of the claim.
         claim: String,
         /// What is wrong with the data.
-        reason: String,
+        source: HandleDataError,
     },
     /// Listing the claims of the cluster failed.
     #[error("list resource claims: {0}")]
-    ListClaims(KubeCallError),
+    ListClaims(#[source] KubeCallError),
     /// The driver did not become ready (inventory synced, initial reconcile done) in time.
     #[error("driver is not ready: inventory sync or initial reconcile still pending")]
     NotReady,
@@ -96,7 +111,10 @@ impl DriverError {
             | DriverError::InvalidParameters { .. } => "invalid_parameters",
             DriverError::ParametersRead { .. } => "parameters_read",
             DriverError::Ledger(LedgerError::Unsatisfiable { .. }) => "unsatisfiable",
-            DriverError::Ledger(_) | DriverError::LedgerTask(_) => "ledger",
+            DriverError::Ledger(_)
+            | DriverError::LedgerTask(_)
+            | DriverError::LedgerConflictPersists { .. } => "ledger",
+            DriverError::Batch { source, .. } => source.kind(),
             DriverError::ClaimObject { .. } => "claim_object",
             DriverError::AllocationAborted { .. } => "aborted",
             DriverError::HandleData { .. } => "handle_data",

@@ -10,7 +10,7 @@
 //! Pure conversions; must not depend on the ledger handle or the API client. Malformed data is an
 //! error, never a panic.
 
-pub use dra_allocator::handle::{HandleData, HandleSharing};
+pub use dra_allocator::handle::{HandleData, HandleDataError, HandleSharing};
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::api::resource::v1alpha2::{AllocationResult, ResourceClaim, ResourceHandle};
 
@@ -56,7 +56,7 @@ pub enum ClaimAllocationState {
 pub fn claim_allocation(
     claim: &ResourceClaim,
     driver_name: &str,
-) -> Result<ClaimAllocationState, String> {
+) -> Result<ClaimAllocationState, HandleDataError> {
     let Some(status) = claim.status.as_ref() else {
         return Ok(ClaimAllocationState::Unallocated);
     };
@@ -73,22 +73,19 @@ pub fn claim_allocation(
         .filter(|h| h.driver_name.as_deref().is_none_or(|d| d == driver_name))
         .collect();
     let [handle] = handles.as_slice() else {
-        return Err(format!(
-            "expected one resource handle of driver {driver_name}, found {}",
-            handles.len()
-        ));
+        return Err(HandleDataError::HandleCount {
+            driver: driver_name.to_owned(),
+            found: handles.len(),
+        });
     };
-    let text = handle
-        .data
-        .as_deref()
-        .ok_or("resource handle has no data")?;
+    let text = handle.data.as_deref().ok_or(HandleDataError::NoData)?;
     let data = HandleData::parse(text)?;
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
     if data.claim_uid != uid {
-        return Err(format!(
-            "claimUID {} does not match the claim's UID {uid}",
-            data.claim_uid
-        ));
+        return Err(HandleDataError::ClaimUidMismatch {
+            data: data.claim_uid,
+            claim: uid.to_owned(),
+        });
     }
     Ok(ClaimAllocationState::Ours(data))
 }

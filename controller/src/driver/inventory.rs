@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use dra_allocator::model::{AttributeValue, Device, Quantity, Version};
+use dra_allocator::model::{AttributeValue, Device, ParseError, Quantity, Version};
 use k8s_openapi::api::resource::v1alpha2::{
     NamedResourcesAttribute, NamedResourcesInstance, ResourceSlice,
 };
@@ -25,8 +25,25 @@ pub struct SkippedAttribute {
     pub reason: String,
 }
 
+/// Why an attribute does not convert into the allocator's value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AttributeError {
+    /// No kind of value is set.
+    #[error("no value set")]
+    NoValue,
+    /// More than one kind of value is set.
+    #[error("{0} values set, expected exactly one")]
+    SeveralValues(usize),
+    /// The quantity or version text does not parse.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+}
+
 /// Converts one attribute into the allocator's value; exactly one kind must be set.
-pub fn attribute_value(attribute: &NamedResourcesAttribute) -> Result<AttributeValue, String> {
+pub fn attribute_value(
+    attribute: &NamedResourcesAttribute,
+) -> Result<AttributeValue, AttributeError> {
     let mut values = Vec::new();
     if let Some(b) = attribute.bool {
         values.push(Ok(AttributeValue::Bool(b)));
@@ -41,7 +58,7 @@ pub fn attribute_value(attribute: &NamedResourcesAttribute) -> Result<AttributeV
         values.push(
             Quantity::parse(&q.0)
                 .map(AttributeValue::Quantity)
-                .map_err(|e| e.to_string()),
+                .map_err(AttributeError::from),
         );
     }
     if let Some(s) = &attribute.string {
@@ -54,15 +71,13 @@ pub fn attribute_value(attribute: &NamedResourcesAttribute) -> Result<AttributeV
         values.push(
             Version::parse(v)
                 .map(AttributeValue::Version)
-                .map_err(|e| e.to_string()),
+                .map_err(AttributeError::from),
         );
     }
     match values.len() {
-        0 => Err("no value set".to_owned()),
-        1 => values
-            .pop()
-            .unwrap_or_else(|| Err("no value set".to_owned())),
-        n => Err(format!("{n} values set, expected exactly one")),
+        0 => Err(AttributeError::NoValue),
+        1 => values.pop().unwrap_or(Err(AttributeError::NoValue)),
+        n => Err(AttributeError::SeveralValues(n)),
     }
 }
 
@@ -79,7 +94,7 @@ pub fn device(node: &str, instance: &NamedResourcesInstance) -> (Device, Vec<Ski
                 node: node.to_owned(),
                 device: instance.name.clone(),
                 attribute: attribute.name.clone(),
-                reason,
+                reason: reason.to_string(),
             }),
         }
     }

@@ -45,7 +45,7 @@ pub use observer::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, DriverObserver, NoopObserver,
 };
 pub use reconcile::DriftReport;
-pub use state::Readiness;
+pub use state::DriverReadiness;
 pub use unsuitable::explain_unsuitable;
 
 use state::DriverState;
@@ -96,7 +96,7 @@ pub struct LedgerDriver {
     cluster: Arc<dyn DriverCluster>,
     config: DriverConfig,
     observer: Arc<dyn DriverObserver>,
-    readiness: Readiness,
+    readiness: DriverReadiness,
     state: DriverState,
     /// Held for writing by a reconcile (so reconciles never overlap) and for reading by every
     /// release of a deallocated claim, so that a release cannot run between a reconcile's claim
@@ -133,7 +133,7 @@ impl LedgerDriver {
             cluster,
             config,
             observer: Arc::new(NoopObserver),
-            readiness: Readiness::new(),
+            readiness: DriverReadiness::new(),
             state: DriverState::default(),
             reconcile_lock: tokio::sync::RwLock::new(()),
             takeover: std::sync::atomic::AtomicBool::new(false),
@@ -167,7 +167,7 @@ impl LedgerDriver {
     }
 
     /// The readiness flags (inventory synced, initial reconcile done) for `/readyz`.
-    pub fn readiness(&self) -> Readiness {
+    pub fn readiness(&self) -> DriverReadiness {
         self.readiness.clone()
     }
 
@@ -180,7 +180,7 @@ impl LedgerDriver {
         let ledger = self.ledger.clone();
         tokio::task::spawn_blocking(move || call(&ledger))
             .await
-            .map_err(|e| DriverError::LedgerTask(e.to_string()))?
+            .map_err(DriverError::LedgerTask)?
             .map_err(DriverError::from)
     }
 

@@ -28,7 +28,7 @@ use kube::ResourceExt;
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
-use super::handle::{claim_allocation, ClaimAllocationState, HandleData};
+use super::handle::{claim_allocation, ClaimAllocationState, HandleData, HandleDataError};
 use super::{DriftKind, DriverError, LedgerDriver, Result};
 
 /// What a reconcile found and did.
@@ -201,7 +201,7 @@ impl LedgerDriver {
                         imports.push(Step::Import(claim, data, DriftKind::MissingInLedger));
                     }
                 }
-                Err(reason) => self.bad_handle(&mut report, claim, &reason),
+                Err(reason) => self.bad_handle(&mut report, claim, reason),
                 Ok(_) => {}
             }
         }
@@ -275,7 +275,7 @@ impl LedgerDriver {
                 frees.push(Step::Release(allocation, None));
                 imports.push(Step::Import(claim, data, DriftKind::DeviceMismatch));
             }
-            Some((claim, Err(reason))) => self.bad_handle(report, claim, &reason),
+            Some((claim, Err(reason))) => self.bad_handle(report, claim, reason),
             _ => {
                 let kind = if pending {
                     DriftKind::StaleIntent
@@ -287,10 +287,10 @@ impl LedgerDriver {
         }
     }
 
-    fn bad_handle(&self, report: &mut DriftReport, claim: &ResourceClaim, reason: &str) {
+    fn bad_handle(&self, report: &mut DriftReport, claim: &ResourceClaim, source: HandleDataError) {
         let error = DriverError::HandleData {
             claim: claim_name(claim),
-            reason: reason.to_owned(),
+            source,
         };
         warn!(%error, driver = %self.config.driver_name, "Claim allocation cannot be reconciled");
         report.add(DriftKind::BadHandleData);

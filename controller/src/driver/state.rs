@@ -6,8 +6,9 @@
 //!
 //! Everything here is bounded and may be lost on restart without harm: the ledger is the record.
 
+use dra_framework::sync::LockExt;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -21,20 +22,20 @@ const KEEP_STAMPS: Duration = Duration::from_secs(600);
 /// Readiness of the driver: the inventory was synced from the ResourceSlices once and the
 /// initial reconcile finished. Clones share the flags.
 #[derive(Clone, Debug)]
-pub struct Readiness {
+pub struct DriverReadiness {
     flags: Arc<watch::Sender<(bool, bool)>>,
 }
 
-impl Default for Readiness {
+impl Default for DriverReadiness {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Readiness {
+impl DriverReadiness {
     /// Not ready.
     pub fn new() -> Self {
-        Readiness {
+        DriverReadiness {
             flags: Arc::new(watch::Sender::new((false, false))),
         }
     }
@@ -115,7 +116,7 @@ pub(crate) struct DriverState {
 
 impl DriverState {
     fn with<T>(&self, f: impl FnOnce(&mut Maps) -> T) -> T {
-        let mut maps = self.maps.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut maps = self.maps.lock_or_recover();
         f(&mut maps)
     }
 

@@ -4,8 +4,9 @@
 //! Compiled only for tests or with the `testing` feature of `dra-controller`; a product build has
 //! none of it.
 
+use dra_framework::sync::LockExt;
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
@@ -38,7 +39,7 @@ impl MemoryCluster {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Objects) -> T) -> T {
-        f(&mut self.objects.lock().unwrap_or_else(PoisonError::into_inner))
+        f(&mut self.objects.lock_or_recover())
     }
 
     /// Stores a `DeviceClassParameters` under its name.

@@ -8,13 +8,14 @@
 //! stops writing before any other candidate can have taken the lease (`lease_duration` after it
 //! last saw the lease change).
 
+use dra_framework::sync::LockExt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use dra_allocator::ledger::CommitGuard;
+use dra_allocator::ledger::{CommitGuard, CommitRefusal};
 use http::{Method, Request};
 use tower::{Layer, Service};
 
@@ -46,7 +47,7 @@ impl Fence {
 
     /// Allows writes until `deadline` (never moves an open deadline backwards).
     pub fn open_until(&self, deadline: Instant) {
-        let mut until = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut until = self.until.lock_or_recover();
         if until.is_none_or(|current| current < deadline) {
             *until = Some(deadline);
         }
@@ -54,7 +55,7 @@ impl Fence {
 
     /// Refuses every write from now on (until opened again).
     pub fn close(&self) {
-        *self.until.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        *self.until.lock_or_recover() = None;
     }
 
     /// `Ok` while writes are allowed; otherwise why not.
@@ -62,7 +63,7 @@ impl Fence {
         if self.always {
             return Ok(());
         }
-        let until = *self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        let until = *self.until.lock_or_recover();
         match until {
             Some(deadline) if Instant::now() < deadline => Ok(()),
             Some(_) => Err(Fenced(
@@ -78,7 +79,11 @@ impl Fence {
     /// The ledger's commit guard over this fence.
     pub fn commit_guard(&self) -> CommitGuard {
         let fence = self.clone();
-        Arc::new(move || fence.check().map_err(|e| e.0))
+        Arc::new(move || {
+            fence
+                .check()
+                .map_err(|fenced| -> CommitRefusal { Arc::new(fenced) })
+        })
     }
 }
 
@@ -171,7 +176,7 @@ mod tests {
             "an earlier deadline does not shorten"
         );
         fence.close();
-        let refused = (fence.commit_guard())().unwrap_err();
+        let refused = (fence.commit_guard())().unwrap_err().to_string();
         assert!(refused.contains("does not hold"), "{refused}");
         fence.open_until(Instant::now());
         std::thread::sleep(Duration::from_millis(2));

@@ -40,6 +40,31 @@ pub struct LeaderConfig {
     pub retry_period: Duration,
 }
 
+/// Why a [`LeaderConfig`] is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaderConfigError {
+    /// The lease name, namespace or identity is empty.
+    #[error("lease name, namespace and identity must not be empty")]
+    EmptyName,
+    /// The renew deadline is not shorter than the lease duration.
+    #[error("the renew deadline ({renew_deadline:?}) must be shorter than the lease duration ({lease_duration:?})")]
+    RenewDeadline {
+        /// The renew deadline.
+        renew_deadline: Duration,
+        /// The lease duration.
+        lease_duration: Duration,
+    },
+    /// The retry period is zero or not shorter than the renew deadline.
+    #[error("the retry period ({retry_period:?}) must be positive and shorter than the renew deadline ({renew_deadline:?})")]
+    RetryPeriod {
+        /// The retry period.
+        retry_period: Duration,
+        /// The renew deadline.
+        renew_deadline: Duration,
+    },
+}
+
 impl LeaderConfig {
     /// client-go's timings for `lease_name` in `namespace` as `identity`.
     pub fn new(
@@ -58,21 +83,21 @@ impl LeaderConfig {
     }
 
     /// Checks names and that `retry_period < renew_deadline < lease_duration`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), LeaderConfigError> {
         if self.lease_name.is_empty() || self.namespace.is_empty() || self.identity.is_empty() {
-            return Err("lease name, namespace and identity must not be empty".to_owned());
+            return Err(LeaderConfigError::EmptyName);
         }
         if self.renew_deadline >= self.lease_duration {
-            return Err(format!(
-                "the renew deadline ({:?}) must be shorter than the lease duration ({:?})",
-                self.renew_deadline, self.lease_duration
-            ));
+            return Err(LeaderConfigError::RenewDeadline {
+                renew_deadline: self.renew_deadline,
+                lease_duration: self.lease_duration,
+            });
         }
         if self.retry_period.is_zero() || self.retry_period >= self.renew_deadline {
-            return Err(format!(
-                "the retry period ({:?}) must be positive and shorter than the renew deadline ({:?})",
-                self.retry_period, self.renew_deadline
-            ));
+            return Err(LeaderConfigError::RetryPeriod {
+                retry_period: self.retry_period,
+                renew_deadline: self.renew_deadline,
+            });
         }
         Ok(())
     }
@@ -117,11 +142,15 @@ mod tests {
     fn inconsistent_timings_are_refused_with_both_values() {
         let mut config = LeaderConfig::new("l", "ns", "id");
         config.renew_deadline = Duration::from_secs(20);
-        let error = config.validate().unwrap_err();
+        let error = config.validate().unwrap_err().to_string();
         assert!(error.contains("20s") && error.contains("15s"), "{error}");
         let mut config = LeaderConfig::new("l", "ns", "id");
         config.retry_period = Duration::from_secs(10);
-        assert!(config.validate().unwrap_err().contains("retry period"));
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("retry period"));
         assert!(LeaderConfig::new("l", "ns", "").validate().is_err());
     }
 }

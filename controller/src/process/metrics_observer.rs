@@ -1,12 +1,11 @@
-//! The driver's [`DriverObserver`] recording into the Prometheus registry of `dra-api`: maps the
-//! driver's label enums onto the metric module's fixed label sets. Also keeps the running total
-//! of allocated claims that the demo prints.
+//! The driver's [`DriverObserver`] recording into the Prometheus registry of `dra-metrics`. Also
+//! keeps the running total of allocated claims that the demo prints.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dra_api::metrics::{self as m, Metrics};
+use dra_metrics::Metrics;
 
 use crate::driver::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, DriverObserver,
@@ -34,44 +33,10 @@ impl MetricsObserver {
     }
 }
 
-fn mode(mode: AllocationMode) -> m::AllocationMode {
-    match mode {
-        AllocationMode::Immediate => m::AllocationMode::Immediate,
-        AllocationMode::Delayed => m::AllocationMode::Delayed,
-    }
-}
-
-fn allocation_outcome(outcome: AllocationOutcome) -> m::AllocationOutcome {
-    match outcome {
-        AllocationOutcome::Allocated => m::AllocationOutcome::Allocated,
-        AllocationOutcome::Unsatisfiable => m::AllocationOutcome::Unsatisfiable,
-        AllocationOutcome::Error => m::AllocationOutcome::Error,
-    }
-}
-
-fn deallocation_outcome(outcome: DeallocationOutcome) -> m::DeallocationOutcome {
-    match outcome {
-        DeallocationOutcome::Released => m::DeallocationOutcome::Released,
-        DeallocationOutcome::NotAllocated => m::DeallocationOutcome::NotAllocated,
-        DeallocationOutcome::Error => m::DeallocationOutcome::Error,
-    }
-}
-
-fn drift_kind(kind: DriftKind) -> m::DriftKind {
-    match kind {
-        DriftKind::MissingInLedger => m::DriftKind::MissingInLedger,
-        DriftKind::OrphanInLedger => m::DriftKind::OrphanInLedger,
-        DriftKind::DeviceMismatch => m::DriftKind::DeviceMismatch,
-        DriftKind::StaleIntent => m::DriftKind::StaleIntent,
-        DriftKind::BadHandleData => m::DriftKind::BadHandleData,
-        DriftKind::DeviceConflict => m::DriftKind::DeviceConflict,
-    }
-}
-
 impl DriverObserver for MetricsObserver {
     fn allocation(
         &self,
-        allocation_mode: AllocationMode,
+        mode: AllocationMode,
         outcome: AllocationOutcome,
         claims: usize,
         duration: Duration,
@@ -80,17 +45,12 @@ impl DriverObserver for MetricsObserver {
             self.claims_allocated
                 .fetch_add(claims as u64, Ordering::Relaxed);
         }
-        self.metrics.record_allocation(
-            mode(allocation_mode),
-            allocation_outcome(outcome),
-            claims,
-            duration,
-        );
+        self.metrics
+            .record_allocation(mode, outcome, claims, duration);
     }
 
     fn deallocation(&self, outcome: DeallocationOutcome) {
-        self.metrics
-            .record_deallocation(deallocation_outcome(outcome));
+        self.metrics.record_deallocation(outcome);
     }
 
     fn unsuitable_nodes(&self, duration: Duration) {
@@ -98,20 +58,13 @@ impl DriverObserver for MetricsObserver {
     }
 
     fn drift(&self, kind: DriftKind, count: u64) {
-        self.metrics.record_drift(drift_kind(kind), count);
+        self.metrics.record_drift(kind, count);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_drift_kind_maps_to_the_same_label() {
-        for kind in DriftKind::ALL {
-            assert_eq!(drift_kind(kind).as_str(), kind.as_str());
-        }
-    }
 
     #[test]
     fn allocations_count_claims_and_reach_the_registry() {

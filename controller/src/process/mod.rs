@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use dra_allocator::ledger::{Ledger, LedgerOptions};
+use dra_api::reconciler::ReconcileError;
 use dra_api::{AdminToken, ApiRequestsLayer, AppState, Metrics, Readiness, Reconciler};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -39,8 +40,7 @@ pub use metrics_observer::MetricsObserver;
 /// The version reported by `--version` and the `build_info` metric.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// How long shutdown waits for in-flight work before giving up.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+pub use dra_framework::process::SHUTDOWN_GRACE;
 
 /// What a [`RunningController`] needs to start.
 #[derive(Debug, Clone)]
@@ -88,9 +88,9 @@ struct DriverReconciler(Arc<LedgerDriver>);
 
 #[async_trait::async_trait]
 impl Reconciler for DriverReconciler {
-    async fn reconcile_now(&self) -> Result<serde_json::Value, String> {
-        let report = self.0.reconcile_now().await.map_err(|e| e.to_string())?;
-        serde_json::to_value(report).map_err(|e| e.to_string())
+    async fn reconcile_now(&self) -> Result<serde_json::Value, ReconcileError> {
+        let report = self.0.reconcile_now().await?;
+        Ok(serde_json::to_value(report)?)
     }
 }
 

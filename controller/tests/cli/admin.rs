@@ -16,7 +16,9 @@ struct NoDrift;
 
 #[async_trait::async_trait]
 impl Reconciler for NoDrift {
-    async fn reconcile_now(&self) -> Result<serde_json::Value, String> {
+    async fn reconcile_now(
+        &self,
+    ) -> Result<serde_json::Value, dra_api::reconciler::ReconcileError> {
         Ok(serde_json::json!({"released": 0, "imported": 1, "drift": {"missing_in_ledger": 1}}))
     }
 }

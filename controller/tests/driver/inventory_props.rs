@@ -105,6 +105,7 @@ proptest! {
         match (attribute_value(&a), expected_value(&a)) {
             (Ok(got), Some(expected)) => prop_assert_eq!(got, expected),
             (Err(reason), None) => {
+                let reason = reason.to_string();
                 prop_assert!(!reason.is_empty());
                 let n = kinds_set(&a);
                 if n != 1 {

@@ -358,7 +358,7 @@ fn malformed_handle_data_is_rejected_with_a_reason() {
         ),
     ];
     for (text, reason) in cases {
-        let error = HandleData::parse(text).expect_err(text);
+        let error = HandleData::parse(text).expect_err(text).to_string();
         assert!(error.contains(reason), "{text}: {error}");
     }
 }
@@ -417,7 +417,10 @@ fn claim_allocation_tells_ours_from_others_and_rejects_bad_handles() {
         ClaimAllocationState::OtherDriver
     );
     let wrong_uid = claim_allocation(&claim_with("uid-2", Some("d"), Some(ours.clone())), "d");
-    assert!(wrong_uid.unwrap_err().contains("does not match"));
+    assert!(wrong_uid
+        .unwrap_err()
+        .to_string()
+        .contains("does not match"));
     let mut garbled = ours;
     garbled.resource_handles = Some(vec![ResourceHandle {
         driver_name: Some("d".into()),
@@ -429,7 +432,9 @@ fn claim_allocation_tells_ours_from_others_and_rejects_bad_handles() {
         resource_handles: None,
         ..AllocationResult::default()
     };
-    let error = claim_allocation(&claim_with("uid-1", Some("d"), Some(none)), "d").unwrap_err();
+    let error = claim_allocation(&claim_with("uid-1", Some("d"), Some(none)), "d")
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("found 0"), "{error}");
 }
 
@@ -491,6 +496,7 @@ fn every_attribute_kind_of_a_slice_converts() {
         a.bool = Some(false);
     }))
     .unwrap_err()
+    .to_string()
     .contains("2 values"));
     assert!(
         attribute_value(&attr("q", |a| a.quantity = Some(KubeQuantity("80Gx".into())))).is_err()

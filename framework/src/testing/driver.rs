@@ -1,5 +1,6 @@
 //! [`ScriptedDriver`]: a [`Driver`] whose answers are set by the test and whose calls are recorded.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -89,25 +90,22 @@ impl ScriptedDriver {
     }
 
     fn script(&self) -> std::sync::MutexGuard<'_, Script> {
-        self.script.lock().expect("script lock")
+        self.script.lock_or_recover()
     }
 
     fn record(&self, call: DriverCall) {
-        self.calls.lock().expect("calls lock").push(call);
+        self.calls.lock_or_recover().push(call);
     }
 
     /// Every call so far, oldest first.
     pub fn calls(&self) -> Vec<DriverCall> {
-        self.calls.lock().expect("calls lock").clone()
+        self.calls.lock_or_recover().clone()
     }
 
     /// The claims passed to `deallocation_published`, oldest first, each with `allocated` or
     /// `unallocated` for the status it was called with.
     pub fn published_deallocations(&self) -> Vec<String> {
-        self.published_deallocations
-            .lock()
-            .expect("published lock")
-            .clone()
+        self.published_deallocations.lock_or_recover().clone()
     }
 
     /// Only the `allocate` calls.
@@ -266,8 +264,7 @@ impl Driver for ScriptedDriver {
             "unallocated"
         };
         self.published_deallocations
-            .lock()
-            .expect("published lock")
+            .lock_or_recover()
             .push(format!("{} {state}", claim.name_any()));
     }
 

@@ -8,6 +8,7 @@
 mod driver;
 pub mod fixtures;
 
+use crate::sync::{LockExt, RwLockExt};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -107,7 +108,7 @@ impl FakeApi {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FakeState> {
-        self.state.lock().expect("fake api lock")
+        self.state.lock_or_recover()
     }
 
     /// Stores a claim as is.
@@ -272,40 +273,35 @@ impl MemoryCaches {
     /// Adds or replaces a claim.
     pub fn put_claim(&self, claim: ResourceClaim) {
         self.claims
-            .write()
-            .expect("cache lock")
+            .write_or_recover()
             .insert(key_of(&claim), Arc::new(claim));
     }
 
     /// Removes a claim.
     pub fn remove_claim(&self, namespace: &str, name: &str) {
         self.claims
-            .write()
-            .expect("cache lock")
+            .write_or_recover()
             .remove(&(namespace.to_owned(), name.to_owned()));
     }
 
     /// Adds or replaces a class.
     pub fn put_class(&self, class: ResourceClass) {
         self.classes
-            .write()
-            .expect("cache lock")
+            .write_or_recover()
             .insert(class.name_any(), Arc::new(class));
     }
 
     /// Adds or replaces a scheduling context.
     pub fn put_context(&self, context: PodSchedulingContext) {
         self.contexts
-            .write()
-            .expect("cache lock")
+            .write_or_recover()
             .insert(key_of(&context), Arc::new(context));
     }
 
     /// Adds or replaces a pod.
     pub fn put_pod(&self, pod: Pod) {
         self.pods
-            .write()
-            .expect("cache lock")
+            .write_or_recover()
             .insert(key_of(&pod), Arc::new(pod));
     }
 }
@@ -313,27 +309,26 @@ impl MemoryCaches {
 impl Caches for MemoryCaches {
     fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
         let key = (namespace.to_owned(), name.to_owned());
-        self.claims.read().expect("cache lock").get(&key).cloned()
+        self.claims.read_or_recover().get(&key).cloned()
     }
 
     fn class(&self, name: &str) -> Option<Arc<ResourceClass>> {
-        self.classes.read().expect("cache lock").get(name).cloned()
+        self.classes.read_or_recover().get(name).cloned()
     }
 
     fn scheduling_context(&self, namespace: &str, name: &str) -> Option<Arc<PodSchedulingContext>> {
         let key = (namespace.to_owned(), name.to_owned());
-        self.contexts.read().expect("cache lock").get(&key).cloned()
+        self.contexts.read_or_recover().get(&key).cloned()
     }
 
     fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
         let key = (namespace.to_owned(), name.to_owned());
-        self.pods.read().expect("cache lock").get(&key).cloned()
+        self.pods.read_or_recover().get(&key).cloned()
     }
 
     fn claims_of_class(&self, class: &str) -> Vec<Arc<ResourceClaim>> {
         self.claims
-            .read()
-            .expect("cache lock")
+            .read_or_recover()
             .values()
             .filter(|c| c.spec.resource_class_name == class)
             .cloned()

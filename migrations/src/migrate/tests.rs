@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 
-use super::{migrate_with, Step};
+use super::{migrate_with, Step, StepError};
 use crate::{initialize, inspect, read_meta, MigrateOutcome, MigrationError, META};
 
 const EXTRA: TableDefinition<u64, u64> = TableDefinition::new("extra_v2");
@@ -19,15 +19,15 @@ fn v1_file(dir: &Path) -> PathBuf {
     path
 }
 
-fn add_extra_table(txn: &WriteTransaction) -> Result<(), String> {
-    let mut table = txn.open_table(EXTRA).map_err(|e| e.to_string())?;
-    table.insert(7, 42).map_err(|e| e.to_string())?;
+fn add_extra_table(txn: &WriteTransaction) -> Result<(), StepError> {
+    let mut table = txn.open_table(EXTRA)?;
+    table.insert(7, 42)?;
     Ok(())
 }
 
-fn fail_after_writing(txn: &WriteTransaction) -> Result<(), String> {
+fn fail_after_writing(txn: &WriteTransaction) -> Result<(), StepError> {
     add_extra_table(txn)?;
-    Err("synthetic failure".to_owned())
+    Err("synthetic failure".into())
 }
 
 #[test]
@@ -76,7 +76,7 @@ fn failing_step_commits_nothing_and_keeps_old_version() {
     let error = migrate_with(&path, &steps, 2, 1).unwrap_err();
 
     assert!(
-        matches!(error, MigrationError::Step { from: 1, ref reason } if reason == "synthetic failure"),
+        matches!(error, MigrationError::Step { from: 1, ref source } if source.to_string() == "synthetic failure"),
         "{error}"
     );
     assert_eq!(inspect(&path).unwrap().schema_version, 1);
@@ -121,14 +121,10 @@ fn file_older_than_oldest_supported_is_refused() {
 
 #[test]
 fn two_steps_run_in_order_in_one_migration() {
-    fn second(txn: &WriteTransaction) -> Result<(), String> {
-        let mut table = txn.open_table(EXTRA).map_err(|e| e.to_string())?;
-        let seen = table
-            .get(7)
-            .map_err(|e| e.to_string())?
-            .ok_or("first step did not run")?
-            .value();
-        table.insert(8, seen + 1).map_err(|e| e.to_string())?;
+    fn second(txn: &WriteTransaction) -> Result<(), StepError> {
+        let mut table = txn.open_table(EXTRA)?;
+        let seen = table.get(7)?.ok_or("first step did not run")?.value();
+        table.insert(8, seen + 1)?;
         Ok(())
     }
     let dir = tempfile::tempdir().unwrap();

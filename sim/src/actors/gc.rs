@@ -9,6 +9,7 @@
 //! Talks to the API server only through `kube::Client` (dynamic objects); the decision is pure
 //! (`verdict`).
 
+use dra_framework::sync::LockExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -108,7 +109,7 @@ impl GarbageCollector {
 
     /// Records a change of an object of kind number `kind`.
     pub fn observe(&self, kind: usize, change: &Change<'_, ObjectMeta>) {
-        let mut graph = self.graph.lock().expect("gc graph lock");
+        let mut graph = self.graph.lock_or_recover();
         match change {
             Change::Applied(meta) => {
                 let Some(uid) = meta.uid.clone() else { return };
@@ -201,8 +202,7 @@ impl GarbageCollector {
     async fn owner_exists(&self, owner: &OwnerReference, namespace: Option<&str>) -> Result<bool> {
         if self
             .graph
-            .lock()
-            .expect("gc graph lock")
+            .lock_or_recover()
             .vertices
             .contains_key(&owner.uid)
         {
@@ -218,14 +218,7 @@ impl GarbageCollector {
 
     /// Examines one object: as a deleting owner, then as a dependent.
     pub async fn sync(&self, uid: String) -> Result<Next> {
-        let Some(vertex) = self
-            .graph
-            .lock()
-            .expect("gc graph lock")
-            .vertices
-            .get(&uid)
-            .cloned()
-        else {
+        let Some(vertex) = self.graph.lock_or_recover().vertices.get(&uid).cloned() else {
             return Ok(Next::Done);
         };
         if vertex.deleting {
@@ -268,8 +261,7 @@ impl GarbageCollector {
                     o.block_owner_deletion == Some(true)
                         && self
                             .graph
-                            .lock()
-                            .expect("gc graph lock")
+                            .lock_or_recover()
                             .vertices
                             .get(&o.uid)
                             .is_some_and(|v| {

@@ -4,6 +4,7 @@
 //!
 //! Talks to the API server only through `kube::Client`; the phase decision is pure (`step`).
 
+use dra_framework::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -124,7 +125,7 @@ impl Kubelet {
             }
             Change::Deleted(pod) => {
                 if let Some(uid) = &pod.metadata.uid {
-                    self.started.lock().expect("kubelet lock").remove(uid);
+                    self.started.lock_or_recover().remove(uid);
                 }
             }
             Change::Resynced => {}
@@ -143,12 +144,7 @@ impl Kubelet {
         let now = Utc::now();
         let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let started = self
-            .started
-            .lock()
-            .expect("kubelet lock")
-            .get(&uid)
-            .copied();
+        let started = self.started.lock_or_recover().get(&uid).copied();
         let (patch, next) = match step(&pod, now, started) {
             Step::Nothing => return Ok(Next::Done),
             Step::Wait(delay) => return Ok(Next::After(delay)),
@@ -162,10 +158,7 @@ impl Kubelet {
                 };
             }
             Step::Start(run) => {
-                self.started
-                    .lock()
-                    .expect("kubelet lock")
-                    .insert(uid.clone(), now);
+                self.started.lock_or_recover().insert(uid.clone(), now);
                 let host_ip = "10.0.0.1";
                 let patch = serde_json::json!({ "status": {
                     "phase": "Running",
@@ -176,7 +169,7 @@ impl Kubelet {
                 (patch, run.map_or(Next::Done, Next::After))
             }
             Step::Finish => {
-                self.started.lock().expect("kubelet lock").remove(&uid);
+                self.started.lock_or_recover().remove(&uid);
                 let patch = serde_json::json!({ "status": {
                     "phase": "Succeeded",
                     "conditions": conditions(false, &stamp),

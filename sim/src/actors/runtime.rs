@@ -3,6 +3,7 @@
 //!
 //! Owns no Kubernetes semantics; it must not depend on any actor module.
 
+use dra_framework::sync::LockExt;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Debug;
 use std::future::Future;
@@ -112,7 +113,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + Debug + 'static> WorkQueue<T> {
 
     /// Queues `key` unless it is already waiting.
     pub fn add(&self, key: T) {
-        let mut state = self.state.lock().expect("work queue lock");
+        let mut state = self.state.lock_or_recover();
         if state.closed || !state.dirty.insert(key.clone()) {
             return;
         }
@@ -135,7 +136,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + Debug + 'static> WorkQueue<T> {
     /// Queues `key` after its failure backoff (5 ms doubling up to 5 s) and counts the failure.
     pub fn add_rate_limited(self: &Arc<Self>, key: T) {
         let failures = {
-            let mut state = self.state.lock().expect("work queue lock");
+            let mut state = self.state.lock_or_recover();
             let count = state.failures.entry(key.clone()).or_insert(0);
             *count = count.saturating_add(1);
             *count
@@ -145,16 +146,12 @@ impl<T: Clone + Eq + Hash + Send + Sync + Debug + 'static> WorkQueue<T> {
 
     /// Forgets the failure count of `key`.
     pub fn forget(&self, key: &T) {
-        self.state
-            .lock()
-            .expect("work queue lock")
-            .failures
-            .remove(key);
+        self.state.lock_or_recover().failures.remove(key);
     }
 
     /// Number of keys waiting to be handed out.
     pub fn len(&self) -> usize {
-        self.state.lock().expect("work queue lock").queue.len()
+        self.state.lock_or_recover().queue.len()
     }
 
     /// Whether no key is waiting.
@@ -164,7 +161,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + Debug + 'static> WorkQueue<T> {
 
     /// Stops handing out keys; waiting workers return `None`.
     pub fn close(&self) {
-        self.state.lock().expect("work queue lock").closed = true;
+        self.state.lock_or_recover().closed = true;
         self.ready.notify_waiters();
     }
 
@@ -173,7 +170,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + Debug + 'static> WorkQueue<T> {
         loop {
             let notified = self.ready.notified();
             {
-                let mut state = self.state.lock().expect("work queue lock");
+                let mut state = self.state.lock_or_recover();
                 if state.closed {
                     return None;
                 }
@@ -192,7 +189,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + Debug + 'static> WorkQueue<T> {
 
     /// Marks `key` processed; if it was added meanwhile it is queued again.
     pub fn done(&self, key: &T) {
-        let mut state = self.state.lock().expect("work queue lock");
+        let mut state = self.state.lock_or_recover();
         state.processing.remove(key);
         if state.dirty.contains(key) && !state.closed {
             state.queue.push_back(key.clone());

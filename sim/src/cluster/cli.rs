@@ -9,9 +9,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{
-    start_cluster, wait_for_signal, ClusterConfig, Result, DEFAULT_DRIVER_NAME, SHUTDOWN_GRACE,
-};
+use dra_framework::process::{parse_duration, wait_for_signal, SHUTDOWN_GRACE};
+
+use super::{start_cluster, ClusterConfig, ClusterError, Result, DEFAULT_DRIVER_NAME};
 use crate::server::{Faults, ServerConfig};
 
 /// Flags of a simulated cluster.
@@ -122,34 +122,15 @@ pub struct SimArgs {
     pub fault_watch_max_lifetime: Option<Duration>,
 }
 
-/// Parses `250ms`, `5s` or `2m` (a bare number means seconds).
-fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 250ms, 5s or 2m"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(value)),
-        "" | "s" => Ok(Duration::from_secs(value)),
-        "m" => Ok(Duration::from_secs(value.saturating_mul(60))),
-        _ => Err(format!(
-            "{text:?} has unknown unit {unit:?} (use ms, s or m)"
-        )),
-    }
-}
-
-/// Parses a delay `D` or a range `MIN-MAX` of durations.
-fn parse_delay(text: &str) -> std::result::Result<(Duration, Duration), String> {
+/// Parses a delay `D` or a range `MIN-MAX` of durations, each in the grammar of every duration
+/// flag ([`parse_duration`]).
+fn parse_delay(text: &str) -> Result<(Duration, Duration)> {
     match text.split_once('-') {
-        None => parse_duration(text).map(|d| (d, d)),
+        None => Ok(parse_duration(text).map(|d| (d, d))?),
         Some((min, max)) => {
             let (min, max) = (parse_duration(min)?, parse_duration(max)?);
             if max < min {
-                return Err(format!("delay range {text:?} ends before it starts"));
+                return Err(ClusterError::DelayRange(text.to_owned()));
             }
             Ok((min, max))
         }
@@ -207,7 +188,7 @@ pub async fn run(args: &SimArgs) -> Result<()> {
         tracing::info!(path = %path.display(), "Wrote kubeconfig");
     }
     println!("{}", cluster.url());
-    let waited = wait_for_signal().await;
+    let waited = wait_for_signal().await.map_err(ClusterError::Signal);
     let faults = cluster.server().fault_stats();
     tracing::info!(
         conflicts = faults.conflicts,

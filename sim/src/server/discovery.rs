@@ -10,7 +10,7 @@ use axum::response::Response;
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use super::error::{ApiError, Result};
+use super::error::{Result, StatusError};
 use super::handlers::json_response;
 use super::resources::{Registry, ResourceInfo};
 use super::route::Target;
@@ -54,7 +54,7 @@ pub fn serve(registry: &Registry, target: &Target, addr: SocketAddr) -> Result<R
                 .into_iter()
                 .find(|(g, _)| g == group)
                 .map(|(_, v)| v)
-                .ok_or_else(ApiError::no_route)?;
+                .ok_or_else(StatusError::no_route)?;
             let mut g = group_json(group, &versions);
             g["kind"] = json!("APIGroup");
             g["apiVersion"] = json!("v1");
@@ -63,9 +63,9 @@ pub fn serve(registry: &Registry, target: &Target, addr: SocketAddr) -> Result<R
         Target::ResourceList(group, version) => resource_list(registry, group, version),
         Target::OpenApiRoot => super::openapi::root(registry),
         Target::OpenApiGroupVersion(path) => {
-            super::openapi::group_version(registry, path).ok_or_else(ApiError::no_route)?
+            super::openapi::group_version(registry, path).ok_or_else(StatusError::no_route)?
         }
-        Target::Resource(_) => return Err(ApiError::no_route()),
+        Target::Resource(_) => return Err(StatusError::no_route()),
     };
     Ok(json_response(StatusCode::OK, &body))
 }

@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 /// Result alias for server operations.
-pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+pub type Result<T, E = StatusError> = std::result::Result<T, E>;
 
 /// One field-level cause of an `Invalid` error (`details.causes[]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +87,7 @@ impl FieldCause {
 
 /// An error answered to a client as a `metav1.Status`.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ApiError {
+pub enum StatusError {
     /// 404: the object (or resource path) does not exist.
     #[error("{message}")]
     NotFound {
@@ -145,7 +145,7 @@ pub enum ApiError {
     Timeout(String),
 }
 
-impl ApiError {
+impl StatusError {
     /// Not found for a named object of a resource.
     pub fn not_found(resource: &str, group: &str, name: &str) -> Self {
         let qualified = qualified(resource, group);
@@ -312,7 +312,7 @@ fn qualified(resource: &str, group: &str) -> String {
     }
 }
 
-impl IntoResponse for ApiError {
+impl IntoResponse for StatusError {
     fn into_response(self) -> Response {
         if matches!(self, Self::Internal(_)) {
             tracing::warn!(error = %self, "Request failed with an internal error");

@@ -5,6 +5,7 @@
 //! two numbers, each read (get or list) and each watch one, from a `ChaCha8` generator. No HTTP
 //! or store dependencies.
 
+use dra_framework::sync::LockExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -47,6 +48,28 @@ impl Default for Faults {
             watch_max_lifetime: None,
         }
     }
+}
+
+/// Why a [`Faults`] configuration is refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FaultsError {
+    /// A rate is not a probability.
+    #[error("fault {what} rate {rate} is not in [0, 1]")]
+    RateOutOfRange {
+        /// Which rate (`conflict`, `error`, `delay`, `read error`).
+        what: &'static str,
+        /// Its value.
+        rate: f64,
+    },
+    /// Conflicts and errors together are more likely than certain.
+    #[error("fault conflict rate {conflict} and error rate {error} add up to more than 1")]
+    WriteRatesAboveOne {
+        /// The conflict rate.
+        conflict: f64,
+        /// The error rate.
+        error: f64,
+    },
 }
 
 impl Faults {
@@ -104,7 +127,7 @@ impl Faults {
 
     /// Checks that every rate is a probability and that conflicts and errors together are one
     /// at most.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FaultsError> {
         let rates = [
             ("conflict", self.write_conflict_rate),
             ("error", self.write_error_rate),
@@ -113,14 +136,14 @@ impl Faults {
         ];
         for (what, rate) in rates {
             if !(0.0..=1.0).contains(&rate) {
-                return Err(format!("fault {what} rate {rate} is not in [0, 1]"));
+                return Err(FaultsError::RateOutOfRange { what, rate });
             }
         }
         if self.write_conflict_rate + self.write_error_rate > 1.0 {
-            return Err(format!(
-                "fault conflict rate {} and error rate {} add up to more than 1",
-                self.write_conflict_rate, self.write_error_rate
-            ));
+            return Err(FaultsError::WriteRatesAboveOne {
+                conflict: self.write_conflict_rate,
+                error: self.write_error_rate,
+            });
         }
         Ok(())
     }
@@ -188,29 +211,19 @@ impl FaultInjector {
 
     /// Replaces the config and reseeds the generator.
     pub fn set(&self, faults: Faults) {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = self.state.lock_or_recover();
         st.1 = ChaCha8Rng::seed_from_u64(faults.seed);
         st.0 = faults;
     }
 
     /// The current config.
     pub fn get(&self) -> Faults {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .0
-            .clone()
+        self.state.lock_or_recover().0.clone()
     }
 
     /// Decides the fault of the next write.
     pub fn next_write(&self) -> WriteFault {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = self.state.lock_or_recover();
         let (faults, rng) = &mut *st;
         let outcome: f64 = rng.random();
         let slow: f64 = rng.random();
@@ -233,10 +246,7 @@ impl FaultInjector {
 
     /// Decides whether the next get or list fails with an internal error.
     pub fn next_read_fails(&self) -> bool {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = self.state.lock_or_recover();
         let (faults, rng) = &mut *st;
         let draw: f64 = rng.random();
         let fails = draw < faults.read_error_rate;
@@ -248,10 +258,7 @@ impl FaultInjector {
 
     /// Decides how long the next watch may live (`None`: until the client or timeout ends it).
     pub fn next_watch_lifetime(&self) -> Option<Duration> {
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut st = self.state.lock_or_recover();
         let (faults, rng) = &mut *st;
         let max = faults.watch_max_lifetime?;
         let fraction: f64 = rng.random();

@@ -51,7 +51,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
-pub use error::ApiError;
+pub use error::StatusError;
 pub use faults::{FaultStats, Faults};
 pub use store::{EventType, Store};
 

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::error::{ApiError, Result};
+use super::error::{Result, StatusError};
 use super::resources::ResourceInfo;
 
 /// The patch formats the server understands, from the request Content-Type.
@@ -28,7 +28,7 @@ impl PatchKind {
             "application/merge-patch+json" => Ok(Self::Merge),
             "application/json-patch+json" => Ok(Self::Json),
             "application/strategic-merge-patch+json" => Ok(Self::Strategic),
-            other => Err(ApiError::UnsupportedMediaType(format!(
+            other => Err(StatusError::UnsupportedMediaType(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {other:?})"
             ))),
         }
@@ -41,8 +41,8 @@ pub fn apply(info: &ResourceInfo, kind: PatchKind, current: &Value, body: &[u8])
     match kind {
         PatchKind::Json => {
             let ops: json_patch::Patch = serde_json::from_slice(body)
-                .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
-            json_patch::patch(&mut doc, &ops.0).map_err(|e| ApiError::Invalid {
+                .map_err(|e| StatusError::BadRequest(format!("error decoding patch: {e}")))?;
+            json_patch::patch(&mut doc, &ops.0).map_err(|e| StatusError::Invalid {
                 message: format!(
                     "the server rejected our request due to an error in our request: {e}"
                 ),
@@ -56,7 +56,7 @@ pub fn apply(info: &ResourceInfo, kind: PatchKind, current: &Value, body: &[u8])
         }
         PatchKind::Strategic => {
             if info.custom {
-                return Err(ApiError::UnsupportedMediaType(
+                return Err(StatusError::UnsupportedMediaType(
                     "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into(),
                 ));
             }
@@ -65,7 +65,7 @@ pub fn apply(info: &ResourceInfo, kind: PatchKind, current: &Value, body: &[u8])
         }
     }
     if !doc.is_object() {
-        return Err(ApiError::BadRequest(
+        return Err(StatusError::BadRequest(
             "the patched object is not a JSON object".into(),
         ));
     }
@@ -81,11 +81,11 @@ fn name_of(v: &Value) -> String {
 
 fn parse_object(body: &[u8]) -> Result<Value> {
     let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
+        .map_err(|e| StatusError::BadRequest(format!("error decoding patch: {e}")))?;
     if v.is_object() {
         Ok(v)
     } else {
-        Err(ApiError::BadRequest(
+        Err(StatusError::BadRequest(
             "error decoding patch: a merge patch must be a JSON object".into(),
         ))
     }

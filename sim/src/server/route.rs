@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::error::{ApiError, Result};
+use super::error::{Result, StatusError};
 use super::resources::{Registry, ResourceInfo};
 
 /// What a path addresses.
@@ -62,12 +62,12 @@ pub fn parse(path: &str, registry: &Registry) -> Result<Target> {
         ["api", "v1", rest @ ..] => resource(registry, "", "v1", rest),
         ["apis"] => Ok(Target::Groups),
         ["apis", group] if !registry.groups().iter().any(|(g, _)| g == group) => {
-            Err(ApiError::no_route())
+            Err(StatusError::no_route())
         }
         ["apis", group] => Ok(Target::Group((*group).to_string())),
         ["apis", group, version] => {
             if registry.resources_of(group, version).is_empty() {
-                Err(ApiError::no_route())
+                Err(StatusError::no_route())
             } else {
                 Ok(Target::ResourceList(
                     (*group).to_string(),
@@ -76,7 +76,7 @@ pub fn parse(path: &str, registry: &Registry) -> Result<Target> {
             }
         }
         ["apis", group, version, rest @ ..] => resource(registry, group, version, rest),
-        _ => Err(ApiError::no_route()),
+        _ => Err(StatusError::no_route()),
     }
 }
 
@@ -95,21 +95,21 @@ fn resource(registry: &Registry, group: &str, version: &str, rest: &[&str]) -> R
         (None, rest)
     };
     if rest.is_empty() || rest.len() > 3 {
-        return Err(ApiError::no_route());
+        return Err(StatusError::no_route());
     }
     let info = registry
         .find(group, version, rest[0])
-        .ok_or_else(ApiError::no_route)?;
+        .ok_or_else(StatusError::no_route)?;
     let name = rest.get(1).map(|s| (*s).to_string());
     let subresource = rest.get(2).map(|s| (*s).to_string());
     if info.namespaced && namespace.is_none() && name.is_some() {
-        return Err(ApiError::no_route());
+        return Err(StatusError::no_route());
     }
     match subresource.as_deref() {
         None => {}
         Some("status") if info.status => {}
         Some("binding") if info.binding => {}
-        Some(_) => return Err(ApiError::no_route()),
+        Some(_) => return Err(StatusError::no_route()),
     }
     Ok(Target::Resource(ResourceRequest {
         info,
@@ -124,7 +124,7 @@ fn resource(registry: &Registry, group: &str, version: &str, rest: &[&str]) -> R
 fn legacy_bindings(registry: &Registry, namespace: &str) -> Result<Target> {
     let pods = registry
         .find("", "v1", "pods")
-        .ok_or_else(ApiError::no_route)?;
+        .ok_or_else(StatusError::no_route)?;
     Ok(Target::Resource(ResourceRequest {
         info: pods,
         namespace: Some(namespace.to_string()),

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::error::{ApiError, Result};
+use super::error::{Result, StatusError};
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +63,7 @@ fn parse_set(rest: &str, raw: &str) -> Result<Vec<String>> {
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
         .ok_or_else(|| {
-            ApiError::BadRequest(format!(
+            StatusError::BadRequest(format!(
                 "unable to parse requirement: found '{rest}', expected: '(' in {raw:?}"
             ))
         })?;
@@ -80,7 +80,7 @@ impl LabelSelector {
         let mut reqs = Vec::new();
         for part in split_top_level(raw) {
             let bad = |why: &str| {
-                ApiError::BadRequest(format!("unable to parse requirement: {why}: {part:?}"))
+                StatusError::BadRequest(format!("unable to parse requirement: {why}: {part:?}"))
             };
             let req = if let Some(key) = part.strip_prefix('!') {
                 LabelReq::NotExists(key.trim().to_string())
@@ -193,7 +193,7 @@ impl FieldSelector {
             } else if let Some((f, v)) = part.split_once('=') {
                 (f, false, v)
             } else {
-                return Err(ApiError::BadRequest(format!(
+                return Err(StatusError::BadRequest(format!(
                     "invalid selector: '{raw}'; can't understand '{part}'"
                 )));
             };
@@ -211,7 +211,7 @@ impl FieldSelector {
                 && field != "metadata.namespace"
                 && !extra_fields(kind).contains(&field)
             {
-                return Err(ApiError::BadRequest(format!(
+                return Err(StatusError::BadRequest(format!(
                     "field label not supported: {field}"
                 )));
             }
@@ -286,11 +286,11 @@ mod tests {
     fn malformed_label_selector_is_bad_request() {
         assert!(matches!(
             LabelSelector::parse("app in web"),
-            Err(ApiError::BadRequest(_))
+            Err(StatusError::BadRequest(_))
         ));
         assert!(matches!(
             LabelSelector::parse("a b"),
-            Err(ApiError::BadRequest(_))
+            Err(StatusError::BadRequest(_))
         ));
     }
 
@@ -308,7 +308,7 @@ mod tests {
             .matches(&json!({"spec": {}})));
         assert!(matches!(
             FieldSelector::parse("spec.nodeName=n1", "ConfigMap"),
-            Err(ApiError::BadRequest(_))
+            Err(StatusError::BadRequest(_))
         ));
     }
 }

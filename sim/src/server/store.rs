@@ -6,13 +6,14 @@
 //! it never awaits. It knows nothing about HTTP, selectors or validation rules: callers pass closures
 //! that compute the new object from the current one.
 
+use dra_framework::sync::{LockExt, RwLockExt};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use super::error::{ApiError, Result};
+use super::error::{Result, StatusError};
 use super::resources::Registry;
 
 /// Capacity of the broadcast channel; a watcher that falls this far behind is ended with 410.
@@ -143,25 +144,17 @@ impl Store {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.lock_or_recover()
     }
 
     /// A snapshot of the resource registry.
     pub fn registry(&self) -> Registry {
-        self.registry
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.registry.read_or_recover().clone()
     }
 
     /// Changes the registry (CRD establishment and removal).
     pub fn update_registry(&self, f: impl FnOnce(&mut Registry)) {
-        let mut reg = self
-            .registry
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut reg = self.registry.write_or_recover();
         f(&mut reg);
     }
 
@@ -299,7 +292,7 @@ impl Store {
         let mut inner = self.lock();
         let map = inner.objects.entry(key.to_string()).or_default();
         if map.contains_key(&(namespace.to_string(), name.to_string())) {
-            return Err(ApiError::already_exists(plural, group, name));
+            return Err(StatusError::already_exists(plural, group, name));
         }
         let rv = inner.rv + 1;
         let stored = Arc::new(stamp(object, rv));
@@ -327,7 +320,7 @@ impl Store {
         key: &str,
         namespace: &str,
         name: &str,
-        not_found: impl FnOnce() -> ApiError,
+        not_found: impl FnOnce() -> StatusError,
         f: impl FnOnce(&Arc<Value>) -> Result<Change>,
     ) -> Result<Written> {
         let mut inner = self.lock();
@@ -449,7 +442,7 @@ impl Store {
         let receiver = self.events.subscribe();
         if let Some(rv) = from {
             if rv < inner.compacted_rv {
-                return Err(ApiError::Gone(format!(
+                return Err(StatusError::Gone(format!(
                     "too old resource version: {rv} ({})",
                     inner.compacted_rv
                 )));

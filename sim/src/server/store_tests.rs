@@ -22,9 +22,13 @@ fn rv_of(v: &Value) -> u64 {
 
 fn put(s: &Store, name: &str, data: &str) -> Written {
     let new = cm(name, data);
-    s.modify("/configmaps", "ns", name, ApiError::no_route, move |_| {
-        Ok(Change::Put(new))
-    })
+    s.modify(
+        "/configmaps",
+        "ns",
+        name,
+        StatusError::no_route,
+        move |_| Ok(Change::Put(new)),
+    )
     .unwrap()
 }
 
@@ -44,7 +48,7 @@ fn writes_bump_the_global_version_and_no_op_writes_do_not() {
     assert!(matches!(put(&s, "a", "2"), Written::Unchanged(_)));
     assert_eq!(s.current_rv(), rv_of(changed.object()));
     let dup = s.create("/configmaps", "ns", "a", "", "configmaps", cm("a", "1"));
-    assert!(matches!(dup, Err(ApiError::AlreadyExists { .. })));
+    assert!(matches!(dup, Err(StatusError::AlreadyExists { .. })));
 }
 
 #[test]
@@ -54,7 +58,7 @@ fn removal_event_carries_the_deletion_revision() {
         .unwrap();
     let before = s.current_rv();
     let removed = s
-        .modify("/configmaps", "ns", "a", ApiError::no_route, |_| {
+        .modify("/configmaps", "ns", "a", StatusError::no_route, |_| {
             Ok(Change::Remove)
         })
         .unwrap();
@@ -76,7 +80,7 @@ fn subscription_replays_retained_events_in_order_and_expires_older_versions() {
     let base = rv_of(&first);
     assert!(matches!(
         s.subscribe("/configmaps", Some(base)),
-        Err(ApiError::Gone(_))
+        Err(StatusError::Gone(_))
     ));
     let sub = s.subscribe("/configmaps", Some(base + 2)).unwrap();
     let rvs: Vec<u64> = sub.replay.iter().map(|e| e.rv).collect();
@@ -85,7 +89,7 @@ fn subscription_replays_retained_events_in_order_and_expires_older_versions() {
     s.compact();
     assert!(matches!(
         s.subscribe("/configmaps", Some(base + 3)),
-        Err(ApiError::Gone(_))
+        Err(StatusError::Gone(_))
     ));
     assert!(s
         .subscribe("/configmaps", Some(s.current_rv()))

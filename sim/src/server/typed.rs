@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::error::{ApiError, Result};
+use super::error::{Result, StatusError};
 use super::resources::ResourceInfo;
 
 fn round_trip<K: DeserializeOwned + Serialize + k8s_openapi::Resource>(
@@ -22,11 +22,11 @@ fn round_trip<K: DeserializeOwned + Serialize + k8s_openapi::Resource>(
 ) -> Result<Value> {
     let typed: K = serde_json::from_value(obj.clone()).map_err(|e| {
         let (kind, version) = (K::KIND, K::VERSION);
-        ApiError::BadRequest(format!(
+        StatusError::BadRequest(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}"
         ))
     })?;
-    serde_json::to_value(typed).map_err(|e| ApiError::Internal(format!("encoding object: {e}")))
+    serde_json::to_value(typed).map_err(|e| StatusError::Internal(format!("encoding object: {e}")))
 }
 
 /// Normalises a built-in object in storage form; `strict` rejects unknown fields.
@@ -61,7 +61,7 @@ pub fn normalise(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value>
                 .map(|f| format!("unknown field \"{f}\""))
                 .collect::<Vec<_>>()
                 .join(", ");
-            return Err(ApiError::BadRequest(format!(
+            return Err(StatusError::BadRequest(format!(
                 "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {list}",
                 kind = info.kind,
                 version = info.version
@@ -129,7 +129,7 @@ mod tests {
         let normal = normalise(&pods(), with_typo.clone(), false).unwrap();
         assert_eq!(normal, pod(&json!({})));
         match normalise(&pods(), with_typo, true) {
-            Err(ApiError::BadRequest(m)) => assert!(m.contains("metadata.labelz"), "{m}"),
+            Err(StatusError::BadRequest(m)) => assert!(m.contains("metadata.labelz"), "{m}"),
             other => panic!("expected a strict decoding error, got {other:?}"),
         }
     }
@@ -139,7 +139,7 @@ mod tests {
         let bad = pod(&json!({"spec": {"containers": "nope"}}));
         assert!(matches!(
             normalise(&pods(), bad, false),
-            Err(ApiError::BadRequest(_))
+            Err(StatusError::BadRequest(_))
         ));
     }
 }

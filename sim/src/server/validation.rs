@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::error::{ApiError, FieldCause, Result};
+use super::error::{FieldCause, Result, StatusError};
 use super::resources::ResourceInfo;
 
 const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
@@ -190,7 +190,7 @@ fn finish(info: &ResourceInfo, name: &str, causes: Vec<FieldCause>) -> Result<()
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(&info.kind, &info.group, name, causes))
+        Err(StatusError::invalid(&info.kind, &info.group, name, causes))
     }
 }
 

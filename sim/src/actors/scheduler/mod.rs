@@ -9,6 +9,7 @@
 
 pub mod plan;
 
+use dra_framework::sync::LockExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -108,7 +109,7 @@ impl Scheduler {
         match change {
             Change::Applied(pod) => {
                 let key = ObjectKey::of(&pod.metadata);
-                let mut users = self.claim_users.lock().expect("claim users lock");
+                let mut users = self.claim_users.lock_or_recover();
                 if wants(pod) {
                     for name in pod_claim_names(pod) {
                         let claim = ObjectKey::new(&key.namespace, &name);
@@ -122,11 +123,7 @@ impl Scheduler {
             }
             Change::Deleted(pod) => {
                 let key = ObjectKey::of(&pod.metadata);
-                forget_user(
-                    &mut self.claim_users.lock().expect("claim users lock"),
-                    pod,
-                    &key,
-                );
+                forget_user(&mut self.claim_users.lock_or_recover(), pod, &key);
             }
             Change::Resynced => {}
         }
@@ -140,8 +137,7 @@ impl Scheduler {
         };
         let users = self
             .claim_users
-            .lock()
-            .expect("claim users lock")
+            .lock_or_recover()
             .get(&ObjectKey::of(&claim.metadata))
             .cloned()
             .unwrap_or_default();

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::params::decode_body;
 use super::write::now;
 use super::{json_response, AppState, Params};
-use crate::server::error::{ApiError, FieldCause, Result};
+use crate::server::error::{FieldCause, Result, StatusError};
 use crate::server::route::ResourceRequest;
 use crate::server::store::Change;
 
@@ -36,7 +36,7 @@ pub(super) fn bind(
     let body_name = meta_str("name");
     let name = req.name.clone().unwrap_or_else(|| body_name.clone());
     if name != body_name {
-        return Err(ApiError::BadRequest(
+        return Err(StatusError::BadRequest(
             "name in URL does not match name in Binding object".into(),
         ));
     }
@@ -47,7 +47,7 @@ pub(super) fn bind(
         .unwrap_or_default()
         .to_string();
     if node.is_empty() {
-        return Err(ApiError::invalid(
+        return Err(StatusError::invalid(
             "Binding",
             "",
             &name,
@@ -64,7 +64,7 @@ pub(super) fn bind(
         &info.storage_key(),
         &ns,
         &name,
-        || ApiError::not_found(&info.plural, &info.group, &name),
+        || StatusError::not_found(&info.plural, &info.group, &name),
         |current| {
             let meta = &current["metadata"];
             if !uid.is_empty() && meta["uid"].as_str() != Some(uid.as_str()) {
@@ -72,14 +72,14 @@ pub(super) fn bind(
                     "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
                     meta["uid"].as_str().unwrap_or_default()
                 );
-                return Err(ApiError::conflict(&info.plural, &info.group, &name, &why));
+                return Err(StatusError::conflict(&info.plural, &info.group, &name, &why));
             }
             if !resource_version.is_empty()
                 && meta["resourceVersion"].as_str() != Some(resource_version.as_str())
             {
-                return Err(ApiError::stale(&info.plural, &info.group, &name));
+                return Err(StatusError::stale(&info.plural, &info.group, &name));
             }
-            let refuse = |why: String| ApiError::conflict(BINDING_RESOURCE, "", &name, &why);
+            let refuse = |why: String| StatusError::conflict(BINDING_RESOURCE, "", &name, &why);
             if meta["deletionTimestamp"].is_string() {
                 return Err(refuse(format!("pod {name} is being deleted, cannot be assigned to a host")));
             }

@@ -14,7 +14,7 @@ use super::{json_response, AppState, Params};
 use crate::server::convert;
 use crate::server::crd;
 use crate::server::defaults;
-use crate::server::error::{ApiError, FieldCause, Result};
+use crate::server::error::{FieldCause, Result, StatusError};
 use crate::server::render;
 use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
@@ -27,7 +27,7 @@ pub(super) fn check_type(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
         None | Some("") => {}
         Some(av) if av == want_av => {}
         Some(av) => {
-            return Err(ApiError::BadRequest(format!(
+            return Err(StatusError::BadRequest(format!(
                 "the API version in the data ({av}) does not match the expected API version ({want_av})"
             )))
         }
@@ -36,7 +36,7 @@ pub(super) fn check_type(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
         None | Some("") => {}
         Some(k) if k == info.kind => {}
         Some(k) => {
-            return Err(ApiError::BadRequest(format!(
+            return Err(StatusError::BadRequest(format!(
                 "the kind in the data ({k}) does not match the expected kind ({})",
                 info.kind
             )))
@@ -58,7 +58,7 @@ pub(super) fn check_namespace(req: &ResourceRequest, obj: &mut Value) -> Result<
     if req.info.namespaced {
         let ns = req.namespace.clone().unwrap_or_default();
         if body_ns.is_some_and(|b| b != ns) {
-            return Err(ApiError::BadRequest(
+            return Err(StatusError::BadRequest(
                 "the namespace of the provided object does not match the namespace sent on the request".into(),
             ));
         }
@@ -90,9 +90,9 @@ pub(super) fn check_namespace_open(
     let namespace = state
         .store
         .get("/namespaces", "", ns)
-        .ok_or_else(|| ApiError::not_found("namespaces", "", ns))?;
+        .ok_or_else(|| StatusError::not_found("namespaces", "", ns))?;
     if namespace["metadata"]["deletionTimestamp"].is_string() {
-        return Err(ApiError::Forbidden(format!(
+        return Err(StatusError::Forbidden(format!(
             "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
             info.plural
         )));
@@ -115,13 +115,13 @@ pub(super) fn create(
     let mut obj = typed::normalise(info, convert::to_storage(info, obj), params.strict_fields())?;
     let meta = obj["metadata"]
         .as_object_mut()
-        .ok_or_else(|| ApiError::BadRequest("metadata must be an object".into()))?;
+        .ok_or_else(|| StatusError::BadRequest("metadata must be an object".into()))?;
     if meta
         .get("resourceVersion")
         .and_then(Value::as_str)
         .is_some_and(|rv| !rv.is_empty())
     {
-        return Err(ApiError::Internal(
+        return Err(StatusError::Internal(
             "resourceVersion should not be set on objects to be created".into(),
         ));
     }
@@ -136,7 +136,7 @@ pub(super) fn create(
             .and_then(Value::as_str)
             .unwrap_or_default();
         if prefix.is_empty() {
-            return Err(ApiError::invalid(
+            return Err(StatusError::invalid(
                 &info.kind,
                 &info.group,
                 "",
@@ -182,7 +182,11 @@ pub(super) fn create(
     if params.dry_run() {
         // Validated and answered as if created (without a resourceVersion); nothing is stored.
         if state.store.exists(&info.storage_key(), &ns, &name) {
-            return Err(ApiError::already_exists(&info.plural, &info.group, &name));
+            return Err(StatusError::already_exists(
+                &info.plural,
+                &info.group,
+                &name,
+            ));
         }
         let rendered = render::object(format_of(headers, params), info, &with_gvk(info, &obj));
         return Ok(json_response(StatusCode::CREATED, &rendered));

@@ -19,7 +19,7 @@ use super::read::{format_of, with_gvk, Filter};
 use super::write::now;
 use super::{json_response, AppState, Params};
 use crate::server::crd;
-use crate::server::error::{ApiError, Result};
+use crate::server::error::{Result, StatusError};
 use crate::server::render;
 use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
@@ -48,7 +48,7 @@ impl DeleteOptions {
         let grace = match &body["gracePeriodSeconds"] {
             Value::Null => None,
             v => Some(v.as_i64().ok_or_else(|| {
-                ApiError::BadRequest(format!("gracePeriodSeconds: expected an integer, got {v}"))
+                StatusError::BadRequest(format!("gracePeriodSeconds: expected an integer, got {v}"))
             })?),
         };
         let dry_run: Vec<&str> = body["dryRun"]
@@ -129,7 +129,7 @@ fn decide(info: &ResourceInfo, current: &Value, opts: &DeleteOptions) -> Result<
                 "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
                 meta["uid"].as_str().unwrap_or_default()
             );
-            return Err(ApiError::conflict(&info.plural, &info.group, name, &why));
+            return Err(StatusError::conflict(&info.plural, &info.group, name, &why));
         }
     }
     if let Some(rv) = &opts.resource_version {
@@ -138,7 +138,7 @@ fn decide(info: &ResourceInfo, current: &Value, opts: &DeleteOptions) -> Result<
                 "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
                 meta["resourceVersion"].as_str().unwrap_or_default()
             );
-            return Err(ApiError::conflict(&info.plural, &info.group, name, &why));
+            return Err(StatusError::conflict(&info.plural, &info.group, name, &why));
         }
     }
     let mut new = current.clone();
@@ -203,7 +203,7 @@ fn delete_one(
         && info.group.is_empty()
         && ["default", "kube-system", "kube-public"].contains(&name)
     {
-        return Err(ApiError::Forbidden(format!(
+        return Err(StatusError::Forbidden(format!(
             "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
         )));
     }
@@ -216,7 +216,7 @@ fn delete_one(
         &info.storage_key(),
         ns,
         name,
-        || ApiError::not_found(&info.plural, &info.group, name),
+        || StatusError::not_found(&info.plural, &info.group, name),
         |current| {
             if opts.dry_run {
                 // Answered as if applied; nothing is stored.
@@ -323,7 +323,7 @@ pub(super) fn delete_collection(
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
         match delete_one(state, info, ns, name, &opts) {
             Ok(w) => deleted.push(w.object().clone()),
-            Err(ApiError::NotFound { .. }) => {}
+            Err(StatusError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
     }
@@ -382,7 +382,7 @@ fn finalize_one(state: &AppState, ns: &str) {
     if left == 0 {
         let _ = state
             .store
-            .modify("/namespaces", "", ns, ApiError::no_route, |_| {
+            .modify("/namespaces", "", ns, StatusError::no_route, |_| {
                 Ok(Change::Remove)
             });
     }

@@ -22,7 +22,7 @@ use http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::Value;
 
 use super::discovery;
-use super::error::{ApiError, Result};
+use super::error::{Result, StatusError};
 use super::faults::{FaultInjector, WriteFault};
 use super::route::{self, ResourceRequest, Target};
 use super::store::Store;
@@ -71,7 +71,7 @@ pub(crate) async fn dispatch(
         other if method == Method::GET => {
             discovery::serve(&state.store.registry(), &other, state.addr)
         }
-        _ => Err(ApiError::MethodNotAllowed(format!(
+        _ => Err(StatusError::MethodNotAllowed(format!(
             "the server does not allow this method on the requested resource ({method})"
         ))),
     };
@@ -131,17 +131,19 @@ async fn resource(
             WriteFault::Delay(d) => tokio::time::sleep(d).await,
             WriteFault::Conflict => {
                 let name = req.name.clone().unwrap_or_default();
-                return Err(ApiError::conflict(
+                return Err(StatusError::conflict(
                     &req.info.plural,
                     &req.info.group,
                     &name,
                     "injected conflict",
                 ));
             }
-            WriteFault::Error => return Err(ApiError::Internal("injected internal error".into())),
+            WriteFault::Error => {
+                return Err(StatusError::Internal("injected internal error".into()))
+            }
         }
     } else if method == Method::GET && !params.flag("watch") && state.faults.next_read_fails() {
-        return Err(ApiError::Internal("injected internal error".into()));
+        return Err(StatusError::Internal("injected internal error".into()));
     }
     let sub = req.subresource.as_deref();
     match (method, req.name.is_some(), sub) {
@@ -174,7 +176,7 @@ async fn resource(
         (Method::DELETE, false, None) => {
             delete::delete_collection(state, &req, params, headers, &body)
         }
-        (m, _, _) => Err(ApiError::MethodNotAllowed(format!(
+        (m, _, _) => Err(StatusError::MethodNotAllowed(format!(
             "the server does not allow this method on the requested resource ({m})"
         ))),
     }

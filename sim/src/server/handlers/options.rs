@@ -8,7 +8,7 @@
 //! No store access.
 
 use super::Params;
-use crate::server::error::{ApiError, FieldCause, Result};
+use crate::server::error::{FieldCause, Result, StatusError};
 
 /// The longest field manager name accepted.
 const FIELD_MANAGER_MAX_LENGTH: usize = 128;
@@ -195,7 +195,7 @@ fn finish(kind: &str, causes: Vec<FieldCause>) -> Result<()> {
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(kind, "meta.k8s.io", "", causes))
+        Err(StatusError::invalid(kind, "meta.k8s.io", "", causes))
     }
 }
 
@@ -209,7 +209,7 @@ mod tests {
 
     fn rejected(result: Result<()>) -> String {
         match result {
-            Err(ApiError::Invalid { message, .. }) => message,
+            Err(StatusError::Invalid { message, .. }) => message,
             other => panic!("expected Invalid, got {other:?}"),
         }
     }

@@ -12,7 +12,7 @@ use axum::extract::Query;
 use http::{HeaderMap, Uri};
 use serde_json::Value;
 
-use crate::server::error::{ApiError, Result};
+use crate::server::error::{Result, StatusError};
 
 /// Query parameters of a request.
 #[derive(Debug, Clone, Default)]
@@ -22,7 +22,7 @@ impl Params {
     /// Parses the query string.
     pub fn from_uri(uri: &Uri) -> Result<Self> {
         let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(uri)
-            .map_err(|e| ApiError::BadRequest(format!("malformed query: {e}")))?;
+            .map_err(|e| StatusError::BadRequest(format!("malformed query: {e}")))?;
         Ok(Self(pairs))
     }
 
@@ -65,7 +65,9 @@ impl Params {
         self.first(key)
             .map(|v| {
                 v.parse::<i64>().map_err(|_| {
-                    ApiError::BadRequest(format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
+                    StatusError::BadRequest(format!(
+                        "strconv.ParseInt: parsing {v:?}: invalid syntax"
+                    ))
                 })
             })
             .transpose()
@@ -106,11 +108,11 @@ pub(crate) fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
     let media = content_type.split(';').next().unwrap_or_default().trim();
     let value: Value = match media {
         "application/json" | "" | "*/*" => serde_json::from_slice(body)
-            .map_err(|e| ApiError::BadRequest(format!("the body of the request could not be decoded as JSON: {e}")))?,
+            .map_err(|e| StatusError::BadRequest(format!("the body of the request could not be decoded as JSON: {e}")))?,
         "application/yaml" | "application/x-yaml" => serde_yaml::from_slice(body)
-            .map_err(|e| ApiError::BadRequest(format!("the body of the request could not be decoded as YAML: {e}")))?,
+            .map_err(|e| StatusError::BadRequest(format!("the body of the request could not be decoded as YAML: {e}")))?,
         other => {
-            return Err(ApiError::UnsupportedMediaType(format!(
+            return Err(StatusError::UnsupportedMediaType(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other:?})"
             )))
         }
@@ -118,7 +120,7 @@ pub(crate) fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
     if value.is_object() {
         Ok(value)
     } else {
-        Err(ApiError::BadRequest(
+        Err(StatusError::BadRequest(
             "the body of the request must be a JSON object".into(),
         ))
     }

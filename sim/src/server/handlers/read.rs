@@ -9,7 +9,7 @@ use http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
 
 use super::{json_response, AppState, Params};
-use crate::server::error::{ApiError, Result};
+use crate::server::error::{Result, StatusError};
 use crate::server::render::{self, Format};
 use crate::server::route::ResourceRequest;
 use crate::server::selectors::{FieldSelector, LabelSelector};
@@ -34,7 +34,7 @@ pub(super) fn get(
     let obj = state
         .store
         .get(&info.storage_key(), ns, name)
-        .ok_or_else(|| ApiError::not_found(&info.plural, &info.group, name))?;
+        .ok_or_else(|| StatusError::not_found(&info.plural, &info.group, name))?;
     Ok(json_response(
         StatusCode::OK,
         &render::object(format_of(headers, params), info, &with_gvk(info, &obj)),
@@ -86,7 +86,7 @@ fn encode_token(rv: u64, ns: &str, name: &str) -> String {
 }
 
 fn decode_token(token: &str) -> Result<(u64, String, String)> {
-    let bad = || ApiError::BadRequest(format!("continue key is not valid: {token:?}"));
+    let bad = || StatusError::BadRequest(format!("continue key is not valid: {token:?}"));
     if !token.len().is_multiple_of(2) {
         return Err(bad());
     }
@@ -120,16 +120,16 @@ fn exact_revision(params: &Params, paged: bool, current: u64) -> Result<Option<u
     };
     let rv = v
         .parse::<u64>()
-        .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {v:?}")))?;
+        .map_err(|_| StatusError::BadRequest(format!("invalid resource version: {v:?}")))?;
     let exact = match params.get("resourceVersionMatch") {
         Some(m) => m == "Exact",
         None => paged,
     };
     if rv > current {
         return Err(if exact {
-            ApiError::Internal("etcdserver: mvcc: required revision is a future revision".into())
+            StatusError::Internal("etcdserver: mvcc: required revision is a future revision".into())
         } else {
-            ApiError::Timeout(format!(
+            StatusError::Timeout(format!(
                 "Timeout: Too large resource version: {rv}, current: {current}"
             ))
         });
@@ -161,7 +161,7 @@ pub(super) fn list(
             let items = state
                 .store
                 .list_at(&key, namespace, Some(&after), rv)
-                .ok_or_else(|| ApiError::Gone(CONTINUE_EXPIRED.into()))?;
+                .ok_or_else(|| StatusError::Gone(CONTINUE_EXPIRED.into()))?;
             (items, rv)
         }
         None => match exact_revision(params, limit.is_some(), current_rv)? {
@@ -169,7 +169,7 @@ pub(super) fn list(
                 let items = state
                     .store
                     .list_at(&key, namespace, None, rv)
-                    .ok_or_else(|| ApiError::Gone(LIST_EXPIRED.into()))?;
+                    .ok_or_else(|| StatusError::Gone(LIST_EXPIRED.into()))?;
                 (items, rv)
             }
             _ => (present, current_rv),

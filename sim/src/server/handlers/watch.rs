@@ -16,7 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::read::{format_of, with_gvk, Filter};
 use super::{AppState, Params};
-use crate::server::error::{ApiError, Result};
+use crate::server::error::{Result, StatusError};
 use crate::server::render::{self, Format};
 use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
@@ -92,7 +92,7 @@ impl Watcher {
 }
 
 fn expired(message: &str) -> Value {
-    json!({"type": "ERROR", "object": ApiError::Gone(message.to_string()).status_body()})
+    json!({"type": "ERROR", "object": StatusError::Gone(message.to_string()).status_body()})
 }
 
 /// Starts a watch and returns the streaming response.
@@ -110,7 +110,7 @@ pub(super) fn watch(
         Some(_) if send_initial => None,
         Some(v) => Some(
             v.parse::<u64>()
-                .map_err(|_| ApiError::BadRequest(format!("invalid resource version: {v:?}")))?,
+                .map_err(|_| StatusError::BadRequest(format!("invalid resource version: {v:?}")))?,
         ),
     };
     // Zero (or no) timeout means the server's default; a negative one ends the watch at once.
@@ -145,7 +145,7 @@ pub(super) fn watch(
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::TRANSFER_ENCODING, "chunked")
         .body(body)
-        .map_err(|e| ApiError::Internal(format!("building watch response: {e}")))
+        .map_err(|e| StatusError::Internal(format!("building watch response: {e}")))
 }
 
 async fn run(

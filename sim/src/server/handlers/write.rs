@@ -16,7 +16,7 @@ use super::read::{format_of, with_gvk};
 use super::{json_response, AppState, Params};
 use crate::server::convert;
 use crate::server::crd;
-use crate::server::error::{ApiError, FieldCause, Result};
+use crate::server::error::{FieldCause, Result, StatusError};
 use crate::server::patch::{self, PatchKind};
 use crate::server::render;
 use crate::server::resources::ResourceInfo;
@@ -53,12 +53,12 @@ pub(super) fn merge_update(
     let name = meta_str(current, "name").to_string();
     let wanted_rv = meta_str(&incoming, "resourceVersion");
     if !wanted_rv.is_empty() && wanted_rv != meta_str(current, "resourceVersion") {
-        return Err(ApiError::stale(&info.plural, &info.group, &name));
+        return Err(StatusError::stale(&info.plural, &info.group, &name));
     }
     if !meta_str(&incoming, "uid").is_empty()
         && meta_str(&incoming, "uid") != meta_str(current, "uid")
     {
-        return Err(ApiError::conflict(
+        return Err(StatusError::conflict(
             &info.plural,
             &info.group,
             &name,
@@ -140,7 +140,7 @@ pub(super) fn merge_update(
 fn check_body_name(req: &ResourceRequest, obj: &Value) -> Result<()> {
     let url_name = req.name.as_deref().unwrap_or_default();
     match obj["metadata"]["name"].as_str() {
-        Some(n) if !n.is_empty() && n != url_name => Err(ApiError::BadRequest(format!(
+        Some(n) if !n.is_empty() && n != url_name => Err(StatusError::BadRequest(format!(
             "the name of the object ({n}) does not match the name on the URL ({url_name})"
         ))),
         _ => Ok(()),
@@ -186,7 +186,7 @@ fn run_update(
         &info.storage_key(),
         &ns,
         &name,
-        || ApiError::not_found(&info.plural, &info.group, &name),
+        || StatusError::not_found(&info.plural, &info.group, &name),
         |current| {
             let incoming = typed::normalise(info, compute(current)?, strict)?;
             let change = merge_update(info, sub, current, incoming)?;
@@ -225,7 +225,7 @@ pub(super) fn update(
             "0x0",
             "must be specified for an update",
         );
-        return Err(ApiError::invalid(
+        return Err(StatusError::invalid(
             &info.kind,
             &info.group,
             name,
@@ -257,7 +257,7 @@ pub(super) fn patch(
             patch::apply(&info, kind, &with_gvk(&info, current), body)?,
         );
         if patched["metadata"]["name"] != current["metadata"]["name"] {
-            return Err(ApiError::BadRequest(
+            return Err(StatusError::BadRequest(
                 "metadata.name may not be changed by a patch".into(),
             ));
         }

@@ -1,4 +1,4 @@
-//! The HTTP error of the admin API: one [`ApiError`] answered as
+//! The HTTP error of the admin API: one [`ErrorResponse`] answered as
 //! `{"error": {"code": "...", "message": "..."}}` with its status. 4xx messages say what was
 //! wrong; 5xx messages are generic while the real error is logged. Depends on the ledger's error
 //! type only to map it to a status.
@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 /// An error answered as JSON `{"error": {"code", "message"}}` with its status.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub enum ErrorResponse {
     /// A query parameter, path segment or body is malformed (400).
     #[error("{0}")]
     BadRequest(String),
@@ -65,35 +65,39 @@ pub enum ApiError {
     Internal(#[source] crate::Error),
 }
 
-impl ApiError {
+impl ErrorResponse {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden => StatusCode::FORBIDDEN,
-            ApiError::NotFound { .. } | ApiError::UnknownObject(_) => StatusCode::NOT_FOUND,
-            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::NotReady { .. } | ApiError::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorResponse::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ErrorResponse::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ErrorResponse::Forbidden => StatusCode::FORBIDDEN,
+            ErrorResponse::NotFound { .. } | ErrorResponse::UnknownObject(_) => {
+                StatusCode::NOT_FOUND
+            }
+            ErrorResponse::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorResponse::Conflict(_) => StatusCode::CONFLICT,
+            ErrorResponse::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorResponse::NotReady { .. } | ErrorResponse::Timeout { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ErrorResponse::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     /// The fixed `code` of the JSON body.
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::BadRequest(_) => "bad_request",
-            ApiError::Unauthorized(_) => "unauthorized",
-            ApiError::Forbidden => "forbidden",
-            ApiError::NotFound { .. } | ApiError::UnknownObject(_) => "not_found",
-            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
-            ApiError::Conflict(_) => "conflict",
-            ApiError::PayloadTooLarge { .. } => "payload_too_large",
-            ApiError::NotReady { .. } => "not_ready",
-            ApiError::Timeout { .. } => "timeout",
-            ApiError::Internal(_) => "internal",
+            ErrorResponse::BadRequest(_) => "bad_request",
+            ErrorResponse::Unauthorized(_) => "unauthorized",
+            ErrorResponse::Forbidden => "forbidden",
+            ErrorResponse::NotFound { .. } | ErrorResponse::UnknownObject(_) => "not_found",
+            ErrorResponse::MethodNotAllowed { .. } => "method_not_allowed",
+            ErrorResponse::Conflict(_) => "conflict",
+            ErrorResponse::PayloadTooLarge { .. } => "payload_too_large",
+            ErrorResponse::NotReady { .. } => "not_ready",
+            ErrorResponse::Timeout { .. } => "timeout",
+            ErrorResponse::Internal(_) => "internal",
         }
     }
 
@@ -102,20 +106,20 @@ impl ApiError {
     pub fn from_ledger(error: LedgerError) -> Self {
         match error {
             LedgerError::DeviceNotFound { .. } | LedgerError::ClaimNotFound { .. } => {
-                ApiError::UnknownObject(error.to_string())
+                ErrorResponse::UnknownObject(error.to_string())
             }
-            LedgerError::InvalidInput { .. } => ApiError::BadRequest(error.to_string()),
+            LedgerError::InvalidInput { .. } => ErrorResponse::BadRequest(error.to_string()),
             LedgerError::ClaimConflict { .. }
             | LedgerError::DeviceConflict { .. }
-            | LedgerError::AbortConfirmed { .. } => ApiError::Conflict(error.to_string()),
-            LedgerError::WriterStopped => ApiError::NotReady {
+            | LedgerError::AbortConfirmed { .. } => ErrorResponse::Conflict(error.to_string()),
+            LedgerError::WriterStopped => ErrorResponse::NotReady {
                 waiting: vec!["ledger writer"],
             },
             // A standby (or a replica that lost the lease) may not write its ledger.
-            LedgerError::Fenced { .. } => ApiError::NotReady {
+            LedgerError::Fenced { .. } => ErrorResponse::NotReady {
                 waiting: vec!["leader lease"],
             },
-            other => ApiError::Internal(crate::Error::Ledger(other)),
+            other => ErrorResponse::Internal(crate::Error::Ledger(other)),
         }
     }
 }
@@ -137,9 +141,9 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
-impl IntoResponse for ApiError {
+impl IntoResponse for ErrorResponse {
     fn into_response(self) -> Response {
-        if let ApiError::Internal(source) = &self {
+        if let ErrorResponse::Internal(source) = &self {
             tracing::error!(error = %source, "Admin API request failed");
         }
         let body = ErrorBody {
@@ -149,7 +153,7 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (self.status(), Json(body)).into_response();
-        if matches!(self, ApiError::Unauthorized(_)) {
+        if matches!(self, ErrorResponse::Unauthorized(_)) {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

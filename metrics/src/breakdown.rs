@@ -21,7 +21,7 @@ use prometheus::{IntGaugeVec, Opts};
 
 use super::labels::DEVICE_STATES;
 use super::name;
-use crate::error::Result;
+use crate::Result;
 
 /// The most distinct values an attribute may have to be broken down in `attribute_devices`.
 pub const MAX_ATTRIBUTE_VALUES: usize = 16;

@@ -1,8 +1,12 @@
 //! The fixed label values of the metrics: every label value exposed comes from one of these
-//! enums or constants (an HTTP status code aside), never from object names or error text.
+//! enums or constants (an HTTP status code aside), never from object names or error text. The
+//! driver reports its facts in these enums (its observer's arguments), so the values are defined
+//! once, here.
+
+use serde::Serialize;
 
 /// How a claim was allocated (`mode` label of `allocations_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AllocationMode {
     /// Immediate allocation: the driver picks the node.
     Immediate,
@@ -24,7 +28,7 @@ impl AllocationMode {
 }
 
 /// How an allocation ended (`outcome` label of `allocations_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AllocationOutcome {
     /// The claims got devices (including idempotent repeats).
     Allocated,
@@ -49,7 +53,7 @@ impl AllocationOutcome {
 }
 
 /// How a deallocation ended (`outcome` label of `deallocations_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeallocationOutcome {
     /// The claim's devices were freed.
     Released,
@@ -74,7 +78,10 @@ impl DeallocationOutcome {
 }
 
 /// What a reconcile between ledger and cluster found (`kind` label of `reconcile_drift_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Also the key of a reconcile report's counts, serialized as the label value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DriftKind {
     /// A claim showed an allocation the ledger lacked; it was imported.
     MissingInLedger,

@@ -1,20 +1,24 @@
-//! Every Prometheus metric of dra-ledger, defined in this one module.
+//! `dra-metrics`: every Prometheus metric of dra-ledger, defined in this one crate, and the fixed
+//! label sets they use.
 //!
 //! [`Metrics`] owns its own [`Registry`]; all names carry the `dra_ledger_` prefix and every
-//! label value comes from a fixed set (the enums below, or an HTTP status code), with one
-//! deliberate exception: the breakdown gauges `node_devices{node,state}` and
+//! label value comes from a fixed set (the enums of [`labels`](AllocationMode), or an HTTP status
+//! code), with one deliberate exception: the breakdown gauges `node_devices{node,state}` and
 //! `attribute_devices{attribute,value,state}` carry node names and attribute values, which are
 //! bounded by the cluster size and the hardware catalogue rather than by a list in the code
 //! (see the `breakdown` module for the bounds). Counters and histograms are recorded by the
-//! driver, the ledger's commit hook and the Kubernetes client layer; gauges are refreshed from
-//! the ledger's read views and the readiness flags at scrape time.
+//! driver (through its observer), the ledger's commit hook and the Kubernetes client layer;
+//! gauges are refreshed from the ledger's read views and the readiness flags at scrape time,
+//! and the admin API (`dra-api`) only encodes them on `GET /metrics`.
 //!
 //! Beyond the thirteen core metrics ([`CORE_METRIC_NAMES`]: allocations, deallocations and their
 //! latencies, ledger commits, device and claim counts, pending intents, reconcile drift, the work
-//! queue, Kubernetes API requests, build info) the module defines the breakdown gauges, `ready`
+//! queue, Kubernetes API requests, build info) the crate defines the breakdown gauges, `ready`
 //! (0 or 1, what `/readyz` answers), `leader` (0 on a standby) and
 //! `oldest_pending_intent_age_seconds`, which the dashboards and alert rules use.
-//! Must not depend on the controller.
+//!
+//! Depends on the ledger's read views and commit statistics (`dra-allocator`) and on prometheus;
+//! must not depend on the driver, the controller, the admin API or the Kubernetes client.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -25,10 +29,11 @@ use prometheus::{
     TextEncoder,
 };
 
-use crate::error::{Error, Result};
-
 mod breakdown;
+mod error;
 mod labels;
+
+pub use error::{Error, Result};
 
 pub use breakdown::MAX_ATTRIBUTE_VALUES;
 
@@ -405,7 +410,7 @@ impl Metrics {
     pub fn encode(&self) -> Result<String> {
         let mut buffer = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
-        String::from_utf8(buffer).map_err(|error| Error::Encode(error.to_string()))
+        String::from_utf8(buffer).map_err(Error::Encode)
     }
 }
 
