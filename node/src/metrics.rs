@@ -1,7 +1,9 @@
 //! Every Prometheus metric of the node agent, defined in this one module, under the prefix
 //! `dra_ledger_node_`: prepare and unprepare calls by outcome, prepare latency, the prepared
 //! claims and devices of this node, garbage collection removals by kind, and whether the kubelet
-//! acknowledged the registration. Label values come from the fixed sets below.
+//! acknowledged the registration. Label values come from the fixed sets below. The device count
+//! is `inventory_devices`: `dra_ledger_node_devices{node,state}` is the controller's gauge of
+//! the ledger's devices per node.
 
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
@@ -16,7 +18,7 @@ pub const METRIC_NAMES: [&str; 7] = [
     "dra_ledger_node_unprepare_total",
     "dra_ledger_node_prepare_duration_seconds",
     "dra_ledger_node_prepared_claims",
-    "dra_ledger_node_devices",
+    "dra_ledger_node_inventory_devices",
     "dra_ledger_node_gc_removed_total",
     "dra_ledger_node_registered",
 ];
@@ -100,7 +102,10 @@ impl NodeMetrics {
                 name("prepared_claims"),
                 "Claims prepared on this node",
             )?,
-            devices: IntGauge::new(name("devices"), "Devices in this node's inventory")?,
+            devices: IntGauge::new(
+                name("inventory_devices"),
+                "Devices in this node's inventory",
+            )?,
             gc_removed: IntCounterVec::new(
                 Opts::new(
                     name("gc_removed_total"),
@@ -203,7 +208,7 @@ mod tests {
         assert!(text.contains("dra_ledger_node_prepare_total{outcome=\"success\"} 2"));
         assert!(text.contains("dra_ledger_node_gc_removed_total{kind=\"claim\"} 3"));
         assert!(text.contains("dra_ledger_node_prepared_claims 2"));
-        assert!(text.contains("dra_ledger_node_devices 8"));
+        assert!(text.contains("dra_ledger_node_inventory_devices 8"));
         assert!(text.contains("dra_ledger_node_registered 1"));
     }
 }

@@ -1,4 +1,5 @@
-//! The dashboard and the alert rules of `dashboards/` read only metrics that `dra-api` defines,
+//! The dashboard and the alert rules of `dashboards/` read only metrics that the controller
+//! (`dra-api`) or the node agent (`dra-node`) defines,
 //! use only template variables the dashboard declares, and carry what an operator needs (a
 //! Prometheus datasource variable; `for:`, a severity and annotations on every alert). These
 //! checks need no Prometheus; `dashboards_prometheus.rs` runs the queries against a real one.
@@ -11,13 +12,16 @@ use crate::dashboards_support::{
 };
 use dra_api::metrics::METRIC_NAMES;
 use dra_api::Metrics;
+use dra_node::metrics::{NodeMetrics, METRIC_NAMES as NODE_METRIC_NAMES};
 
 /// Every series name the metrics module can expose: the metric names, the `_bucket`, `_sum`
 /// and `_count` series of its histograms, and Prometheus' own `up`.
 fn defined_series() -> BTreeSet<String> {
-    let text = Metrics::new("test").unwrap().encode().unwrap();
-    let mut out: BTreeSet<String> = METRIC_NAMES.iter().map(|name| (*name).to_owned()).collect();
-    for name in METRIC_NAMES {
+    let text = Metrics::new("test").unwrap().encode().unwrap()
+        + &NodeMetrics::new().unwrap().encode().unwrap();
+    let names = METRIC_NAMES.iter().chain(NODE_METRIC_NAMES.iter());
+    let mut out: BTreeSet<String> = names.clone().map(|name| (*name).to_owned()).collect();
+    for name in names {
         if text.contains(&format!("# TYPE {name} histogram")) {
             for suffix in ["_bucket", "_sum", "_count"] {
                 out.insert(format!("{name}{suffix}"));
