@@ -19,7 +19,7 @@ mod migrate;
 pub mod v1;
 
 pub use error::{MigrationError, Result};
-pub use meta::{initialize, read_meta, FileInfo, META};
+pub use meta::{initialize, read_meta, FileInfo, DRIVER_NAME_KEY, META, SCHEMA_VERSION_KEY};
 pub use migrate::{backup_path, copy_current_tables, inspect, migrate, MigrateOutcome};
 
 /// The schema version written by this release. Files of an older version are migrated to it.

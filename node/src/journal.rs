@@ -1,1 +1,304 @@
-//! (to be written)
+//! The prepare journal: the agent's durable record of what it prepared, in its own redb file
+//! under `--state-dir`, keyed by claim UID. An entry goes `PrepareStarted` (written before any
+//! side effect) -> `Prepared` (the CDI file is written) -> `UnprepareStarted` (before the CDI file
+//! is removed) -> gone, so that after a crash at any point the next start can finish or roll
+//! back what was half done (`prepare::JournalPreparer::recover`).
+//!
+//! Records are postcard with a versioned type name (the ledger's `Stored` codec); a `meta`
+//! table holds the schema version and the driver name. A file of a newer schema or of another
+//! driver is refused before anything is written, so it stays byte-identical. Every write is one
+//! durable transaction (a batch of claims shares it). Owns storage only: no CDI, no checks.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use dra_allocator::ledger::tables::{Record, Stored};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Schema version and driver name, in the ledger's frozen `meta` format (so that
+/// `dra_migrations::inspect` reads it). Invariant: written in the file's first transaction.
+const META: TableDefinition<&str, &[u8]> = dra_migrations::META;
+/// Entries keyed by claim UID. Invariant: at most one entry per claim; a `Prepared` entry's CDI
+/// file was written and synced before the entry was.
+const ENTRIES: TableDefinition<&str, Stored<Entry>> = TableDefinition::new("entries");
+
+const VERSION_KEY: &str = dra_migrations::SCHEMA_VERSION_KEY;
+const DRIVER_KEY: &str = dra_migrations::DRIVER_NAME_KEY;
+
+/// Where a claim is in its prepare and unprepare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EntryState {
+    /// Recorded before the CDI file is written; the claim is not usable yet.
+    PrepareStarted,
+    /// The CDI file is written; the kubelet has (or will get) the CDI IDs.
+    Prepared,
+    /// Recorded before the CDI file is removed.
+    UnprepareStarted,
+}
+
+/// How a claim holds its devices, as its handle said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EntrySharing {
+    /// Alone.
+    Exclusive,
+    /// With at most this many claims per device.
+    Shared(u32),
+}
+
+/// One claim's journal entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The step the claim is at.
+    pub state: EntryState,
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The devices of this node the claim holds.
+    pub devices: Vec<String>,
+    /// How it holds them.
+    pub sharing: EntrySharing,
+    /// The CDI device IDs handed to the kubelet.
+    pub cdi_ids: Vec<String>,
+    /// The boot the CDI file was written in (the CDI directory is often tmpfs).
+    pub boot_id: String,
+}
+
+impl Record for Entry {
+    const TYPE_NAME: &'static str = "dra_node::PrepareEntry@v1";
+}
+
+/// What failed in the journal.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// The file could not be opened: corrupt, truncated, or not a redb file.
+    #[error("open prepare journal {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// redb's error.
+        #[source]
+        source: redb::DatabaseError,
+    },
+    /// The file was written by a newer release.
+    #[error("prepare journal {path} has schema version {found}, newer than {SCHEMA_VERSION} which this release reads; it was left unchanged")]
+    NewerSchema {
+        /// The file.
+        path: PathBuf,
+        /// Its schema version.
+        found: u32,
+    },
+    /// The file belongs to another driver.
+    #[error(
+        "prepare journal {path} belongs to driver {found}, not {expected}; it was left unchanged"
+    )]
+    OtherDriver {
+        /// The file.
+        path: PathBuf,
+        /// Its driver.
+        found: String,
+        /// Ours.
+        expected: String,
+    },
+    /// An existing file could not be read: empty, truncated, corrupt, or without its meta table.
+    #[error("prepare journal {path} cannot be read; it was left unchanged: {source}")]
+    Inspect {
+        /// The file.
+        path: PathBuf,
+        /// What the inspection found.
+        #[source]
+        source: dra_migrations::MigrationError,
+    },
+    /// A stored entry does not decode.
+    #[error("prepare journal entry of claim {uid} does not decode: {reason}")]
+    Undecodable {
+        /// The claim UID.
+        uid: String,
+        /// The codec's error.
+        reason: String,
+    },
+    /// A transaction failed.
+    #[error("prepare journal: {0}")]
+    Storage(#[source] Box<redb::Error>),
+}
+
+fn storage(error: impl Into<redb::Error>) -> JournalError {
+    JournalError::Storage(Box::new(error.into()))
+}
+
+/// Result alias of the journal.
+pub type Result<T, E = JournalError> = std::result::Result<T, E>;
+
+/// The open journal.
+#[derive(Debug)]
+pub struct Journal {
+    db: Database,
+    path: PathBuf,
+}
+
+impl Journal {
+    /// Opens (or creates) the journal at `path` for `driver`. An existing file is inspected
+    /// from an in-memory copy first, so that a file this release must refuse is never written.
+    pub fn open(path: impl AsRef<Path>, driver: &str) -> Result<Journal> {
+        let path = path.as_ref().to_owned();
+        let exists = path.exists();
+        if exists {
+            let info = dra_migrations::inspect(&path).map_err(|source| JournalError::Inspect {
+                path: path.clone(),
+                source,
+            })?;
+            if info.schema_version > SCHEMA_VERSION {
+                return Err(JournalError::NewerSchema {
+                    path,
+                    found: info.schema_version,
+                });
+            }
+            if info.driver_name != driver {
+                return Err(JournalError::OtherDriver {
+                    path,
+                    found: info.driver_name,
+                    expected: driver.to_owned(),
+                });
+            }
+        }
+        let db = Database::create(&path).map_err(|source| JournalError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        let journal = Journal { db, path };
+        if !exists {
+            journal.initialize(driver)?;
+        }
+        Ok(journal)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn initialize(&self, driver: &str) -> Result<()> {
+        let txn = self.db.begin_write().map_err(storage)?;
+        {
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            meta.insert(VERSION_KEY, SCHEMA_VERSION.to_be_bytes().as_slice())
+                .map_err(storage)?;
+            meta.insert(DRIVER_KEY, driver.as_bytes())
+                .map_err(storage)?;
+            txn.open_table(ENTRIES).map_err(storage)?;
+        }
+        txn.commit().map_err(storage)
+    }
+
+    /// Every entry by claim UID.
+    pub fn entries(&self) -> Result<BTreeMap<String, Entry>> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(ENTRIES).map_err(storage)?;
+        let mut out = BTreeMap::new();
+        for item in table.iter().map_err(storage)? {
+            let (key, value) = item.map_err(storage)?;
+            let uid = key.value().to_owned();
+            let entry = value.value().map_err(|u| JournalError::Undecodable {
+                uid: uid.clone(),
+                reason: u.reason,
+            })?;
+            out.insert(uid, entry);
+        }
+        Ok(out)
+    }
+
+    /// Writes every entry of `put` and removes every UID of `remove`, in one durable transaction.
+    pub fn apply(&self, put: &[(&str, &Entry)], remove: &[&str]) -> Result<()> {
+        if put.is_empty() && remove.is_empty() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(storage)?;
+        {
+            let mut table = txn.open_table(ENTRIES).map_err(storage)?;
+            for (uid, entry) in put {
+                table.insert(*uid, Ok((*entry).clone())).map_err(storage)?;
+            }
+            for uid in remove {
+                table.remove(*uid).map_err(storage)?;
+            }
+        }
+        txn.commit().map_err(storage)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(state: EntryState) -> Entry {
+        Entry {
+            state,
+            namespace: "default".into(),
+            name: "c1".into(),
+            devices: vec!["gpu-0".into()],
+            sharing: EntrySharing::Exclusive,
+            cdi_ids: vec!["gpu.dra-ledger.io/claim=u1".into()],
+            boot_id: "boot-1".into(),
+        }
+    }
+
+    #[test]
+    fn entries_survive_a_reopen_and_removals_are_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.redb");
+        let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
+        let started = entry(EntryState::PrepareStarted);
+        journal
+            .apply(&[("u1", &started), ("u2", &started)], &[])
+            .unwrap();
+        let prepared = entry(EntryState::Prepared);
+        journal.apply(&[("u1", &prepared)], &["u2"]).unwrap();
+        drop(journal);
+        let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
+        let entries = journal.entries().unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries["u1"], prepared);
+    }
+
+    #[test]
+    fn a_newer_schema_or_another_drivers_file_is_refused_and_left_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.redb");
+        drop(Journal::open(&path, "gpu.dra-ledger.io").unwrap());
+        let err = Journal::open(&path, "other.example.com").unwrap_err();
+        assert!(matches!(err, JournalError::OtherDriver { .. }), "{err}");
+        {
+            let db = Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert(VERSION_KEY, 2u32.to_be_bytes().as_slice())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let before = std::fs::read(&path).unwrap();
+        let err = Journal::open(&path, "gpu.dra-ledger.io").unwrap_err();
+        assert!(
+            matches!(err, JournalError::NewerSchema { found: 2, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("left unchanged"));
+        assert!(std::fs::read(&path).unwrap() == before, "the file changed");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_journal_is_a_clear_error_and_left_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.redb");
+        std::fs::write(&path, b"not a redb file at all, just text").unwrap();
+        let err = Journal::open(&path, "gpu.dra-ledger.io").unwrap_err();
+        assert!(matches!(err, JournalError::Inspect { .. }), "{err}");
+        assert!(err.to_string().contains("journal.redb"));
+        assert!(std::fs::read(&path).unwrap() == b"not a redb file at all, just text");
+    }
+}

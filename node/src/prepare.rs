@@ -77,3 +77,22 @@ pub trait ClaimPreparer: Send + Sync + 'static {
     /// claim. An unknown claim UID is success.
     fn unprepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<(), PrepareError>)>;
 }
+
+/// What a start found half done and how it was settled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// `PrepareStarted` entries rolled back (their CDI file removed); the kubelet prepares them
+    /// again.
+    pub rolled_back: Vec<String>,
+    /// `UnprepareStarted` entries completed.
+    pub unprepared: Vec<String>,
+    /// `Prepared` entries whose CDI file was missing (a reboot emptied the directory) and was
+    /// written again.
+    pub rewritten: Vec<String>,
+    /// CDI files of ours without a journal entry, removed.
+    pub orphans_removed: Vec<String>,
+}
+
+mod journal_preparer;
+
+pub use journal_preparer::JournalPreparer;

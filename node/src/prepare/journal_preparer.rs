@@ -1,0 +1,459 @@
+//! [`JournalPreparer`]: the [`ClaimPreparer`] over the prepare journal and the CDI directory.
+//!
+//! Prepare of a batch: every claim is checked (its handle is our data, for this claim and this
+//! node, naming devices of the inventory that no other claim holds beyond what sharing allows),
+//! then one journal transaction records `PrepareStarted` for all new claims, their CDI files are
+//! written, and one transaction records them `Prepared` (or drops the ones whose file failed).
+//! Unprepare records `UnprepareStarted`, removes the files and drops the entries. Batches run one
+//! at a time. [`JournalPreparer::recover`] settles what a crash left half done.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use dra_allocator::handle::{HandleData, HandleSharing};
+
+use super::{ClaimPreparer, ClaimRequest, PrepareError, Recovery};
+use crate::cdi::CdiDir;
+use crate::device::{Inventory, NodeDevice};
+use crate::journal::{Entry, EntrySharing, EntryState, Journal, JournalError};
+
+/// The largest resource handle data the API server stores (`ResourceHandleDataMaxSize`).
+pub const MAX_HANDLE_BYTES: usize = 16 * 1024;
+
+/// Where the kernel tells the current boot.
+const BOOT_ID_FILE: &str = "/proc/sys/kernel/random/boot_id";
+
+/// What failed while recovering at start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecoverError {
+    /// The journal could not be read or written.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// A CDI file could not be written, removed or listed.
+    #[error("CDI spec of claim {uid}: {source}")]
+    Cdi {
+        /// The claim UID (empty for the directory listing).
+        uid: String,
+        /// The file system's error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Prepares claims through the journal and the CDI directory.
+pub struct JournalPreparer {
+    journal: Journal,
+    cdi: CdiDir,
+    node: String,
+    inventory: Arc<RwLock<Inventory>>,
+    boot_id: String,
+    batch: Mutex<()>,
+}
+
+impl std::fmt::Debug for JournalPreparer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournalPreparer")
+            .field("journal", &self.journal.path())
+            .field("cdi", &self.cdi.dir())
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One claim's answer to a prepare: its CDI IDs or its error.
+type CdiIds = Result<Vec<String>, PrepareError>;
+
+/// What the checks decided for one claim of a prepare batch.
+enum Plan {
+    /// Already prepared: these CDI IDs.
+    Done(Vec<String>),
+    /// To prepare with this entry.
+    New(Entry),
+}
+
+fn sharing(handle: HandleSharing) -> EntrySharing {
+    match handle {
+        HandleSharing::Exclusive => EntrySharing::Exclusive,
+        HandleSharing::Shared { max_consumers } => EntrySharing::Shared(max_consumers),
+    }
+}
+
+fn journal_error(uid: &str, error: &JournalError) -> PrepareError {
+    PrepareError::Journal {
+        uid: uid.to_owned(),
+        source: error.to_string().into(),
+    }
+}
+
+impl JournalPreparer {
+    /// The preparer of node `node` over `journal`, writing specs into `cdi`, checking handles
+    /// against `inventory`; `boot_id` is the current boot ([`JournalPreparer::current_boot_id`]).
+    pub fn new(
+        journal: Journal,
+        cdi: CdiDir,
+        node: &str,
+        inventory: Arc<RwLock<Inventory>>,
+        boot_id: &str,
+    ) -> Self {
+        JournalPreparer {
+            journal,
+            cdi,
+            node: node.to_owned(),
+            inventory,
+            boot_id: boot_id.to_owned(),
+            batch: Mutex::new(()),
+        }
+    }
+
+    /// The kernel's boot ID, or `unknown` where there is none.
+    pub fn current_boot_id() -> String {
+        std::fs::read_to_string(BOOT_ID_FILE)
+            .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned())
+    }
+
+    /// Every journal entry by claim UID.
+    pub fn entries(&self) -> Result<BTreeMap<String, Entry>, JournalError> {
+        self.journal.entries()
+    }
+
+    fn devices_of(&self, names: &[String]) -> Vec<NodeDevice> {
+        let inventory = self
+            .inventory
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        names
+            .iter()
+            .map(|name| {
+                inventory.get(name).cloned().unwrap_or_else(|| NodeDevice {
+                    name: name.clone(),
+                    ..NodeDevice::default()
+                })
+            })
+            .collect()
+    }
+
+    fn write_spec(&self, uid: &str, devices: &[String]) -> std::io::Result<()> {
+        let devices = self.devices_of(devices);
+        let refs: Vec<&NodeDevice> = devices.iter().collect();
+        self.cdi.write(uid, &self.cdi.spec(uid, &refs))
+    }
+
+    /// Settles every half-done entry and removes CDI files of ours without an entry.
+    pub fn recover(&self) -> Result<Recovery, RecoverError> {
+        let _batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        let cdi_error = |uid: &str| {
+            let uid = uid.to_owned();
+            move |source| RecoverError::Cdi { uid, source }
+        };
+        let mut report = Recovery::default();
+        let entries = self.journal.entries()?;
+        let mut drop = Vec::new();
+        for (uid, entry) in &entries {
+            match entry.state {
+                EntryState::PrepareStarted => {
+                    self.cdi.remove_all_of(uid).map_err(cdi_error(uid))?;
+                    drop.push(uid.as_str());
+                    report.rolled_back.push(uid.clone());
+                }
+                EntryState::UnprepareStarted => {
+                    self.cdi.remove_all_of(uid).map_err(cdi_error(uid))?;
+                    drop.push(uid.as_str());
+                    report.unprepared.push(uid.clone());
+                }
+                EntryState::Prepared if !self.cdi.exists(uid) => {
+                    self.write_spec(uid, &entry.devices)
+                        .map_err(cdi_error(uid))?;
+                    report.rewritten.push(uid.clone());
+                }
+                EntryState::Prepared => {}
+            }
+        }
+        self.journal.apply(&[], &drop)?;
+        for uid in self.cdi.list().map_err(cdi_error(""))? {
+            if !entries.contains_key(&uid) {
+                self.cdi.remove_all_of(&uid).map_err(cdi_error(&uid))?;
+                report.orphans_removed.push(uid);
+            }
+        }
+        Ok(report)
+    }
+
+    /// The checks of one claim against the entries and the claims planned before it.
+    fn plan(
+        &self,
+        claim: &ClaimRequest,
+        entries: &BTreeMap<String, Entry>,
+        planned: &[(String, Entry)],
+    ) -> Result<Plan, PrepareError> {
+        let uid = claim.uid.as_str();
+        let handle_error = |reason: String| PrepareError::Handle {
+            uid: uid.to_owned(),
+            reason,
+        };
+        if claim.resource_handle.len() > MAX_HANDLE_BYTES {
+            return Err(handle_error(format!(
+                "{} bytes, more than the {MAX_HANDLE_BYTES} the API server stores",
+                claim.resource_handle.len()
+            )));
+        }
+        let data =
+            HandleData::parse(&claim.resource_handle).map_err(|e| handle_error(e.to_string()))?;
+        if data.claim_uid != uid {
+            return Err(handle_error(format!(
+                "written for claim {}",
+                data.claim_uid
+            )));
+        }
+        if data.node != self.node {
+            return Err(handle_error(format!(
+                "allocated on node {}, this is node {}",
+                data.node, self.node
+            )));
+        }
+        match entries.get(uid) {
+            Some(entry) if entry.state == EntryState::Prepared && entry.devices == data.devices => {
+                return Ok(Plan::Done(entry.cdi_ids.clone()))
+            }
+            Some(entry) if entry.state == EntryState::Prepared => {
+                return Err(handle_error(format!(
+                    "prepared with devices {:?}; unprepare it first",
+                    entry.devices
+                )))
+            }
+            Some(entry) if entry.state == EntryState::UnprepareStarted => {
+                return Err(handle_error("being unprepared".to_owned()))
+            }
+            _ => {}
+        }
+        let wanted = sharing(data.sharing);
+        {
+            let inventory = self
+                .inventory
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(device) = data.devices.iter().find(|d| !inventory.contains_key(*d)) {
+                return Err(PrepareError::UnknownDevice {
+                    uid: uid.to_owned(),
+                    device: device.clone(),
+                });
+            }
+        }
+        let holders = entries
+            .iter()
+            .map(|(u, e)| (u.as_str(), e))
+            .chain(planned.iter().map(|(u, e)| (u.as_str(), e)))
+            .filter(|(u, _)| *u != uid);
+        let holders: Vec<(&str, &Entry)> = holders.collect();
+        for device in &data.devices {
+            let holding: Vec<&(&str, &Entry)> = holders
+                .iter()
+                .filter(|(_, e)| e.devices.contains(device))
+                .collect();
+            let limit = holding.iter().try_fold(
+                match wanted {
+                    EntrySharing::Exclusive => 1,
+                    EntrySharing::Shared(max) => max,
+                },
+                |limit, (_, e)| match e.sharing {
+                    EntrySharing::Exclusive => None,
+                    EntrySharing::Shared(max) => Some(limit.min(max)),
+                },
+            );
+            let fits = limit
+                .is_some_and(|limit| holding.len() < usize::try_from(limit).unwrap_or(usize::MAX));
+            if let (false, Some((holder, _))) = (fits, holding.first()) {
+                return Err(PrepareError::DeviceInUse {
+                    uid: uid.to_owned(),
+                    device: device.clone(),
+                    holder: (*holder).to_owned(),
+                });
+            }
+        }
+        Ok(Plan::New(Entry {
+            state: EntryState::PrepareStarted,
+            namespace: claim.namespace.clone(),
+            name: claim.name.clone(),
+            devices: data.devices,
+            sharing: wanted,
+            cdi_ids: vec![self.cdi.device_id(uid)],
+            boot_id: self.boot_id.clone(),
+        }))
+    }
+}
+
+impl ClaimPreparer for JournalPreparer {
+    fn prepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
+        let _batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        let entries = match self.journal.entries() {
+            Ok(entries) => entries,
+            Err(e) => {
+                return claims
+                    .iter()
+                    .map(|c| (c.uid.clone(), Err(journal_error(&c.uid, &e))))
+                    .collect()
+            }
+        };
+        let mut answers: Vec<(String, Option<CdiIds>)> = Vec::new();
+        let mut planned: Vec<(String, Entry)> = Vec::new();
+        for claim in claims {
+            // One answer per claim UID: a UID repeated in the batch is prepared once.
+            if answers.iter().any(|(u, _)| *u == claim.uid) {
+                continue;
+            }
+            let answer = {
+                match self.plan(claim, &entries, &planned) {
+                    Ok(Plan::Done(ids)) if self.cdi.exists(&claim.uid) => Some(Ok(ids)),
+                    Ok(Plan::Done(ids)) => Some(
+                        self.write_spec(&claim.uid, &entries[&claim.uid].devices)
+                            .map(|()| ids)
+                            .map_err(|source| PrepareError::Cdi {
+                                uid: claim.uid.clone(),
+                                source,
+                            }),
+                    ),
+                    Ok(Plan::New(entry)) => {
+                        planned.push((claim.uid.clone(), entry));
+                        None
+                    }
+                    Err(e) => Some(Err(e)),
+                }
+            };
+            answers.push((claim.uid.clone(), answer));
+        }
+        let mut finished = self.prepare_planned(&planned);
+        answers
+            .into_iter()
+            .filter_map(|(uid, answer)| {
+                let answer = answer.or_else(|| finished.remove(&uid))?;
+                Some((uid, answer))
+            })
+            .collect()
+    }
+
+    fn unprepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<(), PrepareError>)> {
+        let _batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        let entries = match self.journal.entries() {
+            Ok(entries) => entries,
+            Err(e) => {
+                return claims
+                    .iter()
+                    .map(|c| (c.uid.clone(), Err(journal_error(&c.uid, &e))))
+                    .collect()
+            }
+        };
+        let mut started: Vec<(String, Entry)> = Vec::new();
+        for claim in claims {
+            if let Some(entry) = entries.get(&claim.uid) {
+                if !started.iter().any(|(u, _)| *u == claim.uid) {
+                    let mut entry = entry.clone();
+                    entry.state = EntryState::UnprepareStarted;
+                    started.push((claim.uid.clone(), entry));
+                }
+            }
+        }
+        let puts: Vec<(&str, &Entry)> = started.iter().map(|(u, e)| (u.as_str(), e)).collect();
+        if let Err(e) = self.journal.apply(&puts, &[]) {
+            return claims
+                .iter()
+                .map(|c| {
+                    let answer = if entries.contains_key(&c.uid) {
+                        Err(journal_error(&c.uid, &e))
+                    } else {
+                        Ok(())
+                    };
+                    (c.uid.clone(), answer)
+                })
+                .collect();
+        }
+        let mut failed: BTreeMap<String, std::io::Error> = BTreeMap::new();
+        let mut removed = Vec::new();
+        for (uid, _) in &started {
+            match self.cdi.remove_all_of(uid) {
+                Ok(()) => removed.push(uid.as_str()),
+                Err(e) => {
+                    failed.insert(uid.clone(), e);
+                }
+            }
+        }
+        let dropped = self.journal.apply(&[], &removed);
+        claims
+            .iter()
+            .map(|c| {
+                let answer = if let Some(source) = failed.remove(&c.uid) {
+                    Err(PrepareError::Cdi {
+                        uid: c.uid.clone(),
+                        source,
+                    })
+                } else if let (Err(e), true) = (&dropped, entries.contains_key(&c.uid)) {
+                    Err(journal_error(&c.uid, e))
+                } else {
+                    Ok(())
+                };
+                (c.uid.clone(), answer)
+            })
+            .collect()
+    }
+}
+
+impl JournalPreparer {
+    /// Journals, writes and confirms the planned claims; the CDI IDs or the error text per UID.
+    fn prepare_planned(
+        &self,
+        planned: &[(String, Entry)],
+    ) -> BTreeMap<String, Result<Vec<String>, PrepareError>> {
+        let mut out = BTreeMap::new();
+        if planned.is_empty() {
+            return out;
+        }
+        let puts: Vec<(&str, &Entry)> = planned.iter().map(|(u, e)| (u.as_str(), e)).collect();
+        if let Err(e) = self.journal.apply(&puts, &[]) {
+            for (uid, _) in planned {
+                out.insert(uid.clone(), Err(journal_error(uid, &e)));
+            }
+            return out;
+        }
+        dra_allocator::failpoint::hit("node_after_prepare_started");
+        let mut prepared = Vec::new();
+        let mut failed = Vec::new();
+        for (uid, entry) in planned {
+            match self.write_spec(uid, &entry.devices) {
+                Ok(()) => {
+                    let mut entry = entry.clone();
+                    entry.state = EntryState::Prepared;
+                    prepared.push((uid.clone(), entry));
+                }
+                Err(e) => {
+                    let _ = self.cdi.remove_all_of(uid);
+                    failed.push(uid.as_str());
+                    out.insert(
+                        uid.clone(),
+                        Err(PrepareError::Cdi {
+                            uid: uid.clone(),
+                            source: e,
+                        }),
+                    );
+                }
+            }
+        }
+        dra_allocator::failpoint::hit("node_after_cdi_write");
+        let puts: Vec<(&str, &Entry)> = prepared.iter().map(|(u, e)| (u.as_str(), e)).collect();
+        match self.journal.apply(&puts, &failed) {
+            Ok(()) => {
+                for (uid, entry) in prepared {
+                    out.insert(uid, Ok(entry.cdi_ids));
+                }
+            }
+            Err(e) => {
+                for (uid, _) in prepared {
+                    let error = journal_error(&uid, &e);
+                    out.insert(uid, Err(error));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

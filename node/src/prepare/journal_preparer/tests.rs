@@ -1,0 +1,230 @@
+use std::sync::{Arc, RwLock};
+
+use super::*;
+
+const DRIVER: &str = "gpu.dra-ledger.io";
+const NODE: &str = "node-a";
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    preparer: JournalPreparer,
+}
+
+fn inventory() -> Inventory {
+    (0..4)
+        .map(|i| {
+            let name = format!("gpu-{i}");
+            let device = NodeDevice {
+                name: name.clone(),
+                device_nodes: vec![format!("/dev/nvidia{i}").into()],
+                ..NodeDevice::default()
+            };
+            (name, device)
+        })
+        .collect()
+}
+
+fn open(dir: &std::path::Path, boot: &str) -> JournalPreparer {
+    let journal = Journal::open(dir.join("journal.redb"), DRIVER).unwrap();
+    let cdi = CdiDir::new(dir.join("cdi"), DRIVER);
+    JournalPreparer::new(journal, cdi, NODE, Arc::new(RwLock::new(inventory())), boot)
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let preparer = open(dir.path(), "boot-1");
+    Fixture { dir, preparer }
+}
+
+fn handle(uid: &str, node: &str, devices: &[&str], sharing: &str) -> String {
+    let devices: Vec<String> = devices.iter().map(|d| format!("\"{d}\"")).collect();
+    format!(
+        r#"{{"node":"{node}","devices":[{}],"sharing":{sharing},"claimUID":"{uid}"}}"#,
+        devices.join(",")
+    )
+}
+
+const EXCLUSIVE: &str = r#"{"mode":"Exclusive"}"#;
+const SHARED_2: &str = r#"{"mode":"Shared","maxConsumers":2}"#;
+
+fn claim(uid: &str, handle: String) -> ClaimRequest {
+    ClaimRequest {
+        uid: uid.into(),
+        namespace: "default".into(),
+        name: format!("claim-{uid}"),
+        resource_handle: handle,
+    }
+}
+
+fn exclusive(uid: &str, devices: &[&str]) -> ClaimRequest {
+    claim(uid, handle(uid, NODE, devices, EXCLUSIVE))
+}
+
+fn one(preparer: &JournalPreparer, request: ClaimRequest) -> Result<Vec<String>, PrepareError> {
+    let mut answers = preparer.prepare(&[request]);
+    assert_eq!(answers.len(), 1);
+    answers.remove(0).1
+}
+
+#[test]
+fn repeat_prepare_returns_the_same_cdi_ids_and_writes_the_spec_once() {
+    let f = fixture();
+    let ids = one(&f.preparer, exclusive("u1", &["gpu-0", "gpu-1"])).unwrap();
+    assert_eq!(ids, ["gpu.dra-ledger.io/claim=u1"]);
+    let file = f.dir.path().join("cdi/gpu.dra-ledger.io-claim_u1.json");
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        written.contains("DRA_LEDGER_DEVICES=gpu-0,gpu-1"),
+        "{written}"
+    );
+    assert_eq!(
+        one(&f.preparer, exclusive("u1", &["gpu-0", "gpu-1"])).unwrap(),
+        ids
+    );
+    let entries = f.preparer.entries().unwrap();
+    assert_eq!(entries["u1"].state, EntryState::Prepared);
+    assert_eq!(entries["u1"].boot_id, "boot-1");
+}
+
+#[test]
+fn foreign_handles_fail_only_their_claim_of_the_batch() {
+    let f = fixture();
+    let big = claim("big", "x".repeat(MAX_HANDLE_BYTES + 1));
+    let answers = f.preparer.prepare(&[
+        claim("garbage", "not json".into()),
+        claim(
+            "elsewhere",
+            handle("elsewhere", "node-b", &["gpu-0"], EXCLUSIVE),
+        ),
+        claim("mismatch", handle("other-uid", NODE, &["gpu-0"], EXCLUSIVE)),
+        exclusive("unknown", &["gpu-9"]),
+        big,
+        exclusive("good", &["gpu-2"]),
+    ]);
+    let by_uid: BTreeMap<String, Result<Vec<String>, PrepareError>> = answers.into_iter().collect();
+    assert_eq!(by_uid.len(), 6);
+    let text = |uid: &str| by_uid[uid].as_ref().unwrap_err().to_string();
+    assert!(
+        text("garbage").contains("resource handle"),
+        "{}",
+        text("garbage")
+    );
+    assert!(
+        text("elsewhere").contains("node node-b"),
+        "{}",
+        text("elsewhere")
+    );
+    assert!(
+        text("mismatch").contains("other-uid"),
+        "{}",
+        text("mismatch")
+    );
+    assert!(matches!(
+        by_uid["unknown"],
+        Err(PrepareError::UnknownDevice { .. })
+    ));
+    assert!(text("big").contains("16384"), "{}", text("big"));
+    assert!(by_uid["good"].is_ok());
+    assert_eq!(f.preparer.entries().unwrap().len(), 1);
+}
+
+#[test]
+fn an_exclusive_device_is_refused_to_a_second_claim_even_in_the_same_batch() {
+    let f = fixture();
+    one(&f.preparer, exclusive("a", &["gpu-0"])).unwrap();
+    let err = one(&f.preparer, exclusive("b", &["gpu-0"])).unwrap_err();
+    assert!(
+        matches!(&err, PrepareError::DeviceInUse { holder, .. } if holder == "a"),
+        "{err}"
+    );
+    let answers = f
+        .preparer
+        .prepare(&[exclusive("c", &["gpu-1"]), exclusive("d", &["gpu-1"])]);
+    assert!(answers[0].1.is_ok());
+    assert!(matches!(
+        &answers[1].1,
+        Err(PrepareError::DeviceInUse { .. })
+    ));
+    let shared = claim("s", handle("s", NODE, &["gpu-0"], SHARED_2));
+    assert!(
+        one(&f.preparer, shared).is_err(),
+        "shared with an exclusive holder"
+    );
+}
+
+#[test]
+fn a_shared_device_takes_claims_up_to_max_consumers() {
+    let f = fixture();
+    let shared = |uid: &str| claim(uid, handle(uid, NODE, &["gpu-3"], SHARED_2));
+    one(&f.preparer, shared("s1")).unwrap();
+    one(&f.preparer, shared("s2")).unwrap();
+    assert!(matches!(
+        one(&f.preparer, shared("s3")),
+        Err(PrepareError::DeviceInUse { .. })
+    ));
+    assert!(one(&f.preparer, exclusive("x", &["gpu-3"])).is_err());
+}
+
+#[test]
+fn unprepare_removes_the_spec_and_entry_and_an_unknown_claim_is_success() {
+    let f = fixture();
+    one(&f.preparer, exclusive("u1", &["gpu-0"])).unwrap();
+    let answers = f
+        .preparer
+        .unprepare(&[exclusive("u1", &[]), exclusive("never", &[])]);
+    assert!(answers.iter().all(|(_, r)| r.is_ok()), "{answers:?}");
+    assert!(f.preparer.entries().unwrap().is_empty());
+    assert!(!f
+        .dir
+        .path()
+        .join("cdi/gpu.dra-ledger.io-claim_u1.json")
+        .exists());
+    one(&f.preparer, exclusive("u2", &["gpu-0"])).expect("the device is free again");
+}
+
+#[test]
+fn a_spec_lost_with_a_reboot_is_written_again_by_recovery_and_by_a_repeat_prepare() {
+    let Fixture { dir, preparer } = fixture();
+    one(&preparer, exclusive("u1", &["gpu-0"])).unwrap();
+    one(&preparer, exclusive("u2", &["gpu-1"])).unwrap();
+    drop(preparer);
+    std::fs::remove_dir_all(dir.path().join("cdi")).unwrap();
+    let preparer = open(dir.path(), "boot-2");
+    let report = preparer.recover().unwrap();
+    assert_eq!(report.rewritten, ["u1", "u2"]);
+    std::fs::remove_file(dir.path().join("cdi/gpu.dra-ledger.io-claim_u1.json")).unwrap();
+    one(&preparer, exclusive("u1", &["gpu-0"])).unwrap();
+    assert!(dir
+        .path()
+        .join("cdi/gpu.dra-ledger.io-claim_u1.json")
+        .exists());
+}
+
+#[test]
+fn recovery_rolls_back_started_prepares_finishes_unprepares_and_removes_orphans() {
+    let f = fixture();
+    one(&f.preparer, exclusive("done", &["gpu-0"])).unwrap();
+    let mut started = f.preparer.entries().unwrap()["done"].clone();
+    started.state = EntryState::PrepareStarted;
+    started.devices = vec!["gpu-1".into()];
+    let mut leaving = started.clone();
+    leaving.state = EntryState::UnprepareStarted;
+    leaving.devices = vec!["gpu-2".into()];
+    f.preparer
+        .journal
+        .apply(&[("half", &started), ("leaving", &leaving)], &[])
+        .unwrap();
+    let cdi = CdiDir::new(f.dir.path().join("cdi"), DRIVER);
+    let device = NodeDevice::default();
+    for uid in ["half", "leaving", "orphan"] {
+        cdi.write(uid, &cdi.spec(uid, &[&device])).unwrap();
+    }
+    let report = f.preparer.recover().unwrap();
+    assert_eq!(report.rolled_back, ["half"]);
+    assert_eq!(report.unprepared, ["leaving"]);
+    assert_eq!(report.orphans_removed, ["orphan"]);
+    assert_eq!(cdi.list().unwrap(), ["done"]);
+    let entries = f.preparer.entries().unwrap();
+    assert_eq!(entries.keys().collect::<Vec<_>>(), ["done"]);
+    one(&f.preparer, exclusive("again", &["gpu-1"])).expect("the rolled back device is free");
+}
