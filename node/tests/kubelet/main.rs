@@ -10,3 +10,4 @@ mod registration;
 mod resources;
 mod sockets;
 mod support;
+mod wire;
