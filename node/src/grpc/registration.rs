@@ -120,7 +120,6 @@ pub(crate) async fn serve(
                 source,
             })?;
         let mut states = service.state.subscribe();
-        states.mark_unchanged();
         let signal = async {
             tokio::select! {
                 () = super::stopped(stop.clone()) => {}
