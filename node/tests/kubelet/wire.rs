@@ -1,0 +1,125 @@
+//! The messages against bytes written by hand from the upstream field numbers, so that a change
+//! to our `.proto` files that a real kubelet would misread fails here.
+
+use dra_node::grpc::proto::k8s::io::api::resource::v1alpha2::{
+    NamedResourcesAttribute, NamedResourcesAttributeValue, NamedResourcesInstance,
+    NamedResourcesResources, ResourceModel,
+};
+use dra_node::grpc::proto::pluginregistration::{PluginInfo, RegistrationStatus};
+use dra_node::grpc::proto::v1alpha3::{
+    NodeListAndWatchResourcesResponse, NodePrepareResourceResponse, NodePrepareResourcesRequest,
+    NodeUnprepareResourceResponse,
+};
+use prost::Message;
+
+/// A length-delimited field: tag, length, bytes.
+fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![number << 3 | 2, u8::try_from(bytes.len()).unwrap()];
+    out.extend_from_slice(bytes);
+    out
+}
+
+#[test]
+fn plugin_info_and_registration_status_use_the_kubelets_field_numbers() {
+    let info = PluginInfo {
+        r#type: "DRAPlugin".into(),
+        name: "d".into(),
+        endpoint: "/p".into(),
+        supported_versions: vec!["1.0.0".into()],
+    };
+    let expected = [
+        field(1, b"DRAPlugin"),
+        field(2, b"d"),
+        field(3, b"/p"),
+        field(4, b"1.0.0"),
+    ]
+    .concat();
+    assert_eq!(info.encode_to_vec(), expected);
+
+    let status =
+        RegistrationStatus::decode([&[0x08, 1][..], &field(2, b"no")].concat().as_slice()).unwrap();
+    assert!(status.plugin_registered);
+    assert_eq!(status.error, "no");
+}
+
+#[test]
+fn a_kubelet_claim_with_a_structured_handle_decodes_field_by_field() {
+    let structured = field(4, b"node-a"); // StructuredResourceHandle.nodeName = 4
+    let claim = [
+        field(1, b"ns"),
+        field(2, b"uid"),
+        field(3, b"name"),
+        field(4, b"{}"),
+        field(5, &structured),
+    ]
+    .concat();
+    let request = NodePrepareResourcesRequest::decode(field(1, &claim).as_slice()).unwrap();
+    let claim = &request.claims[0];
+    assert_eq!(
+        (
+            claim.namespace.as_str(),
+            claim.uid.as_str(),
+            claim.name.as_str(),
+            claim.resource_handle.as_str()
+        ),
+        ("ns", "uid", "name", "{}")
+    );
+    assert_eq!(
+        claim.structured_resource_handle[0].node_name.as_deref(),
+        Some("node-a")
+    );
+}
+
+#[test]
+fn prepare_and_unprepare_answers_use_the_kubelets_field_numbers() {
+    let prepared = NodePrepareResourceResponse {
+        cdi_devices: vec!["v/c=n".into()],
+        error: "e".into(),
+    };
+    assert_eq!(
+        prepared.encode_to_vec(),
+        [field(1, b"v/c=n"), field(2, b"e")].concat()
+    );
+    let unprepared = NodeUnprepareResourceResponse { error: "e".into() };
+    assert_eq!(unprepared.encode_to_vec(), field(1, b"e"));
+}
+
+#[test]
+fn a_resource_message_nests_model_instance_attribute_and_value_as_kubernetes_does() {
+    let message = NodeListAndWatchResourcesResponse {
+        resources: vec![ResourceModel {
+            named_resources: Some(NamedResourcesResources {
+                instances: vec![NamedResourcesInstance {
+                    name: Some("g".into()),
+                    attributes: vec![NamedResourcesAttribute {
+                        name: Some("a".into()),
+                        attribute_value: Some(NamedResourcesAttributeValue {
+                            bool: Some(true),
+                            ..Default::default()
+                        }),
+                    }],
+                }],
+            }),
+        }],
+    };
+    let value = [0x10, 1]; // bool = 2, varint
+    let attribute = [field(1, b"a"), field(2, &value)].concat();
+    let instance = [field(1, b"g"), field(2, &attribute)].concat();
+    let model = field(1, &field(1, &instance)); // namedResources = 1 { instances = 1 }
+    assert_eq!(message.encode_to_vec(), field(1, &model));
+}
+
+#[test]
+fn the_services_have_the_names_the_kubelet_calls() {
+    use dra_node::grpc::proto::pluginregistration::registration_server::RegistrationServer;
+    use dra_node::grpc::proto::v1alpha3::node_server::NodeServer;
+    use dra_node::grpc::{NodeService, RegistrationService};
+    use tonic::server::NamedService;
+
+    type Node = NodeServer<NodeService<crate::support::FakePreparer>>;
+    assert_eq!(<Node as NamedService>::NAME, "v1alpha3.Node");
+    assert_eq!(
+        <RegistrationServer<RegistrationService> as NamedService>::NAME,
+        "pluginregistration.Registration"
+    );
+}
