@@ -1,0 +1,228 @@
+//! The `file:PATH` source: an inventory written by an operator, in YAML (or JSON, which the YAML
+//! parser reads as well):
+//!
+//! ```yaml
+//! devices:
+//!   - name: gpu-0
+//!     attributes:
+//!       model: H100            # a string
+//!       numa: 0                # an integer
+//!       mig: false             # a boolean
+//!       memory: {quantity: 80Gi}
+//!       driver: {version: 550.54.15}
+//!       cores: [0, 1, 2]       # a list of integers (or of strings)
+//!     deviceNodes: [/dev/nvidia0, /dev/nvidiactl]
+//!     env: {NVIDIA_VISIBLE_DEVICES: GPU-5d2a...}
+//! ```
+//!
+//! Strict: an unknown field, a duplicate key, a duplicate device name, a device name that is
+//! not a DNS label, a relative device node path, or an attribute value of no known kind is an
+//! error naming the device and the field. [`parse`] is pure; [`read`] reads the file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use dra_allocator::model::{AttributeValue, Quantity, Version};
+use serde::Deserialize;
+use serde_yaml::Value;
+
+use super::DiscoveryError;
+use crate::device::{Inventory, NodeDevice};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InventoryFile {
+    devices: Vec<FileDevice>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FileDevice {
+    name: String,
+    #[serde(default, deserialize_with = "unique_keys")]
+    attributes: BTreeMap<String, Value>,
+    #[serde(default)]
+    device_nodes: Vec<PathBuf>,
+    #[serde(default, deserialize_with = "unique_keys")]
+    env: BTreeMap<String, String>,
+}
+
+/// A map whose keys appear once; the derived map would keep the last of two silently.
+fn unique_keys<'de, D, V>(deserializer: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Unique<V>(std::marker::PhantomData<V>);
+
+    impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Unique<V> {
+        type Value = BTreeMap<String, V>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if out.contains_key(&key) {
+                    return Err(serde::de::Error::custom(format!("duplicate key `{key}`")));
+                }
+                let value = map.next_value()?;
+                out.insert(key, value);
+            }
+            Ok(out)
+        }
+    }
+
+    deserializer.deserialize_map(Unique(std::marker::PhantomData))
+}
+
+/// Reads and checks an inventory file.
+///
+/// # Errors
+/// The file cannot be read, or is not a valid inventory.
+pub fn read(path: &Path) -> Result<Inventory, DiscoveryError> {
+    let text = std::fs::read_to_string(path).map_err(|source| DiscoveryError::InventoryRead {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text).map_err(|reason| DiscoveryError::InventoryFile {
+        path: path.to_owned(),
+        reason,
+    })
+}
+
+/// Parses and checks the text of an inventory file; the error says what is wrong where.
+///
+/// # Errors
+/// See the module documentation.
+pub fn parse(text: &str) -> Result<Inventory, String> {
+    let file: InventoryFile = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    let mut inventory = Inventory::new();
+    for device in file.devices {
+        let name = device.name;
+        check_name(&name)?;
+        let mut attributes = BTreeMap::new();
+        for (attribute, value) in &device.attributes {
+            let value = attribute_value(value)
+                .map_err(|reason| format!("device {name}: attribute {attribute}: {reason}"))?;
+            attributes.insert(attribute.clone(), value);
+        }
+        if let Some(path) = device.device_nodes.iter().find(|p| !p.is_absolute()) {
+            return Err(format!(
+                "device {name}: deviceNodes: {} is not an absolute path",
+                path.display()
+            ));
+        }
+        if let Some(key) = device.env.keys().find(|k| k.is_empty() || k.contains('=')) {
+            return Err(format!(
+                "device {name}: env: {key:?} is not a variable name"
+            ));
+        }
+        if inventory.contains_key(&name) {
+            return Err(format!("device {name}: the name is used twice"));
+        }
+        inventory.insert(
+            name.clone(),
+            NodeDevice {
+                name,
+                attributes,
+                device_nodes: device.device_nodes,
+                env: device.env,
+            },
+        );
+    }
+    Ok(inventory)
+}
+
+/// Device names go into `namedResources` instances: DNS labels.
+fn check_name(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "device name {name:?} is not a DNS label (lowercase letters, digits and '-', at most 63)"
+        ))
+    }
+}
+
+/// One attribute's value: an integer, a boolean, a string, `{quantity: ..}`, `{version: ..}`,
+/// or a non-empty list of integers or of strings.
+fn attribute_value(value: &Value) -> Result<AttributeValue, String> {
+    match value {
+        Value::Bool(b) => Ok(AttributeValue::Bool(*b)),
+        Value::Number(n) => n.as_i64().map(AttributeValue::Int).ok_or_else(|| {
+            format!("{n} is not a 64-bit integer (write a fraction as {{quantity: \"{n}\"}})")
+        }),
+        Value::String(s) => Ok(AttributeValue::String(s.clone())),
+        Value::Mapping(map) => {
+            let mut entries = map.iter();
+            let (Some((Value::String(kind), inner)), None) = (entries.next(), entries.next())
+            else {
+                return Err("a typed value has exactly one key, quantity or version".to_owned());
+            };
+            let text = scalar_text(inner)
+                .ok_or_else(|| format!("the {kind} must be written as a string"))?;
+            match kind.as_str() {
+                "quantity" => Quantity::parse(&text)
+                    .map(AttributeValue::Quantity)
+                    .map_err(|e| e.to_string()),
+                "version" => Version::parse(&text)
+                    .map(AttributeValue::Version)
+                    .map_err(|e| e.to_string()),
+                other => Err(format!(
+                    "unknown typed value `{other}`, expected quantity or version"
+                )),
+            }
+        }
+        Value::Sequence(items) => list(items),
+        Value::Null => Err("no value".to_owned()),
+        Value::Tagged(tagged) => Err(format!("unexpected tag {}", tagged.tag)),
+    }
+}
+
+/// A quantity or version as text; YAML reads `80` and `1.5` as numbers, so they are taken too.
+fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn list(items: &[Value]) -> Result<AttributeValue, String> {
+    match items.first() {
+        None => Err("an empty list has no type; leave the attribute out".to_owned()),
+        Some(Value::Number(_)) => items
+            .iter()
+            .map(|item| {
+                item.as_i64()
+                    .ok_or("a list of integers holds only integers")
+            })
+            .collect::<Result<_, _>>()
+            .map(AttributeValue::IntSlice)
+            .map_err(str::to_owned),
+        Some(Value::String(_)) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .map(str::to_owned)
+                    .ok_or("a list of strings holds only strings")
+            })
+            .collect::<Result<_, _>>()
+            .map(AttributeValue::StringSlice)
+            .map_err(str::to_owned),
+        Some(_) => Err("a list holds integers or strings".to_owned()),
+    }
+}
