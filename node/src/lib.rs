@@ -10,12 +10,14 @@
 //!   the recovery of half-done entries at start;
 //! - [`grpc`]: the kubelet's gRPC services (registration, `v1alpha3.Node`) over Unix sockets;
 //! - [`gc`]: which prepared claims the API server shows stale;
-//! - [`admin`] and [`metrics`]: the admin HTTP server and the `dra_ledger_node_` metrics.
+//! - [`admin`] and [`metrics`]: the admin HTTP server and the `dra_ledger_node_` metrics;
+//! - [`agent`]: all of it composed into the running agent of `dra-ledger node`.
 //!
 //! The agent depends on the allocator's model and handle format only: never on the controller,
 //! the admin API crate or the simulator.
 
 pub mod admin;
+pub mod agent;
 pub mod cdi;
 pub mod device;
 pub mod discovery;

@@ -151,11 +151,15 @@ impl NodeMetrics {
         self.prepare_duration.observe(seconds);
     }
 
-    /// Sets the number of prepared claims and of devices.
-    pub fn set_counts(&self, prepared_claims: usize, devices: usize) {
+    /// Sets the number of prepared claims.
+    pub fn set_prepared_claims(&self, count: usize) {
         self.prepared_claims
-            .set(i64::try_from(prepared_claims).unwrap_or(i64::MAX));
-        self.devices.set(i64::try_from(devices).unwrap_or(i64::MAX));
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Sets the number of devices in the inventory.
+    pub fn set_devices(&self, count: usize) {
+        self.devices.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// Counts `count` removals of `kind`.
@@ -202,7 +206,8 @@ mod tests {
         metrics.prepared(Outcome::Success);
         metrics.prepared(Outcome::Success);
         metrics.gc_removed(GcKind::Claim, 3);
-        metrics.set_counts(2, 8);
+        metrics.set_prepared_claims(2);
+        metrics.set_devices(8);
         metrics.set_registered(true);
         let text = metrics.encode().unwrap();
         assert!(text.contains("dra_ledger_node_prepare_total{outcome=\"success\"} 2"));

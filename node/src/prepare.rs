@@ -95,4 +95,4 @@ pub struct Recovery {
 
 mod journal_preparer;
 
-pub use journal_preparer::JournalPreparer;
+pub use journal_preparer::{JournalPreparer, RecoverError, MAX_HANDLE_BYTES};

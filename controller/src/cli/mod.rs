@@ -2,6 +2,7 @@
 //! subcommands.
 //!
 //! - `run` ([`run`]): the controller against a cluster;
+//! - `node` ([`node`]): the node agent, the kubelet plugin of `dra_node`;
 //! - `demo` (`demo`): simulated cluster, workload, controller and admin API in one process;
 //! - `sim`: only the simulated cluster (the flags and loop of `dra_sim::cluster::cli`);
 //! - `crds`: the CRD manifests of `dra_controller::params`;
@@ -22,6 +23,7 @@ pub mod admin;
 pub mod demo;
 pub mod ledger_tools;
 mod logging;
+pub mod node;
 pub mod run;
 
 use std::path::PathBuf;
@@ -55,6 +57,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the controller against a Kubernetes cluster.
     Run(run::RunArgs),
+    /// Run the node agent: the kubelet plugin that prepares allocated devices as CDI devices.
+    Node(node::NodeArgs),
     /// Run a simulated cluster, a workload and the controller in one process, printing progress.
     #[cfg(feature = "demo")]
     Demo(demo::DemoArgs),
@@ -122,6 +126,11 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => {
             logging::init(args.log_format, "info");
             runtime()?.block_on(run::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Node(args) => {
+            logging::init(args.log_format, "info");
+            runtime()?.block_on(node::node(args))?;
             Ok(ExitCode::SUCCESS)
         }
         #[cfg(feature = "demo")]

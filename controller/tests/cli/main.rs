@@ -17,6 +17,7 @@ mod demo;
 mod leader;
 mod ledger;
 mod ledger_files;
+mod node;
 mod run;
 mod schemathesis;
 mod token_logging;

@@ -1,0 +1,75 @@
+//! `dra-ledger node` as a process: it reads a file inventory, creates its private sockets and
+//! state, serves its admin API (not ready while no kubelet has registered it) and removes its
+//! sockets on SIGTERM.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use crate::cli_support::{http_get, spawn, start_sim, terminate, wait_exit, Lines};
+
+#[test]
+fn the_node_agent_serves_its_inventory_and_removes_its_sockets_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = start_sim(dir.path());
+    let inventory = dir.path().join("devices.yaml");
+    std::fs::write(
+        &inventory,
+        "devices:\n  - name: gpu-0\n    attributes:\n      model: H100\n      memory: {quantity: 80Gi}\n    deviceNodes: [/dev/null]\n",
+    )
+    .unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let mut agent = spawn(&[
+        "node",
+        "--node-name",
+        "node-0",
+        "--kubeconfig",
+        sim.kubeconfig.to_str().unwrap(),
+        "--kubelet-registry-dir",
+        &path("registry"),
+        "--kubelet-plugins-dir",
+        &path("plugins"),
+        "--cdi-dir",
+        &path("cdi"),
+        "--state-dir",
+        &path("state"),
+        "--devices",
+        &format!("file:{}", inventory.display()),
+        "--listen",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    let mut logs = Lines::stderr(&mut agent);
+    let addr = logs.wait_for(Duration::from_secs(60), |line| {
+        let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+        (entry["fields"]["message"] == "Node agent started")
+            .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
+    });
+    let (status, body) = http_get(&addr, "/v1/devices");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("gpu-0"), "{body}");
+    let (status, body) = http_get(&addr, "/readyz");
+    assert_eq!(status, 503, "no kubelet has registered the plugin: {body}");
+    assert!(body.contains("\"journalOpen\":true"), "{body}");
+    let registration = dir.path().join("registry/gpu.dra-ledger.io.sock");
+    let plugin = dir.path().join("plugins/gpu.dra-ledger.io/plugin.sock");
+    for socket in [&registration, &plugin] {
+        let mode = std::fs::metadata(socket).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", socket.display());
+    }
+    let state = std::fs::metadata(dir.path().join("state"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(state, 0o700);
+    terminate(&agent);
+    let status = wait_exit(&mut agent, Duration::from_secs(30));
+    logs.drain();
+    assert!(status.success(), "exit {status:?}:\n{}", logs.text());
+    assert!(
+        !registration.exists() && !plugin.exists(),
+        "sockets left behind"
+    );
+    drop(sim);
+}
