@@ -14,7 +14,7 @@ pub enum Error {
     Metrics(#[from] dra_metrics::Error),
     /// A blocking task of a request did not complete.
     #[error("blocking task failed: {0}")]
-    Task(String),
+    Task(#[source] tokio::task::JoinError),
     /// A ledger call failed.
     #[error("ledger call failed: {0}")]
     Ledger(#[source] dra_allocator::ledger::LedgerError),
@@ -31,5 +31,5 @@ pub enum Error {
     Reconcile(#[source] crate::reconciler::ReconcileError),
     /// A backup copy could not be prepared or read back.
     #[error("backup failed: {0}")]
-    Backup(String),
+    Backup(#[source] std::io::Error),
 }

@@ -146,7 +146,7 @@ impl AppState {
         let ledger = self.ledger()?;
         tokio::task::spawn_blocking(move || call(&ledger))
             .await
-            .map_err(|error| ErrorResponse::Internal(crate::Error::Task(error.to_string())))?
+            .map_err(|error| ErrorResponse::Internal(crate::Error::Task(error)))?
             .map_err(ErrorResponse::from_ledger)
     }
 }
@@ -222,7 +222,7 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ErrorRes
         let metrics = state.metrics.clone();
         let refreshed = tokio::task::spawn_blocking(move || metrics.refresh_from_ledger(&ledger))
             .await
-            .map_err(|error| ErrorResponse::Internal(crate::Error::Task(error.to_string())))?;
+            .map_err(|error| ErrorResponse::Internal(crate::Error::Task(error)))?;
         if let Err(error) = refreshed {
             // Stale gauges are better than no metrics at all: log and serve the rest.
             tracing::warn!(%error, "Failed to refresh ledger gauges");

@@ -180,7 +180,7 @@ pub async fn backup(
     State(state): State<AppState>,
 ) -> Result<Response, ErrorResponse> {
     let ledger = state.ledger()?;
-    let backup_error = |e: String| ErrorResponse::Internal(crate::Error::Backup(e));
+    let backup_error = |e: std::io::Error| ErrorResponse::Internal(crate::Error::Backup(e));
     let (dir, path) = tokio::task::spawn_blocking(move || {
         // Next to the ledger: the same volume, sized for it.
         let parent = ledger
@@ -191,22 +191,16 @@ pub async fn backup(
         let dir = tempfile::Builder::new()
             .prefix(".dra-ledger-backup-")
             .tempdir_in(parent)
-            .map_err(|e| e.to_string())?;
+            .map_err(crate::Error::Backup)?;
         let path = dir.path().join("ledger.redb");
-        ledger.backup(&path).map_err(|e| e.to_string())?;
-        Ok::<_, String>((dir, path))
+        ledger.backup(&path).map_err(crate::Error::Ledger)?;
+        Ok::<_, crate::Error>((dir, path))
     })
     .await
-    .map_err(|e| backup_error(e.to_string()))?
-    .map_err(backup_error)?;
-    let file = tokio::fs::File::open(&path)
-        .await
-        .map_err(|e| backup_error(e.to_string()))?;
-    let length = file
-        .metadata()
-        .await
-        .map_err(|e| backup_error(e.to_string()))?
-        .len();
+    .map_err(|e| ErrorResponse::Internal(crate::Error::Task(e)))?
+    .map_err(ErrorResponse::Internal)?;
+    let file = tokio::fs::File::open(&path).await.map_err(backup_error)?;
+    let length = file.metadata().await.map_err(backup_error)?.len();
     info!(
         bytes = length,
         "Ledger backup streamed through the admin API"

@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tokio::io::AsyncWriteExt;
 
 /// Time limit of one request (the backup: until its body starts).
@@ -35,21 +36,16 @@ impl std::fmt::Debug for AdminClient {
     }
 }
 
-const HEX: &[u8; 16] = b"0123456789ABCDEF";
+/// Everything but the unreserved characters of RFC 3986 (letters, digits, `-._~`).
+const RESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// Percent-encodes one path segment or query value (unreserved characters stay).
 pub fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xf)]));
-        }
-    }
-    out
+    utf8_percent_encode(text, RESERVED).to_string()
 }
 
 impl AdminClient {
@@ -202,6 +198,7 @@ mod tests {
     fn segments_are_percent_encoded() {
         assert_eq!(encode("node-a.1_~"), "node-a.1_~");
         assert_eq!(encode("a/b c"), "a%2Fb%20c");
+        assert_eq!(encode("gpu-é?&="), "gpu-%C3%A9%3F%26%3D");
     }
 
     #[test]
