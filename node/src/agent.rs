@@ -312,7 +312,7 @@ async fn collect_garbage(
     let mut tick = tokio::time::interval(config.gc_interval);
     loop {
         tick.tick().await;
-        let prepared: Vec<PreparedRef> = match preparer.inner.entries() {
+        let claims: Vec<PreparedRef> = match preparer.inner.entries() {
             Ok(entries) => entries
                 .into_iter()
                 .map(|(uid, e)| PreparedRef {
@@ -326,14 +326,14 @@ async fn collect_garbage(
                 continue;
             }
         };
-        let stale =
-            match find_stale(&client, &prepared, &config.node_name, &config.driver_name).await {
-                Ok(stale) => stale,
-                Err(e) => {
-                    warn!(error = %e, "Garbage collection cannot read the claims");
-                    continue;
-                }
-            };
+        let stale = match find_stale(&client, &claims, &config.node_name, &config.driver_name).await
+        {
+            Ok(stale) => stale,
+            Err(e) => {
+                warn!(error = %e, "Garbage collection cannot read the claims");
+                continue;
+            }
+        };
         if stale.is_empty() {
             continue;
         }

@@ -36,7 +36,7 @@ pub struct NodeArgs {
     )]
     pub kubelet_registry_dir: PathBuf,
 
-    /// The kubelet's plugins directory (the service socket goes in <dir>/<driver-name>/).
+    /// The kubelet's plugins directory (the service socket goes in DIR/DRIVER-NAME/plugin.sock).
     #[arg(long, default_value = "/var/lib/kubelet/plugins", value_name = "DIR")]
     pub kubelet_plugins_dir: PathBuf,
 
@@ -99,11 +99,11 @@ pub async fn node(args: NodeArgs) -> anyhow::Result<()> {
         inventory_interval: args.inventory_interval,
         listen: args.listen,
     };
-    dra_node::agent::run(config, Some(client), async {
+    Box::pin(dra_node::agent::run(config, Some(client), async {
         if let Err(e) = wait_for_signal().await {
             tracing::error!(error = %e, "Cannot wait for signals; stopping");
         }
-    })
+    }))
     .await?;
     Ok(())
 }
