@@ -136,16 +136,6 @@ impl ClaimPreparer for Measured {
     }
 }
 
-fn private_dir(path: &std::path::Path) -> Result<(), AgentError> {
-    use std::os::unix::fs::PermissionsExt;
-    let error = |source| AgentError::StateDir {
-        path: path.to_owned(),
-        source,
-    };
-    std::fs::create_dir_all(path).map_err(error)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(error)
-}
-
 /// Runs the agent until `shutdown` completes. `client` reaches the API server for garbage
 /// collection; without one (a node without API access) prepared claims are only unprepared by
 /// the kubelet.
@@ -156,7 +146,12 @@ pub async fn run(
 ) -> Result<(), AgentError> {
     let readiness = AgentReadiness::default();
     let metrics = NodeMetrics::new()?;
-    private_dir(&config.state_dir)?;
+    crate::grpc::sockets::create_private_dir(&config.state_dir).map_err(|source| {
+        AgentError::StateDir {
+            path: config.state_dir.clone(),
+            source,
+        }
+    })?;
     let journal = Journal::open(
         config.state_dir.join("prepare-journal.redb"),
         &config.driver_name,

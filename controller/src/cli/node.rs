@@ -5,10 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use dra_node::agent::AgentConfig;
 use dra_node::discovery::{DeviceSource, DiscoveryRoots};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::{parse_duration, wait_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
 
@@ -81,7 +79,7 @@ pub struct NodeArgs {
 
 /// Runs the agent until a signal.
 pub async fn node(args: NodeArgs) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_ref()).await?;
+    let client = kube::Client::try_from(super::run::kube_config(args.kubeconfig.as_ref()).await?)?;
     let config = AgentConfig {
         node_name: args.node_name,
         driver_name: args.driver_name,
@@ -106,18 +104,4 @@ pub async fn node(args: NodeArgs) -> anyhow::Result<()> {
     }))
     .await?;
     Ok(())
-}
-
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path)
-                .with_context(|| format!("read kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default()).await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no Kubernetes configuration")?,
-    };
-    Ok(kube::Client::try_from(config)?)
 }

@@ -151,7 +151,7 @@ impl RunArgs {
 
 /// The client configuration: `--kubeconfig`, else inferred (KUBECONFIG, ~/.kube/config,
 /// in-cluster service account).
-async fn kube_config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
+pub(super) async fn kube_config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
     match kubeconfig {
         Some(path) => {
             let file = Kubeconfig::read_from(path)

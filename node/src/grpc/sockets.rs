@@ -24,6 +24,17 @@ pub const PLUGIN_DIR_MODE: u32 = 0o700;
 /// The service socket's file name in the plugin's directory.
 pub const PLUGIN_SOCKET_NAME: &str = "plugin.sock";
 
+/// Creates `dir` (and its parents) and makes it mode [`PLUGIN_DIR_MODE`], also when it existed:
+/// what only the agent's user may reach (the plugin socket's directory, the journal's state
+/// directory).
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(PLUGIN_DIR_MODE)
+        .create(dir)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(PLUGIN_DIR_MODE))
+}
+
 /// The paths of the plugin's sockets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PluginSockets {
@@ -81,16 +92,7 @@ impl PluginSockets {
             path: self.plugin_dir.clone(),
             source,
         };
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(PLUGIN_DIR_MODE)
-            .create(&self.plugin_dir)
-            .map_err(dir_error)?;
-        fs::set_permissions(
-            &self.plugin_dir,
-            fs::Permissions::from_mode(PLUGIN_DIR_MODE),
-        )
-        .map_err(dir_error)?;
+        create_private_dir(&self.plugin_dir).map_err(dir_error)?;
         bind_private(&self.plugin)
     }
 

@@ -86,6 +86,17 @@ fn journal_error(uid: &str, error: &JournalError) -> PrepareError {
     }
 }
 
+/// The answer to a batch whose journal could not be read: every claim fails with that error.
+fn all_failed<T>(
+    claims: &[ClaimRequest],
+    error: &JournalError,
+) -> Vec<(String, Result<T, PrepareError>)> {
+    claims
+        .iter()
+        .map(|c| (c.uid.clone(), Err(journal_error(&c.uid, error))))
+        .collect()
+}
+
 impl JournalPreparer {
     /// The preparer of node `node` over `journal`, writing specs into `cdi`, checking handles
     /// against `inventory`; `boot_id` is the current boot ([`JournalPreparer::current_boot_id`]).
@@ -287,12 +298,7 @@ impl ClaimPreparer for JournalPreparer {
         let _batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
         let entries = match self.journal.entries() {
             Ok(entries) => entries,
-            Err(e) => {
-                return claims
-                    .iter()
-                    .map(|c| (c.uid.clone(), Err(journal_error(&c.uid, &e))))
-                    .collect()
-            }
+            Err(e) => return all_failed(claims, &e),
         };
         let mut answers: Vec<(String, Option<CdiIds>)> = Vec::new();
         let mut planned: Vec<(String, Entry)> = Vec::new();
@@ -335,12 +341,7 @@ impl ClaimPreparer for JournalPreparer {
         let _batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
         let entries = match self.journal.entries() {
             Ok(entries) => entries,
-            Err(e) => {
-                return claims
-                    .iter()
-                    .map(|c| (c.uid.clone(), Err(journal_error(&c.uid, &e))))
-                    .collect()
-            }
+            Err(e) => return all_failed(claims, &e),
         };
         let mut started: Vec<(String, Entry)> = Vec::new();
         for claim in claims {
