@@ -1,5 +1,5 @@
 //! The running node agent, as `dra-ledger node` starts it: the journal opened and recovered, the
-//! inventory discovered (again every `inventory_interval`), the kubelet plugin sockets served,
+//! inventory discovered (again every `inventory_interval` and on SIGHUP), the kubelet plugin sockets served,
 //! the admin server, and garbage collection against the API server every `gc_interval`. Each
 //! part logs its own failures; the agent stops when `shutdown` completes (the sockets are then
 //! removed) or when the plugin server fails.
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -278,8 +279,18 @@ async fn refresh_inventory(
 ) {
     let mut tick = tokio::time::interval(config.inventory_interval);
     tick.tick().await;
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(e) => {
+            warn!(error = %e, "Cannot watch for SIGHUP; the inventory is read again on the interval only");
+            None
+        }
+    };
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = next_hangup(&mut hangup) => info!("SIGHUP: reading the inventory again"),
+        }
         let source = config.devices.clone();
         let roots = config.roots.clone();
         let read = tokio::task::spawn_blocking(move || source.discover(&roots)).await;
@@ -296,6 +307,17 @@ async fn refresh_inventory(
             Err(e) => warn!(error = %e, "The inventory read did not complete"),
         }
     }
+}
+
+/// Completes at the next SIGHUP; never when SIGHUP cannot be watched.
+async fn next_hangup(hangup: &mut Option<Signal>) {
+    if let Some(watch) = hangup {
+        if watch.recv().await.is_some() {
+            return;
+        }
+        *hangup = None;
+    }
+    std::future::pending().await
 }
 
 async fn collect_garbage(

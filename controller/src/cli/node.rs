@@ -63,7 +63,7 @@ pub struct NodeArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub gc_interval: Duration,
 
-    /// How often the inventory is read again.
+    /// How often the inventory is read again (SIGHUP reads it at once).
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub inventory_interval: Duration,
 

@@ -1,14 +1,16 @@
 //! `dra-ledger node` as a process: it reads a file inventory, creates its private sockets and
-//! state, serves its admin API (not ready while no kubelet has registered it) and removes its
+//! state, serves its admin API (the inventory read again on SIGHUP) (not ready while no kubelet has registered it) and removes its
 //! sockets on SIGTERM.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use crate::cli_support::{http_get, spawn, start_sim, terminate, wait_exit, Lines};
+use crate::cli_support::{http_get, signal, spawn, start_sim, terminate, wait_exit, Lines};
+use testkit::eventually_blocking;
 
 #[test]
-fn the_node_agent_serves_its_inventory_and_removes_its_sockets_on_sigterm() {
+fn the_node_agent_serves_its_inventory_reads_it_again_on_sighup_and_removes_its_sockets_on_sigterm()
+{
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(dir.path());
     let inventory = dir.path().join("devices.yaml");
@@ -34,6 +36,8 @@ fn the_node_agent_serves_its_inventory_and_removes_its_sockets_on_sigterm() {
         &path("state"),
         "--devices",
         &format!("file:{}", inventory.display()),
+        "--inventory-interval",
+        "1h",
         "--listen",
         "127.0.0.1:0",
         "--log-format",
@@ -48,6 +52,21 @@ fn the_node_agent_serves_its_inventory_and_removes_its_sockets_on_sigterm() {
     let (status, body) = http_get(&addr, "/v1/devices");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("gpu-0"), "{body}");
+    std::fs::write(
+        &inventory,
+        "devices:\n  - name: gpu-0\n    attributes: {model: H100}\n  - name: gpu-1\n    attributes: {model: H100}\n",
+    )
+    .unwrap();
+    signal(&agent, "HUP");
+    eventually_blocking(
+        "the second device after SIGHUP",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || {
+            let (status, body) = http_get(&addr, "/v1/devices");
+            (status == 200 && body.contains("gpu-1")).then_some(())
+        },
+    );
     let (status, body) = http_get(&addr, "/readyz");
     assert_eq!(status, 503, "no kubelet has registered the plugin: {body}");
     assert!(body.contains("\"journalOpen\":true"), "{body}");
