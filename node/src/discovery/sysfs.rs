@@ -1,5 +1,8 @@
-//! The `sysfs` source: PCI display (class `0x0300xx`) and 3D (`0x0302xx`) controllers of NVIDIA
-//! (`0x10de`), AMD (`0x1002`) and Intel (`0x8086`) under `<sysfs-root>/bus/pci/devices`.
+//! The `sysfs` source: the GPUs of NVIDIA (`0x10de`), AMD (`0x1002`) and Intel (`0x8086`) under
+//! `<sysfs-root>/bus/pci/devices`. A GPU is a VGA (class `0x0300xx`), 3D (`0x0302xx`) or other
+//! display controller (`0x0380xx`: AMD Instinct MI100 to MI250, Intel Data Center GPU Max), or an
+//! AMD processing accelerator (`0x1200xx`: Instinct MI300 and later). Intel's processing
+//! accelerators are NPUs, not GPUs, and are left out.
 //!
 //! Each GPU gets the attributes
 //! - `vendor`: `nvidia`, `amd` or `intel`;
@@ -65,9 +68,18 @@ impl Vendor {
     }
 }
 
-/// Whether a PCI class code (`0x030200`) is a VGA-compatible display or a 3D controller.
-pub fn is_gpu_class(class: u32) -> bool {
-    matches!(class >> 8, 0x0300 | 0x0302)
+/// Whether a PCI class code (`0x030200`) is one a GPU of some vendor reports.
+pub fn is_candidate_class(class: u32) -> bool {
+    matches!(class >> 8, 0x0300 | 0x0302 | 0x0380 | 0x1200)
+}
+
+/// Whether a PCI function of `vendor` with class code `class` is a GPU.
+pub fn is_gpu(class: u32, vendor: Vendor) -> bool {
+    match class >> 8 {
+        0x0300 | 0x0302 | 0x0380 => true,
+        0x1200 => vendor == Vendor::Amd,
+        _ => false,
+    }
 }
 
 /// The root bus (`pci0000:3a`) in the path a `bus/pci/devices` entry links to.
@@ -122,10 +134,12 @@ pub fn discover(roots: &DiscoveryRoots) -> Result<Inventory, DiscoveryError> {
 fn read_device(devices_dir: &Path, address: &str) -> Result<Option<Found>, DiscoveryError> {
     let dir = devices_dir.join(address);
     let class = read_hex(&dir.join("class"))?;
-    if !is_gpu_class(class) {
+    if !is_candidate_class(class) {
         return Ok(None);
     }
-    let Some(vendor) = Vendor::from_pci_id(read_hex_u16(&dir.join("vendor"))?) else {
+    let Some(vendor) = Vendor::from_pci_id(read_hex_u16(&dir.join("vendor"))?)
+        .filter(|&vendor| is_gpu(class, vendor))
+    else {
         return Ok(None);
     };
     let device_id = read_hex_u16(&dir.join("device"))?;
@@ -299,12 +313,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn display_and_3d_controllers_are_gpus_and_others_are_not() {
-        assert!(is_gpu_class(0x03_00_00));
-        assert!(is_gpu_class(0x03_02_00));
-        assert!(!is_gpu_class(0x03_80_00), "other display controller");
-        assert!(!is_gpu_class(0x02_00_00), "ethernet");
-        assert!(!is_gpu_class(0x12_00_00), "processing accelerator");
+    fn display_controllers_of_every_vendor_and_amd_accelerators_are_gpus() {
+        for vendor in [Vendor::Nvidia, Vendor::Amd, Vendor::Intel] {
+            assert!(is_gpu(0x03_00_00, vendor), "VGA");
+            assert!(is_gpu(0x03_02_00, vendor), "3D controller");
+            assert!(is_gpu(0x03_80_00, vendor), "other display controller");
+            assert!(!is_gpu(0x02_00_00, vendor), "ethernet");
+            assert!(!is_gpu(0x06_80_00, vendor), "bridge");
+        }
+        assert!(is_gpu(0x12_00_00, Vendor::Amd), "Instinct MI300");
+        assert!(!is_gpu(0x12_00_00, Vendor::Intel), "an Intel NPU");
+        assert!(!is_gpu(0x12_00_00, Vendor::Nvidia));
+        assert!(is_candidate_class(0x12_00_00) && !is_candidate_class(0x02_00_00));
     }
 
     #[test]

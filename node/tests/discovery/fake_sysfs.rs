@@ -14,6 +14,8 @@ pub const ASPEED: u16 = 0x1a03;
 
 pub const VGA: u32 = 0x03_00_00;
 pub const CONTROLLER_3D: u32 = 0x03_02_00;
+pub const DISPLAY_OTHER: u32 = 0x03_80_00;
+pub const PROCESSING_ACCELERATOR: u32 = 0x12_00_00;
 pub const ETHERNET: u32 = 0x02_00_00;
 pub const BRIDGE_OTHER: u32 = 0x06_80_00;
 

@@ -133,7 +133,7 @@ fn amd_mi300_gpus_get_their_drm_nodes_and_kfd() {
         let path = format!("pci{:04x}:{root:02x}/0000:{root:02x}:01.1/0000:{:02x}:00.0/0000:{:02x}:00.0/0000:{bus:02x}:00.0", 0, bus - 2, bus - 1);
         let card = format!("card{}", index + 1);
         let render = format!("renderD{}", 128 + index);
-        tree.function(&path, CONTROLLER_3D, AMD, 0x74a1)
+        tree.function(&path, PROCESSING_ACCELERATOR, AMD, 0x74a1)
             .numa(i64::from(*root >= 0x80))
             .drm(&[&render, &card]);
     }
@@ -155,11 +155,35 @@ fn amd_mi300_gpus_get_their_drm_nodes_and_kfd() {
 }
 
 #[test]
+fn amd_mi210_gpus_are_display_controllers() {
+    let tree = FakeSysfs::new();
+    tree.function(
+        "pci0000:40/0000:40:01.1/0000:41:00.0",
+        DISPLAY_OTHER,
+        AMD,
+        0x740f,
+    )
+    .numa(0)
+    .drm(&["card0", "renderD128"]);
+    let inventory = sysfs::discover(&tree.roots()).unwrap();
+    assert_eq!(inventory.len(), 1);
+    let gpu = &inventory["gpu-0"];
+    assert_eq!(
+        gpu.attributes["model"],
+        text("Aldebaran/MI200 [Instinct MI210]")
+    );
+    assert_eq!(
+        gpu.device_nodes,
+        nodes(&["/dev/dri/card0", "/dev/dri/renderD128", "/dev/kfd"])
+    );
+}
+
+#[test]
 fn intel_max_gpus_get_their_drm_nodes_under_the_dev_root() {
     let tree = FakeSysfs::new();
     tree.function(
         "pci0000:29/0000:29:01.0/0000:2a:00.0/0000:2b:01.0/0000:2c:00.0",
-        VGA,
+        DISPLAY_OTHER,
         INTEL,
         0x0bd5,
     )
@@ -167,7 +191,7 @@ fn intel_max_gpus_get_their_drm_nodes_under_the_dev_root() {
     .drm(&["card0", "renderD128"]);
     tree.function(
         "pci0000:9a/0000:9a:01.0/0000:9b:00.0/0000:9c:01.0/0000:9d:00.0",
-        VGA,
+        DISPLAY_OTHER,
         INTEL,
         0x0bd5,
     )
@@ -190,12 +214,20 @@ fn intel_max_gpus_get_their_drm_nodes_under_the_dev_root() {
     );
 }
 
-/// A workstation-like mix: an Intel iGPU, an AMD card, an NVIDIA card and a NIC.
+/// A workstation-like mix: an Intel iGPU and NPU, an AMD card, an NVIDIA card and a NIC.
 fn mixed_machine() -> FakeSysfs {
     let tree = FakeSysfs::new();
     tree.function("pci0000:00/0000:00:02.0", VGA, INTEL, 0x4680)
         .numa(-1)
         .drm(&["card0", "renderD128"]);
+    // Meteor Lake NPU: an Intel processing accelerator, not a GPU.
+    tree.function(
+        "pci0000:00/0000:00:0b.0",
+        PROCESSING_ACCELERATOR,
+        INTEL,
+        0x7d1d,
+    )
+    .numa(-1);
     tree.function(
         "pci0000:00/0000:00:01.0/0000:01:00.0",
         CONTROLLER_3D,
@@ -217,7 +249,7 @@ fn mixed_machine() -> FakeSysfs {
 }
 
 #[test]
-fn mixed_machine_names_gpus_of_every_vendor_and_ignores_the_nic() {
+fn mixed_machine_names_gpus_of_every_vendor_and_ignores_the_npu_and_the_nic() {
     let inventory = sysfs::discover(&mixed_machine().roots()).unwrap();
     let vendors: Vec<_> = inventory
         .values()
