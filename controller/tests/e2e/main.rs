@@ -1,6 +1,7 @@
 //! End to end in process: the simulated cluster, the driver and the framework's controller with
 //! pods of claim templates (lifecycle, placement, restarts on the same ledger), and the manifests
-//! under deploy/ (schemas, RBAC against the requests actually made, the `StatefulSet`'s flags).
+//! under deploy/ (schemas, RBAC against the requests actually made, the flags of the
+//! `StatefulSet` and of the node agent's `DaemonSet`).
 
 // Test code unwraps: a failed step should fail the test loudly.
 #![allow(clippy::unwrap_used)]
@@ -9,5 +10,6 @@ mod deploy_support;
 mod e2e_support;
 
 mod deploy_manifests;
+mod deploy_node;
 mod lifecycle;
 mod placement;

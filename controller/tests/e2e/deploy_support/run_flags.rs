@@ -1,4 +1,5 @@
-//! The flags of a `dra-ledger run` command line, as the built binary reads them.
+//! The flags of a `dra-ledger run` or `dra-ledger node` command line, as the built binary reads
+//! them.
 //!
 //! The command line is part of the binary, not of the library, so the binary itself checks the
 //! arguments: `dra-ledger <args> --help` exits 0 only when every argument before `--help` is a
@@ -31,13 +32,12 @@ pub fn help_of(args: &[String]) -> (Option<i32>, String, String) {
 }
 
 impl RunFlags {
-    /// The flags of `args` (`run` and its flags); panics unless they are a `run` command line
-    /// that `dra-ledger` accepts.
+    /// The flags of `args` (`run` or `node` and its flags); panics unless they are such a
+    /// command line that `dra-ledger` accepts.
     pub fn of(args: &[String]) -> Self {
-        assert_eq!(
-            args.first().map(String::as_str),
-            Some("run"),
-            "not a `dra-ledger run` command line: {args:?}"
+        assert!(
+            matches!(args.first().map(String::as_str), Some("run" | "node")),
+            "not a `dra-ledger run` or `dra-ledger node` command line: {args:?}"
         );
         let (code, help, stderr) = help_of(args);
         assert_eq!(code, Some(0), "dra-ledger refuses {args:?}:\n{stderr}");
