@@ -317,7 +317,7 @@ async fn next_hangup(hangup: &mut Option<Signal>) {
         }
         *hangup = None;
     }
-    std::future::pending().await
+    std::future::pending::<()>().await;
 }
 
 async fn collect_garbage(
