@@ -12,14 +12,15 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::device::NodeDevice;
 use crate::metrics::{NodeMetrics, TEXT_FORMAT};
 
-/// A claim prepared on this node, as `/v1/prepared` lists it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// A claim prepared on this node, as `/v1/prepared` lists it (and `dra-ledger admin prepared`
+/// reads it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PreparedClaim {
     /// The claim UID.
@@ -32,6 +33,13 @@ pub struct PreparedClaim {
     pub devices: Vec<String>,
     /// The CDI device IDs handed to the kubelet.
     pub cdi_devices: Vec<String>,
+}
+
+/// The answer of `/v1/prepared`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreparedList {
+    /// The prepared claims, by claim UID.
+    pub items: Vec<PreparedClaim>,
 }
 
 /// The readiness flags behind `/readyz`; clones share them.

@@ -1,11 +1,12 @@
 //! `dra-ledger node` as a process: it reads a file inventory, creates its private sockets and
-//! state, serves its admin API (the inventory read again on SIGHUP) (not ready while no kubelet has registered it) and removes its
+//! state, serves its admin API (the inventory read again on SIGHUP; `dra-ledger admin prepared`
+//! reads it) (not ready while no kubelet has registered it) and removes its
 //! sockets on SIGTERM.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use crate::cli_support::{http_get, signal, spawn, start_sim, terminate, wait_exit, Lines};
+use crate::cli_support::{binary, http_get, signal, spawn, start_sim, terminate, wait_exit, Lines};
 use testkit::eventually_blocking;
 
 #[test]
@@ -66,6 +67,22 @@ fn the_node_agent_serves_its_inventory_reads_it_again_on_sighup_and_removes_its_
             let (status, body) = http_get(&addr, "/v1/devices");
             (status == 200 && body.contains("gpu-1")).then_some(())
         },
+    );
+    let admin = binary()
+        .args(["admin", "--server", &format!("http://{addr}"), "prepared"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&admin.stdout);
+    assert!(admin.status.success(), "{admin:?}");
+    assert_eq!(
+        table.lines().count(),
+        1,
+        "headers only, nothing prepared: {table}"
+    );
+    assert_eq!(
+        table.split_whitespace().collect::<Vec<_>>(),
+        ["CLAIM", "NAMESPACE/NAME", "DEVICES", "CDI", "DEVICES"],
+        "{table}"
     );
     let (status, body) = http_get(&addr, "/readyz");
     assert_eq!(status, 503, "no kubelet has registered the plugin: {body}");

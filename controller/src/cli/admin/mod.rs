@@ -35,7 +35,7 @@ pub enum Output {
 /// Flags of `dra-ledger admin`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AdminArgs {
-    /// The admin server of `dra-ledger run` or `demo`.
+    /// The admin server of `dra-ledger run` or `demo` (or of `dra-ledger node` for `prepared`).
     #[arg(
         long,
         global = true,
@@ -120,6 +120,9 @@ pub enum AdminCommand {
         /// The device.
         device: String,
     },
+    /// The claims a node agent prepared, with their devices and CDI device IDs (`--server`
+    /// is the agent's admin address, e.g. http://NODE:8081).
+    Prepared,
     /// Reconcile the ledger against the cluster now and show the drift report.
     Reconcile,
     /// Download a consistent copy of the ledger file.
@@ -179,6 +182,7 @@ fn request(command: &AdminCommand) -> Option<(Method, String)> {
             ),
         ),
         AdminCommand::Reconcile => (Method::POST, "/v1/reconcile".to_owned()),
+        AdminCommand::Prepared => (Method::GET, "/v1/prepared".to_owned()),
         AdminCommand::Claims { .. } | AdminCommand::Backup { .. } => return None,
     })
 }
@@ -192,6 +196,7 @@ fn table(command: &AdminCommand, answer: serde_json::Value) -> anyhow::Result<St
         AdminCommand::Intents => render::intents(&render::decode(answer)?),
         AdminCommand::Audit { .. } => render::audit(&render::decode(answer)?),
         AdminCommand::Utilisation => render::utilisation(&render::decode(answer)?),
+        AdminCommand::Prepared => render::prepared(&render::decode(answer)?),
         AdminCommand::Cordon { .. } | AdminCommand::Uncordon { .. } => {
             render::cordon(&render::decode(answer)?)
         }

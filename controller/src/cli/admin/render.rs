@@ -66,6 +66,20 @@ fn lower<T: serde::Serialize>(value: &T) -> String {
         .unwrap_or_default()
 }
 
+/// `admin prepared` (a node agent's claims).
+pub fn prepared(view: &dra_node::admin::PreparedList) -> String {
+    let mut table = Table::new(&["claim", "namespace/name", "devices", "cdi devices"]);
+    for claim in &view.items {
+        table.row(vec![
+            claim.uid.clone(),
+            format!("{}/{}", claim.namespace, claim.name),
+            list(&claim.devices),
+            list(&claim.cdi_devices),
+        ]);
+    }
+    table.render()
+}
+
 /// `admin devices NODE`.
 pub fn devices(view: &DeviceList) -> String {
     let mut table = Table::new(&["device", "state", "attributes", "consumers"]);
@@ -276,4 +290,46 @@ pub fn report(json: &serde_json::Value) -> String {
     let mut table = Table::new(&["field", "value"]);
     report_rows(&mut table, "", json);
     table.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dra_node::admin::{PreparedClaim, PreparedList};
+
+    #[test]
+    fn prepared_claims_are_one_row_each_with_their_devices_and_cdi_ids() {
+        let answer = serde_json::json!({"items": [{
+            "uid": "u-1",
+            "namespace": "team-a",
+            "name": "train",
+            "devices": ["gpu-0", "gpu-1"],
+            "cdiDevices": ["gpu.dra-ledger.io/claim=u-1"],
+        }]});
+        let view: PreparedList = decode(answer).unwrap();
+        assert_eq!(
+            view.items,
+            [PreparedClaim {
+                uid: "u-1".into(),
+                namespace: "team-a".into(),
+                name: "train".into(),
+                devices: vec!["gpu-0".into(), "gpu-1".into()],
+                cdi_devices: vec!["gpu.dra-ledger.io/claim=u-1".into()],
+            }]
+        );
+        let text = prepared(&view);
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows[1],
+            [
+                "u-1",
+                "team-a/train",
+                "gpu-0,gpu-1",
+                "gpu.dra-ledger.io/claim=u-1"
+            ]
+        );
+    }
 }
