@@ -1,6 +1,7 @@
 //! `dra-ledger demo` end to end: a short workload on the simulated cluster allocates claims,
 //! serves /readyz and every spec metric on /metrics while it runs, finishes with a consistent
-//! ledger and exits 0.
+//! ledger and exits 0; with `--pods 0` it serves a cluster that kubectl (through
+//! `--kubeconfig-out`) adds work to.
 
 use std::time::Duration;
 
@@ -176,4 +177,93 @@ fn a_ledger_reused_from_an_interrupted_demo_is_reconciled_and_the_next_demo_fini
         second_out.contains("immediate claims deleted: 0 claims left allocated in the ledger"),
         "{second_out}"
     );
+}
+
+/// A pod of the demo's `one-gpu` template, as a user adds it with kubectl.
+const USER_POD: &str = r#"{
+  "apiVersion": "v1",
+  "kind": "Pod",
+  "metadata": {"name": "mine", "namespace": "default"},
+  "spec": {
+    "containers": [{"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
+    "resourceClaims": [{"name": "gpu", "source": {"resourceClaimTemplateName": "one-gpu"}}]
+  }
+}"#;
+
+#[test]
+fn demo_without_a_workload_serves_a_cluster_that_kubectl_adds_work_to() {
+    let Some(kubectl) = testkit::require_tool("kubectl", "the Kubernetes CLI") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("demo.kubeconfig");
+    let mut demo = crate::cli_support::start_demo(&[
+        "--pods",
+        "0",
+        "--nodes",
+        "2",
+        "--devices-per-node",
+        "2",
+        "--duration",
+        "1h",
+        "--listen",
+        "127.0.0.1:0",
+        "--kubeconfig-out",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    let kubectl = |args: &[&str], input: Option<&str>| {
+        let mut child = std::process::Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(input) = input {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "kubectl {args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let nodes = kubectl(&["get", "nodes", "-o", "name"], None);
+    assert_eq!(nodes.lines().count(), 2, "{nodes}");
+    kubectl(&["create", "-f", "-"], Some(USER_POD));
+    testkit::eventually_blocking(
+        "the user's pod running",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            let phase = kubectl(
+                &["get", "pod", "mine", "-o", "jsonpath={.status.phase}"],
+                None,
+            );
+            (phase == "Running").then_some(())
+        },
+    );
+    let (status, body) = http_get(&demo.addr, "/v1/claims");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("mine-gpu"),
+        "the pod's claim is in the ledger: {body}"
+    );
+    // Nothing else was submitted: the only claim is the user's.
+    let claims = kubectl(&["get", "resourceclaims", "-A", "-o", "name"], None);
+    assert_eq!(claims.lines().count(), 1, "{claims}");
+
+    crate::cli_support::signal(&demo.child.0, "INT");
+    let status = wait_exit(&mut demo.child.0, Duration::from_secs(60));
+    demo.stdout.drain();
+    let output = demo.stdout.seen.join("\n");
+    assert!(status.success(), "exit {status:?}\n{output}");
+    assert!(output.contains("no workload (--pods 0)"), "{output}");
+    assert!(output.contains("interrupted after"), "{output}");
 }

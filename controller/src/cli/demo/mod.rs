@@ -5,7 +5,8 @@
 //! apply the parameter CRDs and create the class, parameters, templates and immediate claims
 //! ([`setup`]); start the controller; submit the workload ([`workload`]) and print progress
 //! ([`progress`]) until every pod finished, the `--duration` limit or Ctrl-C; delete the immediate
-//! claims, wait for their deallocation, verify the ledger and print a summary.
+//! claims, wait for their deallocation, verify the ledger and print a summary. With `--pods 0`
+//! there is no workload: the demo serves until Ctrl-C or `--duration`.
 
 pub mod progress;
 pub mod setup;
@@ -36,13 +37,20 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub devices_per_node: usize,
 
-    /// Pods in the workload; each runs 2 to 5 seconds with one or two claims.
+    /// Pods in the workload; each runs 2 to 5 seconds with one or two claims. 0 starts no
+    /// workload: the cluster and the controller serve until Ctrl-C or --duration, for work
+    /// of your own (see --kubeconfig-out).
     #[arg(long, default_value_t = 200, value_name = "N")]
     pub pods: usize,
 
     /// Stop after this long (e.g. 60s, 2m); by default the demo ends when every pod finished.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
+
+    /// Also write a kubeconfig for the demo's cluster here, so that kubectl can look in and
+    /// add work (`kubectl --kubeconfig PATH get pods -A`).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig_out: Option<PathBuf>,
 
     /// Ledger file to use (kept afterwards); by default a file in a temporary directory.
     #[arg(long, value_name = "PATH")]
@@ -90,9 +98,6 @@ fn numa_nodes(devices_per_node: usize) -> usize {
 fn check(args: &DemoArgs) -> anyhow::Result<()> {
     if args.nodes == 0 || args.devices_per_node == 0 {
         anyhow::bail!("--nodes and --devices-per-node must be at least 1");
-    }
-    if args.pods == 0 {
-        anyhow::bail!("--pods must be at least 1");
     }
     if let Some(path) = &args.admin_token_file {
         // Fails before the simulated cluster starts; read again when the controller starts.
@@ -154,7 +159,10 @@ async fn with_cluster(
     };
     setup::apply_crds(&client).await?;
     setup::create_classes_and_templates(&client, DEFAULT_DRIVER_NAME, pairs).await?;
-    let kubeconfig_path = workdir.join("kubeconfig");
+    let kubeconfig_path = args
+        .kubeconfig_out
+        .clone()
+        .unwrap_or_else(|| workdir.join("kubeconfig"));
     cluster.server().write_kubeconfig(&kubeconfig_path)?;
 
     let mut client_config =
@@ -198,6 +206,13 @@ async fn with_cluster(
         "  admin API:   http://{0}/healthz  http://{0}/readyz  http://{0}/metrics  http://{0}/v1/",
         controller.local_addr
     );
+    if shape.pods == 0 {
+        println!(
+            "  no workload (--pods 0): serving until Ctrl-C{}",
+            args.duration
+                .map_or_else(String::new, |d| format!(" or after {d:?}"))
+        );
+    }
     let outcome = drive(args, cluster, &controller, shape).await;
     let stopped = controller.shutdown().await;
     let code = outcome?;
@@ -246,7 +261,7 @@ async fn drive(
             println!("{}", snapshot.line());
             last_print = Instant::now();
         }
-        if submitter.is_done() && snapshot.unfinished() == 0 {
+        if shape.pods > 0 && submitter.is_done() && snapshot.unfinished() == 0 {
             break End::Done;
         }
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -260,7 +275,7 @@ async fn drive(
         if now != marker {
             marker = now;
             last_change = Instant::now();
-        } else if last_change.elapsed() >= STALL_LIMIT {
+        } else if shape.pods > 0 && last_change.elapsed() >= STALL_LIMIT {
             break End::Stalled;
         }
         submitter.submit(snapshot.unfinished(), limit, 25).await?;
