@@ -145,6 +145,23 @@ pub async fn run(
     client: Option<kube::Client>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), AgentError> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| AgentError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    run_on(listener, config, client, shutdown).await
+}
+
+/// [`run`] with the admin server on `listener`, bound by the caller (who then knows its address
+/// before the agent starts); `config.listen` is not used.
+pub async fn run_on(
+    listener: tokio::net::TcpListener,
+    config: AgentConfig,
+    client: Option<kube::Client>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), AgentError> {
     let readiness = AgentReadiness::default();
     let metrics = NodeMetrics::new()?;
     crate::grpc::sockets::create_private_dir(&config.state_dir).map_err(|source| {
@@ -197,12 +214,6 @@ pub async fn run(
         }
     });
 
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| AgentError::Listen {
-            addr: config.listen,
-            source,
-        })?;
     let addr = listener.local_addr().unwrap_or(config.listen);
     let state = admin_state(readiness, metrics.clone(), &preparer, &inventory_rx);
     let admin_task = tokio::spawn(async move {
