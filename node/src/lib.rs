@@ -24,5 +24,6 @@ pub mod discovery;
 pub mod gc;
 pub mod grpc;
 pub mod journal;
+pub mod local;
 pub mod metrics;
 pub mod prepare;
