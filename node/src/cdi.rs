@@ -102,6 +102,7 @@ impl CdiDir {
             file.write_all(serde_json::to_string_pretty(spec)?.as_bytes())?;
             file.sync_all()?;
         }
+        dra_allocator::failpoint::hit("node_cdi_before_rename");
         fs::rename(&temp, &target)?;
         sync_dir(&self.dir)
     }

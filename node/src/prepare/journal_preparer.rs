@@ -6,6 +6,12 @@
 //! written, and one transaction records them `Prepared` (or drops the ones whose file failed).
 //! Unprepare records `UnprepareStarted`, removes the files and drops the entries. Batches run one
 //! at a time. [`JournalPreparer::recover`] settles what a crash left half done.
+//!
+//! A crash test freezes the process between two durable steps at the failpoints
+//! (`dra_allocator::failpoint`, compiled in with this crate's `failpoints` feature):
+//! `node_after_prepare_started`, `node_cdi_before_rename` (in [`CdiDir::write`]),
+//! `node_after_cdi_write` (all files of the batch), `node_after_prepared`,
+//! `node_after_unprepare_started` and `node_after_cdi_remove`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -367,6 +373,9 @@ impl ClaimPreparer for JournalPreparer {
                 })
                 .collect();
         }
+        if !started.is_empty() {
+            dra_allocator::failpoint::hit("node_after_unprepare_started");
+        }
         let mut failed: BTreeMap<String, std::io::Error> = BTreeMap::new();
         let mut removed = Vec::new();
         for (uid, _) in &started {
@@ -376,6 +385,9 @@ impl ClaimPreparer for JournalPreparer {
                     failed.insert(uid.clone(), e);
                 }
             }
+        }
+        if !started.is_empty() {
+            dra_allocator::failpoint::hit("node_after_cdi_remove");
         }
         let dropped = self.journal.apply(&[], &removed);
         claims
@@ -441,6 +453,7 @@ impl JournalPreparer {
         let puts: Vec<(&str, &Entry)> = prepared.iter().map(|(u, e)| (u.as_str(), e)).collect();
         match self.journal.apply(&puts, &failed) {
             Ok(()) => {
+                dra_allocator::failpoint::hit("node_after_prepared");
                 for (uid, entry) in prepared {
                     out.insert(uid, Ok(entry.cdi_ids));
                 }
