@@ -9,6 +9,7 @@ pub mod claims;
 pub mod error;
 pub mod gc;
 pub mod kubelet;
+pub mod plugins;
 pub mod runtime;
 pub mod scheduler;
 pub mod selectors;
