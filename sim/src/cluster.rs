@@ -1,11 +1,16 @@
 //! Assembles a simulated cluster: the API server, the control-plane actors running against it
 //! over HTTP, and the simulated hardware (Nodes plus the `ResourceSlices` that publish their devices
 //! for a DRA driver). `dra-sim` and `dra-ledger sim`/`demo` start clusters through this module.
+//! A node given a kubelet directory has no simulated slice: a real DRA plugin registers with its
+//! simulated kubelet there and publishes the node's devices itself (`actors::plugins`).
 //!
 //! Depends on `server` only through its public handle and on `actors` only through `Actors`.
 
 pub mod cli;
 pub mod inventory;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
@@ -46,6 +51,15 @@ pub enum ClusterError {
     /// A duration flag does not parse.
     #[error(transparent)]
     Duration(#[from] dra_framework::process::DurationError),
+    /// A kubelet directory could not be created.
+    #[error("kubelet directory {}: {source}", path.display())]
+    KubeletDir {
+        /// The directory.
+        path: PathBuf,
+        /// The file system's error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A `--fault-delay` range ends before it starts.
     #[error("delay range {0:?} ends before it starts")]
     DelayRange(String),
@@ -91,6 +105,10 @@ pub struct ClusterConfig {
     pub node_prefix: String,
     /// When set, a `ResourceClass` of this name for `driver_name` is created.
     pub resource_class: Option<String>,
+    /// Kubelet root directories by node name. The kubelet of such a node watches
+    /// `<root>/plugins_registry/` for DRA plugins, prepares claims through them and publishes the
+    /// `ResourceSlices` they report; the node gets no simulated `ResourceSlice`.
+    pub kubelet_dirs: BTreeMap<String, PathBuf>,
 }
 
 impl Default for ClusterConfig {
@@ -107,6 +125,7 @@ impl Default for ClusterConfig {
             driver_version: "1.0.0".to_owned(),
             node_prefix: "node-".to_owned(),
             resource_class: None,
+            kubelet_dirs: BTreeMap::new(),
         }
     }
 }
@@ -125,6 +144,15 @@ impl ClusterConfig {
         }
         if self.numa_nodes == 0 {
             return Err(ClusterError::Config("numa nodes must be at least 1".into()));
+        }
+        if let Some(unknown) = self
+            .kubelet_dirs
+            .keys()
+            .find(|node| !(0..self.nodes).any(|i| inventory::node_name(self, i) == **node))
+        {
+            return Err(ClusterError::Config(format!(
+                "kubelet directory for {unknown:?}, which is not a node of the cluster"
+            )));
         }
         self.server.faults.validate()?;
         Ok(())
@@ -164,6 +192,11 @@ impl ClusterHandle {
         self.server.url()
     }
 
+    /// The simulated kubelets' DRA plugins, on the nodes with a kubelet directory.
+    pub fn plugins(&self) -> &crate::actors::plugins::Plugins {
+        self.actors.plugins()
+    }
+
     /// Names of the nodes created at start.
     pub fn node_names(&self) -> &[String] {
         &self.node_names
@@ -180,6 +213,15 @@ impl ClusterHandle {
 /// then starts the control-plane actors and waits until their caches are filled.
 pub async fn start_cluster(config: ClusterConfig) -> Result<ClusterHandle> {
     config.validate()?;
+    for root in config.kubelet_dirs.values() {
+        for dir in [
+            root.join(crate::actors::plugins::REGISTRY_DIR),
+            root.join(crate::actors::plugins::PLUGINS_DIR),
+        ] {
+            std::fs::create_dir_all(&dir)
+                .map_err(|source| ClusterError::KubeletDir { path: dir, source })?;
+        }
+    }
     let server = SimServer::start(config.server.clone()).await?;
     let client = server.kube_client()?;
     let node_names = match populate(&client, &config).await {
@@ -189,7 +231,13 @@ pub async fn start_cluster(config: ClusterConfig) -> Result<ClusterHandle> {
             return Err(error);
         }
     };
-    let actors = match Actors::start(client.clone(), &config.actors).await {
+    let actors = match Actors::start_with_plugins(
+        client.clone(),
+        &config.actors,
+        &config.kubelet_dirs,
+    )
+    .await
+    {
         Ok(actors) => actors,
         Err(error) => {
             server.shutdown().await;
@@ -227,7 +275,8 @@ pub async fn populate(client: &Client, config: &ClusterConfig) -> Result<Vec<Str
         .await
 }
 
-/// Creates node number `index` as a ready node and publishes its devices; returns its name.
+/// Creates node number `index` as a ready node and publishes its devices (unless its plugins do,
+/// see [`ClusterConfig::kubelet_dirs`]); returns its name.
 pub async fn add_node(client: &Client, config: &ClusterConfig, index: usize) -> Result<String> {
     let nodes: Api<Node> = Api::all(client.clone());
     let node = inventory::node(config, index);
@@ -243,7 +292,7 @@ pub async fn add_node(client: &Client, config: &ClusterConfig, index: usize) -> 
         nodes.patch_status(&name, &patch_params, &patch)
     })
     .await?;
-    if config.devices_per_node > 0 {
+    if config.devices_per_node > 0 && !config.kubelet_dirs.contains_key(&name) {
         let slices: Api<ResourceSlice> = Api::all(client.clone());
         let uid = created.metadata.uid.unwrap_or_default();
         let slice = inventory::resource_slice(config, index, &uid);

@@ -38,6 +38,9 @@ pub enum ActorError {
         /// The missing object, e.g. `resourceclaimtemplate default/gpu`.
         what: String,
     },
+    /// A call to a node's DRA plugin failed.
+    #[error("{0}")]
+    Plugin(String),
     /// A task of the actors could not be started or stopped.
     #[error("actor runtime: {0}")]
     Runtime(String),

@@ -1,6 +1,9 @@
 //! A minimal kubelet for every node: a bound pod becomes Running (with its start time and ready
 //! conditions); a pod annotated `sim.dra-ledger.io/run-seconds` becomes Succeeded that long after
-//! it started; a bound pod being deleted gracefully is removed for good.
+//! it started; a bound pod being deleted gracefully is removed for good. On a node with a kubelet
+//! directory the pod's claims are first prepared by the node's DRA plugins (the pod stays Pending
+//! until they are), and unprepared once it has ended or is being deleted, before it is removed
+//! (see [`super::plugins`]).
 //!
 //! Talks to the API server only through `kube::Client`; the phase decision is pure (`step`).
 
@@ -15,7 +18,10 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
+use super::claims::is_pod_done;
 use super::error::{is_not_found, ActorError, Result};
+use super::plugins::prepare::Prepare;
+use super::plugins::{NodePlugins, Plugins};
 use super::runtime::{Change, Next, WorkQueue};
 use super::writes::with_retry;
 use super::ObjectKey;
@@ -24,7 +30,7 @@ use super::ObjectKey;
 pub const RUN_SECONDS_ANNOTATION: &str = "sim.dra-ledger.io/run-seconds";
 
 /// What the kubelet does with a pod now.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Step {
     /// Not bound, or already finished: nothing.
     Nothing,
@@ -100,26 +106,44 @@ pub struct Kubelet {
     pods: Store<Pod>,
     /// Precise start times of the pods this kubelet started, by UID.
     started: Mutex<HashMap<String, DateTime<Utc>>>,
+    /// The DRA plugins of the nodes with a kubelet directory.
+    plugins: Arc<Plugins>,
     /// Pods whose state on their node may have to change.
     pub queue: Arc<WorkQueue<ObjectKey>>,
 }
 
+fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
+}
+
 impl Kubelet {
-    /// A kubelet reading the pod store.
-    pub fn new(client: Client, pods: Store<Pod>) -> Self {
+    /// A kubelet reading the pod store, preparing claims through `plugins` on their nodes.
+    pub fn new(client: Client, pods: Store<Pod>, plugins: Arc<Plugins>) -> Self {
         Self {
             client,
             pods,
             started: Mutex::new(HashMap::new()),
+            plugins,
             queue: WorkQueue::new(),
         }
+    }
+
+    /// The plugins of the pod's node, if it has a kubelet directory.
+    fn plugins_of(&self, pod: &Pod) -> Option<Arc<NodePlugins>> {
+        self.plugins.node(node_of(pod)?).cloned()
+    }
+
+    /// Whether the pod's node still holds claims for the pod.
+    fn holds_claims(&self, pod: &Pod) -> bool {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        self.plugins_of(pod).is_some_and(|node| node.holds(uid))
     }
 
     /// Queues a changed pod that is bound to a node.
     pub fn on_pod(&self, change: &Change<'_, Pod>) {
         match change {
             Change::Applied(pod) => {
-                if step(pod, Utc::now(), None) != Step::Nothing {
+                if step(pod, Utc::now(), None) != Step::Nothing || self.holds_claims(pod) {
                     self.queue.add(ObjectKey::of(&pod.metadata));
                 }
             }
@@ -127,17 +151,40 @@ impl Kubelet {
                 if let Some(uid) = &pod.metadata.uid {
                     self.started.lock_or_recover().remove(uid);
                 }
+                let key = ObjectKey::of(&pod.metadata);
+                if !self.plugins.tracked(&key).is_empty() {
+                    self.queue.add(key);
+                }
             }
-            Change::Resynced => {}
+            Change::Resynced => {
+                for key in self.plugins.tracked_keys() {
+                    self.queue.add(key);
+                }
+            }
         }
+    }
+
+    /// Unprepares the claims of pods of `key` that are gone or were replaced by a pod of the same
+    /// name (`current` is the UID of the pod there now).
+    async fn release_departed(&self, key: &ObjectKey, current: Option<&str>) -> Result<()> {
+        for (node, uid) in self.plugins.tracked(key) {
+            if Some(uid.as_str()) != current {
+                node.unprepare_pod(&uid).await.map_err(|e| {
+                    ActorError::Plugin(format!("unprepare claims of pod {key}: {e}"))
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// Moves the pod one step along its life on the node.
     pub async fn sync(&self, key: ObjectKey) -> Result<Next> {
-        let Some(pod) = self
+        let pod = self
             .pods
-            .get(&ObjectRef::new(&key.name).within(&key.namespace))
-        else {
+            .get(&ObjectRef::new(&key.name).within(&key.namespace));
+        let current = pod.as_ref().and_then(|p| p.metadata.uid.as_deref());
+        self.release_departed(&key, current).await?;
+        let Some(pod) = pod else {
             return Ok(Next::Done);
         };
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
@@ -145,7 +192,34 @@ impl Kubelet {
         let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let started = self.started.lock_or_recover().get(&uid).copied();
-        let (patch, next) = match step(&pod, now, started) {
+        let step = step(&pod, now, started);
+        let plugins = self.plugins_of(&pod);
+        if let Some(node) = &plugins {
+            let unprepare = match step {
+                Step::Remove => true,
+                Step::Nothing => is_pod_done(&pod),
+                _ => false,
+            };
+            if unprepare && node.holds(&uid) {
+                node.unprepare_pod(&uid).await.map_err(|e| {
+                    ActorError::Plugin(format!("unprepare claims of pod {key}: {e}"))
+                })?;
+            }
+            if let Step::Start(_) = step {
+                match node.prepare_pod(&pod).await {
+                    Prepare::Ready => {}
+                    Prepare::Waiting(reason, wait) => {
+                        tracing::debug!(pod = %key, %reason, "Claims not ready for the pod yet");
+                        return Ok(Next::After(wait));
+                    }
+                    Prepare::Failed(reason, wait) => {
+                        tracing::debug!(pod = %key, %reason, ?wait, "Preparing the pod's claims failed");
+                        return Ok(Next::After(wait));
+                    }
+                }
+            }
+        }
+        let (patch, next) = match step {
             Step::Nothing => return Ok(Next::Done),
             Step::Wait(delay) => return Ok(Next::After(delay)),
             Step::Remove => {
@@ -180,6 +254,10 @@ impl Kubelet {
         let action = format!("update status of pod {key}");
         let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
         match with_retry(&action, || api.patch_status(&key.name, &params, &patch)).await {
+            Ok(_) if step == Step::Finish && plugins.is_some() => {
+                // Ended: its claims are unprepared by the next sync, which sees it Succeeded.
+                Ok(Next::After(std::time::Duration::ZERO))
+            }
             Ok(_) => Ok(next),
             Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(Next::Done),
             Err(error) => Err(error),

@@ -9,13 +9,16 @@ pub mod claims;
 pub mod error;
 pub mod gc;
 pub mod kubelet;
+pub mod plugins;
 pub mod runtime;
 pub mod scheduler;
 pub mod selectors;
 mod wiring;
 pub mod writes;
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
@@ -33,6 +36,7 @@ pub use error::{ActorError, Result};
 use claims::ClaimController;
 use gc::GarbageCollector;
 use kubelet::Kubelet;
+use plugins::{Plugins, PluginsConfig};
 use scheduler::Scheduler;
 use wiring::{gc_kinds, spawn_informers, spawn_workers, Parts, Writers};
 
@@ -99,6 +103,8 @@ pub struct ActorsConfig {
     pub kubelet_workers: usize,
     /// Concurrent garbage collector syncs.
     pub gc_workers: usize,
+    /// How the kubelet handles the DRA plugins of nodes with a kubelet directory.
+    pub plugins: PluginsConfig,
 }
 
 impl Default for ActorsConfig {
@@ -108,12 +114,14 @@ impl Default for ActorsConfig {
             claim_workers: 4,
             kubelet_workers: 4,
             gc_workers: 2,
+            plugins: PluginsConfig::default(),
         }
     }
 }
 
 /// The running actors; dropping it does not stop them, `shutdown` does.
 pub struct Actors {
+    plugins: Arc<Plugins>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     queues_close: Vec<Box<dyn Fn() + Send + Sync>>,
@@ -129,9 +137,20 @@ impl fmt::Debug for Actors {
 
 impl Actors {
     /// Starts the informers and all actors against the API server behind `client`, and waits
-    /// until every informer has listed once.
+    /// until every informer has listed once. No node has DRA plugins.
     pub async fn start(client: Client, config: &ActorsConfig) -> Result<Self> {
+        Self::start_with_plugins(client, config, &BTreeMap::new()).await
+    }
+
+    /// [`Actors::start`], with the kubelet driving the DRA plugins of the nodes in
+    /// `kubelet_dirs` (node name -> kubelet root directory).
+    pub async fn start_with_plugins(
+        client: Client,
+        config: &ActorsConfig,
+        kubelet_dirs: &BTreeMap<String, PathBuf>,
+    ) -> Result<Self> {
         let (shutdown, stop) = watch::channel(false);
+        let plugins = Arc::new(Plugins::new(&client, &config.plugins, kubelet_dirs));
         let (pods, pods_w) = reflector::store::<Pod>();
         let (nodes, nodes_w) = reflector::store::<Node>();
         let (claims, claims_w) = reflector::store::<ResourceClaim>();
@@ -155,7 +174,11 @@ impl Actors {
                 claims.clone(),
                 templates.clone(),
             )),
-            kubelet: Arc::new(Kubelet::new(client.clone(), pods.clone())),
+            kubelet: Arc::new(Kubelet::new(
+                client.clone(),
+                pods.clone(),
+                Arc::clone(&plugins),
+            )),
             gc: Arc::new(GarbageCollector::new(client.clone(), gc_kinds())),
         };
         let writers = Writers {
@@ -184,6 +207,7 @@ impl Actors {
             return Err(error);
         }
         tasks.extend(spawn_workers(&parts, config));
+        tasks.extend(plugins.spawn(&stop));
         let queues_close: Vec<Box<dyn Fn() + Send + Sync>> = vec![
             Box::new({
                 let q = parts.scheduler.queue.clone();
@@ -208,10 +232,16 @@ impl Actors {
         ];
         tracing::debug!("Control-plane actors started");
         Ok(Self {
+            plugins,
             shutdown,
             tasks,
             queues_close,
         })
+    }
+
+    /// The DRA plugin handling of the nodes with a kubelet directory.
+    pub fn plugins(&self) -> &Plugins {
+        &self.plugins
     }
 
     /// Stops the informers and workers: queues close, a sync in progress gets two seconds to

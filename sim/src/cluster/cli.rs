@@ -63,6 +63,18 @@ pub struct SimArgs {
     #[arg(long, value_name = "NAME")]
     pub resource_class: Option<String>,
 
+    /// Give node NODE a simulated kubelet with root directory DIR (repeatable): it registers the
+    /// DRA plugins whose registration sockets appear in `DIR/plugins_registry`, publishes the
+    /// resource slices they report (the node gets no simulated slice) and prepares a pod's claims
+    /// through them before the pod runs.
+    #[arg(long = "kubelet-dir", value_parser = parse_kubelet_dir, value_name = "NODE=DIR")]
+    pub kubelet_dirs: Vec<(String, PathBuf)>,
+
+    /// Give every node a simulated kubelet with root directory `DIR/NODE` (created), as
+    /// --kubelet-dir does for one node; a --kubelet-dir of a node takes precedence.
+    #[arg(long, value_name = "DIR")]
+    pub kubelet_root: Option<PathBuf>,
+
     /// Write a kubeconfig for kubectl and controllers to this path.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig_out: Option<PathBuf>,
@@ -137,10 +149,20 @@ fn parse_delay(text: &str) -> Result<(Duration, Duration)> {
     }
 }
 
+/// Parses `NODE=DIR` of `--kubelet-dir`.
+fn parse_kubelet_dir(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((node, dir)) if !node.is_empty() && !dir.is_empty() => {
+            Ok((node.to_owned(), PathBuf::from(dir)))
+        }
+        _ => Err(format!("{text:?} is not NODE=DIR")),
+    }
+}
+
 impl SimArgs {
     /// The cluster configuration these flags describe.
     pub fn to_config(&self) -> Result<ClusterConfig> {
-        let config = ClusterConfig {
+        let mut config = ClusterConfig {
             server: ServerConfig {
                 addr: self.listen,
                 faults: self.faults(),
@@ -156,6 +178,18 @@ impl SimArgs {
             resource_class: self.resource_class.clone(),
             ..ClusterConfig::default()
         };
+        if let Some(root) = &self.kubelet_root {
+            config.kubelet_dirs = (0..config.nodes)
+                .map(|i| {
+                    let node = super::inventory::node_name(&config, i);
+                    let dir = root.join(&node);
+                    (node, dir)
+                })
+                .collect();
+        }
+        config
+            .kubelet_dirs
+            .extend(self.kubelet_dirs.iter().cloned());
         config.validate()?;
         Ok(config)
     }
@@ -310,6 +344,45 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("ends before it starts"));
+    }
+
+    #[test]
+    fn kubelet_dirs_come_from_a_root_per_node_or_one_flag_per_node() {
+        let config = parse(&["--nodes", "2", "--kubelet-root", "/k"])
+            .to_config()
+            .unwrap();
+        assert_eq!(
+            config.kubelet_dirs,
+            [
+                ("node-0".to_owned(), PathBuf::from("/k/node-0")),
+                ("node-1".to_owned(), PathBuf::from("/k/node-1")),
+            ]
+            .into()
+        );
+        let config = parse(&[
+            "--kubelet-root",
+            "/k",
+            "--kubelet-dir",
+            "node-1=/other",
+            "--nodes",
+            "2",
+        ])
+        .to_config()
+        .unwrap();
+        assert_eq!(config.kubelet_dirs["node-1"], PathBuf::from("/other"));
+        let config = parse(&["--kubelet-dir", "node-0=/a"]).to_config().unwrap();
+        assert_eq!(config.kubelet_dirs.len(), 1);
+        assert!(parse(&[]).to_config().unwrap().kubelet_dirs.is_empty());
+    }
+
+    #[test]
+    fn a_kubelet_dir_must_name_a_node_and_a_directory() {
+        let error = parse(&["--kubelet-dir", "node-9=/a"])
+            .to_config()
+            .unwrap_err();
+        assert!(error.to_string().contains("node-9"), "{error}");
+        assert!(Cli::try_parse_from(["dra-sim", "--kubelet-dir", "node-0"]).is_err());
+        assert!(Cli::try_parse_from(["dra-sim", "--kubelet-dir", "=/a"]).is_err());
     }
 
     #[test]

@@ -1,10 +1,11 @@
-//! The simulated control plane: the scheduler's and kubelet's actors, and the DRA scenarios with a
-//! scripted driver.
+//! The simulated control plane: the scheduler's and kubelet's actors, the DRA scenarios with a
+//! scripted driver, and the kubelet driving a real node agent over its plugin sockets.
 
 // Test code unwraps: a failed step should fail the test loudly.
 #![allow(clippy::unwrap_used)]
 
 mod scenario_driver;
 
+mod kubelet_plugins;
 mod scenario_dra;
 mod scheduling;

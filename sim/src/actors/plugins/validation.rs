@@ -1,0 +1,273 @@
+//! What a Kubernetes 1.30 kubelet accepts when a plugin registers: the plugin type, the endpoint
+//! to dial, and `supported_versions` read as `utilversion.HighestSupportedVersion` reads them
+//! (entries parsed as generic versions, unparsable ones and majors above 1 skipped, the highest
+//! must be a 1.x), with a second plugin of a registered name accepted only with a higher version.
+//!
+//! Pure decisions, no I/O: written from the 1.30 behaviour, not shared with the node agent, so
+//! that the simulated kubelet checks the agent instead of agreeing with it by construction.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The registration type of a DRA plugin.
+pub const DRA_PLUGIN_TYPE: &str = "DRAPlugin";
+
+/// A version of two or more numeric components (apimachinery's generic version).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version(Vec<u64>);
+
+impl Version {
+    /// Parses `text` as `ParseGeneric` does: blanks, an optional `v`, at least two dot-separated
+    /// numbers; whatever follows the numbers (a pre-release, build metadata) is ignored.
+    pub fn parse_generic(text: &str) -> Result<Version, String> {
+        let trimmed = text.trim();
+        let rest = trimmed.strip_prefix('v').unwrap_or(trimmed);
+        let numeric_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let numeric = &rest[..numeric_end];
+        if numeric.is_empty() || !numeric.starts_with(|c: char| c.is_ascii_digit()) {
+            return Err(format!("could not parse {text:?} as version"));
+        }
+        // A trailing dot ("1.2.") is not part of the numbers.
+        let numeric = numeric.trim_end_matches('.');
+        let parts: Vec<&str> = numeric.split('.').collect();
+        if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+            return Err(format!("illegal version string {text:?}"));
+        }
+        parts
+            .iter()
+            .map(|p| {
+                p.parse::<u64>()
+                    .map_err(|e| format!("illegal version string {p:?}: {e}"))
+            })
+            .collect::<Result<Vec<u64>, String>>()
+            .map(Version)
+    }
+
+    /// The first component.
+    pub fn major(&self) -> u64 {
+        self.0.first().copied().unwrap_or(0)
+    }
+}
+
+impl Ord for Version {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let len = self.0.len().max(other.0.len());
+        (0..len)
+            .map(|i| {
+                let a = self.0.get(i).copied().unwrap_or(0);
+                let b = other.0.get(i).copied().unwrap_or(0);
+                a.cmp(&b)
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+    }
+}
+
+impl PartialOrd for Version {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(u64::to_string).collect();
+        write!(f, "{}", parts.join("."))
+    }
+}
+
+/// The highest version of `versions` a 1.30 kubelet supports (`HighestSupportedVersion`).
+pub fn highest_supported_version(versions: &[String]) -> Result<Version, String> {
+    if versions.is_empty() {
+        return Err("empty array for supported versions".into());
+    }
+    let mut highest: Option<Version> = None;
+    let mut last_error = None;
+    for text in versions.iter().rev() {
+        match Version::parse_generic(text) {
+            Err(error) => last_error = Some(error),
+            Ok(version) if version.major() > 1 => {}
+            Ok(version) => {
+                if highest.as_ref().is_none_or(|h| *h < version) {
+                    highest = Some(version);
+                }
+            }
+        }
+    }
+    let Some(highest) = highest else {
+        return Err(format!(
+            "could not find a highest supported version from versions ({versions:?}) reported: {}",
+            last_error.unwrap_or_else(|| "none".into())
+        ));
+    };
+    if highest.major() != 1 {
+        return Err(format!(
+            "highest supported version reported is {highest}, must be v1.x"
+        ));
+    }
+    Ok(highest)
+}
+
+/// A plugin the kubelet accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    /// The driver name.
+    pub name: String,
+    /// The socket of the plugin's `v1alpha3.Node` service.
+    pub endpoint: PathBuf,
+    /// The highest supported version, compared when the name registers again.
+    pub version: Version,
+}
+
+/// The 1.30 kubelet's verdict on a plugin's `GetInfo` answer at `socket`. `registered` is the
+/// version of the plugin already registered under the same name, if any. `Err` is the error
+/// reported back through `NotifyRegistrationStatus`.
+pub fn accept(
+    socket: &Path,
+    kind: &str,
+    name: &str,
+    endpoint: &str,
+    versions: &[String],
+    registered: Option<&Version>,
+) -> Result<Accepted, String> {
+    if kind != DRA_PLUGIN_TYPE {
+        return Err(format!(
+            "no handler registered for plugin type: {kind} at socket {}",
+            socket.display()
+        ));
+    }
+    let endpoint = if endpoint.is_empty() {
+        socket.to_owned()
+    } else {
+        PathBuf::from(endpoint)
+    };
+    if versions.is_empty() {
+        return Err(format!(
+            "validation failed for DRA plugin {name:?}: plugin returned an empty list for supported versions"
+        ));
+    }
+    let version = highest_supported_version(versions).map_err(|e| {
+        format!(
+            "validation failed for DRA plugin {name:?}: none of the versions specified {versions:?} are supported: {e}"
+        )
+    })?;
+    if let Some(existing) = registered {
+        if *existing >= version {
+            return Err(format!(
+                "validation failed for DRA plugin {name:?}: another plugin with the same name is already registered with a higher supported version: {existing}"
+            ));
+        }
+    }
+    Ok(Accepted {
+        name: name.to_owned(),
+        endpoint,
+        version,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(entries: &[&str]) -> Vec<String> {
+        entries.iter().map(|&e| e.to_owned()).collect()
+    }
+
+    #[test]
+    fn generic_versions_need_two_numbers_and_may_start_with_v() {
+        assert_eq!(
+            Version::parse_generic("1.0.0").unwrap().to_string(),
+            "1.0.0"
+        );
+        assert_eq!(Version::parse_generic("v1.2").unwrap().to_string(), "1.2");
+        assert_eq!(
+            Version::parse_generic(" 1.2.3-beta.1 ")
+                .unwrap()
+                .to_string(),
+            "1.2.3"
+        );
+        for bad in ["1", "v1", "v1alpha3", "v1.DRAPlugin", "DRAPlugin", "", "v"] {
+            assert!(Version::parse_generic(bad).is_err(), "{bad}");
+        }
+        assert!(Version::parse_generic("1.10").unwrap() > Version::parse_generic("1.9.9").unwrap());
+        assert_eq!(
+            Version::parse_generic("1.0")
+                .unwrap()
+                .cmp(&Version::parse_generic("1.0.0").unwrap()),
+            Ordering::Equal
+        );
+    }
+
+    #[test]
+    fn the_highest_one_point_x_wins_and_unparsable_or_newer_majors_are_skipped() {
+        let v = highest_supported_version(&list(&["v1.DRAPlugin", "1.0.0", "1.2", "2.0.0"]));
+        assert_eq!(v.unwrap().to_string(), "1.2");
+        assert!(highest_supported_version(&list(&["1.0.0"])).is_ok());
+    }
+
+    #[test]
+    fn lists_without_a_one_point_x_are_refused() {
+        let none = highest_supported_version(&list(&["v1alpha3", "v1.DRAPlugin"])).unwrap_err();
+        assert!(
+            none.contains("could not find a highest supported version"),
+            "{none}"
+        );
+        assert!(none.contains("illegal version string"), "{none}");
+        let zero = highest_supported_version(&list(&["0.3.0"])).unwrap_err();
+        assert!(zero.contains("must be v1.x"), "{zero}");
+        assert!(highest_supported_version(&list(&["2.0.0"])).is_err());
+        assert!(highest_supported_version(&[]).is_err());
+    }
+
+    #[test]
+    fn only_dra_plugins_are_accepted_and_an_empty_endpoint_means_the_socket() {
+        let socket = Path::new("/k/plugins_registry/d.sock");
+        let versions = list(&["1.0.0"]);
+        let csi = accept(socket, "CSIPlugin", "d", "", &versions, None).unwrap_err();
+        assert!(
+            csi.contains("no handler registered for plugin type: CSIPlugin"),
+            "{csi}"
+        );
+        let ok = accept(socket, DRA_PLUGIN_TYPE, "d", "", &versions, None).unwrap();
+        assert_eq!(ok.endpoint, socket);
+        let ok = accept(
+            socket,
+            DRA_PLUGIN_TYPE,
+            "d",
+            "/k/plugins/d/plugin.sock",
+            &versions,
+            None,
+        )
+        .unwrap();
+        assert_eq!(ok.endpoint, Path::new("/k/plugins/d/plugin.sock"));
+        assert!(accept(socket, DRA_PLUGIN_TYPE, "d", "", &[], None).is_err());
+        assert!(accept(socket, DRA_PLUGIN_TYPE, "d", "", &list(&["v1alpha3"]), None).is_err());
+    }
+
+    #[test]
+    fn a_second_plugin_of_a_name_needs_a_higher_version() {
+        let socket = Path::new("/k/plugins_registry/d2.sock");
+        let old = Version::parse_generic("1.0.0").unwrap();
+        let same = accept(
+            socket,
+            DRA_PLUGIN_TYPE,
+            "d",
+            "",
+            &list(&["1.0.0"]),
+            Some(&old),
+        );
+        assert!(same.unwrap_err().contains("already registered"));
+        let higher = accept(
+            socket,
+            DRA_PLUGIN_TYPE,
+            "d",
+            "",
+            &list(&["1.1.0"]),
+            Some(&old),
+        );
+        assert_eq!(higher.unwrap().version.to_string(), "1.1.0");
+    }
+}
