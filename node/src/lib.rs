@@ -11,7 +11,8 @@
 //! - [`grpc`]: the kubelet's gRPC services (registration, `v1alpha3.Node`) over Unix sockets;
 //! - [`gc`]: which prepared claims the API server shows stale;
 //! - [`admin`] and [`metrics`]: the admin HTTP server and the `dra_ledger_node_` metrics;
-//! - [`agent`]: all of it composed into the running agent of `dra-ledger node`.
+//! - [`agent`]: all of it composed into the running agent of `dra-ledger node`;
+//! - [`local`]: agents for the nodes of a simulated cluster, in one process (demo, tests).
 //!
 //! The agent depends on the allocator's model and handle format only: never on the controller,
 //! the admin API crate or the simulator.

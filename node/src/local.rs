@@ -204,4 +204,3 @@ impl LocalAgents {
         first.map_or(Ok(()), Err)
     }
 }
-

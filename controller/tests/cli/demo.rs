@@ -1,6 +1,7 @@
 //! `dra-ledger demo` end to end: a short workload on the simulated cluster allocates claims,
-//! serves /readyz and every spec metric on /metrics while it runs, finishes with a consistent
-//! ledger and exits 0; with `--pods 0` it serves a cluster that kubectl (through
+//! node agents prepare them (CDI specs written and removed, `admin prepared` lists them), serves
+//! /readyz and every spec metric on /metrics while it runs, finishes with a consistent ledger and
+//! exits 0; with `--pods 0` it serves a cluster that kubectl (through
 //! `--kubeconfig-out`) adds work to.
 
 use std::time::Duration;
@@ -35,6 +36,15 @@ fn short_demo_allocates_serves_metrics_and_exits_zero() {
     ]);
     let mut lines = stdout_lines(&mut child);
     let addr = lines.wait_for(Duration::from_secs(60), testkit::process::demo_banner_addr);
+    let agents: Vec<String> = lines.wait_for(Duration::from_secs(60), |line| {
+        let list = line.trim().strip_prefix("node agents: ")?;
+        Some(
+            list.split(", ")
+                .filter_map(|agent| agent.split_once(' ').map(|(_, url)| url.to_owned()))
+                .collect(),
+        )
+    });
+    assert_eq!(agents.len(), 4, "one agent per node: {agents:?}");
     assert_eq!(http_get(&addr, "/healthz").0, 200);
     lines.wait_for(Duration::from_secs(60), |line| {
         line.contains("controller ready").then_some(())
@@ -60,11 +70,46 @@ fn short_demo_allocates_serves_metrics_and_exits_zero() {
         "{metrics}"
     );
 
+    // An agent lists what it prepared, with the claim's CDI device.
+    let prepared = testkit::eventually_blocking(
+        "a claim prepared by a node agent",
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || {
+            agents.iter().find_map(|url| {
+                let out = crate::cli_support::binary()
+                    .args(["admin", "--server", url, "-o", "json", "prepared"])
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{out:?}");
+                let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                answer["items"].as_array()?.first().cloned()
+            })
+        },
+    );
+    let uid = prepared["uid"].as_str().unwrap();
+    assert_eq!(
+        prepared["cdiDevices"][0],
+        format!("gpu.dra-ledger.io/claim={uid}"),
+        "{prepared}"
+    );
+
     let status = wait_exit(&mut child, Duration::from_secs(150));
     lines.drain();
     let output = lines.seen.join("\n");
     assert!(status.success(), "exit {status:?}\n{output}");
     assert!(output.contains("workload done after"), "{output}");
+    assert!(output.contains("CDI spec written on node-"), "{output}");
+    assert!(output.contains("CDI spec removed on node-"), "{output}");
+    let written = number_before(
+        &output[output.rfind("node agents: ").unwrap()..],
+        " CDI specs written",
+    );
+    assert!(
+        written.is_some_and(|n| n >= 20),
+        "every pod's claims prepared: {output}"
+    );
+    assert!(output.contains("removed, 0 left on the nodes"), "{output}");
     assert!(output.contains("20 pods succeeded, 0 failed"), "{output}");
     assert!(
         output.contains("immediate claims deleted: 0 claims left allocated in the ledger"),

@@ -8,6 +8,7 @@
 //! claims, wait for their deallocation, verify the ledger and print a summary. With `--pods 0`
 //! there is no workload: the demo serves until Ctrl-C or `--duration`.
 
+pub mod agents;
 pub mod progress;
 pub mod setup;
 pub mod workload;
@@ -23,7 +24,8 @@ use dra_sim::server::ServerConfig;
 
 use super::{parse_duration, wait_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
 use dra_controller::process::{ProcessConfig, RunningController};
-use progress::Snapshot;
+use dra_node::local::LocalAgents;
+use progress::{CdiTracker, Snapshot};
 use workload::{Submitter, WorkloadShape};
 
 /// Flags of `dra-ledger demo`.
@@ -68,6 +70,11 @@ pub struct DemoArgs {
     /// it they answer 403).
     #[arg(long, value_name = "PATH")]
     pub admin_token_file: Option<PathBuf>,
+
+    /// Run no node agents: the simulator publishes the devices itself and its kubelet starts
+    /// pods without preparing their claims (the control plane alone).
+    #[arg(long)]
+    pub no_node_agents: bool,
 
     /// Log format on stderr (the filter comes from RUST_LOG, default error so progress stays readable).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
@@ -119,7 +126,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| workdir.path().join("ledger.redb"));
     let numa = numa_nodes(args.devices_per_node);
-    let cluster = start_cluster(ClusterConfig {
+    let mut config = ClusterConfig {
         server: ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             ..ServerConfig::default()
@@ -131,17 +138,48 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         memory: vec!["80Gi".to_owned(), "40Gi".to_owned()],
         numa_nodes: numa,
         ..ClusterConfig::default()
-    })
-    .await
-    .context("cannot start the simulated cluster")?;
-    let result = with_cluster(&args, &cluster, &ledger_path, numa, workdir.path()).await;
+    };
+    if !args.no_node_agents {
+        config.kubelet_dirs = agents::kubelet_dirs(workdir.path(), &config);
+    }
+    let cluster = start_cluster(config.clone())
+        .await
+        .context("cannot start the simulated cluster")?;
+    let node_agents = if args.no_node_agents {
+        None
+    } else {
+        match agents::start(workdir.path(), &config, &cluster.kube_client()).await {
+            Ok(started) => Some(started),
+            Err(e) => {
+                cluster.shutdown().await;
+                return Err(e.context("cannot start the node agents"));
+            }
+        }
+    };
+    let result = with_cluster(
+        &args,
+        &cluster,
+        node_agents.as_ref(),
+        &ledger_path,
+        numa,
+        workdir.path(),
+    )
+    .await;
+    // The agents stop before the cluster: their sockets go, and the kubelet lets them go.
+    let stopped = match node_agents {
+        Some(node_agents) => node_agents.shutdown().await,
+        None => Ok(()),
+    };
     cluster.shutdown().await;
-    result
+    let code = result?;
+    stopped.context("node agents")?;
+    Ok(code)
 }
 
 async fn with_cluster(
     args: &DemoArgs,
     cluster: &ClusterHandle,
+    node_agents: Option<&LocalAgents>,
     ledger_path: &std::path::Path,
     numa: usize,
     workdir: &std::path::Path,
@@ -206,6 +244,23 @@ async fn with_cluster(
         "  admin API:   http://{0}/healthz  http://{0}/readyz  http://{0}/metrics  http://{0}/v1/",
         controller.local_addr
     );
+    if let Some(agents) = node_agents {
+        let addrs: Vec<String> = agents
+            .admin_addrs()
+            .iter()
+            .map(|(node, addr)| format!("{node} http://{addr}"))
+            .collect();
+        println!("  node agents: {}", addrs.join(", "));
+        if let Some((node, addr)) = agents.admin_addrs().first() {
+            println!(
+                "               (dra-ledger admin --server http://{addr} prepared: the claims prepared on {node})"
+            );
+        }
+        println!(
+            "  CDI specs:   {}",
+            workdir.join("nodes/<node>/cdi").display()
+        );
+    }
     if shape.pods == 0 {
         println!(
             "  no workload (--pods 0): serving until Ctrl-C{}",
@@ -213,17 +268,68 @@ async fn with_cluster(
                 .map_or_else(String::new, |d| format!(" or after {d:?}"))
         );
     }
-    let outcome = drive(args, cluster, &controller, shape).await;
+    let outcome = drive(args, cluster, &controller, node_agents, shape).await;
     let stopped = controller.shutdown().await;
     let code = outcome?;
     stopped?;
     Ok(code)
 }
 
+/// How many CDI specs written and removed are printed as lines of their own.
+const SPEC_LINES: usize = 2;
+
+/// One demo run once the controller is up: what `drive` and `finish` share.
+struct Run<'a> {
+    controller: &'a RunningController,
+    agents: Option<&'a LocalAgents>,
+    store: dra_sim::server::StoreReader,
+    shape: WorkloadShape,
+    started: Instant,
+    cdi: CdiTracker,
+}
+
+impl Run<'_> {
+    async fn observe(&mut self, submitter: &Submitter) -> anyhow::Result<Snapshot> {
+        let mut snapshot = Snapshot {
+            elapsed: self.started.elapsed(),
+            to_submit: self.shape.pods - submitter.submitted(),
+            claims_allocated_total: self.controller.observer.claims_allocated(),
+            ..Snapshot::default()
+        };
+        progress::count_pods(&self.store, &mut snapshot)?;
+        progress::count_ledger(self.controller.ledger(), &mut snapshot).await?;
+        // The ledger shows an allocation once it is durable, a moment before the driver's call
+        // returns and is counted; the total is never less than what is allocated now.
+        snapshot.claims_allocated_total = snapshot
+            .claims_allocated_total
+            .max(snapshot.claims_allocated);
+        if let Some(agents) = self.agents {
+            self.follow_specs(agents);
+            snapshot.cdi = Some(self.cdi.counts());
+        }
+        Ok(snapshot)
+    }
+
+    /// Notes the CDI specs written and removed since the last look; the first few are printed.
+    fn follow_specs(&mut self, agents: &LocalAgents) {
+        let before = self.cdi.counts();
+        let (written, removed) = self.cdi.update(agents.cdi_specs());
+        let print = |what: &str, done: usize, specs: &[(String, String)]| {
+            for (node, uid) in specs.iter().take(SPEC_LINES.saturating_sub(done)) {
+                let file = agents.cdi_file(node, uid).unwrap_or_default();
+                println!("  CDI spec {what} on {node}: {}", file.display());
+            }
+        };
+        print("written", before.written, &written);
+        print("removed", before.removed, &removed);
+    }
+}
+
 async fn drive(
     args: &DemoArgs,
     cluster: &ClusterHandle,
     controller: &RunningController,
+    agents: Option<&LocalAgents>,
     shape: WorkloadShape,
 ) -> anyhow::Result<ExitCode> {
     let client = cluster.kube_client();
@@ -235,9 +341,28 @@ async fn drive(
         "  controller ready after {:.1}s",
         started.elapsed().as_secs_f64()
     );
+    if agents.is_some() {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            setup::wait_for_slices(&client, args.nodes),
+        )
+        .await
+        .context("the node agents did not publish every node's devices within 60s")??;
+        println!(
+            "  node agents registered, devices published after {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
     setup::create_immediate_claims(&client, shape.immediate_claims).await?;
 
-    let store = cluster.server().store();
+    let mut run = Run {
+        controller,
+        agents,
+        store: cluster.server().store(),
+        shape,
+        started,
+        cdi: CdiTracker::default(),
+    };
     let mut submitter = Submitter::new(&client, shape);
     let limit = args.nodes * args.devices_per_node;
     let deadline = args.duration.map(|limit| started + limit);
@@ -254,12 +379,15 @@ async fn drive(
             _ = &mut signal => break End::Interrupted,
             _ = ticker.tick() => {}
         }
-        snapshot = observe(controller, &store, &submitter, shape, started).await?;
+        snapshot = run.observe(&submitter).await?;
         peak = peak.max(snapshot.utilisation());
         printed = last_print.elapsed() >= Duration::from_secs(1);
         if printed {
             println!("{}", snapshot.line());
             last_print = Instant::now();
+        }
+        if let Some(node) = agents.and_then(LocalAgents::stopped_node) {
+            anyhow::bail!("the node agent of {node} stopped (RUST_LOG=error shows why)");
         }
         if shape.pods > 0 && submitter.is_done() && snapshot.unfinished() == 0 {
             break End::Done;
@@ -283,47 +411,17 @@ async fn drive(
     if !printed {
         println!("{}", snapshot.line());
     }
-    finish(
-        controller, &client, shape, &store, &submitter, started, end, peak,
-    )
-    .await
+    finish(&mut run, &client, &submitter, end, peak).await
 }
 
-async fn observe(
-    controller: &RunningController,
-    store: &dra_sim::server::StoreReader,
-    submitter: &Submitter,
-    shape: WorkloadShape,
-    started: Instant,
-) -> anyhow::Result<Snapshot> {
-    let mut snapshot = Snapshot {
-        elapsed: started.elapsed(),
-        to_submit: shape.pods - submitter.submitted(),
-        claims_allocated_total: controller.observer.claims_allocated(),
-        ..Snapshot::default()
-    };
-    progress::count_pods(store, &mut snapshot)?;
-    progress::count_ledger(controller.ledger(), &mut snapshot).await?;
-    // The ledger shows an allocation once it is durable, a moment before the driver's call
-    // returns and is counted; the total is never less than what is allocated now.
-    snapshot.claims_allocated_total = snapshot
-        .claims_allocated_total
-        .max(snapshot.claims_allocated);
-    Ok(snapshot)
-}
-
-#[allow(clippy::too_many_arguments)]
 async fn finish(
-    controller: &RunningController,
+    run: &mut Run<'_>,
     client: &kube::Client,
-    shape: WorkloadShape,
-    store: &dra_sim::server::StoreReader,
     submitter: &Submitter,
-    started: Instant,
     end: End,
     peak: f64,
 ) -> anyhow::Result<ExitCode> {
-    let mut snapshot = observe(controller, store, submitter, shape, started).await?;
+    let mut snapshot = run.observe(submitter).await?;
     let how = match end {
         End::Done => "workload done",
         End::TimeLimit => "time limit reached",
@@ -342,18 +440,27 @@ async fn finish(
         snapshot.claims_allocated_total,
     );
     if end == End::Done {
-        setup::delete_immediate_claims(client, shape.immediate_claims).await?;
+        setup::delete_immediate_claims(client, run.shape.immediate_claims).await?;
         let wait_until = Instant::now() + Duration::from_secs(30);
-        while snapshot.claims_allocated > 0 && Instant::now() < wait_until {
+        let prepared = |s: &Snapshot| s.cdi.map_or(0, |c| c.present);
+        while (snapshot.claims_allocated > 0 || prepared(&snapshot) > 0)
+            && Instant::now() < wait_until
+        {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            progress::count_ledger(controller.ledger(), &mut snapshot).await?;
+            snapshot = run.observe(submitter).await?;
         }
         println!(
             "immediate claims deleted: {} claims left allocated in the ledger",
             snapshot.claims_allocated
         );
     }
-    let ledger = controller.ledger().clone();
+    if let Some(cdi) = snapshot.cdi {
+        println!(
+            "node agents: {} CDI specs written, {} removed, {} left on the nodes",
+            cdi.written, cdi.removed, cdi.present
+        );
+    }
+    let ledger = run.controller.ledger().clone();
     let report = tokio::task::spawn_blocking(move || ledger.verify()).await??;
     if end == End::Stalled {
         return Ok(ExitCode::FAILURE);

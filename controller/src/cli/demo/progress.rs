@@ -1,6 +1,8 @@
 //! The demo's progress: counts of pods by phase (read from the simulated API server's store, in
-//! process) and of claims and devices (read from the ledger), formatted as one line.
+//! process), of claims and devices (read from the ledger) and of the claims prepared by the node
+//! agents (their CDI specs), formatted as one line.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use dra_allocator::ledger::Ledger;
@@ -34,6 +36,47 @@ pub struct Snapshot {
     pub devices_in_use: u64,
     /// Allocations not yet seen in the cluster.
     pub intents_pending: u64,
+    /// The node agents' CDI specs, when the demo runs agents.
+    pub cdi: Option<CdiCounts>,
+}
+
+/// The CDI specs of the node agents: one per prepared claim.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CdiCounts {
+    /// Specs on the nodes now (claims prepared).
+    pub present: usize,
+    /// Specs seen appearing since start.
+    pub written: usize,
+    /// Specs seen disappearing since start.
+    pub removed: usize,
+}
+
+/// A CDI spec as (node, claim UID).
+pub type Spec = (String, String);
+
+/// Follows the set of CDI specs (node, claim UID) from one observation to the next.
+#[derive(Debug, Default)]
+pub struct CdiTracker {
+    seen: BTreeSet<Spec>,
+    counts: CdiCounts,
+}
+
+impl CdiTracker {
+    /// Takes the specs present now; returns those written and those removed since the last call.
+    pub fn update(&mut self, now: BTreeSet<Spec>) -> (Vec<Spec>, Vec<Spec>) {
+        let written: Vec<_> = now.difference(&self.seen).cloned().collect();
+        let removed: Vec<_> = self.seen.difference(&now).cloned().collect();
+        self.counts.written += written.len();
+        self.counts.removed += removed.len();
+        self.counts.present = now.len();
+        self.seen = now;
+        (written, removed)
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> CdiCounts {
+        self.counts
+    }
 }
 
 impl Snapshot {
@@ -70,7 +113,12 @@ impl Snapshot {
             self.devices_in_use,
             self.devices_total,
             self.utilisation(),
-        )
+        ) + &self.cdi.map_or_else(String::new, |cdi| {
+            format!(
+                " | prepared on nodes: {} ({} CDI specs written, {} removed)",
+                cdi.present, cdi.written, cdi.removed
+            )
+        })
     }
 }
 
@@ -127,6 +175,44 @@ mod tests {
             "[ 12.3s] pods: 10 pending, 30 running, 120 succeeded, 40 to submit | claims: 45 allocated now, 210 in total | devices: 48/64 in use (75.0%)"
         );
         assert_eq!(snapshot.unfinished(), 40);
+    }
+
+    #[test]
+    fn line_shows_the_prepared_claims_when_agents_run() {
+        let snapshot = Snapshot {
+            cdi: Some(CdiCounts {
+                present: 3,
+                written: 10,
+                removed: 7,
+            }),
+            ..Snapshot::default()
+        };
+        assert!(
+            snapshot
+                .line()
+                .ends_with("| prepared on nodes: 3 (10 CDI specs written, 7 removed)"),
+            "{}",
+            snapshot.line()
+        );
+    }
+
+    #[test]
+    fn tracker_counts_specs_written_and_removed_between_observations() {
+        let spec = |node: &str, uid: &str| (node.to_owned(), uid.to_owned());
+        let mut tracker = CdiTracker::default();
+        let (written, removed) = tracker.update([spec("n0", "a"), spec("n1", "b")].into());
+        assert_eq!((written.len(), removed.len()), (2, 0));
+        let (written, removed) = tracker.update([spec("n1", "b"), spec("n0", "c")].into());
+        assert_eq!(written, [spec("n0", "c")]);
+        assert_eq!(removed, [spec("n0", "a")]);
+        assert_eq!(
+            tracker.counts(),
+            CdiCounts {
+                present: 2,
+                written: 3,
+                removed: 1
+            }
+        );
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! The demo's cluster objects: the parameter CRDs (from `dra_controller::params::crd_manifests`), a
 //! ResourceClass of our driver with its DeviceClassParameters, DeviceClaimParameters, the
-//! ResourceClaimTemplates the workload's pods use, and the immediate claims.
+//! ResourceClaimTemplates the workload's pods use, and the immediate claims; the wait for the
+//! node agents' devices.
 
 use std::time::Duration;
 
 use anyhow::Context;
 use k8s_openapi::api::resource::v1alpha2::{
     ResourceClaim, ResourceClaimParametersReference, ResourceClaimSpec, ResourceClaimTemplate,
-    ResourceClaimTemplateSpec, ResourceClass, ResourceClassParametersReference,
+    ResourceClaimTemplateSpec, ResourceClass, ResourceClassParametersReference, ResourceSlice,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -152,6 +153,24 @@ fn claim_spec(params: &str, allocation_mode: Option<&str>) -> ResourceClaimSpec 
 /// Name of immediate claim number `index`.
 pub fn immediate_claim_name(index: usize) -> String {
     format!("immediate-{index}")
+}
+
+/// Waits until `nodes` nodes publish their devices (one `ResourceSlice` each, written by the
+/// simulated kubelet from each node agent's inventory).
+pub async fn wait_for_slices(client: &Client, nodes: usize) -> anyhow::Result<()> {
+    let slices: Api<ResourceSlice> = Api::all(client.clone());
+    loop {
+        let listed = slices.list(&kube::api::ListParams::default()).await?;
+        let published: std::collections::BTreeSet<_> = listed
+            .items
+            .iter()
+            .filter_map(|s| s.node_name.as_deref())
+            .collect();
+        if published.len() >= nodes {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Creates `count` claims for one device with allocation mode `Immediate`.
