@@ -113,10 +113,9 @@ fn count(value: Option<i64>) -> Result<Option<u8>, ParamsError> {
 
 fn same_attribute(value: Option<&String>) -> Result<Option<String>, ParamsError> {
     match value {
-        Some(attribute) if attribute.trim().is_empty() => Err(invalid(
-            "spec.sameAttribute",
-            "must not be empty when set",
-        )),
+        Some(attribute) if attribute.trim().is_empty() => {
+            Err(invalid("spec.sameAttribute", "must not be empty when set"))
+        }
         other => Ok(other.cloned()),
     }
 }

@@ -8,7 +8,11 @@ use dra_controller::params::{
     DeviceClaimParametersSpec, DeviceClassParametersSpec, SharingSpec,
 };
 
-fn class(count: Option<i64>, same: Option<&str>, shareable: Option<bool>) -> DeviceClassParametersSpec {
+fn class(
+    count: Option<i64>,
+    same: Option<&str>,
+    shareable: Option<bool>,
+) -> DeviceClassParametersSpec {
     DeviceClassParametersSpec {
         count,
         same_attribute: same.map(str::to_owned),
@@ -27,12 +31,18 @@ fn a_claim_without_parameters_gets_the_class_defaults() {
         ..class(Some(2), Some("numa"), Some(true))
     })
     .unwrap();
-    assert_eq!(params.defaults.sharing, Some(Sharing::Shared { max_consumers: 2 }));
+    assert_eq!(
+        params.defaults.sharing,
+        Some(Sharing::Shared { max_consumers: 2 })
+    );
     let (request, shareable) = default_claim_request(&params.claims);
     assert!(shareable);
     assert_eq!(request.count, 2);
     assert_eq!(request.same_attribute.as_deref(), Some("numa"));
-    assert_eq!(request.sharing, None, "sharing comes from the class when combined");
+    assert_eq!(
+        request.sharing, None,
+        "sharing comes from the class when combined"
+    );
 
     let (plain, shareable) = default_claim_request(&ClaimDefaults::default());
     assert!(!shareable);

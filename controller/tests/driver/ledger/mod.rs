@@ -57,8 +57,21 @@ async fn class_defaults_apply_to_claims_without_parameters_and_yield_to_their_ow
     let mut bare = vec![f.item("gpu", claim("c1", "uid-1")).await];
     f.driver.allocate(&mut bare, Some("node-0")).await;
     let result = bare[0].allocation.clone().expect("allocated");
-    assert_eq!(result.shareable, Some(true), "the class makes its claims shareable");
-    assert_eq!(f.driver.ledger().allocation("uid-1").unwrap().unwrap().devices.len(), 2);
+    assert_eq!(
+        result.shareable,
+        Some(true),
+        "the class makes its claims shareable"
+    );
+    assert_eq!(
+        f.driver
+            .ledger()
+            .allocation("uid-1")
+            .unwrap()
+            .unwrap()
+            .devices
+            .len(),
+        2
+    );
 
     f.put_params(
         "own",
@@ -72,7 +85,16 @@ async fn class_defaults_apply_to_claims_without_parameters_and_yield_to_their_ow
     f.driver.allocate(&mut own, Some("node-0")).await;
     let result = own[0].allocation.clone().expect("allocated");
     assert_eq!(result.shareable, Some(false), "the claim's own value wins");
-    assert_eq!(f.driver.ledger().allocation("uid-2").unwrap().unwrap().devices.len(), 1);
+    assert_eq!(
+        f.driver
+            .ledger()
+            .allocation("uid-2")
+            .unwrap()
+            .unwrap()
+            .devices
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]

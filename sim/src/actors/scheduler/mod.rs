@@ -19,13 +19,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::resource::v1alpha2::{
     PodSchedulingContext, PodSchedulingContextSpec, ResourceClaim, ResourceClaimConsumerReference,
     ResourceClass,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource};
 
@@ -56,8 +57,6 @@ pub struct Scheduler {
     classes: Store<ResourceClass>,
     /// Claim -> the unbound pods that use it, so that a claim change wakes only its pods.
     claim_users: Mutex<HashMap<ObjectKey, HashSet<ObjectKey>>>,
-    /// Posts the scheduler's events (reporting controller `default-scheduler`).
-    recorder: Recorder,
     /// Pod UID -> the last `FailedScheduling` text posted for it.
     last_failure: Mutex<HashMap<String, String>>,
     /// Pods waiting for a scheduling cycle.
@@ -101,12 +100,7 @@ impl Scheduler {
         contexts: Store<PodSchedulingContext>,
         classes: Store<ResourceClass>,
     ) -> Self {
-        let reporter = Reporter {
-            controller: DEFAULT_SCHEDULER.into(),
-            instance: None,
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
             last_failure: Mutex::new(HashMap::new()),
             client,
             pods,
@@ -297,23 +291,31 @@ impl Scheduler {
         }
     }
 
-    async fn post_event(
-        &self,
-        pod: &Pod,
-        type_: EventType,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
+    /// Creates one `events.k8s.io/v1` Event about the pod, reported by `default-scheduler`. Each
+    /// text is an event of its own (a client-side series would keep the first note). Failing to
+    /// post does not stop scheduling.
+    async fn post_event(&self, pod: &Pod, type_: &str, reason: &str, action: &str, note: String) {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
         let event = Event {
-            type_,
-            reason: reason.into(),
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{name}.")),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(chrono::Utc::now())),
+            type_: Some(type_.into()),
+            reason: Some(reason.into()),
+            action: Some(action.into()),
             note: Some(note),
-            action: action.into(),
-            secondary: None,
+            reporting_controller: Some(DEFAULT_SCHEDULER.into()),
+            reporting_instance: Some(DEFAULT_SCHEDULER.into()),
+            regarding: Some(pod.object_ref(&())),
+            ..Event::default()
         };
-        if let Err(error) = self.recorder.publish(&event, &pod.object_ref(&())).await {
-            tracing::debug!(pod = ?pod.metadata.name, %error, "Could not post a scheduler event");
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        if let Err(error) = events.create(&PostParams::default(), &event).await {
+            tracing::debug!(pod = %name, %error, "Could not post a scheduler event");
         }
     }
 
@@ -329,7 +331,7 @@ impl Scheduler {
         }
         self.post_event(
             pod,
-            EventType::Warning,
+            "Warning",
             explain::FAILED_SCHEDULING,
             "Scheduling",
             text,
@@ -345,7 +347,7 @@ impl Scheduler {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let text = explain::scheduled(namespace, name, node);
-        self.post_event(pod, EventType::Normal, explain::SCHEDULED, "Binding", text)
+        self.post_event(pod, "Normal", explain::SCHEDULED, "Binding", text)
             .await;
     }
 
