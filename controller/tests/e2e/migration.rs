@@ -1,6 +1,6 @@
 //! Users of the dra-example-driver switching to dra-ledger (`docs/migrating.md`): the example
 //! driver's classic demo specs (`fixtures/dra-example-driver/gpu-test1..4.yaml`, copied unchanged
-//! from upstream) applied to the simulated cluster with our driver, with only the ResourceClass
+//! from upstream) applied to the simulated cluster with our driver, with only the `ResourceClass`
 //! replaced by `deploy/examples/example-driver/resourceclass.yaml`, and gpu-test4 in its rewritten
 //! form (`deploy/examples/example-driver/gpu-test4.yaml`). Without the class default
 //! `shareable: true` the second pod of gpu-test3 waits and the scheduler says why.
@@ -203,7 +203,7 @@ async fn without_class_shareable_the_second_pod_of_a_global_claim_waits_and_says
         .await
         .expect("class created");
     apply(&env.client, &fixture("gpu-test3.yaml")).await;
-    let note = eventually(
+    let (note, waiting) = eventually(
         "a FailedScheduling event names the claim in use",
         WAIT,
         || async {
@@ -217,7 +217,8 @@ async fn without_class_shareable_the_second_pod_of_a_global_claim_waits_and_says
                 _ => return None,
             };
             let note = pod_event(&env.client, "gpu-test3", waiting, "FailedScheduling").await?;
-            note.contains("resourceclaim in use").then_some(note)
+            note.contains("resourceclaim in use")
+                .then_some((note, waiting))
         },
     )
     .await;
@@ -226,6 +227,39 @@ async fn without_class_shareable_the_second_pod_of_a_global_claim_waits_and_says
         "0/1 nodes are available: resourceclaim in use. preemption: 0/1 nodes are available: \
          1 Preemption is not helpful for scheduling., no new claims to deallocate"
     );
+
+    // `dra-ledger explain pod` names the claim, its user and the fix.
+    let facts = dra_controller::explain::gather(&env.client, "gpu-test3", waiting)
+        .await
+        .expect("facts gathered");
+    let report = dra_controller::explain::report(&facts, DRIVER);
+    println!("{report}");
+    let other = if waiting == "pod0" { "pod1" } else { "pod0" };
+    assert!(
+        report.starts_with(&format!(
+            "pod gpu-test3/{waiting}: Pending, not scheduled\n"
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!("not shareable; reserved for {other}")),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "why: claim shared-gpu is in use by pod gpu-test3/{other} and not shareable"
+        )),
+        "{report}"
+    );
+    let running_pod = dra_controller::explain::gather(&env.client, "gpu-test3", other)
+        .await
+        .expect("facts gathered");
+    let text = dra_controller::explain::report(&running_pod, DRIVER);
+    assert!(
+        text.starts_with(&format!("pod gpu-test3/{other}: Running on node-a\n")),
+        "{text}"
+    );
+    assert!(!text.contains("why:"), "{text}");
     running.stop().await;
     env.shutdown().await;
 }
