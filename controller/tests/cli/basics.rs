@@ -27,7 +27,12 @@ fn every_subcommand_documents_its_flags_and_defaults() {
     let cases: [(&[&str], &[&str]); 9] = [
         (
             &["explain", "pod", "--help"],
-            &["NAMESPACE/NAME", "--kubeconfig", "--driver-name", "why: ..."],
+            &[
+                "NAMESPACE/NAME",
+                "--kubeconfig",
+                "--driver-name",
+                "why: ...",
+            ],
         ),
         (
             &["run", "--help"],
