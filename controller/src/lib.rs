@@ -10,6 +10,7 @@
 //! [`leader`] is leader election on a Lease with the fence that stops a replica which lost it
 //! from writing. [`process`] assembles them into a running controller: the ledger, the client,
 //! the driver, the framework's controller, the admin API of `dra-api` and the elector.
+//! [`explain`] answers `dra-ledger explain pod`: why a pod waits, or where its devices are.
 //!
 //! The `dra-ledger` command line (flags, subcommands, logging, exit codes) is part of the binary
 //! target (`src/main.rs` and `src/cli/`), not of this library.
@@ -25,6 +26,7 @@
 #![allow(clippy::doc_markdown)]
 
 pub mod driver;
+pub mod explain;
 pub mod leader;
 pub mod params;
 pub mod process;

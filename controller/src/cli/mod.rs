@@ -7,7 +7,8 @@
 //! - `sim`: only the simulated cluster (the flags and loop of `dra_sim::cluster::cli`);
 //! - `crds`: the CRD manifests of `dra_controller::params`;
 //! - `ledger` ([`ledger_tools`]): offline inspect, verify, backup and migrate;
-//! - `admin` ([`admin`]): the admin API of a running process as tables or JSON.
+//! - `admin` ([`admin`]): the admin API of a running process as tables or JSON;
+//! - `explain` ([`explain`]): why a pod is pending, or where its devices are.
 //!
 //! `demo` and `sim` exist only with the `demo` feature of `dra-controller` (on by default), the
 //! only thing that links the simulated cluster of `dra-sim` into the binary; the product image is
@@ -21,6 +22,7 @@
 pub mod admin;
 #[cfg(feature = "demo")]
 pub mod demo;
+pub mod explain;
 pub mod ledger_tools;
 mod logging;
 pub mod node;
@@ -71,6 +73,9 @@ pub enum Command {
     Ledger(ledger_tools::LedgerArgs),
     /// Query and operate a running dra-ledger through its admin API.
     Admin(admin::AdminArgs),
+    /// Explain an object of the cluster: `explain pod NAMESPACE/NAME` says why the pod is pending
+    /// (in one actionable sentence) or where its devices are.
+    Explain(explain::ExplainArgs),
 }
 
 /// Flags of `dra-ledger sim`: those of the `dra-sim` binary.
@@ -123,6 +128,7 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Ledger(args) => ledger_tools::execute(&args),
         Command::Admin(args) => admin::execute(&args),
+        Command::Explain(args) => runtime()?.block_on(explain::execute(&args)),
         Command::Run(args) => {
             logging::init(args.log_format, "info");
             runtime()?.block_on(run::run(args))?;

@@ -8,11 +8,12 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use dra_allocator::ledger::{AllocateRequest, Allocation, ClaimRef, LedgerError, PodClaimRequest};
-use dra_allocator::model::ClassDefaults;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{ResourceClaim, ResourceClass};
 use kube::ResourceExt;
 use tracing::{debug, info, instrument, warn};
+
+use crate::params::ClassParameters;
 
 use super::handle::{allocation_result, claim_allocation, ClaimAllocationState, HandleData};
 use super::reconcile::same_devices;
@@ -226,19 +227,19 @@ impl LedgerDriver {
 
 #[async_trait]
 impl Driver for LedgerDriver {
-    type ClassParameters = ClassDefaults;
+    type ClassParameters = ClassParameters;
     type ClaimParameters = ClaimParameters;
     type Error = DriverError;
 
-    async fn get_class_parameters(&self, class: &ResourceClass) -> Result<ClassDefaults> {
-        self.class_defaults(class).await
+    async fn get_class_parameters(&self, class: &ResourceClass) -> Result<ClassParameters> {
+        self.class_parameters(class).await
     }
 
     async fn get_claim_parameters(
         &self,
         claim: &ResourceClaim,
         _class: &ResourceClass,
-        class_parameters: &ClassDefaults,
+        class_parameters: &ClassParameters,
     ) -> Result<ClaimParameters> {
         self.claim_request(claim, class_parameters).await
     }

@@ -1,13 +1,14 @@
 //! Resolution of `parametersRef` of classes and claims: the reference is checked (API group and
 //! kind of this driver), the object read through [`super::DriverCluster`] and converted by
-//! [`crate::params`]. Every error names the field or object at fault.
+//! [`crate::params`]. Every error names the field or object at fault. A class's claim defaults
+//! fill what a claim's parameters leave out, and are the whole request of a claim without any.
 
-use dra_allocator::model::{ClassDefaults, EffectiveRequest};
+use dra_allocator::model::EffectiveRequest;
 use k8s_openapi::api::resource::v1alpha2::{ResourceClaim, ResourceClass};
 use kube::ResourceExt;
 
 use super::{ClaimParameters, DriverError, LedgerDriver, Result};
-use crate::params::{self, API_GROUP};
+use crate::params::{self, ClassParameters, API_GROUP};
 
 const CLASS_KIND: &str = "DeviceClassParameters";
 const CLAIM_KIND: &str = "DeviceClaimParameters";
@@ -29,10 +30,10 @@ fn check_ref(api_group: Option<&str>, kind: &str, expected_kind: &'static str) -
 }
 
 impl LedgerDriver {
-    /// The class defaults of `class`: its `DeviceClassParameters`, or none.
-    pub(crate) async fn class_defaults(&self, class: &ResourceClass) -> Result<ClassDefaults> {
+    /// The parameters of `class`: its `DeviceClassParameters`, or none.
+    pub(crate) async fn class_parameters(&self, class: &ResourceClass) -> Result<ClassParameters> {
         let Some(reference) = &class.parameters_ref else {
-            return Ok(ClassDefaults::default());
+            return Ok(ClassParameters::default());
         };
         check_ref(reference.api_group.as_deref(), &reference.kind, CLASS_KIND)?;
         let name = reference.name.clone();
@@ -49,19 +50,20 @@ impl LedgerDriver {
                 kind: CLASS_KIND,
                 name: name.clone(),
             })?;
-        params::class_defaults(&object.spec).map_err(|source| DriverError::InvalidParameters {
+        params::class_parameters(&object.spec).map_err(|source| DriverError::InvalidParameters {
             kind: CLASS_KIND,
             name,
             source,
         })
     }
 
-    /// The claim's request with `class` applied: its `DeviceClaimParameters`, or one exclusive
-    /// device matching the class.
+    /// The claim's request with `class` applied: its `DeviceClaimParameters` with the class's
+    /// claim defaults filled in, or (without parameters) the class's claim defaults: by default
+    /// one device matching the class, with the class's sharing.
     pub(crate) async fn claim_request(
         &self,
         claim: &ResourceClaim,
-        class: &ClassDefaults,
+        class: &ClassParameters,
     ) -> Result<ClaimParameters> {
         let invalid_class = |source| DriverError::InvalidParameters {
             kind: CLASS_KIND,
@@ -69,9 +71,11 @@ impl LedgerDriver {
             source: params::ParamsError(source),
         };
         let Some(reference) = &claim.spec.parameters_ref else {
+            let (request, shareable) = params::default_claim_request(&class.claims);
             return Ok(ClaimParameters {
-                request: EffectiveRequest::from_class(class).map_err(invalid_class)?,
-                shareable: false,
+                request: EffectiveRequest::combine(&class.defaults, &request)
+                    .map_err(invalid_class)?,
+                shareable,
             });
         };
         check_ref(reference.api_group.as_deref(), &reference.kind, CLAIM_KIND)?;
@@ -95,8 +99,9 @@ impl LedgerDriver {
             name: name.clone(),
             source,
         };
-        let (request, shareable) = params::claim_request(&object.spec).map_err(invalid)?;
-        let request = EffectiveRequest::combine(class, &request)
+        let (request, shareable) =
+            params::claim_request_with(&object.spec, &class.claims).map_err(invalid)?;
+        let request = EffectiveRequest::combine(&class.defaults, &request)
             .map_err(|e| invalid(params::ParamsError(e)))?;
         Ok(ClaimParameters { request, shareable })
     }

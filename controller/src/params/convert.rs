@@ -1,5 +1,9 @@
 //! Conversion of parameter objects into the allocator's model. Every error names the field that
 //! is wrong (`spec.selector[1].operator`) and why; nothing here panics on bad input.
+//!
+//! A class's parameters also carry defaults for its claims ([`ClaimDefaults`]: `count`,
+//! `sameAttribute`, `shareable`); a claim's own value wins, and a claim without parameters gets
+//! the defaults as they are.
 
 use dra_allocator::model::{
     ClaimRequest, ClassDefaults, Operator, Policy, Requirement, Sharing, ValidationError, MAX_COUNT,
@@ -72,6 +76,78 @@ fn sharing(spec: Option<&SharingSpec>, path: &str) -> Result<Option<Sharing>, Pa
     }
 }
 
+/// What a class sets for the claims of the class that do not set it themselves.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimDefaults {
+    /// Default device count (1..=16).
+    pub count: Option<u8>,
+    /// Default `sameAttribute`.
+    pub same_attribute: Option<String>,
+    /// Default `shareable`.
+    pub shareable: Option<bool>,
+}
+
+/// The whole of a `DeviceClassParameters` spec: what every device of the class meets and how
+/// claims are placed ([`ClassDefaults`]), and the defaults of its claims.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClassParameters {
+    /// Selector, policy and default sharing.
+    pub defaults: ClassDefaults,
+    /// Defaults of the claims' own fields.
+    pub claims: ClaimDefaults,
+}
+
+fn count(value: Option<i64>) -> Result<Option<u8>, ParamsError> {
+    let Some(count) = value else { return Ok(None) };
+    u8::try_from(count)
+        .ok()
+        .filter(|c| (1..=MAX_COUNT).contains(c))
+        .map(Some)
+        .ok_or_else(|| {
+            invalid(
+                "spec.count",
+                format!("must be between 1 and {MAX_COUNT}, got {count}"),
+            )
+        })
+}
+
+fn same_attribute(value: Option<&String>) -> Result<Option<String>, ParamsError> {
+    match value {
+        Some(attribute) if attribute.trim().is_empty() => {
+            Err(invalid("spec.sameAttribute", "must not be empty when set"))
+        }
+        other => Ok(other.cloned()),
+    }
+}
+
+/// The claim defaults of a `DeviceClassParameters` spec; errors name the field under `spec.`.
+pub fn claim_defaults(spec: &DeviceClassParametersSpec) -> Result<ClaimDefaults, ParamsError> {
+    Ok(ClaimDefaults {
+        count: count(spec.count)?,
+        same_attribute: same_attribute(spec.same_attribute.as_ref())?,
+        shareable: spec.shareable,
+    })
+}
+
+/// Everything a `DeviceClassParameters` spec says: [`class_defaults`] and [`claim_defaults`].
+pub fn class_parameters(spec: &DeviceClassParametersSpec) -> Result<ClassParameters, ParamsError> {
+    Ok(ClassParameters {
+        defaults: class_defaults(spec)?,
+        claims: claim_defaults(spec)?,
+    })
+}
+
+/// The request of a claim without parameters in a class with these defaults, with its
+/// `shareable` flag.
+pub fn default_claim_request(defaults: &ClaimDefaults) -> (ClaimRequest, bool) {
+    let request = ClaimRequest {
+        count: defaults.count.unwrap_or(1),
+        same_attribute: defaults.same_attribute.clone(),
+        ..ClaimRequest::default()
+    };
+    (request, defaults.shareable.unwrap_or(false))
+}
+
 /// The class defaults described by a `DeviceClassParameters` spec.
 pub fn class_defaults(spec: &DeviceClassParametersSpec) -> Result<ClassDefaults, ParamsError> {
     let policy = match spec.policy.as_deref().unwrap_or("Pack") {
@@ -93,26 +169,28 @@ pub fn class_defaults(spec: &DeviceClassParametersSpec) -> Result<ClassDefaults,
     Ok(defaults)
 }
 
-/// The request described by a `DeviceClaimParameters` spec, with its `shareable` flag.
+/// The request described by a `DeviceClaimParameters` spec, with its `shareable` flag (no
+/// class defaults: see [`claim_request_with`]).
 pub fn claim_request(
     spec: &DeviceClaimParametersSpec,
 ) -> Result<(ClaimRequest, bool), ParamsError> {
-    let count = spec.count.unwrap_or(1);
-    let count = u8::try_from(count)
-        .ok()
-        .filter(|c| (1..=MAX_COUNT).contains(c))
-        .ok_or_else(|| {
-            invalid(
-                "spec.count",
-                format!("must be between 1 and {MAX_COUNT}, got {count}"),
-            )
-        })?;
+    claim_request_with(spec, &ClaimDefaults::default())
+}
+
+/// The request described by a `DeviceClaimParameters` spec with the class's claim defaults filled
+/// in where the spec leaves a field out, with its `shareable` flag.
+pub fn claim_request_with(
+    spec: &DeviceClaimParametersSpec,
+    defaults: &ClaimDefaults,
+) -> Result<(ClaimRequest, bool), ParamsError> {
     let request = ClaimRequest {
-        count,
+        count: count(spec.count)?.or(defaults.count).unwrap_or(1),
         selector: requirements(&spec.selector, "spec.selector")?,
         sharing: sharing(spec.sharing.as_ref(), "spec.sharing")?,
-        same_attribute: spec.same_attribute.clone(),
+        same_attribute: same_attribute(spec.same_attribute.as_ref())?
+            .or_else(|| defaults.same_attribute.clone()),
     };
     request.validate()?;
-    Ok((request, spec.shareable.unwrap_or(false)))
+    let shareable = spec.shareable.or(defaults.shareable).unwrap_or(false);
+    Ok((request, shareable))
 }

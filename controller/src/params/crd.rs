@@ -59,6 +59,16 @@ pub struct DeviceClassParametersSpec {
     /// Default sharing for claims of the class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sharing: Option<SharingSpec>,
+    /// Default `count` for claims of the class (1..=16; a claim's own `spec.count` wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+    /// Default `sameAttribute` for claims of the class (a claim's own value wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_attribute: Option<String>,
+    /// Default `shareable` for claims of the class: whether several pods may use one claim at
+    /// once (a claim's own `spec.shareable` wins; false when neither sets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shareable: Option<bool>,
 }
 
 /// Parameters of one `ResourceClaim`: how many devices, which ones, and how they are shared.

@@ -7,7 +7,10 @@
 mod convert;
 mod crd;
 
-pub use convert::{claim_request, class_defaults, ParamsError};
+pub use convert::{
+    claim_defaults, claim_request, claim_request_with, class_defaults, class_parameters,
+    default_claim_request, ClaimDefaults, ClassParameters, ParamsError,
+};
 pub use crd::{
     crd_manifests, DeviceClaimParameters, DeviceClaimParametersSpec, DeviceClassParameters,
     DeviceClassParametersSpec, RequirementSpec, SharingSpec, API_GROUP, API_VERSION,

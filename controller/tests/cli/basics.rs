@@ -12,7 +12,7 @@ fn help_lists_every_subcommand() {
     let output = run(&["--help"]);
     assert!(output.status.success());
     let stdout = String::from_utf8(output.stdout).unwrap();
-    for command in ["run", "demo", "sim", "crds", "ledger"] {
+    for command in ["run", "demo", "sim", "crds", "ledger", "explain"] {
         assert!(
             stdout
                 .lines()
@@ -24,7 +24,16 @@ fn help_lists_every_subcommand() {
 
 #[test]
 fn every_subcommand_documents_its_flags_and_defaults() {
-    let cases: [(&[&str], &[&str]); 8] = [
+    let cases: [(&[&str], &[&str]); 9] = [
+        (
+            &["explain", "pod", "--help"],
+            &[
+                "NAMESPACE/NAME",
+                "--kubeconfig",
+                "--driver-name",
+                "why: ...",
+            ],
+        ),
         (
             &["run", "--help"],
             &[

@@ -5,6 +5,7 @@
 // Test code unwraps: a failed step should fail the test loudly.
 #![allow(clippy::unwrap_used)]
 
+mod class_defaults;
 mod handle_props;
 mod inventory_props;
 mod ledger;

@@ -198,6 +198,7 @@ fn class_parameters_convert_with_pack_as_the_default_policy() {
             mode: Some("Exclusive".into()),
             max_consumers: None,
         }),
+        ..DeviceClassParametersSpec::default()
     })
     .unwrap();
     assert_eq!(spread.policy, Policy::Spread);

@@ -328,6 +328,7 @@ proptest! {
             selector: selector.iter().map(requirement_spec).collect(),
             policy: (explicit || spread).then(|| format!("{policy:?}")),
             sharing: sharing_spec(sharing, explicit),
+            ..DeviceClassParametersSpec::default()
         };
         let json = serde_json::to_value(&spec).unwrap();
         let parsed: DeviceClassParametersSpec = serde_json::from_value(json).unwrap();

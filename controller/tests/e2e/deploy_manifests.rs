@@ -19,7 +19,7 @@ use crate::deploy_support::{
     KUSTOMIZATION,
 };
 use dra_controller::params::{
-    claim_request, class_defaults, DeviceClaimParameters, DeviceClassParameters,
+    claim_request, class_parameters, DeviceClaimParameters, DeviceClassParameters,
 };
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Service;
@@ -123,7 +123,7 @@ fn custom_resources_match_their_crd_schemas_and_convert() {
         // Valid for the driver too, not only for the API server.
         if doc.kind() == "DeviceClassParameters" {
             let params: DeviceClassParameters = doc.parse();
-            class_defaults(&params.spec).expect("class parameters convert");
+            class_parameters(&params.spec).expect("class parameters convert");
         } else {
             let params: DeviceClaimParameters = doc.parse();
             claim_request(&params.spec).expect("claim parameters convert");

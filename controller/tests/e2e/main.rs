@@ -12,4 +12,5 @@ mod e2e_support;
 mod deploy_manifests;
 mod deploy_node;
 mod lifecycle;
+mod migration;
 mod placement;

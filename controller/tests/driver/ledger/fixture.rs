@@ -124,10 +124,13 @@ impl Fixture {
     }
 
     pub fn put_class_params(&self, policy: &str) {
-        let spec = DeviceClassParametersSpec {
+        self.put_class_spec(DeviceClassParametersSpec {
             policy: Some(policy.to_owned()),
             ..DeviceClassParametersSpec::default()
-        };
+        });
+    }
+
+    pub fn put_class_spec(&self, spec: DeviceClassParametersSpec) {
         self.cluster
             .put_class_parameters(DeviceClassParameters::new(CLASS_PARAMS, spec));
     }

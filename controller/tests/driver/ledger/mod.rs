@@ -14,7 +14,7 @@ use dra_controller::driver::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, DriverError, DriverObserver,
     LedgerDriver,
 };
-use dra_controller::params::{DeviceClaimParametersSpec, SharingSpec};
+use dra_controller::params::{DeviceClaimParametersSpec, DeviceClassParametersSpec, SharingSpec};
 use dra_framework::testing::{FakeApi, MemoryCaches};
 use dra_framework::{ClaimAllocation, Controller, ControllerConfig, Driver, EventType, QueueKey};
 use fixture::{allocated, claim, class, params, pod, req, Fixture, DRIVER};
@@ -44,6 +44,57 @@ async fn immediate_claim_gets_one_handle_on_the_chosen_node() {
     let ledger = f.driver.ledger().allocation("uid-1").unwrap().unwrap();
     assert_eq!(ledger.state, AllocationState::Pending);
     assert_eq!(ledger.devices, data.devices);
+}
+
+#[tokio::test]
+async fn class_defaults_apply_to_claims_without_parameters_and_yield_to_their_own() {
+    let f = Fixture::new(&[("node-0", 4, "H100")]);
+    f.put_class_spec(DeviceClassParametersSpec {
+        count: Some(2),
+        shareable: Some(true),
+        ..DeviceClassParametersSpec::default()
+    });
+    let mut bare = vec![f.item("gpu", claim("c1", "uid-1")).await];
+    f.driver.allocate(&mut bare, Some("node-0")).await;
+    let result = bare[0].allocation.clone().expect("allocated");
+    assert_eq!(
+        result.shareable,
+        Some(true),
+        "the class makes its claims shareable"
+    );
+    assert_eq!(
+        f.driver
+            .ledger()
+            .allocation("uid-1")
+            .unwrap()
+            .unwrap()
+            .devices
+            .len(),
+        2
+    );
+
+    f.put_params(
+        "own",
+        DeviceClaimParametersSpec {
+            count: Some(1),
+            shareable: Some(false),
+            ..Default::default()
+        },
+    );
+    let mut own = vec![f.item("gpu", claim("c2", "uid-2").params("own")).await];
+    f.driver.allocate(&mut own, Some("node-0")).await;
+    let result = own[0].allocation.clone().expect("allocated");
+    assert_eq!(result.shareable, Some(false), "the claim's own value wins");
+    assert_eq!(
+        f.driver
+            .ledger()
+            .allocation("uid-2")
+            .unwrap()
+            .unwrap()
+            .devices
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]

@@ -4,9 +4,13 @@
 //! Node filtering is basic: the node exists and is not `spec.unschedulable`; only DRA claims are
 //! modelled as resources.
 //!
-//! The decision of a cycle is pure (`plan`); this module does the I/O, only through
-//! `kube::Client`, and is driven by the shared informers.
+//! The decision of a cycle is pure (`plan`, with the event texts in `explain`); this module does
+//! the I/O, only through `kube::Client`, and is driven by the shared informers. Like the real
+//! scheduler it posts a `FailedScheduling` event when a cycle finds no node (here only when the
+//! text changed since the last one for the pod, so a pod that waits does not flood the event
+//! list) and `Scheduled` when it binds.
 
+pub mod explain;
 pub mod plan;
 
 use dra_framework::sync::LockExt;
@@ -15,14 +19,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::resource::v1alpha2::{
     PodSchedulingContext, PodSchedulingContextSpec, ResourceClaim, ResourceClaimConsumerReference,
     ResourceClass,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 
 use super::claims::pod_owner_reference;
 use super::error::{is_conflict, is_not_found, is_transient, ActorError, Result};
@@ -30,7 +36,7 @@ use super::runtime::backoff_delay;
 use super::runtime::{Change, Next, WorkQueue};
 use super::writes::{read_modify_write, with_retry, Part, ATTEMPTS};
 use super::{pod_claim_names, ObjectKey};
-use plan::{decide, reserved_for, resolve_claims, Decision, Snapshot, MAX_RESERVED_FOR};
+use plan::{decide_explained, reserved_for, resolve, Decision, Snapshot, MAX_RESERVED_FOR};
 
 /// The scheduler name this scheduler answers to.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
@@ -51,6 +57,8 @@ pub struct Scheduler {
     classes: Store<ResourceClass>,
     /// Claim -> the unbound pods that use it, so that a claim change wakes only its pods.
     claim_users: Mutex<HashMap<ObjectKey, HashSet<ObjectKey>>>,
+    /// Pod UID -> the last `FailedScheduling` text posted for it.
+    last_failure: Mutex<HashMap<String, String>>,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
 }
@@ -93,6 +101,7 @@ impl Scheduler {
         classes: Store<ResourceClass>,
     ) -> Self {
         Self {
+            last_failure: Mutex::new(HashMap::new()),
             client,
             pods,
             nodes,
@@ -124,6 +133,9 @@ impl Scheduler {
             Change::Deleted(pod) => {
                 let key = ObjectKey::of(&pod.metadata);
                 forget_user(&mut self.claim_users.lock_or_recover(), pod, &key);
+                if let Some(uid) = &pod.metadata.uid {
+                    self.last_failure.lock_or_recover().remove(uid);
+                }
             }
             Change::Resynced => {}
         }
@@ -196,11 +208,15 @@ impl Scheduler {
             self.claims
                 .get(&ObjectRef::new(name).within(&key.namespace))
         };
-        let claims = match resolve_claims(&pod, &lookup) {
+        let claims = match resolve(&pod, &lookup) {
             Ok(claims) => claims,
-            Err(reason) => {
-                tracing::trace!(pod = %key, reason, "Pod not ready for scheduling");
-                self.report_unschedulable(&key, &pod, &reason).await;
+            Err(unresolved) => {
+                tracing::trace!(pod = %key, reason = unresolved.reason, "Pod not ready for scheduling");
+                self.report_unschedulable(&key, &pod, &unresolved.reason)
+                    .await;
+                let text =
+                    explain::pre_filter_failure(self.nodes.state().len(), &unresolved.upstream);
+                self.failed_scheduling(&pod, text).await;
                 return Ok(Next::After(WAIT_RECHECK));
             }
         };
@@ -225,7 +241,7 @@ impl Scheduler {
         let load = self.node_load();
         let class = |name: &str| self.classes.get(&ObjectRef::new(name));
         let load_of = |node: &str| load.get(node).copied().unwrap_or(0);
-        let decision = decide(&Snapshot {
+        let (decision, failure) = decide_explained(&Snapshot {
             pod: &pod,
             claims: &claims,
             context: context.as_deref(),
@@ -234,6 +250,9 @@ impl Scheduler {
             load: &load_of,
         });
         tracing::trace!(pod = %key, ?decision, "Scheduling cycle");
+        if let Some(text) = failure {
+            self.failed_scheduling(&pod, text).await;
+        }
         match decision {
             Decision::Unschedulable(reason) => {
                 self.report_unschedulable(&key, &pod, &reason).await;
@@ -267,9 +286,69 @@ impl Scheduler {
                 Ok(next)
             }
             Decision::Bind { node, reserve } => {
-                self.reserve_and_bind(&key, &pod_uid, &node, &reserve).await
+                self.reserve_and_bind(&key, &pod, &node, &reserve).await
             }
         }
+    }
+
+    /// Creates one `events.k8s.io/v1` Event about the pod, reported by `default-scheduler`. Each
+    /// text is an event of its own (a client-side series would keep the first note). Failing to
+    /// post does not stop scheduling.
+    async fn post_event(&self, pod: &Pod, type_: &str, reason: &str, action: &str, note: String) {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let event = Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{name}.")),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(chrono::Utc::now())),
+            type_: Some(type_.into()),
+            reason: Some(reason.into()),
+            action: Some(action.into()),
+            note: Some(note),
+            reporting_controller: Some(DEFAULT_SCHEDULER.into()),
+            reporting_instance: Some(DEFAULT_SCHEDULER.into()),
+            regarding: Some(pod.object_ref(&())),
+            ..Event::default()
+        };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        if let Err(error) = events.create(&PostParams::default(), &event).await {
+            tracing::debug!(pod = %name, %error, "Could not post a scheduler event");
+        }
+    }
+
+    /// Posts `FailedScheduling` with `text` unless it is the text last posted for the pod.
+    async fn failed_scheduling(&self, pod: &Pod, text: String) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        {
+            let mut last = self.last_failure.lock_or_recover();
+            if last.get(&uid) == Some(&text) {
+                return;
+            }
+            last.insert(uid, text.clone());
+        }
+        self.post_event(
+            pod,
+            "Warning",
+            explain::FAILED_SCHEDULING,
+            "Scheduling",
+            text,
+        )
+        .await;
+    }
+
+    /// Posts `Scheduled` for a pod bound to `node`.
+    async fn scheduled(&self, pod: &Pod, node: &str) {
+        if let Some(uid) = &pod.metadata.uid {
+            self.last_failure.lock_or_recover().remove(uid);
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let text = explain::scheduled(namespace, name, node);
+        self.post_event(pod, "Normal", explain::SCHEDULED, "Binding", text)
+            .await;
     }
 
     /// Records why the pod waits in its `PodScheduled` condition, as the scheduler does, when the
@@ -393,10 +472,11 @@ impl Scheduler {
     async fn reserve_and_bind(
         &self,
         key: &ObjectKey,
-        pod_uid: &str,
+        pod: &Pod,
         node: &str,
         reserve: &[String],
     ) -> Result<Next> {
+        let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
         for name in reserve {
             let action = format!(
@@ -484,6 +564,7 @@ impl Scheduler {
             tokio::time::sleep(backoff_delay(attempt)).await;
         }
         tracing::debug!(pod = %key, node, "Bound pod");
+        self.scheduled(pod, node).await;
         self.delete_context(key).await?;
         Ok(Next::Done)
     }

@@ -1,6 +1,9 @@
 //! One scheduling cycle of the 1.30 `DynamicResources` plugin (classic DRA) as a pure decision:
 //! `PreEnqueue` (claims resolve), `PreFilter`, Filter, `PostFilter`, `PreScore`, Reserve and the `PreBind`
 //! waiting point, computed from a snapshot. The caller performs the writes the decision names.
+//! [`decide_explained`] also gives the `FailedScheduling` text a 1.30 scheduler would post for the
+//! cycle (built by [`super::explain`]); [`decide`] and the `PodScheduled` condition keep our own
+//! shorter reasons.
 //!
 //! Pure logic: no I/O, no async, no kube client.
 
@@ -11,6 +14,7 @@ use k8s_openapi::api::core::v1::{Node, NodeSelector, Pod};
 use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim, ResourceClass};
 use rand::seq::IndexedRandom;
 
+use super::explain;
 use crate::actors::selectors::node_matches;
 
 /// Upper bound of `potentialNodes` and `unsuitableNodes` lists.
@@ -73,17 +77,38 @@ pub struct Snapshot<'a> {
     pub load: &'a dyn Fn(&str) -> usize,
 }
 
+/// Why the pod's claims do not resolve: our reason (for the `PodScheduled` condition) and the
+/// scheduler's text (for the event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    /// Our reason.
+    pub reason: String,
+    /// The 1.30 scheduler's text.
+    pub upstream: String,
+}
+
 /// `PreEnqueue`: every pod claim must resolve to an existing claim that is not being deleted, and a
 /// claim made from a template must be controlled by the pod. `Err` says what is missing.
 pub fn resolve_claims(
     pod: &Pod,
     claim: &dyn Fn(&str) -> Option<Arc<ResourceClaim>>,
 ) -> Result<Vec<PodClaim>, String> {
+    resolve(pod, claim).map_err(|u| u.reason)
+}
+
+/// [`resolve_claims`] with the scheduler's text of a failure.
+pub fn resolve(
+    pod: &Pod,
+    claim: &dyn Fn(&str) -> Option<Arc<ResourceClaim>>,
+) -> Result<Vec<PodClaim>, Unresolved> {
     let statuses = pod
         .status
         .as_ref()
         .and_then(|s| s.resource_claim_statuses.as_ref());
     let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+    let fail = |reason: String, upstream: String| Unresolved { reason, upstream };
     let mut resolved = Vec::new();
     for entry in pod
         .spec
@@ -91,33 +116,45 @@ pub fn resolve_claims(
         .flat_map(|s| s.resource_claims.iter().flatten())
     {
         let source = entry.source.as_ref();
-        let (name, from_template) =
-            if let Some(name) = source.and_then(|s| s.resource_claim_name.as_ref()) {
-                (name.clone(), false)
-            } else if source
-                .and_then(|s| s.resource_claim_template_name.as_ref())
-                .is_some()
-            {
-                let recorded = statuses.and_then(|list| list.iter().find(|s| s.name == entry.name));
-                match recorded {
-                    None => {
-                        return Err(format!(
-                            "pod claim {}: resourceclaim not created yet",
-                            entry.name
-                        ))
-                    }
-                    // No claim needed for this entry.
-                    Some(status) if status.resource_claim_name.is_none() => continue,
-                    Some(status) => (status.resource_claim_name.clone().unwrap_or_default(), true),
+        let (name, from_template) = if let Some(name) =
+            source.and_then(|s| s.resource_claim_name.as_ref())
+        {
+            (name.clone(), false)
+        } else if source
+            .and_then(|s| s.resource_claim_template_name.as_ref())
+            .is_some()
+        {
+            let recorded = statuses.and_then(|list| list.iter().find(|s| s.name == entry.name));
+            match recorded {
+                None => {
+                    return Err(fail(
+                        format!("pod claim {}: resourceclaim not created yet", entry.name),
+                        explain::claim_not_created(namespace, pod_name),
+                    ))
                 }
-            } else {
-                return Err(format!("pod claim {}: no claim source", entry.name));
-            };
+                // No claim needed for this entry.
+                Some(status) if status.resource_claim_name.is_none() => continue,
+                Some(status) => (status.resource_claim_name.clone().unwrap_or_default(), true),
+            }
+        } else {
+            let reason = format!("pod claim {}: no claim source", entry.name);
+            let upstream = format!(
+                    "pod \"{namespace}/{pod_name}\", spec.resourceClaim {:?}: none of the supported fields are set",
+                    entry.name
+                );
+            return Err(fail(reason, upstream));
+        };
         let Some(object) = claim(&name) else {
-            return Err(format!("resourceclaim {name} not found"));
+            return Err(fail(
+                format!("resourceclaim {name} not found"),
+                explain::claim_not_found(namespace, &name),
+            ));
         };
         if object.metadata.deletion_timestamp.is_some() {
-            return Err(format!("resourceclaim {name} is being deleted"));
+            return Err(fail(
+                format!("resourceclaim {name} is being deleted"),
+                explain::claim_being_deleted(&name),
+            ));
         }
         if from_template {
             let controlled = object
@@ -127,7 +164,10 @@ pub fn resolve_claims(
                 .flatten()
                 .any(|r| r.controller == Some(true) && r.uid == pod_uid);
             if !controlled {
-                return Err(format!("resourceclaim {name} was not created for the pod"));
+                return Err(fail(
+                    format!("resourceclaim {name} was not created for the pod"),
+                    explain::claim_not_for_pod(namespace, &name, pod_name),
+                ));
             }
         }
         resolved.push(PodClaim {
@@ -155,12 +195,17 @@ struct Pending<'a> {
 
 type Allocated<'a> = Vec<(&'a PodClaim, Option<&'a NodeSelector>)>;
 
+/// A decision that ends the cycle, with the scheduler's `FailedScheduling` reason.
+type Refusal = (Decision, String);
+
 /// `PreFilter`: sorts the claims into allocated ones (with where they are available) and pending
 /// delayed ones (with the driver's view), or says why the pod cannot be scheduled at all.
 fn pre_filter<'a>(
     snap: &'a Snapshot<'_>,
     pod_uid: &str,
-) -> Result<(Allocated<'a>, Vec<Pending<'a>>), Decision> {
+) -> Result<(Allocated<'a>, Vec<Pending<'a>>), Refusal> {
+    let refuse =
+        |ours: String, upstream: &str| (Decision::Unschedulable(ours), upstream.to_owned());
     let ctx_entries = snap
         .context
         .and_then(|c| c.status.as_ref())
@@ -171,9 +216,10 @@ fn pre_filter<'a>(
         let name = pc.claim.metadata.name.as_deref().unwrap_or_default();
         let status = pc.claim.status.as_ref();
         if status.and_then(|s| s.deallocation_requested) == Some(true) {
-            return Err(Decision::Unschedulable(format!(
-                "resourceclaim {name} must be reallocated"
-            )));
+            return Err(refuse(
+                format!("resourceclaim {name} must be reallocated"),
+                explain::MUST_BE_REALLOCATED,
+            ));
         }
         if let Some(allocation) = status.and_then(|s| s.allocation.as_ref()) {
             let reserved = status
@@ -181,27 +227,29 @@ fn pre_filter<'a>(
                 .map_or(0, Vec::len);
             if !reserved_for(&pc.claim, pod_uid) {
                 if reserved > 0 && allocation.shareable != Some(true) {
-                    return Err(Decision::Unschedulable(format!(
-                        "resourceclaim {name} is in use"
-                    )));
+                    return Err(refuse(
+                        format!("resourceclaim {name} is in use"),
+                        explain::IN_USE,
+                    ));
                 }
                 if reserved >= MAX_RESERVED_FOR {
-                    return Err(Decision::Unschedulable(format!(
-                        "resourceclaim {name} has no room for another consumer"
-                    )));
+                    return Err(refuse(
+                        format!("resourceclaim {name} has no room for another consumer"),
+                        explain::IN_USE,
+                    ));
                 }
             }
             allocated.push((pc, allocation.available_on_nodes.as_ref()));
         } else if pc.claim.spec.allocation_mode.as_deref() == Some("Immediate") {
-            return Err(Decision::Unschedulable(format!(
-                "unallocated immediate resourceclaim {name}"
-            )));
+            return Err(refuse(
+                format!("unallocated immediate resourceclaim {name}"),
+                explain::UNALLOCATED_IMMEDIATE,
+            ));
         } else {
             let class_name = &pc.claim.spec.resource_class_name;
             let Some(class) = (snap.class)(class_name) else {
-                return Err(Decision::Unschedulable(format!(
-                    "resource class {class_name} does not exist"
-                )));
+                let text = explain::class_missing(class_name);
+                return Err(refuse(text.clone(), &text));
             };
             let entry = ctx_entries.and_then(|list| {
                 list.iter()
@@ -219,51 +267,79 @@ fn pre_filter<'a>(
     Ok((allocated, pending))
 }
 
-/// `Filter`: the nodes that fit, and the indexes of allocated claims that ruled out some
-/// otherwise schedulable node. `None` when no node is schedulable at all.
+/// What `Filter` found: the nodes that fit, the indexes of allocated claims that ruled out some
+/// otherwise schedulable node, the scheduler's reason for each node that does not fit, and
+/// whether any node was schedulable at all.
+struct Filtered<'a> {
+    feasible: Vec<&'a str>,
+    unavailable: BTreeSet<usize>,
+    rejections: Vec<&'static str>,
+    any_schedulable: bool,
+}
+
+/// The scheduler's reason a schedulable node does not fit (`None`: it fits). A pending claim's
+/// verdict comes first, as the plugin returns at the first pending claim that fails; allocated
+/// claims that are elsewhere are recorded in `unavailable`.
+fn node_rejection(
+    node: &Node,
+    allocated: &Allocated<'_>,
+    pending: &[Pending<'_>],
+    unavailable: &mut BTreeSet<usize>,
+) -> Option<&'static str> {
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    let mut elsewhere = false;
+    for (index, (_, on_nodes)) in allocated.iter().enumerate() {
+        if on_nodes.is_some_and(|sel| !node_matches(sel, node)) {
+            unavailable.insert(index);
+            elsewhere = true;
+        }
+    }
+    for p in pending {
+        if p.suitable
+            .as_ref()
+            .is_some_and(|sel| !node_matches(sel, node))
+        {
+            return Some(explain::EXCLUDED_BY_CLASS);
+        }
+        if p.unsuitable.iter().any(|u| u == name) {
+            return Some(explain::UNSUITABLE);
+        }
+    }
+    elsewhere.then_some(explain::NOT_AVAILABLE_ON_NODE)
+}
+
+/// `Filter` over all nodes.
 fn filter<'a>(
     nodes: &'a [Arc<Node>],
     allocated: &Allocated<'_>,
     pending: &[Pending<'_>],
-) -> Option<(Vec<&'a str>, BTreeSet<usize>)> {
-    let schedulable: Vec<&Node> = nodes
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|n| {
-            n.metadata.deletion_timestamp.is_none()
-                && !n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.unschedulable)
-                    .unwrap_or(false)
-        })
-        .collect();
-    if schedulable.is_empty() {
-        return None;
-    }
-    let mut unavailable: BTreeSet<usize> = BTreeSet::new();
-    let mut feasible: Vec<&str> = Vec::new();
-    for node in schedulable {
-        let name = node.metadata.name.as_deref().unwrap_or_default();
-        let mut fits = true;
-        for (index, (_, on_nodes)) in allocated.iter().enumerate() {
-            if on_nodes.is_some_and(|sel| !node_matches(sel, node)) {
-                unavailable.insert(index);
-                fits = false;
-            }
+) -> Filtered<'a> {
+    let mut out = Filtered {
+        feasible: Vec::new(),
+        unavailable: BTreeSet::new(),
+        rejections: Vec::new(),
+        any_schedulable: false,
+    };
+    for node in nodes.iter().map(AsRef::as_ref) {
+        let schedulable = node.metadata.deletion_timestamp.is_none()
+            && !node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false);
+        if !schedulable {
+            out.rejections.push(explain::NODE_UNSCHEDULABLE);
+            continue;
         }
-        fits = fits
-            && pending.iter().all(|p| {
-                p.suitable
-                    .as_ref()
-                    .is_none_or(|sel| node_matches(sel, node))
-                    && !p.unsuitable.iter().any(|u| u == name)
-            });
-        if fits {
-            feasible.push(name);
+        out.any_schedulable = true;
+        match node_rejection(node, allocated, pending, &mut out.unavailable) {
+            Some(reason) => out.rejections.push(reason),
+            None => out
+                .feasible
+                .push(node.metadata.name.as_deref().unwrap_or_default()),
         }
     }
-    Some((feasible, unavailable))
+    out
 }
 
 /// `PostFilter`: no node fits; free an unavailable claim that nobody else uses.
@@ -292,22 +368,44 @@ fn post_filter(
 
 /// Runs one scheduling cycle over the snapshot.
 pub fn decide(snap: &Snapshot<'_>) -> Decision {
+    decide_explained(snap).0
+}
+
+/// Runs one scheduling cycle over the snapshot; with the `FailedScheduling` message a 1.30
+/// scheduler posts for it (`None` when the pod gets bound).
+pub fn decide_explained(snap: &Snapshot<'_>) -> (Decision, Option<String>) {
     let pod_uid = snap.pod.metadata.uid.as_deref().unwrap_or_default();
     let ctx_spec = snap.context.map(|c| c.spec.clone()).unwrap_or_default();
     let (allocated, pending) = match pre_filter(snap, pod_uid) {
         Ok(sorted) => sorted,
-        Err(decision) => return decision,
+        Err((decision, reason)) => {
+            let text = explain::pre_filter_failure(snap.nodes.len(), &reason);
+            return (decision, Some(text));
+        }
     };
-    let Some((feasible, unavailable)) = filter(snap.nodes, &allocated, &pending) else {
-        return Decision::Unschedulable("no schedulable node".into());
-    };
+    let filtered = filter(snap.nodes, &allocated, &pending);
+    if !filtered.any_schedulable {
+        let text = explain::filter_failure(&filtered.rejections, explain::POST_FILTER_STILL);
+        return (
+            Decision::Unschedulable("no schedulable node".into()),
+            Some(text),
+        );
+    }
+    let feasible = filtered.feasible;
     if feasible.is_empty() {
-        return post_filter(
+        let decision = post_filter(
             &allocated,
-            unavailable,
+            filtered.unavailable,
             pod_uid,
             ctx_spec.selected_node.as_deref(),
         );
+        let post = if matches!(decision, Decision::Deallocate { .. }) {
+            explain::POST_FILTER_DEALLOCATED
+        } else {
+            explain::POST_FILTER_STILL
+        };
+        let text = explain::filter_failure(&filtered.rejections, post);
+        return (decision, Some(text));
     }
 
     let previous = ctx_spec
@@ -322,7 +420,7 @@ pub fn decide(snap: &Snapshot<'_>) -> Decision {
             .filter(|pc| !reserved_for(&pc.claim, pod_uid))
             .map(|pc| pc.claim.metadata.name.clone().unwrap_or_default())
             .collect();
-        return Decision::Bind { node, reserve };
+        return (Decision::Bind { node, reserve }, None);
     }
 
     // PreScore.
@@ -343,13 +441,18 @@ pub fn decide(snap: &Snapshot<'_>) -> Decision {
         } else {
             "waiting for resource driver to provide information"
         };
-        return Decision::Unschedulable(reason.into());
+        // Nothing new to publish: Reserve waits for the drivers.
+        return (
+            Decision::Unschedulable(reason.into()),
+            Some(explain::reserve_waiting()),
+        );
     }
     // PreBind publishes this, then waits.
-    Decision::Publish {
+    let decision = Decision::Publish {
         potential_nodes,
         selected_node,
-    }
+    };
+    (decision, Some(explain::PRE_BIND_WAITING.to_owned()))
 }
 
 /// The node with the fewest pods, ties broken by name.

@@ -10,8 +10,10 @@ use k8s_openapi::api::resource::v1alpha2::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
+use super::explain;
 use super::plan::{
-    decide, potential_nodes, resolve_claims, Decision, PodClaim, Snapshot, MAX_NODE_LIST,
+    decide, decide_explained, potential_nodes, resolve, resolve_claims, Decision, PodClaim,
+    Snapshot, MAX_NODE_LIST,
 };
 use super::wants;
 use crate::actors::selectors::node_name_selector;
@@ -442,4 +444,71 @@ fn pods_of_other_schedulers_and_bound_pods_are_ignored() {
     p.spec.as_mut().unwrap().scheduler_name = Some("default-scheduler".into());
     p.spec.as_mut().unwrap().node_name = Some("n1".into());
     assert!(!wants(&p));
+}
+
+fn event_of(
+    claims: &[PodClaim],
+    ctx: Option<&PodSchedulingContext>,
+    nodes: &[Arc<Node>],
+) -> Option<String> {
+    let pod = pod(&[]);
+    decide_explained(&Snapshot {
+        pod: &pod,
+        claims,
+        context: ctx,
+        nodes,
+        class: &class_gpu,
+        load: &no_load,
+    })
+    .1
+}
+
+#[test]
+fn failed_scheduling_texts_are_the_upstream_ones() {
+    let in_use = [claim("c")
+        .allocated_on("n1")
+        .reserved_by("other")
+        .into_pod_claim("gpu")];
+    assert_eq!(
+        event_of(&in_use, None, &nodes(&["n1", "n2"])).as_deref(),
+        Some(
+            "0/2 nodes are available: resourceclaim in use. preemption: 0/2 nodes are available: \
+             2 Preemption is not helpful for scheduling., no new claims to deallocate"
+        )
+    );
+    let immediate = [claim("c").immediate().into_pod_claim("gpu")];
+    assert!(event_of(&immediate, None, &nodes(&["n1"]))
+        .unwrap()
+        .starts_with("0/1 nodes are available: unallocated immediate resourceclaim. "));
+
+    let pending = [claim("c").into_pod_claim("gpu")];
+    let all_unsuitable = context(Some("n1"), &["n1", "n2"], &[("gpu", &["n1", "n2"])]);
+    assert!(event_of(&pending, Some(&all_unsuitable), &nodes(&["n1", "n2"]))
+        .unwrap()
+        .starts_with(
+            "0/2 nodes are available: 2 resourceclaim cannot be allocated for the node (unsuitable). "
+        ));
+    let reported = context(Some("n1"), &["n1"], &[("gpu", &[])]);
+    assert_eq!(
+        event_of(&pending, Some(&reported), &nodes(&["n1"])),
+        Some(explain::reserve_waiting())
+    );
+    assert_eq!(
+        event_of(&pending, None, &nodes(&["n1"])).as_deref(),
+        Some(explain::PRE_BIND_WAITING)
+    );
+    let bound = [claim("c").allocated_on("n1").into_pod_claim("gpu")];
+    assert_eq!(event_of(&bound, None, &nodes(&["n1"])), None);
+}
+
+#[test]
+fn unresolved_claims_carry_the_upstream_text() {
+    let pod = pod(&[("gpu", "missing")]);
+    let none = |_: &str| None;
+    let unresolved = resolve(&pod, &none).unwrap_err();
+    assert_eq!(unresolved.reason, "resourceclaim missing not found");
+    assert_eq!(
+        unresolved.upstream,
+        "could not find ResourceClaim \"default/missing\""
+    );
 }

@@ -1,0 +1,501 @@
+//! The text of `dra-ledger explain pod`: the pod's phase and node, one line per claim (allocated?
+//! where, which devices, shareable, reserved for whom), the drivers' last node check from the
+//! PodSchedulingContext, the newest events, and for a pod that waits one sentence saying why and
+//! what to do. Pure: works on [`Facts`] gathered elsewhere.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim};
+
+use crate::driver::handle::{claim_allocation, ClaimAllocationState};
+
+/// How many of the newest events about the pod are shown.
+const EVENTS_SHOWN: usize = 4;
+/// How many characters of an event's note are shown.
+const NOTE_SHOWN: usize = 240;
+
+/// One entry of `pod.spec.resourceClaims` with the claim behind it.
+#[derive(Debug, Clone)]
+pub struct PodClaimFacts {
+    /// The pod's name for the claim.
+    pub pod_claim: String,
+    /// The ResourceClaim's name; `None` when a template's claim was not created yet.
+    pub claim_name: Option<String>,
+    /// Whether the entry names a ResourceClaimTemplate.
+    pub from_template: bool,
+    /// The claim, when it exists.
+    pub claim: Option<ResourceClaim>,
+}
+
+/// One event about the pod or one of its claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventLine {
+    /// When it was last seen.
+    pub time: Option<DateTime<Utc>>,
+    /// `Pod` or `ResourceClaim` (the kind of the object it is about).
+    pub kind: String,
+    /// The object's name.
+    pub object: String,
+    /// `Normal` or `Warning`.
+    pub type_: String,
+    /// The reason (`FailedScheduling`, `NoSuitableNode`, ...).
+    pub reason: String,
+    /// The message.
+    pub note: String,
+    /// The reporting controller.
+    pub from: String,
+}
+
+impl EventLine {
+    /// The line of `event` when it is about one of `subjects` (pod and claim names).
+    pub fn of(event: &Event, subjects: &[String]) -> Option<EventLine> {
+        let regarding = event.regarding.as_ref()?;
+        let object = regarding.name.clone()?;
+        if !subjects.contains(&object) {
+            return None;
+        }
+        let time = event
+            .series
+            .as_ref()
+            .map(|s| s.last_observed_time.0)
+            .or_else(|| event.event_time.as_ref().map(|t| t.0))
+            .or_else(|| event.deprecated_last_timestamp.as_ref().map(|t| t.0));
+        Some(EventLine {
+            time,
+            kind: regarding.kind.clone().unwrap_or_default(),
+            object,
+            type_: event.type_.clone().unwrap_or_default(),
+            reason: event.reason.clone().unwrap_or_default(),
+            note: event.note.clone().unwrap_or_default(),
+            from: event.reporting_controller.clone().unwrap_or_default(),
+        })
+    }
+}
+
+/// What the cluster says about the pod.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    /// The pod.
+    pub pod: Pod,
+    /// Its claims, in the order of `spec.resourceClaims`.
+    pub claims: Vec<PodClaimFacts>,
+    /// Its PodSchedulingContext, if one exists.
+    pub context: Option<PodSchedulingContext>,
+    /// Events about the pod and its claims, in any order.
+    pub events: Vec<EventLine>,
+}
+
+fn reserved_names(claim: &ResourceClaim) -> Vec<String> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .map(|r| r.iter().map(|c| c.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+fn shareable(claim: &ResourceClaim) -> bool {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.shareable)
+        == Some(true)
+}
+
+fn allocated(claim: &ResourceClaim) -> bool {
+    claim
+        .status
+        .as_ref()
+        .is_some_and(|s| s.allocation.is_some())
+}
+
+/// The claim's line: allocated where and with which devices, shareable, reserved for whom.
+fn claim_line(entry: &PodClaimFacts, driver_name: &str) -> String {
+    let label = match &entry.claim_name {
+        Some(name) if *name == entry.pod_claim => format!("claim {name}"),
+        Some(name) => format!("claim {name} (pod claim {})", entry.pod_claim),
+        None => format!("pod claim {}", entry.pod_claim),
+    };
+    let Some(claim) = &entry.claim else {
+        return match &entry.claim_name {
+            Some(_) => format!("{label}: does not exist"),
+            None => format!("{label}: its claim is not created yet"),
+        };
+    };
+    let mut line = label;
+    match claim_allocation(claim, driver_name) {
+        Ok(ClaimAllocationState::Ours(data)) => {
+            let _ = write!(
+                line,
+                ": allocated on {}: {}",
+                data.node,
+                data.devices.join(", ")
+            );
+        }
+        Ok(ClaimAllocationState::OtherDriver) => line.push_str(": allocated by another driver"),
+        Ok(ClaimAllocationState::Unallocated) => {
+            let mode = claim
+                .spec
+                .allocation_mode
+                .as_deref()
+                .unwrap_or("WaitForFirstConsumer");
+            let _ = write!(
+                line,
+                ": not allocated ({mode}, class {})",
+                claim.spec.resource_class_name
+            );
+        }
+        Err(error) => {
+            let _ = write!(line, ": unreadable allocation ({error})");
+        }
+    }
+    if allocated(claim) {
+        line.push_str(if shareable(claim) {
+            "; shareable"
+        } else {
+            "; not shareable"
+        });
+        let reserved = reserved_names(claim);
+        if reserved.is_empty() {
+            line.push_str("; reserved for nobody");
+        } else {
+            let _ = write!(line, "; reserved for {}", reserved.join(", "));
+        }
+    }
+    if claim.status.as_ref().and_then(|s| s.deallocation_requested) == Some(true) {
+        line.push_str("; deallocation requested");
+    }
+    line
+}
+
+/// The drivers' last node check: per pending claim, the unsuitable nodes among the potential ones.
+fn node_check(facts: &Facts) -> Option<String> {
+    let context = facts.context.as_ref()?;
+    let potential = context.spec.potential_nodes.clone().unwrap_or_default();
+    let entries = context.status.as_ref()?.resource_claims.as_ref()?;
+    let mut parts = Vec::new();
+    for entry in entries {
+        let unsuitable = entry.unsuitable_nodes.clone().unwrap_or_default();
+        let suitable: Vec<&String> = potential
+            .iter()
+            .filter(|n| !unsuitable.contains(n))
+            .collect();
+        let name = entry.name.clone().unwrap_or_default();
+        let unsuitable_text = if unsuitable.is_empty() {
+            "none".to_owned()
+        } else {
+            unsuitable.join(", ")
+        };
+        let suitable_text = if suitable.is_empty() {
+            "none".to_owned()
+        } else {
+            suitable
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        parts.push(format!(
+            "pod claim {name}: unsuitable {unsuitable_text}; suitable {suitable_text}"
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join(" | "))
+}
+
+fn newest(events: &[EventLine], pred: impl Fn(&EventLine) -> bool) -> Option<&EventLine> {
+    events.iter().filter(|e| pred(e)).max_by_key(|e| e.time)
+}
+
+/// Every candidate node of the context is unsuitable for some pending claim.
+fn all_unsuitable(facts: &Facts) -> bool {
+    let Some(context) = &facts.context else {
+        return false;
+    };
+    let potential = context.spec.potential_nodes.clone().unwrap_or_default();
+    let entries = context
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claims.clone())
+        .unwrap_or_default();
+    !potential.is_empty()
+        && potential.iter().all(|node| {
+            entries
+                .iter()
+                .any(|e| e.unsuitable_nodes.iter().flatten().any(|u| u == node))
+        })
+}
+
+/// Why an unscheduled pod waits, in one sentence with what to do.
+fn why_pending(facts: &Facts, pod_uid: &str) -> String {
+    let namespace = facts.pod.metadata.namespace.as_deref().unwrap_or_default();
+    for entry in &facts.claims {
+        let Some(claim) = &entry.claim else {
+            return match &entry.claim_name {
+                None => format!(
+                    "the claim of pod claim {} is not created yet: the resourceclaim controller \
+                     makes it from the template; if this lasts, check that the template exists in \
+                     {namespace} and that kube-controller-manager runs",
+                    entry.pod_claim
+                ),
+                Some(name) => format!(
+                    "ResourceClaim {namespace}/{name} does not exist: create it, or point \
+                     spec.resourceClaims[{}] of the pod at an existing claim",
+                    entry.pod_claim
+                ),
+            };
+        };
+        let name = entry.claim_name.clone().unwrap_or_default();
+        if claim.metadata.deletion_timestamp.is_some() {
+            return format!(
+                "claim {name} is being deleted: the pod cannot use it; recreate the pod (or the claim)"
+            );
+        }
+        let status = claim.status.as_ref();
+        if status.and_then(|s| s.deallocation_requested) == Some(true) {
+            return format!(
+                "claim {name} is being deallocated by its driver so that it can be allocated \
+                 again where the pod fits; the pod is scheduled when that is done"
+            );
+        }
+        let reserved = status
+            .and_then(|s| s.reserved_for.clone())
+            .unwrap_or_default();
+        let mine = reserved.iter().any(|r| r.uid == pod_uid);
+        if allocated(claim) && !mine && !reserved.is_empty() {
+            let users = reserved
+                .iter()
+                .map(|r| format!("{namespace}/{}", r.name))
+                .collect::<Vec<_>>()
+                .join(", ");
+            if !shareable(claim) {
+                return format!(
+                    "claim {name} is in use by pod {users} and not shareable: wait until that pod \
+                     ends, or let pods share the claim (spec.shareable: true in its \
+                     DeviceClaimParameters or in the class's DeviceClassParameters) and create the \
+                     claim again"
+                );
+            }
+            if reserved.len() >= 32 {
+                return format!(
+                    "claim {name} already has 32 consumers, the most a claim can have: wait until \
+                     one of them ends"
+                );
+            }
+        }
+        if !allocated(claim) && claim.spec.allocation_mode.as_deref() == Some("Immediate") {
+            let cause = newest(&facts.events, |e| e.object == name && e.type_ == "Warning")
+                .map_or_else(
+                    || "no driver event yet; check that the driver runs".to_owned(),
+                    |e| format!("the driver says: {}", e.note),
+                );
+            return format!("immediate claim {name} is not allocated yet: {cause}");
+        }
+        if let Some(warning) = newest(&facts.events, |e| {
+            e.object == name && e.kind == "ResourceClaim" && e.type_ == "Warning"
+        }) {
+            if !allocated(claim) {
+                return format!(
+                    "claim {name} cannot be allocated: {}: {}",
+                    warning.reason, warning.note
+                );
+            }
+        }
+    }
+    let pod_name = facts.pod.metadata.name.as_deref().unwrap_or_default();
+    if all_unsuitable(facts) {
+        let detail = newest(&facts.events, |e| {
+            e.object == pod_name && e.reason == "NoSuitableNode"
+        })
+        .map_or_else(
+            || "every candidate node is unsuitable".to_owned(),
+            |e| e.note.clone(),
+        );
+        return format!(
+            "no node can hold all claims of the pod: {detail}; free or add devices that match, \
+             or ask for fewer or other devices in the claims' parameters"
+        );
+    }
+    match newest(&facts.events, |e| {
+        e.object == pod_name && e.reason == "FailedScheduling"
+    }) {
+        Some(event) => format!("the scheduler waits: {}", event.note),
+        None => "the scheduler has not looked at the pod yet (no FailedScheduling event)".into(),
+    }
+}
+
+/// The report on the pod, one line per fact, ending with the reason when it waits.
+pub fn report(facts: &Facts, driver_name: &str) -> String {
+    let pod = &facts.pod;
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_else(|| "Pending".into());
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    let mut out = String::new();
+    match &node {
+        Some(node) => {
+            let _ = writeln!(out, "pod {namespace}/{name}: {phase} on {node}");
+        }
+        None => {
+            let _ = writeln!(out, "pod {namespace}/{name}: {phase}, not scheduled");
+        }
+    }
+    if facts.claims.is_empty() {
+        out.push_str("  no resource claims\n");
+    }
+    for entry in &facts.claims {
+        let _ = writeln!(out, "  {}", claim_line(entry, driver_name));
+    }
+    if node.is_none() {
+        if let Some(check) = node_check(facts) {
+            let _ = writeln!(out, "  node check (last UnsuitableNodes): {check}");
+        }
+    }
+    let mut events: Vec<&EventLine> = facts.events.iter().filter(|e| e.object == name).collect();
+    events.sort_by_key(|e| std::cmp::Reverse(e.time));
+    for event in events.iter().take(EVENTS_SHOWN) {
+        let from = if event.from.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", event.from)
+        };
+        let on = if event.kind.is_empty() || event.kind == "Pod" {
+            String::new()
+        } else {
+            format!(" on {}", event.kind)
+        };
+        let shown: String = event.note.chars().take(NOTE_SHOWN).collect();
+        let cut = if shown.len() < event.note.len() {
+            " ..."
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "  event {} {}{on}{from}: {shown}{cut}",
+            event.type_, event.reason
+        );
+    }
+    match (&node, phase.as_str()) {
+        (None, _) => {
+            let _ = writeln!(out, "why: {}", why_pending(facts, uid));
+        }
+        (Some(node), "Pending") => {
+            let _ = writeln!(
+                out,
+                "why: scheduled on {node}; waiting for the kubelet to prepare the devices and start \
+                 the containers (see the pod's events)"
+            );
+        }
+        _ => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ClaimSource, PodResourceClaim, PodSpec};
+    use k8s_openapi::api::resource::v1alpha2::{
+        AllocationResult, ResourceClaimConsumerReference, ResourceClaimSpec, ResourceClaimStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod() -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("pod1".into()),
+                namespace: Some("ns".into()),
+                uid: Some("uid-1".into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                resource_claims: Some(vec![PodResourceClaim {
+                    name: "gpu".into(),
+                    source: Some(ClaimSource {
+                        resource_claim_name: Some("shared".into()),
+                        resource_claim_template_name: None,
+                    }),
+                }]),
+                ..PodSpec::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn in_use_claim() -> ResourceClaim {
+        ResourceClaim {
+            metadata: ObjectMeta {
+                name: Some("shared".into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            spec: ResourceClaimSpec {
+                resource_class_name: "gpu".into(),
+                ..ResourceClaimSpec::default()
+            },
+            status: Some(ResourceClaimStatus {
+                allocation: Some(AllocationResult {
+                    shareable: Some(false),
+                    ..AllocationResult::default()
+                }),
+                reserved_for: Some(vec![ResourceClaimConsumerReference {
+                    api_group: None,
+                    resource: "pods".into(),
+                    name: "pod0".into(),
+                    uid: "uid-0".into(),
+                }]),
+                ..ResourceClaimStatus::default()
+            }),
+        }
+    }
+
+    fn facts(claim: Option<ResourceClaim>) -> Facts {
+        Facts {
+            pod: pod(),
+            claims: vec![PodClaimFacts {
+                pod_claim: "gpu".into(),
+                claim_name: Some("shared".into()),
+                from_template: false,
+                claim,
+            }],
+            context: None,
+            events: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_claim_in_use_by_another_pod_is_named_with_the_fix() {
+        let text = report(&facts(Some(in_use_claim())), "gpu.dra-ledger.io");
+        assert!(
+            text.starts_with("pod ns/pod1: Pending, not scheduled\n"),
+            "{text}"
+        );
+        assert!(text.contains("not shareable; reserved for pod0"), "{text}");
+        assert!(
+            text.contains("why: claim shared is in use by pod ns/pod0 and not shareable"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_missing_claim_says_to_create_it() {
+        let text = report(&facts(None), "gpu.dra-ledger.io");
+        assert!(
+            text.contains("claim shared (pod claim gpu): does not exist"),
+            "{text}"
+        );
+        assert!(
+            text.contains("why: ResourceClaim ns/shared does not exist: create it"),
+            "{text}"
+        );
+    }
+}
