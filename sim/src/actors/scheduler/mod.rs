@@ -285,8 +285,14 @@ impl Scheduler {
                 self.report_unschedulable(&key, &pod, reason).await;
                 Ok(next)
             }
-            Decision::Bind { node, reserve } => {
-                self.reserve_and_bind(&key, &pod, &node, &reserve).await
+            Decision::Bind { node, reserve: _ } => {
+                // Every claim is read again, not only those to reserve: the cache may still show
+                // a claim reserved for this pod that was deallocated since.
+                let names: Vec<String> = claims
+                    .iter()
+                    .map(|pc| pc.claim.metadata.name.clone().unwrap_or_default())
+                    .collect();
+                self.reserve_and_bind(&key, &pod, &node, &names).await
             }
         }
     }
@@ -468,37 +474,40 @@ impl Scheduler {
         Ok(Next::After(WAIT_RECHECK))
     }
 
-    /// `PreBind` (reserve the claims for the pod), Bind, `PostBind` (delete the context).
+    /// `PreBind` (reserve the claims for the pod), Bind, `PostBind` (delete the context). Each
+    /// of `claim_names` is read fresh and must still be allocated and not being deallocated; a
+    /// claim that is not yet reserved for the pod is reserved. Any that changed stops the bind.
     async fn reserve_and_bind(
         &self,
         key: &ObjectKey,
         pod: &Pod,
         node: &str,
-        reserve: &[String],
+        claim_names: &[String],
     ) -> Result<Next> {
         let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
-        for name in reserve {
+        for name in claim_names {
             let action = format!(
                 "reserve claim {}/{name} for pod {}",
                 key.namespace, key.name
             );
             let mut usable = true;
             read_modify_write(&claims, name, Part::Status, &action, |claim| {
-                if reserved_for(claim, pod_uid) {
-                    return false;
-                }
+                let already = reserved_for(claim, pod_uid);
                 let Some(status) = claim.status.as_mut() else {
                     usable = false;
                     return false;
                 };
+                if status.allocation.is_none() || status.deallocation_requested == Some(true) {
+                    usable = false;
+                    return false;
+                }
+                if already {
+                    return false;
+                }
                 let reserved = status.reserved_for.get_or_insert_with(Vec::new);
                 let shareable = status.allocation.as_ref().and_then(|a| a.shareable) == Some(true);
-                if status.allocation.is_none()
-                    || status.deallocation_requested == Some(true)
-                    || (!reserved.is_empty() && !shareable)
-                    || reserved.len() >= MAX_RESERVED_FOR
-                {
+                if (!reserved.is_empty() && !shareable) || reserved.len() >= MAX_RESERVED_FOR {
                     usable = false;
                     return false;
                 }
