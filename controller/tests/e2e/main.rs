@@ -1,7 +1,7 @@
 //! End to end in process: the simulated cluster, the driver and the framework's controller with
-//! pods of claim templates (lifecycle, placement, restarts on the same ledger), and the manifests
-//! under deploy/ (schemas, RBAC against the requests actually made, the flags of the
-//! `StatefulSet` and of the node agent's `DaemonSet`).
+//! pods of claim templates (lifecycle, placement, restarts on the same ledger, node agents
+//! preparing the claims), and the manifests under deploy/ (schemas, RBAC against the requests
+//! actually made, the flags of the `StatefulSet` and of the node agent's `DaemonSet`).
 
 // Test code unwraps: a failed step should fail the test loudly.
 #![allow(clippy::unwrap_used)]
@@ -13,4 +13,5 @@ mod deploy_manifests;
 mod deploy_node;
 mod lifecycle;
 mod migration;
+mod node_agents;
 mod placement;
