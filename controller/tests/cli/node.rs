@@ -1,7 +1,7 @@
-//! `dra-ledger node` as a process: it reads a file inventory, creates its private sockets and
-//! state, serves its admin API (the inventory read again on SIGHUP; `dra-ledger admin prepared`
-//! reads it) (not ready while no kubelet has registered it) and removes its
-//! sockets on SIGTERM.
+//! `dra-ledger node` as a process: it reads a file inventory (again on SIGHUP), creates its
+//! private sockets and state, serves its admin API (not ready while no kubelet has registered
+//! it; `dra-ledger admin prepared` reads it) and removes its sockets on SIGTERM; against
+//! `dra-ledger sim --kubelet-root` the simulated kubelet registers it and publishes its devices.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
@@ -107,5 +107,91 @@ fn the_node_agent_serves_its_inventory_reads_it_again_on_sighup_and_removes_its_
         !registration.exists() && !plugin.exists(),
         "sockets left behind"
     );
+    drop(sim);
+}
+
+#[test]
+fn the_node_agent_registers_with_the_simulated_kubelet_and_publishes_its_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubelets = dir.path().join("kubelets");
+    let sim = testkit::sim::start_sim(
+        crate::cli_support::BINARY,
+        dir.path(),
+        &[
+            "--nodes",
+            "1",
+            "--devices-per-node",
+            "2",
+            "--kubelet-root",
+            kubelets.to_str().unwrap(),
+        ],
+    );
+    let inventory = dir.path().join("devices.yaml");
+    std::fs::write(
+        &inventory,
+        "devices:\n  - name: gpu-a\n    attributes: {model: L4}\n  - name: gpu-b\n    attributes: {model: L4}\n",
+    )
+    .unwrap();
+    let kubelet = kubelets.join("node-0");
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    let mut agent = spawn(&[
+        "node",
+        "--node-name",
+        "node-0",
+        "--kubeconfig",
+        sim.kubeconfig.to_str().unwrap(),
+        "--kubelet-registry-dir",
+        &path(&kubelet.join("plugins_registry")),
+        "--kubelet-plugins-dir",
+        &path(&kubelet.join("plugins")),
+        "--cdi-dir",
+        &path(&dir.path().join("cdi")),
+        "--state-dir",
+        &path(&dir.path().join("state")),
+        "--devices",
+        &format!("file:{}", inventory.display()),
+        "--listen",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+    ]);
+    let mut logs = Lines::stderr(&mut agent);
+    let addr = logs.wait_for(Duration::from_secs(60), |line| {
+        let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+        (entry["fields"]["message"] == "Node agent started")
+            .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
+    });
+    eventually_blocking(
+        "the agent ready (registered by the kubelet)",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || http_get(&addr, "/readyz").0 == 200,
+    );
+    let (_, metrics) = http_get(&addr, "/metrics");
+    assert!(
+        metrics.contains("dra_ledger_node_registered 1"),
+        "{metrics}"
+    );
+    // The kubelet wrote node-0's slice from the agent's inventory, not the simulated one.
+    let slices = eventually_blocking(
+        "node-0's slice with the agent's devices",
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || {
+            let (status, body) = http_get(
+                sim.url.trim_start_matches("http://"),
+                "/apis/resource.k8s.io/v1alpha2/resourceslices",
+            );
+            (status == 200 && body.contains("gpu-a")).then_some(body)
+        },
+    );
+    assert!(
+        slices.contains("gpu-b") && !slices.contains("gpu-0"),
+        "{slices}"
+    );
+    terminate(&agent);
+    let status = wait_exit(&mut agent, Duration::from_secs(30));
+    logs.drain();
+    assert!(status.success(), "exit {status:?}:\n{}", logs.text());
     drop(sim);
 }
