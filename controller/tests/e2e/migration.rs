@@ -1,8 +1,8 @@
 //! Users of the dra-example-driver switching to dra-ledger (`docs/migrating.md`): the example
 //! driver's classic demo specs (`fixtures/dra-example-driver/gpu-test1..4.yaml`, copied unchanged
-//! from upstream) applied to the simulated cluster with our driver, with only the `ResourceClass`
-//! replaced by `deploy/examples/example-driver/resourceclass.yaml`, and gpu-test4 in its rewritten
-//! form (`deploy/examples/example-driver/gpu-test4.yaml`). Without the class default
+//! from upstream) applied with `kubectl apply -f` to the simulated cluster with our driver, with
+//! only the `ResourceClass` replaced by `deploy/examples/example-driver/resourceclass.yaml`, and
+//! gpu-test4 in its rewritten form (`deploy/examples/example-driver/gpu-test4.yaml`). Without the class default
 //! `shareable: true` the second pod of gpu-test3 waits and the scheduler says why.
 
 use std::path::{Path, PathBuf};
@@ -67,6 +67,31 @@ async fn apply(client: &Client, file: &Path) {
             .await
             .unwrap_or_else(|e| panic!("create {} {}: {e}", types.kind, object.name_any()));
     }
+}
+
+/// `kubectl apply -f file` against the environment's in-process cluster, as a user applies the
+/// upstream specs. `None` when kubectl is not installed (then the test is skipped, or fails
+/// under CI).
+async fn kubectl_apply(env: &Env, file: &Path) -> Option<()> {
+    let kubectl = testkit::require_tool("kubectl", "the Kubernetes CLI")?;
+    let kubeconfig = env.ledger_path().with_file_name("kubeconfig");
+    let cluster = env.cluster.as_ref().expect("in-process cluster");
+    cluster.server().write_kubeconfig(&kubeconfig).unwrap();
+    let output = tokio::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["apply", "-f"])
+        .arg(file)
+        .output()
+        .await
+        .expect("kubectl runs");
+    assert!(
+        output.status.success(),
+        "kubectl apply -f {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(())
 }
 
 async fn phase(client: &Client, namespace: &str, name: &str) -> Option<String> {
@@ -134,11 +159,18 @@ async fn example_driver_classic_demo_runs_with_only_the_resource_class_changed()
     ])
     .await;
     let running = Running::start(&env.client, &env.ledger_path(), 4).await;
-    apply(&env.client, &example("resourceclass.yaml")).await;
-    for spec in ["gpu-test1.yaml", "gpu-test2.yaml", "gpu-test3.yaml"] {
-        apply(&env.client, &fixture(spec)).await;
+    // As a user coming from the example driver: kubectl apply of its specs, unchanged.
+    for file in [
+        example("resourceclass.yaml"),
+        fixture("gpu-test1.yaml"),
+        fixture("gpu-test2.yaml"),
+        fixture("gpu-test3.yaml"),
+        example("gpu-test4.yaml"),
+    ] {
+        if kubectl_apply(&env, &file).await.is_none() {
+            return;
+        }
     }
-    apply(&env.client, &example("gpu-test4.yaml")).await;
     wait_running(
         &env.client,
         &[
