@@ -2,7 +2,7 @@
 //! `resource.k8s.io/v1alpha2` `ResourceSlices`, as the 1.30 kubelet does: each message replaces the
 //! driver's slices of the node (writes planned by [`super::slices::plan`]); `UNIMPLEMENTED` or the
 //! end of the stream stops the monitoring, other errors reopen the stream after a wait; the slices
-//! are deleted when the plugin is deregistered ([`delete_all`]).
+//! are deleted when the plugin is deregistered (`delete_all`).
 //!
 //! I/O only; conversion and diffing live in the slices module.
 
