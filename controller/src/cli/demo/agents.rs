@@ -123,6 +123,7 @@ pub async fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dra_allocator::model::AttributeValue;
     use dra_node::discovery::{DeviceSource, DiscoveryRoots};
 
     #[test]
@@ -148,10 +149,18 @@ mod tests {
         assert_eq!(inventory.len(), 4);
         let gpu = &inventory["gpu-3"];
         assert_eq!(gpu.device_nodes, [PathBuf::from("/demo/dev/gpu-3")]);
-        let text = |name: &str| format!("{:?}", gpu.attributes[name]);
-        assert!(text("model").contains("A100"), "{}", text("model"));
-        assert!(text("memory").contains("40Gi"), "{}", text("memory"));
-        assert!(text("numa").contains('1'), "{}", text("numa"));
-        assert!(text("driverVersion").contains("1.0.0"));
+        assert_eq!(
+            gpu.attributes["model"],
+            AttributeValue::String("A100".into())
+        );
+        assert_eq!(
+            gpu.attributes["memory"],
+            AttributeValue::Quantity("40Gi".parse().unwrap())
+        );
+        assert_eq!(gpu.attributes["numa"], AttributeValue::Int(1));
+        assert_eq!(
+            gpu.attributes["driverVersion"],
+            AttributeValue::Version("1.0.0".parse().unwrap())
+        );
     }
 }
