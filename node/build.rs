@@ -1,4 +1,5 @@
-//! Compiles the kubelet's plugin interfaces from `proto/` with a pure-Rust protobuf compiler, so
+//! Compiles the kubelet's plugin interfaces from `proto/` (registration, the 1.30 `v1alpha3`
+//! service and the modern `v1beta1` and `v1` services) with a pure-Rust protobuf compiler, so
 //! that a build needs no system `protoc`. Server and client code are generated: the agent serves
 //! them, the tests and the simulated kubelet call them. The clients take any transport (the
 //! kubelet's sockets are Unix sockets), so no `connect` constructor for TCP channels is emitted.
@@ -8,6 +9,8 @@ use std::path::Path;
 const PROTOS: &[&str] = &[
     "proto/pluginregistration/v1/api.proto",
     "proto/dra/v1alpha3/api.proto",
+    "proto/dra/v1beta1/api.proto",
+    "proto/dra/v1/api.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

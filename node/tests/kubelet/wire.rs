@@ -1,5 +1,6 @@
-//! The messages against bytes written by hand from the upstream field numbers, so that a change
-//! to our `.proto` files that a real kubelet would misread fails here.
+//! The messages (1.30 `v1alpha3`, registration, modern `v1beta1` and `v1`) against bytes written
+//! by hand from the upstream field numbers, so that a change to our `.proto` files that a real
+//! kubelet would misread fails here.
 
 use dra_node::grpc::proto::k8s::io::api::resource::v1alpha2::{
     NamedResourcesAttribute, NamedResourcesAttributeValue, NamedResourcesInstance,
@@ -121,5 +122,48 @@ fn the_services_have_the_names_the_kubelet_calls() {
     assert_eq!(
         <RegistrationServer<RegistrationService> as NamedService>::NAME,
         "pluginregistration.Registration"
+    );
+}
+
+#[test]
+fn modern_devices_and_claims_use_the_kubelets_field_numbers() {
+    use dra_node::grpc::proto::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
+    let device = v1::Device {
+        request_names: vec!["gpu".into()],
+        pool_name: "node-a".into(),
+        device_name: "gpu-0".into(),
+        cdi_device_ids: vec!["d/claim=u".into()],
+        share_id: Some("s1".into()),
+    };
+    let expected = [
+        field(1, b"gpu"),
+        field(2, b"node-a"),
+        field(3, b"gpu-0"),
+        field(4, b"d/claim=u"),
+        field(5, b"s1"),
+    ]
+    .concat();
+    assert_eq!(device.encode_to_vec(), expected);
+    // v1beta1 has no share_id: the same bytes without field 5 decode to the same device.
+    let beta = v1beta1::Device::decode(&expected[..expected.len() - 4]).unwrap();
+    assert_eq!(
+        (beta.pool_name.as_str(), beta.device_name.as_str()),
+        ("node-a", "gpu-0")
+    );
+    let answer = v1::NodePrepareResourceResponse {
+        devices: vec![],
+        error: "no".into(),
+    };
+    assert_eq!(answer.encode_to_vec(), field(2, b"no"));
+    let claim = [field(1, b"ns"), field(2, b"uid"), field(3, b"name")].concat();
+    let request = v1::NodePrepareResourcesRequest::decode(field(1, &claim).as_slice()).unwrap();
+    let claim = &request.claims[0];
+    assert_eq!(
+        (
+            claim.namespace.as_str(),
+            claim.uid.as_str(),
+            claim.name.as_str()
+        ),
+        ("ns", "uid", "name")
     );
 }
