@@ -416,9 +416,10 @@ mod tests {
     }
 
     #[test]
-    fn an_attribute_with_two_values_does_not_parse() {
-        let two = json!({"int": 1, "bool": true});
-        assert!(serde_json::from_value::<DeviceAttribute>(two).is_err());
+    fn an_attribute_with_two_values_or_none_does_not_parse() {
+        for bad in [json!({"int": 1, "bool": true}), json!({})] {
+            assert!(serde_json::from_value::<DeviceAttribute>(bad).is_err());
+        }
         for (text, want) in [
             (json!({"bool": true}), DeviceAttribute::Bool(true)),
             (json!({"string": "a"}), DeviceAttribute::String("a".into())),
@@ -432,6 +433,18 @@ mod tests {
                 want
             );
         }
+    }
+
+    #[test]
+    fn yaml_has_the_attribute_as_a_map_not_a_tag() {
+        let device = Device {
+            name: "gpu-0".into(),
+            attributes: [("index".to_owned(), DeviceAttribute::Int(3))].into(),
+            ..Device::default()
+        };
+        let yaml = serde_yaml::to_string(&device).unwrap();
+        assert_eq!(yaml, "name: gpu-0\nattributes:\n  index:\n    int: 3\n");
+        assert_eq!(serde_yaml::from_str::<Device>(&yaml).unwrap(), device);
     }
 
     #[test]

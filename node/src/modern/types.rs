@@ -153,8 +153,11 @@ pub struct Device {
 }
 
 /// An attribute value: exactly one of `int`, `bool`, `string`, `version` (`{"int": 3}`).
+///
+/// (De)serialized through a struct of four optional fields, as the API defines it: a plain
+/// enum would come out of `serde_yaml` as a YAML tag (`!int 3`) instead of a map.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(into = "AttributeFields", try_from = "AttributeFields")]
 pub enum DeviceAttribute {
     /// A 64-bit integer.
     Int(i64),
@@ -164,6 +167,67 @@ pub enum DeviceAttribute {
     String(String),
     /// A semantic version (semver 2.0.0) of at most 64 bytes.
     Version(String),
+}
+
+/// The wire form of [`DeviceAttribute`].
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AttributeFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    int: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bool: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    string: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+}
+
+impl From<DeviceAttribute> for AttributeFields {
+    fn from(value: DeviceAttribute) -> Self {
+        let mut out = Self::default();
+        match value {
+            DeviceAttribute::Int(i) => out.int = Some(i),
+            DeviceAttribute::Bool(b) => out.bool = Some(b),
+            DeviceAttribute::String(s) => out.string = Some(s),
+            DeviceAttribute::Version(v) => out.version = Some(v),
+        }
+        out
+    }
+}
+
+impl TryFrom<AttributeFields> for DeviceAttribute {
+    type Error = &'static str;
+
+    fn try_from(fields: AttributeFields) -> Result<Self, Self::Error> {
+        match fields {
+            AttributeFields {
+                int: Some(i),
+                bool: None,
+                string: None,
+                version: None,
+            } => Ok(Self::Int(i)),
+            AttributeFields {
+                int: None,
+                bool: Some(b),
+                string: None,
+                version: None,
+            } => Ok(Self::Bool(b)),
+            AttributeFields {
+                int: None,
+                bool: None,
+                string: Some(s),
+                version: None,
+            } => Ok(Self::String(s)),
+            AttributeFields {
+                int: None,
+                bool: None,
+                string: None,
+                version: Some(v),
+            } => Ok(Self::Version(v)),
+            _ => Err("a device attribute needs exactly one of int, bool, string, version"),
+        }
+    }
 }
 
 /// A capacity: a quantity such as `80Gi`.
