@@ -12,7 +12,9 @@
 //! - [`gc`]: which prepared claims the API server shows stale;
 //! - [`admin`] and [`metrics`]: the admin HTTP server and the `dra_ledger_node_` metrics;
 //! - [`agent`]: all of it composed into the running agent of `dra-ledger node`;
-//! - [`local`]: agents for the nodes of a simulated cluster, in one process (demo, tests).
+//! - [`local`]: agents for the nodes of a simulated cluster, in one process (demo, tests);
+//! - [`modern`]: the `resource.k8s.io/v1` objects of Kubernetes 1.34+ and the node's
+//!   `ResourceSlice` built from its inventory.
 //!
 //! The agent depends on the allocator's model and handle format only: never on the controller,
 //! the admin API crate or the simulator.
@@ -27,4 +29,5 @@ pub mod grpc;
 pub mod journal;
 pub mod local;
 pub mod metrics;
+pub mod modern;
 pub mod prepare;
