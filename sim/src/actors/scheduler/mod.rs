@@ -285,14 +285,15 @@ impl Scheduler {
                 self.report_unschedulable(&key, &pod, reason).await;
                 Ok(next)
             }
-            Decision::Bind { node, reserve: _ } => {
+            Decision::Bind { node, reserve } => {
                 // Every claim is read again, not only those to reserve: the cache may still show
                 // a claim reserved for this pod that was deallocated since.
                 let names: Vec<String> = claims
                     .iter()
                     .map(|pc| pc.claim.metadata.name.clone().unwrap_or_default())
                     .collect();
-                self.reserve_and_bind(&key, &pod, &node, &names).await
+                self.reserve_and_bind(&key, &pod, &node, &names, &reserve)
+                    .await
             }
         }
     }
@@ -475,14 +476,16 @@ impl Scheduler {
     }
 
     /// `PreBind` (reserve the claims for the pod), Bind, `PostBind` (delete the context). Each
-    /// of `claim_names` is read fresh and must still be allocated and not being deallocated; a
-    /// claim that is not yet reserved for the pod is reserved. Any that changed stops the bind.
+    /// of `claim_names` is read fresh and must still be allocated and not being deallocated;
+    /// those in `reserve` are reserved for the pod, the others must still be reserved for it.
+    /// Any that changed since the decision stops the bind.
     async fn reserve_and_bind(
         &self,
         key: &ObjectKey,
         pod: &Pod,
         node: &str,
         claim_names: &[String],
+        reserve: &[String],
     ) -> Result<Next> {
         let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
@@ -492,6 +495,7 @@ impl Scheduler {
                 key.namespace, key.name
             );
             let mut usable = true;
+            let to_reserve = reserve.contains(name);
             read_modify_write(&claims, name, Part::Status, &action, |claim| {
                 let already = reserved_for(claim, pod_uid);
                 let Some(status) = claim.status.as_mut() else {
@@ -503,6 +507,11 @@ impl Scheduler {
                     return false;
                 }
                 if already {
+                    return false;
+                }
+                if !to_reserve {
+                    // Seen reserved for the pod, no longer: the decision read a stale cache.
+                    usable = false;
                     return false;
                 }
                 let reserved = status.reserved_for.get_or_insert_with(Vec::new);
