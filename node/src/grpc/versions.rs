@@ -1,5 +1,7 @@
-//! How a Kubernetes 1.30 kubelet reads a DRA plugin's `supported_versions`, so that tests and
-//! the simulated kubelet check our registration by the same rule: every entry is parsed as a
+//! How a Kubernetes 1.30 kubelet reads a DRA plugin's `supported_versions`, so that the agent's
+//! own tests check its registration by that rule (the simulated kubelet has its own copy,
+//! `dra_sim::actors::plugins::validation`, written separately so that it checks the agent rather
+//! than agreeing with it by construction): every entry is parsed as a
 //! generic version (an optional `v`, then at least two dot-separated numbers; whatever follows
 //! the numbers is ignored), entries that do not parse or have a major version above 1 are
 //! skipped, and the highest remaining one must have major version 1. So `1.0.0` is accepted,
