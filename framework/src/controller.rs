@@ -149,7 +149,7 @@ impl<D: Driver> Controller<D> {
 
     /// Starts the watches (when built with [`Controller::new`]), waits until their caches are
     /// filled, then runs `workers` concurrent workers until `shutdown` completes. On shutdown no new
-    /// key is taken and syncs in flight finish before this returns.
+    /// key is taken; syncs in flight finish and the watches are stopped before this returns.
     pub async fn run(mut self, workers: usize, shutdown: impl Future<Output = ()> + Send) {
         tokio::pin!(shutdown);
         let watch_task = self.watches.take().map(|watches| {
@@ -162,6 +162,7 @@ impl<D: Driver> Controller<D> {
                 tokio::select! {
                     () = &mut shutdown => {
                         handle.abort();
+                        let _ = handle.await;
                         return;
                     }
                     () = ready => {}
@@ -180,7 +181,9 @@ impl<D: Driver> Controller<D> {
         self.inner.queue.shut_down();
         while set.join_next().await.is_some() {}
         if let Some(handle) = watch_handle {
+            // Awaited so that the watches' handle on the driver is gone when this returns.
             handle.abort();
+            let _ = handle.await;
         }
     }
 

@@ -100,6 +100,9 @@ pub enum DriverError {
     /// The driver did not become ready (inventory synced, initial reconcile done) in time.
     #[error("driver is not ready: inventory sync or initial reconcile still pending")]
     NotReady,
+    /// The driver was stopped ([`super::LedgerDriver::quiesce`]): it takes no new ledger call.
+    #[error("driver is shutting down: no new ledger call is taken")]
+    ShutDown,
 }
 
 impl DriverError {
@@ -120,6 +123,7 @@ impl DriverError {
             DriverError::HandleData { .. } => "handle_data",
             DriverError::ListClaims(_) => "list_claims",
             DriverError::NotReady => "not_ready",
+            DriverError::ShutDown => "shut_down",
         }
     }
 }

@@ -103,7 +103,13 @@ pub struct LedgerDriver {
     /// list and its import of a claim the list showed allocated.
     reconcile_lock: tokio::sync::RwLock<()>,
     takeover: std::sync::atomic::AtomicBool,
+    /// One permit per ledger call in flight, held by its blocking thread: a future dropped at
+    /// shutdown does not stop a call already running, so [`LedgerDriver::quiesce`] waits here.
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
+
+/// The permits of [`LedgerDriver::in_flight`]: more than there can be blocking threads.
+const IN_FLIGHT_PERMITS: u32 = 1 << 20;
 
 impl std::fmt::Debug for LedgerDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -137,6 +143,7 @@ impl LedgerDriver {
             state: DriverState::default(),
             reconcile_lock: tokio::sync::RwLock::new(()),
             takeover: std::sync::atomic::AtomicBool::new(false),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PERMITS as usize)),
         }
     }
 
@@ -178,10 +185,32 @@ impl LedgerDriver {
         F: FnOnce(&Ledger) -> std::result::Result<T, LedgerError> + Send + 'static,
     {
         let ledger = self.ledger.clone();
-        tokio::task::spawn_blocking(move || call(&ledger))
+        let permit = self
+            .in_flight
+            .clone()
+            .acquire_owned()
             .await
-            .map_err(DriverError::LedgerTask)?
-            .map_err(DriverError::from)
+            .map_err(|_| DriverError::ShutDown)?;
+        tokio::task::spawn_blocking(move || {
+            let result = call(&ledger);
+            drop(permit);
+            result
+        })
+        .await
+        .map_err(DriverError::LedgerTask)?
+        .map_err(DriverError::from)
+    }
+
+    /// Waits until no ledger call is in flight and refuses new ones: after this, the only
+    /// handles on the ledger file are the driver's own and its callers' (a ledger call whose
+    /// caller was dropped at shutdown still runs to its end in its blocking thread).
+    pub async fn quiesce(&self) {
+        // Closed only after all permits are back, so a call never sees a closed semaphore
+        // while one is still in flight.
+        if let Ok(all) = self.in_flight.acquire_many(IN_FLIGHT_PERMITS).await {
+            all.forget();
+            self.in_flight.close();
+        }
     }
 
     /// Waits until the driver is ready, at most `ready_timeout`.

@@ -72,6 +72,9 @@ pub(super) async fn run_while_leader(
         controller.run(workers, stopped(stop.clone())),
         flags,
     );
+    // A ledger call whose caller was dropped at the stop still runs: none may write after the
+    // lease is released.
+    driver.quiesce().await;
 }
 
 /// A running elector: the sender that asks it to release the lease, and its task.

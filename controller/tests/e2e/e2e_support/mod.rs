@@ -461,11 +461,13 @@ impl Running {
         self.driver.ledger()
     }
 
-    /// Stops the controller and the background tasks and waits for them.
+    /// Stops the controller and the background tasks and waits for them and for every ledger
+    /// call in flight, so that the ledger file can be opened again at once.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         for task in self.tasks {
             task.await.expect("task ends cleanly");
         }
+        self.driver.quiesce().await;
     }
 }
