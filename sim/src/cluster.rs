@@ -109,6 +109,9 @@ pub struct ClusterConfig {
     /// `<root>/plugins_registry/` for DRA plugins, prepares claims through them and publishes the
     /// `ResourceSlices` they report; the node gets no simulated `ResourceSlice`.
     pub kubelet_dirs: BTreeMap<String, PathBuf>,
+    /// The release the cluster plays; copied into the server's and the actors' configuration
+    /// by [`start_cluster`].
+    pub kubernetes_version: crate::KubernetesVersion,
 }
 
 impl Default for ClusterConfig {
@@ -126,6 +129,7 @@ impl Default for ClusterConfig {
             node_prefix: "node-".to_owned(),
             resource_class: None,
             kubelet_dirs: BTreeMap::new(),
+            kubernetes_version: crate::KubernetesVersion::default(),
         }
     }
 }
@@ -222,7 +226,11 @@ pub async fn start_cluster(config: ClusterConfig) -> Result<ClusterHandle> {
                 .map_err(|source| ClusterError::KubeletDir { path: dir, source })?;
         }
     }
-    let server = SimServer::start(config.server.clone()).await?;
+    let server = SimServer::start(ServerConfig {
+        kubernetes_version: config.kubernetes_version,
+        ..config.server.clone()
+    })
+    .await?;
     let client = server.kube_client()?;
     let node_names = match populate(&client, &config).await {
         Ok(names) => names,
@@ -231,9 +239,13 @@ pub async fn start_cluster(config: ClusterConfig) -> Result<ClusterHandle> {
             return Err(error);
         }
     };
+    let actors_config = ActorsConfig {
+        kubernetes_version: config.kubernetes_version,
+        ..config.actors.clone()
+    };
     let actors = match Actors::start_with_plugins(
         client.clone(),
-        &config.actors,
+        &actors_config,
         &config.kubelet_dirs,
     )
     .await

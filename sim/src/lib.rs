@@ -10,3 +10,6 @@
 pub mod actors;
 pub mod cluster;
 pub mod server;
+pub mod version;
+
+pub use version::KubernetesVersion;

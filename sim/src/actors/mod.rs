@@ -105,6 +105,8 @@ pub struct ActorsConfig {
     pub gc_workers: usize,
     /// How the kubelet handles the DRA plugins of nodes with a kubelet directory.
     pub plugins: PluginsConfig,
+    /// The release whose controllers and kubelet behaviour the actors play.
+    pub kubernetes_version: crate::KubernetesVersion,
 }
 
 impl Default for ActorsConfig {
@@ -115,6 +117,7 @@ impl Default for ActorsConfig {
             kubelet_workers: 4,
             gc_workers: 2,
             plugins: PluginsConfig::default(),
+            kubernetes_version: crate::KubernetesVersion::default(),
         }
     }
 }

@@ -75,6 +75,11 @@ pub struct SimArgs {
     #[arg(long, value_name = "DIR")]
     pub kubelet_root: Option<PathBuf>,
 
+    /// The Kubernetes release to play: 1.30 (classic DRA, `resource.k8s.io/v1alpha2`) or 1.34
+    /// (structured DRA, `resource.k8s.io/v1`).
+    #[arg(long, default_value = "1.30", value_name = "1.30|1.34")]
+    pub kubernetes_version: crate::KubernetesVersion,
+
     /// Write a kubeconfig for kubectl and controllers to this path.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig_out: Option<PathBuf>,
@@ -176,6 +181,7 @@ impl SimArgs {
             numa_nodes: self.numa_nodes,
             driver_version: self.driver_version.clone(),
             resource_class: self.resource_class.clone(),
+            kubernetes_version: self.kubernetes_version,
             ..ClusterConfig::default()
         };
         if let Some(root) = &self.kubelet_root {

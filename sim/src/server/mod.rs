@@ -104,6 +104,8 @@ pub struct ServerConfig {
     pub default_watch_timeout: Duration,
     /// Initial fault injection.
     pub faults: Faults,
+    /// The release whose API the server serves (resources, discovery, `/version`).
+    pub kubernetes_version: crate::KubernetesVersion,
 }
 
 impl Default for ServerConfig {
@@ -114,6 +116,7 @@ impl Default for ServerConfig {
             bookmark_interval: Duration::from_secs(5),
             default_watch_timeout: Duration::from_secs(1800),
             faults: Faults::none(),
+            kubernetes_version: crate::KubernetesVersion::default(),
         }
     }
 }
