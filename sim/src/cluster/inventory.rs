@@ -104,6 +104,19 @@ pub fn numa_of(device: usize, devices: usize, numa_nodes: usize) -> usize {
     (device * numa_nodes / devices).min(numa_nodes - 1)
 }
 
+/// The controller owner reference of a node's slice: the Node, so that the garbage collector
+/// deletes the slice with it.
+fn node_owner(node: &str, node_uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: node.to_owned(),
+        uid: node_uid.to_owned(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }
+}
+
 /// The `ResourceSlice` publishing the devices of node number `index`, owned by that node.
 pub fn resource_slice(config: &ClusterConfig, index: usize, node_uid: &str) -> ResourceSlice {
     let node = node_name(config, index);
@@ -132,14 +145,7 @@ pub fn resource_slice(config: &ClusterConfig, index: usize, node_uid: &str) -> R
     ResourceSlice {
         metadata: ObjectMeta {
             name: Some(format!("{node}-{}", config.driver_name)),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "v1".into(),
-                kind: "Node".into(),
-                name: node.clone(),
-                uid: node_uid.to_owned(),
-                controller: Some(true),
-                block_owner_deletion: None,
-            }]),
+            owner_references: Some(vec![node_owner(&node, node_uid)]),
             ..ObjectMeta::default()
         },
         driver_name: config.driver_name.clone(),
@@ -204,14 +210,7 @@ pub fn structured_slice(
     ResourceSlice::new(
         ObjectMeta {
             generate_name: Some(format!("{node}-{}-", config.driver_name)),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "v1".into(),
-                kind: "Node".into(),
-                name: node.clone(),
-                uid: node_uid.to_owned(),
-                controller: Some(true),
-                block_owner_deletion: None,
-            }]),
+            owner_references: Some(vec![node_owner(&node, node_uid)]),
             ..ObjectMeta::default()
         },
         ResourceSliceSpec {
