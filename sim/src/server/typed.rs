@@ -22,8 +22,17 @@ use super::resources::ResourceInfo;
 fn round_trip<K: DeserializeOwned + Serialize + k8s_openapi::Resource>(
     obj: &Value,
 ) -> Result<Value> {
+    decode_as::<K>(K::KIND, K::VERSION, obj)
+}
+
+/// Decodes `obj` as `K` and encodes it again (unknown fields dropped); a decode error is the
+/// server's 400 for an object of `kind` in `version`.
+pub(super) fn decode_as<K: DeserializeOwned + Serialize>(
+    kind: &str,
+    version: &str,
+    obj: &Value,
+) -> Result<Value> {
     let typed: K = serde_json::from_value(obj.clone()).map_err(|e| {
-        let (kind, version) = (K::KIND, K::VERSION);
         StatusError::BadRequest(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}"
         ))

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::error::{FieldCause, Result, StatusError};
+use super::error::{FieldCause, Result};
 use super::resources::ResourceInfo;
 
 /// The API group.
@@ -42,12 +42,7 @@ pub const RESOURCES: [(&str, &str, bool, bool); 4] = [
 ];
 
 fn round_trip<K: DeserializeOwned + Serialize>(kind: &str, obj: &Value) -> Result<Value> {
-    let typed: K = serde_json::from_value(obj.clone()).map_err(|e| {
-        StatusError::BadRequest(format!(
-            "{kind} in version \"{VERSION}\" cannot be handled as a {kind}: {e}"
-        ))
-    })?;
-    serde_json::to_value(typed).map_err(|e| StatusError::Internal(format!("encoding object: {e}")))
+    super::typed::decode_as::<K>(kind, VERSION, obj)
 }
 
 /// Decodes `obj` as its kind and encodes it again: unknown and disabled fields are dropped,
