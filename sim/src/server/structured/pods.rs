@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use crate::server::error::{FieldCause, Result, StatusError};
-use crate::server::validation::is_dns_subdomain;
+use crate::server::validation::{is_dns_label, is_dns_subdomain, LABEL_MSG, SUBDOMAIN_MSG};
 
 const CONTAINER_LISTS: [&str; 3] = ["containers", "initContainers", "ephemeralContainers"];
 
@@ -93,10 +93,6 @@ pub fn keep_claim_fields(original: &Value, normalised: &mut Value) -> Result<()>
     Ok(())
 }
 
-fn is_dns_label(s: &str) -> bool {
-    is_dns_subdomain(s) && s.len() <= 63 && !s.contains('.')
-}
-
 /// The rules of a 1.34 pod's claims: unique DNS-label names, exactly one of the two claim
 /// names, and container claims that name a pod claim (once per container).
 pub fn claim_causes(pod: &Value) -> Vec<FieldCause> {
@@ -112,11 +108,7 @@ pub fn claim_causes(pod: &Value) -> Vec<FieldCause> {
         if name.is_empty() {
             causes.push(FieldCause::required(format!("{at}.name"), ""));
         } else if !is_dns_label(name) {
-            causes.push(FieldCause::invalid(
-                format!("{at}.name"),
-                name,
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
-            ));
+            causes.push(FieldCause::invalid(format!("{at}.name"), name, LABEL_MSG));
         } else if names.contains(&name) {
             causes.push(FieldCause {
                 reason: "FieldValueDuplicate",
@@ -145,11 +137,7 @@ pub fn claim_causes(pod: &Value) -> Vec<FieldCause> {
                     "resourceClaimTemplateName"
                 };
                 if !is_dns_subdomain(object) || object.is_empty() {
-                    causes.push(FieldCause::invalid(
-                        format!("{at}.{field}"),
-                        object,
-                        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-                    ));
+                    causes.push(FieldCause::invalid(format!("{at}.{field}"), object, SUBDOMAIN_MSG));
                 }
             }
         }
