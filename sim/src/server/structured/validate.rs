@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use crate::server::error::FieldCause;
-use crate::server::validation::is_dns_subdomain;
+use crate::server::validation::{is_dns_label, is_dns_subdomain, LABEL_MSG, SUBDOMAIN_MSG};
 
 /// Requests, constraints, claim configs and selectors per list.
 const MAX_LIST: usize = 32;
@@ -30,18 +30,7 @@ const MAX_RESULTS: usize = 32;
 /// Allocation configuration entries.
 const MAX_ALLOCATION_CONFIG: usize = 64;
 
-const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const C_IDENTIFIER_MSG: &str = "a valid C identifier must start with alphabetic character or '_', followed by a string of alphanumeric characters or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName', regex used for validation is '[A-Za-z_][A-Za-z0-9_]*')";
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
 
 fn is_c_identifier(s: &str) -> bool {
     let mut bytes = s.bytes();
@@ -57,6 +46,15 @@ fn list(v: &Value) -> &[Value] {
 
 fn text(v: &Value) -> &str {
     v.as_str().unwrap_or_default()
+}
+
+/// The items of the list `v` at `field`, with a cause when there are more than `max`.
+fn capped<'a>(causes: &mut Vec<FieldCause>, field: &str, v: &'a Value, max: usize) -> &'a [Value] {
+    let items = list(v);
+    if items.len() > max {
+        causes.push(too_many(field, items.len(), max));
+    }
+    items
 }
 
 fn too_many(field: &str, count: usize, max: usize) -> FieldCause {
@@ -135,10 +133,7 @@ fn qualified_name(causes: &mut Vec<FieldCause>, field: &str, key: &str, need_dom
 }
 
 fn selectors(causes: &mut Vec<FieldCause>, field: &str, v: &Value) {
-    let items = list(v);
-    if items.len() > MAX_LIST {
-        causes.push(too_many(field, items.len(), MAX_LIST));
-    }
+    let items = capped(causes, field, v, MAX_LIST);
     for (i, s) in items.iter().enumerate() {
         let at = format!("{field}[{i}].cel");
         if s["cel"].is_null() {
@@ -185,10 +180,7 @@ pub fn device_class(obj: &Value) -> Vec<FieldCause> {
     let mut causes = Vec::new();
     let spec = &obj["spec"];
     selectors(&mut causes, "spec.selectors", &spec["selectors"]);
-    let config = list(&spec["config"]);
-    if config.len() > MAX_LIST {
-        causes.push(too_many("spec.config", config.len(), MAX_LIST));
-    }
+    let config = capped(&mut causes, "spec.config", &spec["config"], MAX_LIST);
     for (i, c) in config.iter().enumerate() {
         opaque(
             &mut causes,
@@ -233,10 +225,7 @@ fn class_name(causes: &mut Vec<FieldCause>, field: &str, name: &str) {
 /// Checks the requests of a claim spec; returns the names a constraint or config may refer to
 /// (`req` and `req/sub`).
 fn requests(causes: &mut Vec<FieldCause>, field: &str, v: &Value) -> Vec<String> {
-    let items = list(v);
-    if items.len() > MAX_LIST {
-        causes.push(too_many(field, items.len(), MAX_LIST));
-    }
+    let items = capped(causes, field, v, MAX_LIST);
     let mut names: Vec<String> = Vec::new();
     for (i, r) in items.iter().enumerate() {
         let at = format!("{field}[{i}]");
@@ -264,13 +253,10 @@ fn requests(causes: &mut Vec<FieldCause>, field: &str, v: &Value) -> Vec<String>
                 mode_and_count(causes, &ex, exactly);
             }
             (_, subs) => {
-                let subs = list(subs);
                 let fa = format!("{at}.firstAvailable");
+                let subs = capped(causes, &fa, subs, MAX_SUBREQUESTS);
                 if subs.is_empty() {
                     causes.push(FieldCause::required(fa.clone(), ""));
-                }
-                if subs.len() > MAX_SUBREQUESTS {
-                    causes.push(too_many(&fa, subs.len(), MAX_SUBREQUESTS));
                 }
                 let mut sub_names: Vec<&str> = Vec::new();
                 for (j, s) in subs.iter().enumerate() {
@@ -315,14 +301,12 @@ pub fn claim_spec(field: &str, spec: &Value) -> Vec<FieldCause> {
     let devices = &spec["devices"];
     let at = format!("{field}.devices");
     let known = requests(&mut causes, &format!("{at}.requests"), &devices["requests"]);
-    let constraints = list(&devices["constraints"]);
-    if constraints.len() > MAX_LIST {
-        causes.push(too_many(
-            &format!("{at}.constraints"),
-            constraints.len(),
-            MAX_LIST,
-        ));
-    }
+    let constraints = capped(
+        &mut causes,
+        &format!("{at}.constraints"),
+        &devices["constraints"],
+        MAX_LIST,
+    );
     for (i, c) in constraints.iter().enumerate() {
         let cat = format!("{at}.constraints[{i}]");
         request_refs(
@@ -343,10 +327,12 @@ pub fn claim_spec(field: &str, spec: &Value) -> Vec<FieldCause> {
             None => causes.push(FieldCause::required(format!("{cat}.matchAttribute"), "")),
         }
     }
-    let config = list(&devices["config"]);
-    if config.len() > MAX_LIST {
-        causes.push(too_many(&format!("{at}.config"), config.len(), MAX_LIST));
-    }
+    let config = capped(
+        &mut causes,
+        &format!("{at}.config"),
+        &devices["config"],
+        MAX_LIST,
+    );
     for (i, c) in config.iter().enumerate() {
         let cat = format!("{at}.config[{i}]");
         request_refs(
@@ -420,10 +406,7 @@ pub fn resource_slice(obj: &Value) -> Vec<FieldCause> {
 }
 
 fn devices(causes: &mut Vec<FieldCause>, v: &Value) {
-    let items = list(v);
-    if items.len() > MAX_DEVICES {
-        causes.push(too_many("spec.devices", items.len(), MAX_DEVICES));
-    }
+    let items = capped(causes, "spec.devices", v, MAX_DEVICES);
     let mut names: Vec<&str> = Vec::new();
     for (i, d) in items.iter().enumerate() {
         let at = format!("spec.devices[{i}]");
@@ -517,14 +500,12 @@ pub fn claim_status(old: Option<&Value>, new: &Value) -> Vec<FieldCause> {
     let mut causes = Vec::new();
     let status = &new["status"];
     let allocation = status.get("allocation").filter(|a| !a.is_null());
-    let reserved = list(&status["reservedFor"]);
-    if reserved.len() > MAX_RESERVED_FOR {
-        causes.push(too_many(
-            "status.reservedFor",
-            reserved.len(),
-            MAX_RESERVED_FOR,
-        ));
-    }
+    let reserved = capped(
+        &mut causes,
+        "status.reservedFor",
+        &status["reservedFor"],
+        MAX_RESERVED_FOR,
+    );
     let new_uids = uids(&status["reservedFor"]);
     for (i, r) in reserved.iter().enumerate() {
         let at = format!("status.reservedFor[{i}]");
@@ -570,14 +551,12 @@ pub fn claim_status(old: Option<&Value>, new: &Value) -> Vec<FieldCause> {
 
 fn allocation_causes(causes: &mut Vec<FieldCause>, allocation: &Value) {
     let at = "status.allocation.devices";
-    let results = list(&allocation["devices"]["results"]);
-    if results.len() > MAX_RESULTS {
-        causes.push(too_many(
-            &format!("{at}.results"),
-            results.len(),
-            MAX_RESULTS,
-        ));
-    }
+    let results = capped(
+        causes,
+        &format!("{at}.results"),
+        &allocation["devices"]["results"],
+        MAX_RESULTS,
+    );
     for (i, r) in results.iter().enumerate() {
         let rat = format!("{at}.results[{i}]");
         let request = text(&r["request"]);
@@ -588,14 +567,12 @@ fn allocation_causes(causes: &mut Vec<FieldCause>, allocation: &Value) {
         pool_name(causes, &format!("{rat}.pool"), text(&r["pool"]));
         label(causes, &format!("{rat}.device"), text(&r["device"]));
     }
-    let config = list(&allocation["devices"]["config"]);
-    if config.len() > MAX_ALLOCATION_CONFIG {
-        causes.push(too_many(
-            &format!("{at}.config"),
-            config.len(),
-            MAX_ALLOCATION_CONFIG,
-        ));
-    }
+    let config = capped(
+        causes,
+        &format!("{at}.config"),
+        &allocation["devices"]["config"],
+        MAX_ALLOCATION_CONFIG,
+    );
     for (i, c) in config.iter().enumerate() {
         let cat = format!("{at}.config[{i}]");
         let source = text(&c["source"]);
