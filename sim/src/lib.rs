@@ -1,4 +1,5 @@
-//! `dra-sim`: a simulated Kubernetes 1.30 cluster for tests, benchmarks and the demo.
+//! `dra-sim`: a simulated Kubernetes 1.30 (classic DRA) or 1.34 (structured DRA) cluster for
+//! tests, benchmarks and the demo ([`KubernetesVersion`]).
 //!
 //! [`server`] is an API server subset speaking the real REST protocol over loopback HTTP;
 //! [`actors`] are the control-plane components (scheduler DRA plugin, resourceclaim controller,
