@@ -21,7 +21,7 @@ use crate::gc::{find_stale, PreparedRef};
 use crate::grpc::{Plugin, PluginConfig};
 use crate::journal::Journal;
 use crate::metrics::{GcKind, NodeMetrics, Outcome};
-use crate::prepare::{ClaimPreparer, ClaimRequest, JournalPreparer, PrepareError};
+use crate::prepare::{AllocatedClaim, ClaimPreparer, ClaimRequest, JournalPreparer, PrepareError};
 
 /// Everything the agent is started with.
 #[derive(Clone, Debug)]
@@ -102,10 +102,14 @@ impl Measured {
     }
 }
 
-impl ClaimPreparer for Measured {
-    fn prepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
+impl Measured {
+    /// Times `prepare` and counts its answers.
+    fn measure_prepare(
+        &self,
+        prepare: impl FnOnce(&JournalPreparer) -> Vec<(String, Result<Vec<String>, PrepareError>)>,
+    ) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
         let started = Instant::now();
-        let answers = self.inner.prepare(claims);
+        let answers = prepare(&self.inner);
         self.metrics
             .observe_prepare(started.elapsed().as_secs_f64());
         for (uid, answer) in &answers {
@@ -119,6 +123,19 @@ impl ClaimPreparer for Measured {
         }
         self.count();
         answers
+    }
+}
+
+impl ClaimPreparer for Measured {
+    fn prepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
+        self.measure_prepare(|inner| inner.prepare(claims))
+    }
+
+    fn prepare_allocated(
+        &self,
+        claims: &[AllocatedClaim],
+    ) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
+        self.measure_prepare(|inner| inner.prepare_allocated(claims))
     }
 
     fn unprepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<(), PrepareError>)> {
