@@ -8,6 +8,7 @@
 pub mod allocation;
 pub mod claims;
 pub mod config;
+pub mod slices;
 pub mod types;
 
 use std::collections::BTreeMap;
