@@ -8,6 +8,7 @@
 pub mod allocation;
 pub mod claims;
 pub mod config;
+pub mod mode;
 pub mod slices;
 pub mod types;
 
