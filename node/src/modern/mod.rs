@@ -1,9 +1,10 @@
 //! Modern DRA (`resource.k8s.io/v1`, Kubernetes 1.34+), node side: the API objects the agent
 //! reads and writes ([`types`]), the node's `ResourceSlice` built from its inventory
-//! ([`slice_for`]), our opaque device configuration ([`config`]) and what a claim's allocation
-//! asks this node to prepare ([`allocation`]), read through [`claims`]. The v1alpha2 path of Kubernetes 1.30 (the kubelet
-//! builds the slice from `NodeListAndWatchResources`) is unchanged; here the driver publishes
-//! the slice itself.
+//! ([`slice_for`]) and kept published ([`slices`]), our opaque device configuration
+//! ([`config`]), what a claim's allocation asks this node to prepare ([`allocation`]), where
+//! claims are read ([`claims`]) and which API the agent speaks ([`mode`]). The v1alpha2 path of
+//! Kubernetes 1.30 (the kubelet builds the slice from `NodeListAndWatchResources`) is unchanged;
+//! here the driver publishes the slice itself.
 
 pub mod allocation;
 pub mod claims;

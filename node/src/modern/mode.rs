@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList;
 
@@ -128,20 +129,46 @@ pub fn choose(groups: &APIGroupList) -> Result<ApiMode, ModeError> {
     }
 }
 
-/// The mode of `flag`: `auto` asks the API server through `client`. Without a client (no API
-/// access) `auto` is `v1alpha2`, the only mode that works without one, and `v1` is an error.
+/// The waits between the attempts at discovery: a server that answers 5xx or cannot be reached
+/// for a moment at the agent's start does not stop it.
+const DISCOVERY_RETRIES: [Duration; 3] = [
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(400),
+];
+
+/// The mode of `flag`: `auto` asks the API server through `client` (retrying a failure that may
+/// pass, a few times). Without a client (no API access) `auto` is `v1alpha2`, the only mode that
+/// works without one, and `v1` is an error.
 pub async fn resolve(flag: DraApi, client: Option<&kube::Client>) -> Result<ApiMode, ModeError> {
     match (flag, client) {
         (DraApi::V1alpha2, _) | (DraApi::Auto, None) => Ok(ApiMode::V1alpha2),
         (DraApi::V1, Some(_)) => Ok(ApiMode::V1),
         (DraApi::V1, None) => Err(ModeError::NoApiAccess),
         (DraApi::Auto, Some(client)) => {
-            let groups = client
-                .list_api_groups()
-                .await
-                .map_err(|e| ModeError::Discovery(Box::new(e)))?;
-            choose(&groups)
+            let mut waits = DISCOVERY_RETRIES.iter();
+            loop {
+                match client.list_api_groups().await {
+                    Ok(groups) => return choose(&groups),
+                    Err(error) => match waits.next() {
+                        Some(wait) if may_pass(&error) => {
+                            tracing::warn!(%error, retry = ?wait, "API discovery failed");
+                            tokio::time::sleep(*wait).await;
+                        }
+                        _ => return Err(ModeError::Discovery(Box::new(error))),
+                    },
+                }
+            }
         }
+    }
+}
+
+/// Whether a failed call may succeed when repeated: a server error or no answer at all, not a
+/// refusal (401, 403, 404).
+fn may_pass(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(response) => response.code >= 500,
+        _ => true,
     }
 }
 
@@ -214,6 +241,21 @@ mod tests {
             resolve(DraApi::V1, None).await,
             Err(ModeError::NoApiAccess)
         ));
+    }
+
+    #[tokio::test]
+    async fn a_discovery_that_keeps_failing_is_an_error_naming_it() {
+        // nothing listens on port 1 of loopback: every attempt is refused
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let error = resolve(DraApi::Auto, Some(&client)).await.unwrap_err();
+        assert!(matches!(error, ModeError::Discovery(_)), "{error}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("--dra-api auto: API discovery failed: "),
+            "{error}"
+        );
     }
 
     #[test]

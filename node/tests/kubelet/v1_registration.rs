@@ -1,15 +1,18 @@
 //! The agent against a 1.34 API server as a 1.34 kubelet registers it: discovery chooses `v1`,
 //! the kubelet picks `v1.DRAPlugin`, the 1.30 service is not served, and `/readyz` waits for
-//! the registration and the node's slice.
+//! the registration and the node's slice. Against a 1.30 API server, or with `--dra-api
+//! v1alpha2`, the agent is the 1.30 plugin.
 
 use dra_node::grpc::proto::v1alpha3::node_client::NodeClient;
 use dra_node::grpc::proto::v1alpha3::NodePrepareResourcesRequest;
 use dra_node::grpc::versions::highest_supported_version;
+use dra_node::modern::mode::DraApi;
+use dra_sim::KubernetesVersion;
 use testkit::eventually::eventually;
 
-use crate::support::{connect, DRIVER, PATIENCE};
+use crate::support::{connect, register_as_kubelet_130, DRIVER, PATIENCE};
 use crate::v1_support::{
-    register_as_kubelet_134, write_inventory, AgentSettings, Cluster134, ModernAgent,
+    register_as_kubelet_134, write_inventory, AgentSettings, Cluster134, ModernAgent, NODE,
     SLICE_PATIENCE,
 };
 
@@ -67,4 +70,45 @@ async fn in_v1_mode_the_1_30_service_is_not_served() {
     agent.stop().await.unwrap();
     assert!(!agent.sockets.registration().exists());
     assert!(!agent.sockets.plugin().exists());
+}
+
+#[tokio::test]
+async fn against_a_1_30_api_server_discovery_chooses_the_1_30_service() {
+    let cluster = Cluster134::start_at(KubernetesVersion::V1_30).await;
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("devices.yaml");
+    write_inventory(&inventory, &["gpu-0"]);
+    let mut agent = ModernAgent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
+    let info = register_as_kubelet_130(agent.sockets.registration())
+        .await
+        .unwrap();
+    assert_eq!(info.supported_versions, ["1.0.0"]);
+    let answer = NodeClient::new(connect(agent.sockets.plugin()).await)
+        .node_prepare_resources(NodePrepareResourcesRequest::default())
+        .await
+        .unwrap();
+    assert!(answer.into_inner().claims.is_empty());
+    let (_, ready) = agent.admin_get("/readyz").await;
+    assert!(ready.get("slicesPublished").is_none(), "{ready}");
+    agent.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_explicit_v1alpha2_is_kept_whatever_the_api_server_serves() {
+    let cluster = Cluster134::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("devices.yaml");
+    write_inventory(&inventory, &["gpu-0"]);
+    let mut settings = AgentSettings::file(&inventory);
+    settings.dra_api = DraApi::V1alpha2;
+    let mut agent = ModernAgent::start(&cluster, dir.path(), settings).await;
+    let info = register_as_kubelet_130(agent.sockets.registration())
+        .await
+        .unwrap();
+    assert_eq!(info.supported_versions, ["1.0.0"]);
+    assert!(
+        cluster.slices_of(NODE).await.is_empty(),
+        "no slice in v1alpha2 mode"
+    );
+    agent.stop().await.unwrap();
 }

@@ -37,7 +37,7 @@ pub const NODE: &str = "node-0";
 /// Another node of the cluster.
 pub const OTHER_NODE: &str = "node-1";
 
-/// The API server at 1.34 with `node-0` and `node-1`.
+/// The API server (at 1.34 unless a test says otherwise) with `node-0` and `node-1`.
 pub struct Cluster134 {
     pub server: SimServerHandle,
     pub client: kube::Client,
@@ -45,8 +45,12 @@ pub struct Cluster134 {
 
 impl Cluster134 {
     pub async fn start() -> Cluster134 {
+        Self::start_at(KubernetesVersion::V1_34).await
+    }
+
+    pub async fn start_at(version: KubernetesVersion) -> Cluster134 {
         let server = SimServer::start(ServerConfig {
-            kubernetes_version: KubernetesVersion::V1_34,
+            kubernetes_version: version,
             ..ServerConfig::default()
         })
         .await
@@ -55,7 +59,7 @@ impl Cluster134 {
         let config = ClusterConfig {
             nodes: 2,
             devices_per_node: 0,
-            kubernetes_version: KubernetesVersion::V1_34,
+            kubernetes_version: version,
             ..ClusterConfig::default()
         };
         for index in 0..2 {
@@ -187,6 +191,23 @@ impl AgentSettings {
     }
 }
 
+/// The configuration of `node-0`'s agent with its directories under `root`.
+pub fn agent_config(root: &Path, settings: AgentSettings) -> AgentConfig {
+    AgentConfig {
+        node_name: NODE.into(),
+        driver_name: DRIVER.into(),
+        registry_dir: root.join("plugins_registry"),
+        plugins_dir: root.join("plugins"),
+        cdi_dir: root.join("cdi"),
+        state_dir: root.join("state"),
+        devices: settings.devices,
+        roots: settings.roots,
+        gc_interval: settings.gc_interval,
+        inventory_interval: settings.inventory_interval,
+        listen: "127.0.0.1:0".parse().unwrap(),
+    }
+}
+
 /// The agent of `node-0`, run in this process.
 pub struct ModernAgent {
     pub sockets: PluginSockets,
@@ -199,19 +220,8 @@ pub struct ModernAgent {
 impl ModernAgent {
     /// Starts the agent with its directories under `root` and waits for its registration socket.
     pub async fn start(cluster: &Cluster134, root: &Path, settings: AgentSettings) -> ModernAgent {
-        let config = AgentConfig {
-            node_name: NODE.into(),
-            driver_name: DRIVER.into(),
-            registry_dir: root.join("plugins_registry"),
-            plugins_dir: root.join("plugins"),
-            cdi_dir: root.join("cdi"),
-            state_dir: root.join("state"),
-            devices: settings.devices,
-            roots: settings.roots,
-            gc_interval: settings.gc_interval,
-            inventory_interval: settings.inventory_interval,
-            listen: "127.0.0.1:0".parse().unwrap(),
-        };
+        let dra_api = settings.dra_api;
+        let config = agent_config(root, settings);
         let sockets =
             PluginSockets::new(DRIVER, &config.registry_dir, &config.plugins_dir).unwrap();
         let cdi = CdiDir::new(&config.cdi_dir, DRIVER);
@@ -219,7 +229,7 @@ impl ModernAgent {
         let admin = listener.local_addr().unwrap();
         let access = ApiAccess {
             client: Some(cluster.client.clone()),
-            dra_api: settings.dra_api,
+            dra_api,
         };
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(dra_node::agent::run_on_with_api(
