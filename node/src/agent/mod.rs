@@ -13,7 +13,7 @@
 //!   carry), registration advertises their service names, claims are read from the API server
 //!   and the agent publishes the slice.
 //!
-//! [`measured`] is the preparer with its metrics, [`background`] the periodic tasks.
+//! Inside: `measured`, the preparer with its metrics; `background`, the periodic tasks.
 
 mod background;
 mod measured;
