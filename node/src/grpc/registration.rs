@@ -38,8 +38,8 @@ pub const SUPPORTED_VERSIONS: &[&str] = &[CLASSIC_VERSION];
 /// What `GetInfo` advertises for the services served: [`CLASSIC_VERSION`] for the 1.30
 /// service, then the modern service names, v1 before v1beta1. A 1.34 kubelet takes the first
 /// entry it knows as a service name ([`super::versions::service_chosen_by_134_kubelet`]), so it
-/// passes over `1.0.0` and picks v1 (a 1.32 or 1.33 kubelet, which knows only v1beta1, picks
-/// that); a 1.30 kubelet skips the service names, which are no versions, and takes `1.0.0`.
+/// passes over `1.0.0` and picks v1 (a kubelet that knows v1beta1 but not v1 picks v1beta1);
+/// a 1.30 kubelet skips the service names, which are no versions, and takes `1.0.0`.
 pub fn supported_versions(classic: bool, modern: bool) -> Vec<&'static str> {
     let mut versions = Vec::new();
     if classic {
