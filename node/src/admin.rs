@@ -1,5 +1,6 @@
 //! The agent's admin HTTP server (`--listen`): `GET /healthz`, `GET /readyz` (the journal is open,
-//! the inventory is published and the kubelet acknowledged the registration), `GET /metrics`,
+//! the inventory is published and the kubelet acknowledged the registration; in `v1` mode also
+//! the node's `ResourceSlice` published), `GET /metrics`,
 //! `GET /v1/prepared` (the claims prepared here with their devices and CDI IDs) and
 //! `GET /v1/devices` (the inventory). Read-only: nothing here changes state. Errors are JSON
 //! `{"error": {"code", "message"}}`.
@@ -48,6 +49,8 @@ pub struct AgentReadiness {
     journal_open: Arc<AtomicBool>,
     inventory_published: Arc<AtomicBool>,
     registered: Arc<AtomicBool>,
+    slices_required: Arc<AtomicBool>,
+    slices_published: Arc<AtomicBool>,
 }
 
 impl AgentReadiness {
@@ -67,21 +70,37 @@ impl AgentReadiness {
         self.registered.store(registered, Ordering::Release);
     }
 
+    /// Makes readiness wait for the node's `ResourceSlice` too (modern DRA, where the agent
+    /// publishes it).
+    pub fn require_slices(&self) {
+        self.slices_required.store(true, Ordering::Release);
+    }
+
+    /// Marks the node's `ResourceSlice` as written.
+    pub fn set_slices_published(&self) {
+        self.slices_published.store(true, Ordering::Release);
+    }
+
     /// The flags as `/readyz` reports them, and whether all are set.
     fn report(&self) -> (bool, serde_json::Value) {
         let journal = self.journal_open.load(Ordering::Acquire);
         let inventory = self.inventory_published.load(Ordering::Acquire);
         let registered = self.registered.load(Ordering::Acquire);
-        let ready = journal && inventory && registered;
-        (
-            ready,
-            json!({
-                "status": if ready { "ready" } else { "not ready" },
-                "journalOpen": journal,
-                "inventoryPublished": inventory,
-                "registered": registered,
-            }),
-        )
+        let slices = self
+            .slices_required
+            .load(Ordering::Acquire)
+            .then(|| self.slices_published.load(Ordering::Acquire));
+        let ready = journal && inventory && registered && slices.unwrap_or(true);
+        let mut body = json!({
+            "status": if ready { "ready" } else { "not ready" },
+            "journalOpen": journal,
+            "inventoryPublished": inventory,
+            "registered": registered,
+        });
+        if let Some(slices) = slices {
+            body["slicesPublished"] = json!(slices);
+        }
+        (ready, body)
     }
 }
 
@@ -222,6 +241,24 @@ mod tests {
             get(&state, "/readyz").await.0,
             StatusCode::SERVICE_UNAVAILABLE
         );
+    }
+
+    #[tokio::test]
+    async fn readyz_in_v1_mode_also_waits_for_the_nodes_slice() {
+        let state = state();
+        let (_, body) = get(&state, "/readyz").await;
+        assert!(body.get("slicesPublished").is_none(), "{body}");
+        state.readiness.require_slices();
+        state.readiness.set_journal_open();
+        state.readiness.set_inventory_published();
+        state.readiness.set_registered(true);
+        let (status, body) = get(&state, "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["slicesPublished"], false);
+        state.readiness.set_slices_published();
+        let (status, body) = get(&state, "/readyz").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["slicesPublished"], true);
     }
 
     #[tokio::test]

@@ -1,16 +1,23 @@
-//! Garbage collection of prepared claims against the API server: the 1.30 kubelet can miss an
+//! Garbage collection of prepared claims against the API server: the kubelet can miss an
 //! unprepare (a restart between its call and its checkpoint, a forced delete), so the agent
 //! unprepares claims whose `ResourceClaim` is gone or no longer allocated to this node itself.
+//! Claims are read as `resource.k8s.io/v1alpha2` objects (Kubernetes 1.30: the allocation is our
+//! handle, which names the node) or as `resource.k8s.io/v1` ones (1.34+: the allocation names
+//! devices of pools, our pool being named after the node); [`CollectedClaim`] is what both give.
 //!
-//! [`stale_claims`] is the pure decision over one list of claims; [`confirm_stale`] checks each
-//! candidate again with a GET by name before it is unprepared, so that a claim prepared after the
-//! list was taken is never collected. The caller unprepares what is confirmed.
+//! [`stale_claims`] is the pure decision over one list of claims; [`confirm_stale`] (and, for v1
+//! claims, [`find_stale_v1`]) checks each candidate again with a GET by name before it is
+//! unprepared, so that a claim prepared after the list was taken is never collected. The caller
+//! unprepares what is confirmed.
 
 use std::collections::BTreeMap;
 
 use dra_allocator::handle::HandleData;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::{Api, Client};
+
+use crate::modern::claims::ClaimSource;
+use crate::modern::types::ResourceClaim as V1ResourceClaim;
 
 /// A claim prepared on this node, as the journal knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,17 +58,58 @@ pub fn allocated_node(claim: &ResourceClaim, driver: &str) -> Option<String> {
         .map(|data| data.node)
 }
 
+/// A claim as garbage collection reads it.
+pub trait CollectedClaim {
+    /// The claim's UID.
+    fn uid(&self) -> Option<&str>;
+
+    /// The node the claim's allocation by `driver` is on (`node` when any of it is on `node`),
+    /// `None` when it is not allocated by `driver`.
+    fn allocated_node(&self, driver: &str, node: &str) -> Option<String>;
+}
+
+impl CollectedClaim for ResourceClaim {
+    fn uid(&self) -> Option<&str> {
+        self.metadata.uid.as_deref()
+    }
+
+    fn allocated_node(&self, driver: &str, _node: &str) -> Option<String> {
+        allocated_node(self, driver)
+    }
+}
+
+impl CollectedClaim for V1ResourceClaim {
+    fn uid(&self) -> Option<&str> {
+        self.metadata.uid.as_deref()
+    }
+
+    /// The pool of our devices, which is named after its node.
+    fn allocated_node(&self, driver: &str, node: &str) -> Option<String> {
+        let results = &self.status.as_ref()?.allocation.as_ref()?.devices.results;
+        let mut pools = results
+            .iter()
+            .filter(|r| r.driver == driver)
+            .map(|r| &r.pool);
+        let first = pools.next()?;
+        if first == node || pools.any(|pool| pool == node) {
+            Some(node.to_owned())
+        } else {
+            Some(first.clone())
+        }
+    }
+}
+
 /// Why `claim` (the cluster's object under the prepared claim's UID, if any) no longer belongs
 /// prepared on `node`; `None` while it does.
-pub fn stale_reason(
-    claim: Option<&ResourceClaim>,
+pub fn stale_reason<C: CollectedClaim>(
+    claim: Option<&C>,
     node: &str,
     driver: &str,
 ) -> Option<StaleReason> {
     let Some(claim) = claim else {
         return Some(StaleReason::Gone);
     };
-    match allocated_node(claim, driver) {
+    match claim.allocated_node(driver, node) {
         None => Some(StaleReason::NotAllocated),
         Some(other) if other != node => Some(StaleReason::OtherNode(other)),
         Some(_) => None,
@@ -69,16 +117,13 @@ pub fn stale_reason(
 }
 
 /// The prepared claims that one complete list of the cluster's claims shows stale.
-pub fn stale_claims(
+pub fn stale_claims<C: CollectedClaim>(
     prepared: &[PreparedRef],
-    listed: &[ResourceClaim],
+    listed: &[C],
     node: &str,
     driver: &str,
 ) -> Vec<(PreparedRef, StaleReason)> {
-    let by_uid: BTreeMap<&str, &ResourceClaim> = listed
-        .iter()
-        .filter_map(|c| Some((c.metadata.uid.as_deref()?, c)))
-        .collect();
+    let by_uid: BTreeMap<&str, &C> = listed.iter().filter_map(|c| Some((c.uid()?, c))).collect();
     prepared
         .iter()
         .filter_map(|p| {
@@ -117,6 +162,31 @@ pub async fn confirm_stale(
         let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &prepared.namespace);
         let current = api
             .get_opt(&prepared.name)
+            .await?
+            .filter(|c| c.metadata.uid.as_deref() == Some(prepared.uid.as_str()));
+        if let Some(reason) = stale_reason(current.as_ref(), node, driver) {
+            confirmed.push((prepared, reason));
+        }
+    }
+    Ok(confirmed)
+}
+
+/// [`find_stale`] for v1 claims read through `claims`: one list, then a GET by namespace and name
+/// of each candidate.
+pub async fn find_stale_v1(
+    claims: &dyn ClaimSource,
+    prepared: &[PreparedRef],
+    node: &str,
+    driver: &str,
+) -> kube::Result<Vec<(PreparedRef, StaleReason)>> {
+    if prepared.is_empty() {
+        return Ok(Vec::new());
+    }
+    let listed = claims.list().await?;
+    let mut confirmed = Vec::new();
+    for (prepared, _) in stale_claims(prepared, &listed, node, driver) {
+        let current = claims
+            .get(&prepared.namespace, &prepared.name)
             .await?
             .filter(|c| c.metadata.uid.as_deref() == Some(prepared.uid.as_str()));
         if let Some(reason) = stale_reason(current.as_ref(), node, driver) {
@@ -191,6 +261,74 @@ mod tests {
                 ("free", StaleReason::NotAllocated),
                 ("foreign", StaleReason::NotAllocated),
                 ("gone", StaleReason::Gone),
+            ]
+        );
+    }
+
+    fn v1_claim(uid: &str, results: &[(&str, &str)]) -> V1ResourceClaim {
+        use crate::modern::types::{DeviceAllocationResult, DeviceRequestAllocationResult};
+        let claim = V1ResourceClaim::new("default", &format!("claim-{uid}"), uid);
+        if results.is_empty() {
+            return claim;
+        }
+        claim.allocated(DeviceAllocationResult {
+            results: results
+                .iter()
+                .map(|(driver, pool)| {
+                    DeviceRequestAllocationResult::new("gpu", driver, pool, "gpu-0")
+                })
+                .collect(),
+            config: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn v1_claims_are_stale_when_gone_unallocated_foreign_or_in_another_nodes_pool() {
+        let listed = [
+            v1_claim("here", &[(DRIVER, "node-a")]),
+            v1_claim("partly", &[(DRIVER, "node-b"), (DRIVER, "node-a")]),
+            v1_claim("moved", &[(DRIVER, "node-b")]),
+            v1_claim("free", &[]),
+            v1_claim("foreign", &[("other.example.com", "node-a")]),
+        ];
+        let all = ["here", "partly", "moved", "free", "foreign", "gone"].map(prepared);
+        let stale = stale_claims(&all, &listed, "node-a", DRIVER);
+        let reasons: Vec<(&str, StaleReason)> = stale
+            .iter()
+            .map(|(p, r)| (p.uid.as_str(), r.clone()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("moved", StaleReason::OtherNode("node-b".into())),
+                ("free", StaleReason::NotAllocated),
+                ("foreign", StaleReason::NotAllocated),
+                ("gone", StaleReason::Gone),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_v1_candidate_is_confirmed_by_a_get_and_one_recreated_under_its_name_is_gone() {
+        use crate::modern::claims::MemoryClaims;
+        let claims = MemoryClaims::default();
+        claims.put(v1_claim("kept", &[(DRIVER, "node-a")]));
+        claims.put(v1_claim("moved", &[(DRIVER, "node-b")]));
+        // the name of claim "old" now holds a new claim allocated here
+        let mut reborn = v1_claim("new", &[(DRIVER, "node-a")]);
+        reborn.metadata.name = Some("claim-old".into());
+        claims.put(reborn);
+        let all = ["kept", "moved", "old"].map(prepared);
+        let stale = find_stale_v1(&claims, &all, "node-a", DRIVER)
+            .await
+            .unwrap();
+        let uids: Vec<(&str, &StaleReason)> =
+            stale.iter().map(|(p, r)| (p.uid.as_str(), r)).collect();
+        assert_eq!(
+            uids,
+            [
+                ("moved", &StaleReason::OtherNode("node-b".into())),
+                ("old", &StaleReason::Gone)
             ]
         );
     }

@@ -1,5 +1,6 @@
-//! `dra-node`: the node agent, the kubelet DRA plugin that turns an allocation written by the
-//! controller into CDI devices a container gets.
+//! `dra-node`: the node agent, the kubelet DRA plugin that turns an allocation (the controller's
+//! resource handle on Kubernetes 1.30, the scheduler's allocation result on 1.34+) into CDI
+//! devices a container gets.
 //!
 //! - [`device`]: a device of this node as discovery reports it (attributes, device nodes, the
 //!   environment its CDI edits add), the type every other module speaks;
@@ -8,13 +9,15 @@
 //! - [`cdi`]: the CDI spec of one claim, written atomically, and the listing of ours;
 //! - [`prepare`]: prepare and unprepare of a batch of claims (handle checks, journal, CDI), and
 //!   the recovery of half-done entries at start;
-//! - [`grpc`]: the kubelet's gRPC services (registration, `v1alpha3.Node`) over Unix sockets;
-//! - [`gc`]: which prepared claims the API server shows stale;
+//! - [`grpc`]: the kubelet's gRPC services (registration, the 1.30 `v1alpha3.Node`, the 1.34+
+//!   `v1.DRAPlugin` and `v1beta1.DRAPlugin`) over Unix sockets;
+//! - [`gc`]: which prepared claims the API server shows stale (v1alpha2 or v1 claims);
 //! - [`admin`] and [`metrics`]: the admin HTTP server and the `dra_ledger_node_` metrics;
 //! - [`agent`]: all of it composed into the running agent of `dra-ledger node`;
 //! - [`local`]: agents for the nodes of a simulated cluster, in one process (demo, tests);
-//! - [`modern`]: the `resource.k8s.io/v1` objects of Kubernetes 1.34+ and the node's
-//!   `ResourceSlice` built from its inventory.
+//! - [`modern`]: modern DRA (Kubernetes 1.34+, `resource.k8s.io/v1`): its objects, the claims
+//!   read from the API server and what their allocations ask of this node, our opaque
+//!   configuration, the node's `ResourceSlice` the agent publishes, and the `--dra-api` mode.
 //!
 //! The agent depends on the allocator's model and handle format only: never on the controller,
 //! the admin API crate or the simulator.

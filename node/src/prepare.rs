@@ -1,5 +1,10 @@
-//! Prepare and unprepare of a batch of claims, the contract the gRPC service calls: one answer
-//! per claim UID, an error on one claim never failing the batch.
+//! Prepare and unprepare of a batch of claims, the contract the gRPC services call: one answer
+//! per claim UID, an error on one claim never failing the batch. A claim comes either with the
+//! controller's resource handle (Kubernetes 1.30, [`ClaimRequest`]) or with the devices its
+//! allocation names on this node already read from the API server (Kubernetes 1.34+,
+//! [`AllocatedClaim`]); both are prepared the same way.
+
+use dra_allocator::model::Sharing;
 
 /// One claim of a kubelet request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -15,6 +20,22 @@ pub struct ClaimRequest {
     pub resource_handle: String,
 }
 
+/// One claim of a modern kubelet request, its devices read from the claim's allocation
+/// (`status.allocation.devices.results` of this driver on this node).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllocatedClaim {
+    /// The claim's UID.
+    pub uid: String,
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The devices of this node allocated to the claim, each once.
+    pub devices: Vec<String>,
+    /// How the claim holds them, from its opaque configuration.
+    pub sharing: Sharing,
+}
+
 /// Why one claim could not be prepared or unprepared; the text goes to the kubelet, which puts it
 /// in the pod's `FailedPrepareDynamicResources` event, so it names the claim and what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +49,16 @@ pub enum PrepareError {
         /// What is wrong with the handle.
         reason: String,
     },
-    /// The handle names a device this node does not have.
+    /// The claim's allocation cannot be prepared as it stands (it differs from what is prepared
+    /// for the claim, or the claim is being unprepared).
+    #[error("claim {uid}: allocation: {reason}")]
+    Allocation {
+        /// The claim UID.
+        uid: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The claim names a device this node does not have.
     #[error("claim {uid}: device {device} is not on this node")]
     UnknownDevice {
         /// The claim UID.
@@ -72,6 +102,13 @@ pub trait ClaimPreparer: Send + Sync + 'static {
     /// Prepares every claim of `claims`; for each claim UID, the fully qualified CDI device IDs
     /// (`vendor/class=name`) or the error of that claim. Idempotent per claim UID.
     fn prepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<Vec<String>, PrepareError>)>;
+
+    /// Prepares every claim of `claims` with the devices and sharing it carries, the same way as
+    /// [`ClaimPreparer::prepare`] once a handle is read. Idempotent per claim UID.
+    fn prepare_allocated(
+        &self,
+        claims: &[AllocatedClaim],
+    ) -> Vec<(String, Result<Vec<String>, PrepareError>)>;
 
     /// Unprepares every claim of `claims`; for each claim UID, success or the error of that
     /// claim. An unknown claim UID is success.

@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dra_node::agent::AgentConfig;
+use dra_node::agent::{AgentConfig, ApiAccess};
 use dra_node::discovery::{DeviceSource, DiscoveryRoots};
+use dra_node::modern::mode::DraApi;
 
 use super::{parse_duration, wait_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
 
@@ -21,10 +22,20 @@ pub struct NodeArgs {
     #[arg(long, default_value = DEFAULT_DRIVER_NAME, value_name = "NAME")]
     pub driver_name: String,
 
-    /// Kubeconfig file for garbage collection; without it KUBECONFIG, ~/.kube/config or the
-    /// in-cluster config is used.
+    /// Kubeconfig file for the API server (garbage collection; in v1 mode also the claims and
+    /// the node's ResourceSlice); without it KUBECONFIG, ~/.kube/config or the in-cluster config
+    /// is used.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+
+    /// The DRA API to speak: v1alpha2 (Kubernetes 1.30: the v1alpha3.Node kubelet service with
+    /// the controller's resource handles, the kubelet publishes the ResourceSlice), v1 (1.34+:
+    /// the v1.DRAPlugin and v1beta1.DRAPlugin kubelet services, claims read from the API
+    /// server, the agent publishes the node's ResourceSlice), or auto: v1 where the API server
+    /// serves resource.k8s.io/v1, else v1alpha2 where it serves resource.k8s.io/v1alpha2, else
+    /// an error.
+    #[arg(long, default_value = "auto", value_name = "auto|v1alpha2|v1")]
+    pub dra_api: DraApi,
 
     /// The kubelet's plugin registry directory (the registration socket goes here).
     #[arg(
@@ -63,7 +74,8 @@ pub struct NodeArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub gc_interval: Duration,
 
-    /// How often the inventory is read again (SIGHUP reads it at once).
+    /// How often the inventory is read again (SIGHUP reads it at once); in v1 mode also how
+    /// often the node's ResourceSlice is checked and written again if it changed or vanished.
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub inventory_interval: Duration,
 
@@ -97,7 +109,11 @@ pub async fn node(args: NodeArgs) -> anyhow::Result<()> {
         inventory_interval: args.inventory_interval,
         listen: args.listen,
     };
-    Box::pin(dra_node::agent::run(config, Some(client), async {
+    let access = ApiAccess {
+        client: Some(client),
+        dra_api: args.dra_api,
+    };
+    Box::pin(dra_node::agent::run_with_api(config, access, async {
         if let Err(e) = wait_for_signal().await {
             tracing::error!(error = %e, "Cannot wait for signals; stopping");
         }

@@ -1,6 +1,7 @@
 //! One kubelet batch of claims turned into preparer requests and back: the checks a claim must
 //! pass before the preparer sees it, and the answer map with exactly one entry per claim UID of
-//! the request. Pure; the service around it does the calls.
+//! the request. Pure; the services around it (`v1alpha3.Node`, the modern `DRAPlugin`) do the
+//! calls.
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
@@ -35,19 +36,37 @@ impl Batch {
     /// Checks every claim of `claims` for `call`. A UID listed twice with the same content is
     /// one claim; listed twice with different content, that UID is refused.
     pub fn new(call: Call, claims: Vec<Claim>) -> Self {
-        let mut batch = Batch::default();
-        let mut seen: BTreeMap<String, ClaimRequest> = BTreeMap::new();
-        for claim in claims {
-            if let Some(error) = check(call, &claim) {
-                batch.refused.insert(claim.uid, error);
-                continue;
-            }
+        Self::checked(claims.into_iter().map(|claim| {
+            let refusal = check(call, &claim);
             let request = ClaimRequest {
                 uid: claim.uid,
                 namespace: claim.namespace,
                 name: claim.name,
                 resource_handle: claim.resource_handle,
             };
+            (request, refusal)
+        }))
+    }
+
+    /// The batch of claims named only by UID, namespace and name (the modern services'
+    /// requests, whose `resource_handle` is empty): each UID once, a claim without UID refused,
+    /// a UID listed twice with different names refused.
+    pub fn of_requests(requests: Vec<ClaimRequest>) -> Self {
+        Self::checked(requests.into_iter().map(|request| {
+            let refusal = missing_uid(&request.uid, &request.namespace, &request.name);
+            (request, refusal)
+        }))
+    }
+
+    /// The batch of `claims`, each with its refusal if the checks refused it.
+    fn checked(claims: impl Iterator<Item = (ClaimRequest, Option<String>)>) -> Self {
+        let mut batch = Batch::default();
+        let mut seen: BTreeMap<String, ClaimRequest> = BTreeMap::new();
+        for (request, refusal) in claims {
+            if let Some(error) = refusal {
+                batch.refused.insert(request.uid, error);
+                continue;
+            }
             match seen.entry(request.uid.clone()) {
                 Entry::Vacant(vacant) => {
                     vacant.insert(request.clone());
@@ -107,11 +126,8 @@ impl Batch {
 
 /// Why `claim` cannot go to the preparer for `call`, if it cannot.
 fn check(call: Call, claim: &Claim) -> Option<String> {
-    if claim.uid.is_empty() {
-        return Some(format!(
-            "claim {}/{}: the request gives no claim UID",
-            claim.namespace, claim.name
-        ));
+    if let Some(error) = missing_uid(&claim.uid, &claim.namespace, &claim.name) {
+        return Some(error);
     }
     if call == Call::Unprepare {
         return None;
@@ -131,6 +147,37 @@ fn check(call: Call, claim: &Claim) -> Option<String> {
         ));
     }
     None
+}
+
+/// The refusal of a claim the request gives no UID for.
+fn missing_uid(uid: &str, namespace: &str, name: &str) -> Option<String> {
+    uid.is_empty()
+        .then(|| format!("claim {namespace}/{name}: the request gives no claim UID"))
+}
+
+/// An error the kubelet can tell from success: an empty one would read as success.
+pub(crate) fn nonempty(error: String) -> String {
+    if error.is_empty() {
+        "failed without a reason".to_owned()
+    } else {
+        error
+    }
+}
+
+/// The answer map as the protobuf messages hold it.
+pub(crate) fn to_map<T>(claims: BTreeMap<String, T>) -> std::collections::HashMap<String, T> {
+    claims.into_iter().collect()
+}
+
+/// Logs each claim's outcome of `call`: done at debug, failed at warn with its error.
+pub(crate) fn log_outcome<'a>(call: &str, claims: impl Iterator<Item = (&'a String, &'a str)>) {
+    for (uid, error) in claims {
+        if error.is_empty() {
+            tracing::debug!(claim.uid = %uid, call, "Claim done");
+        } else {
+            tracing::warn!(claim.uid = %uid, call, %error, "Claim failed");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -200,6 +247,34 @@ mod tests {
             .push(StructuredResourceHandle::default());
         let batch = Batch::new(Call::Prepare, vec![structured]);
         assert!(batch.refused["s"].contains("structured parameters"));
+    }
+
+    #[test]
+    fn a_modern_batch_takes_each_uid_once_and_refuses_a_uid_under_two_names() {
+        let request = |uid: &str, name: &str| ClaimRequest {
+            uid: uid.into(),
+            namespace: "ns".into(),
+            name: name.into(),
+            resource_handle: String::new(),
+        };
+        let batch = Batch::of_requests(vec![
+            request("a", "one"),
+            request("a", "one"),
+            request("b", "two"),
+            request("b", "three"),
+            request("", "four"),
+        ]);
+        let uids: Vec<_> = batch.requests.iter().map(|r| r.uid.as_str()).collect();
+        assert_eq!(uids, ["a"]);
+        assert!(
+            batch.refused["b"].contains("more than once"),
+            "{:?}",
+            batch.refused
+        );
+        assert_eq!(
+            batch.refused[""],
+            "claim ns/four: the request gives no claim UID"
+        );
     }
 
     #[test]

@@ -1,21 +1,25 @@
 //! The kubelet's gRPC interfaces over Unix sockets: the registration service the kubelet's
-//! plugin watcher finds in its registry directory, and the Kubernetes 1.30 `v1alpha3.Node`
-//! service on the plugin socket.
+//! plugin watcher finds in its registry directory, and on the plugin socket the Kubernetes 1.30
+//! `v1alpha3.Node` service and the modern (1.34+) `v1.DRAPlugin` and `v1beta1.DRAPlugin`.
 //!
 //! - [`proto`]: the generated messages, servers and clients (`node/proto/`);
 //! - [`sockets`]: where the two sockets live, their modes, stale files and removal;
-//! - [`registration`]: `GetInfo`, `NotifyRegistrationStatus` and the registration state;
+//! - [`registration`]: `GetInfo` (with the `supported_versions` of the services served),
+//!   `NotifyRegistrationStatus` and the registration state;
 //! - [`batch`]: the checks of a claim batch and its answer map;
-//! - [`node_service`]: prepare, unprepare and the resource stream over a
+//! - [`node_service`]: `v1alpha3.Node`: prepare, unprepare and the resource stream over a
 //!   [`ClaimPreparer`];
+//! - [`dra_service`]: `v1.DRAPlugin` and `v1beta1.DRAPlugin`: claims read from the API server,
+//!   prepared by the same [`ClaimPreparer`];
 //! - [`resources`]: the inventory as `namedResources` instances;
-//! - [`versions`]: how a 1.30 kubelet reads `supported_versions`.
+//! - [`versions`]: how a 1.30 and a 1.34 kubelet read `supported_versions`.
 //!
-//! [`Plugin::bind`] creates both sockets and [`Plugin::serve`] serves them until a shutdown
-//! signal, then removes them. The service knows the prepare contract only
+//! [`Plugin::bind`] creates both sockets and [`Plugin::serve_services`] serves them until a
+//! shutdown signal, then removes them. The services know the prepare contract only
 //! ([`crate::prepare`]), never the journal or CDI files behind it.
 
 pub mod batch;
+pub mod dra_service;
 pub mod node_service;
 pub mod proto;
 pub mod registration;
@@ -29,12 +33,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::device::Inventory;
 use crate::prepare::ClaimPreparer;
+use proto::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
+use proto::v1alpha3::node_server::NodeServer;
 
+pub use dra_service::{DraService, DraServiceV1beta1};
 pub use node_service::NodeService;
-pub use registration::{RegistrationService, RegistrationState, PLUGIN_TYPE, SUPPORTED_VERSIONS};
+pub use registration::{
+    supported_versions, RegistrationService, RegistrationState, CLASSIC_VERSION, PLUGIN_TYPE,
+    SUPPORTED_VERSIONS, V1BETA1_SERVICE, V1_SERVICE,
+};
 pub use sockets::PluginSockets;
 
 /// What failed while setting up or serving the kubelet's sockets.
@@ -145,6 +156,51 @@ impl PluginConfig {
     }
 }
 
+/// The services of the plugin socket, which decide what registration advertises.
+pub struct PluginServices<P> {
+    classic: Option<(Arc<P>, watch::Receiver<Inventory>)>,
+    modern: Option<Arc<DraService<P>>>,
+}
+
+impl<P> std::fmt::Debug for PluginServices<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginServices")
+            .field("classic", &self.classic.is_some())
+            .field("modern", &self.modern)
+            .finish()
+    }
+}
+
+impl<P: ClaimPreparer> PluginServices<P> {
+    /// The Kubernetes 1.30 `v1alpha3.Node` service over `preparer`, streaming `inventory`.
+    pub fn classic(preparer: Arc<P>, inventory: watch::Receiver<Inventory>) -> Self {
+        PluginServices {
+            classic: Some((preparer, inventory)),
+            modern: None,
+        }
+    }
+
+    /// The modern `v1.DRAPlugin` and `v1beta1.DRAPlugin` services of `service`.
+    pub fn modern(service: DraService<P>) -> Self {
+        PluginServices {
+            classic: None,
+            modern: Some(Arc::new(service)),
+        }
+    }
+
+    /// These services and the modern ones of `service` beside them.
+    #[must_use]
+    pub fn with_modern(mut self, service: DraService<P>) -> Self {
+        self.modern = Some(Arc::new(service));
+        self
+    }
+
+    /// What registration advertises for these services ([`supported_versions`]).
+    pub fn supported_versions(&self) -> Vec<&'static str> {
+        supported_versions(self.classic.is_some(), self.modern.is_some())
+    }
+}
+
 /// The kubelet plugin with its sockets bound, ready to serve.
 #[derive(Debug)]
 pub struct Plugin {
@@ -187,32 +243,50 @@ impl Plugin {
         self.state.subscribe()
     }
 
-    /// Serves both sockets until `shutdown` completes or a server fails, then removes the
-    /// registration socket (the kubelet deregisters the plugin and closes its resource stream),
-    /// lets calls in flight finish and removes the plugin socket.
+    /// Serves the 1.30 `v1alpha3.Node` service over `preparer` and `inventory`; see
+    /// [`Plugin::serve_services`].
     pub async fn serve<P: ClaimPreparer>(
         self,
         preparer: Arc<P>,
         inventory: watch::Receiver<Inventory>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<()> {
+        self.serve_services(PluginServices::classic(preparer, inventory), shutdown)
+            .await
+    }
+
+    /// Serves both sockets, the plugin socket with `services`, until `shutdown` completes or a
+    /// server fails, then removes the registration socket (the kubelet deregisters the plugin
+    /// and closes its resource stream), lets calls in flight finish and removes the plugin
+    /// socket.
+    pub async fn serve_services<P: ClaimPreparer>(
+        self,
+        services: PluginServices<P>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<()> {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let node = NodeService::new(preparer, inventory, stop_rx.clone());
+        let versions = services.supported_versions();
         let registration = RegistrationService::new(
             &self.config.driver_name,
             &self.sockets,
+            &versions,
             Arc::clone(&self.state),
         );
         tracing::info!(
             driver = %self.config.driver_name,
             registration = %self.sockets.registration().display(),
             plugin = %self.sockets.plugin().display(),
+            supported_versions = ?versions,
             "Serving the kubelet plugin sockets"
         );
         let plugin = async {
-            let result =
-                node_service::serve(node, self.service_socket, &self.sockets, stop_rx.clone())
-                    .await;
+            let result = serve_plugin(
+                services,
+                self.service_socket,
+                &self.sockets,
+                stop_rx.clone(),
+            )
+            .await;
             stop_tx.send_replace(true);
             result
         };
@@ -241,6 +315,38 @@ impl Plugin {
         let removed = self.sockets.remove();
         plugin.and(registration).and(removed)
     }
+}
+
+/// Serves `services` on the plugin socket until `stop`.
+async fn serve_plugin<P: ClaimPreparer>(
+    services: PluginServices<P>,
+    listener: std::os::unix::net::UnixListener,
+    sockets: &PluginSockets,
+    stop: watch::Receiver<bool>,
+) -> Result<()> {
+    let path = sockets.plugin().to_owned();
+    let listener =
+        tokio::net::UnixListener::from_std(listener).map_err(|source| GrpcError::SocketBind {
+            path: path.clone(),
+            source,
+        })?;
+    let classic = services.classic.map(|(preparer, inventory)| {
+        NodeServer::new(NodeService::new(preparer, inventory, stop.clone()))
+    });
+    let v1 = services
+        .modern
+        .as_ref()
+        .map(|service| v1::dra_plugin_server::DraPluginServer::from_arc(Arc::clone(service)));
+    let v1beta1 = services.modern.map(|service| {
+        v1beta1::dra_plugin_server::DraPluginServer::new(DraServiceV1beta1(service))
+    });
+    tonic::transport::Server::builder()
+        .add_optional_service(classic)
+        .add_optional_service(v1)
+        .add_optional_service(v1beta1)
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped(stop))
+        .await
+        .map_err(|source| GrpcError::Serve { path, source })
 }
 
 /// Binds the sockets of `config` and serves them until `shutdown`; see [`Plugin`]. A caller

@@ -5,24 +5,22 @@
 //! in its own entry and the call itself succeeds, because the kubelet discards the whole answer
 //! of a failed call. The preparer blocks (it commits to disk), so it runs on the blocking pool.
 
-use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::Stream;
 use tokio::sync::watch;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::batch::{Batch, Call};
-use super::proto::v1alpha3::node_server::{Node, NodeServer};
+use super::batch::{log_outcome, nonempty, to_map, Batch, Call};
+use super::proto::v1alpha3::node_server::Node;
 use super::proto::v1alpha3::{
     NodeListAndWatchResourcesRequest, NodeListAndWatchResourcesResponse,
     NodePrepareResourceResponse, NodePrepareResourcesRequest, NodePrepareResourcesResponse,
     NodeUnprepareResourceResponse, NodeUnprepareResourcesRequest, NodeUnprepareResourcesResponse,
 };
-use super::{resources, GrpcError, PluginSockets, Result};
+use super::resources;
 use crate::device::Inventory;
 use crate::prepare::{ClaimPreparer, ClaimRequest};
 
@@ -237,47 +235,4 @@ fn unprepare_refused(error: String) -> NodeUnprepareResourceResponse {
     NodeUnprepareResourceResponse {
         error: nonempty(error),
     }
-}
-
-/// An empty error would read as success to the kubelet.
-fn nonempty(error: String) -> String {
-    if error.is_empty() {
-        "failed without a reason".to_owned()
-    } else {
-        error
-    }
-}
-
-fn to_map<T>(claims: BTreeMap<String, T>) -> std::collections::HashMap<String, T> {
-    claims.into_iter().collect()
-}
-
-fn log_outcome<'a>(call: &str, claims: impl Iterator<Item = (&'a String, &'a str)>) {
-    for (uid, error) in claims {
-        if error.is_empty() {
-            tracing::debug!(claim.uid = %uid, call, "Claim done");
-        } else {
-            tracing::warn!(claim.uid = %uid, call, %error, "Claim failed");
-        }
-    }
-}
-
-/// Serves `service` on the plugin socket until `stop`.
-pub(crate) async fn serve<P: ClaimPreparer>(
-    service: NodeService<P>,
-    listener: std::os::unix::net::UnixListener,
-    sockets: &PluginSockets,
-    stop: watch::Receiver<bool>,
-) -> Result<()> {
-    let path = sockets.plugin().to_owned();
-    let listener =
-        tokio::net::UnixListener::from_std(listener).map_err(|source| GrpcError::SocketBind {
-            path: path.clone(),
-            source,
-        })?;
-    tonic::transport::Server::builder()
-        .add_service(NodeServer::new(service))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), super::stopped(stop))
-        .await
-        .map_err(|source| GrpcError::Serve { path, source })
 }

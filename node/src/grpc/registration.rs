@@ -22,10 +22,34 @@ use super::{GrpcError, PluginConfig, PluginSockets, Result};
 /// The plugin type of a DRA driver.
 pub const PLUGIN_TYPE: &str = "DRAPlugin";
 
-/// What `GetInfo` advertises: `1.0.0` is the entry a 1.30 kubelet accepts (it parses each entry
-/// as a version and wants a 1.x); later kubelets take gRPC service names, added here when the
-/// agent serves those services.
-pub const SUPPORTED_VERSIONS: &[&str] = &["1.0.0"];
+/// The `supported_versions` entry of the 1.30 `v1alpha3.Node` service: a 1.30 kubelet parses
+/// every entry as a version, skips those that do not parse and wants a 1.x
+/// ([`super::versions::highest_supported_version`]).
+pub const CLASSIC_VERSION: &str = "1.0.0";
+/// The entry of the `k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin` service (the kubelet's
+/// `v1.DRAPluginService`).
+pub const V1_SERVICE: &str = "v1.DRAPlugin";
+/// The entry of the `...dra.v1beta1.DRAPlugin` service (`v1beta1.DRAPluginService`).
+pub const V1BETA1_SERVICE: &str = "v1beta1.DRAPlugin";
+
+/// What `GetInfo` advertises when only the 1.30 service is served.
+pub const SUPPORTED_VERSIONS: &[&str] = &[CLASSIC_VERSION];
+
+/// What `GetInfo` advertises for the services served: [`CLASSIC_VERSION`] for the 1.30
+/// service, then the modern service names, v1 before v1beta1. A 1.34 kubelet takes the first
+/// entry it knows as a service name ([`super::versions::service_chosen_by_134_kubelet`]), so it
+/// passes over `1.0.0` and picks v1 (a kubelet that knows v1beta1 but not v1 picks v1beta1);
+/// a 1.30 kubelet skips the service names, which are no versions, and takes `1.0.0`.
+pub fn supported_versions(classic: bool, modern: bool) -> Vec<&'static str> {
+    let mut versions = Vec::new();
+    if classic {
+        versions.push(CLASSIC_VERSION);
+    }
+    if modern {
+        versions.extend([V1_SERVICE, V1BETA1_SERVICE]);
+    }
+    versions
+}
 
 /// Whether the kubelet registered the plugin.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,10 +78,11 @@ pub struct RegistrationService {
 
 impl RegistrationService {
     /// The service of `driver_name` pointing the kubelet at the plugin socket of `sockets`,
-    /// reporting into `state`.
+    /// advertising `supported_versions`, reporting into `state`.
     pub fn new(
         driver_name: &str,
         sockets: &PluginSockets,
+        supported_versions: &[&str],
         state: Arc<watch::Sender<RegistrationState>>,
     ) -> Self {
         RegistrationService {
@@ -65,7 +90,7 @@ impl RegistrationService {
                 r#type: PLUGIN_TYPE.to_owned(),
                 name: driver_name.to_owned(),
                 endpoint: sockets.plugin().to_string_lossy().into_owned(),
-                supported_versions: SUPPORTED_VERSIONS.iter().map(|&v| v.to_owned()).collect(),
+                supported_versions: supported_versions.iter().map(|&v| v.to_owned()).collect(),
             },
             state,
         }
@@ -199,7 +224,12 @@ mod tests {
                 .unwrap();
         let (state, rx) = watch::channel(RegistrationState::Waiting);
         (
-            RegistrationService::new("gpu.example.com", &sockets, Arc::new(state)),
+            RegistrationService::new(
+                "gpu.example.com",
+                &sockets,
+                SUPPORTED_VERSIONS,
+                Arc::new(state),
+            ),
             rx,
         )
     }
@@ -239,6 +269,27 @@ mod tests {
             .await
             .unwrap();
         assert!(rx.borrow().is_registered());
+    }
+
+    #[test]
+    fn the_advertised_versions_make_each_kubelet_pick_its_service() {
+        use super::super::versions::{highest_supported_version, service_chosen_by_134_kubelet};
+        assert_eq!(supported_versions(true, false), ["1.0.0"]);
+        assert_eq!(
+            supported_versions(false, true),
+            ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+        );
+        let both = supported_versions(true, true);
+        assert_eq!(both, ["1.0.0", "v1.DRAPlugin", "v1beta1.DRAPlugin"]);
+        assert_eq!(service_chosen_by_134_kubelet(&both), Ok("v1.DRAPlugin"));
+        assert_eq!(
+            highest_supported_version(&both).unwrap().to_string(),
+            "1.0.0"
+        );
+        let modern = supported_versions(false, true);
+        assert_eq!(service_chosen_by_134_kubelet(&modern), Ok("v1.DRAPlugin"));
+        assert!(highest_supported_version(&modern).is_err());
+        assert!(service_chosen_by_134_kubelet(&supported_versions(true, false)).is_err());
     }
 
     #[test]

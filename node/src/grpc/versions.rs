@@ -1,11 +1,18 @@
-//! How a Kubernetes 1.30 kubelet reads a DRA plugin's `supported_versions`, so that the agent's
-//! own tests check its registration by that rule (the simulated kubelet has its own copy,
+//! How Kubernetes kubelets read a DRA plugin's `supported_versions`, so that the agent's own
+//! tests check its registration by those rules (the simulated kubelet has its own copy,
 //! `dra_sim::actors::plugins::validation`, written separately so that it checks the agent rather
-//! than agreeing with it by construction): every entry is parsed as a
+//! than agreeing with it by construction).
+//!
+//! A 1.30 kubelet ([`highest_supported_version`]): every entry is parsed as a
 //! generic version (an optional `v`, then at least two dot-separated numbers; whatever follows
 //! the numbers is ignored), entries that do not parse or have a major version above 1 are
 //! skipped, and the highest remaining one must have major version 1. So `1.0.0` is accepted,
 //! while service names such as `v1.DRAPlugin` or `v1alpha3` are not versions at all.
+//!
+//! A 1.34 kubelet ([`service_chosen_by_134_kubelet`]): the entries are gRPC service names
+//! (`<package>.<service>`); the kubelet knows `v1.DRAPlugin` and `v1beta1.DRAPlugin` and takes
+//! the first entry of the plugin's list that it knows, in the plugin's order; other entries are
+//! passed over. None known is a refusal.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -187,9 +194,74 @@ pub fn highest_supported_version<S: AsRef<str>>(
     }
 }
 
+/// The gRPC services a 1.34 kubelet calls prepare and unprepare on, newest first.
+pub const SERVICES_OF_134_KUBELET: [&str; 2] = ["v1.DRAPlugin", "v1beta1.DRAPlugin"];
+
+/// Why a 1.34 kubelet refuses a plugin's list.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    /// The plugin sent no entry.
+    #[error("empty list of supported gRPC services (aka supported versions)")]
+    Empty,
+    /// No entry is a service the kubelet knows.
+    #[error("none of services supported by the plugin ({offered:?}) are supported by the kubelet ({known:?})")]
+    NoneKnown {
+        /// The entries.
+        offered: Vec<String>,
+        /// [`SERVICES_OF_134_KUBELET`].
+        known: Vec<String>,
+    },
+}
+
+/// The service a 1.34 kubelet uses for a plugin advertising `versions`: the first entry it
+/// knows.
+pub fn service_chosen_by_134_kubelet<S: AsRef<str>>(
+    versions: &[S],
+) -> Result<&'static str, ServiceError> {
+    if versions.is_empty() {
+        return Err(ServiceError::Empty);
+    }
+    versions
+        .iter()
+        .find_map(|v| {
+            SERVICES_OF_134_KUBELET
+                .iter()
+                .find(|known| **known == v.as_ref())
+                .copied()
+        })
+        .ok_or_else(|| ServiceError::NoneKnown {
+            offered: versions.iter().map(|v| v.as_ref().to_owned()).collect(),
+            known: SERVICES_OF_134_KUBELET.map(str::to_owned).to_vec(),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_134_kubelet_takes_the_first_service_it_knows_in_the_plugins_order() {
+        assert_eq!(
+            service_chosen_by_134_kubelet(&["1.0.0", "v1.DRAPlugin", "v1beta1.DRAPlugin"]),
+            Ok("v1.DRAPlugin")
+        );
+        assert_eq!(
+            service_chosen_by_134_kubelet(&["v1beta1.DRAPlugin", "v1.DRAPlugin"]),
+            Ok("v1beta1.DRAPlugin")
+        );
+        assert_eq!(
+            service_chosen_by_134_kubelet(&["v1alpha1.DRAResourceHealth", "v1beta1.DRAPlugin"]),
+            Ok("v1beta1.DRAPlugin")
+        );
+        assert!(matches!(
+            service_chosen_by_134_kubelet(&["1.0.0"]),
+            Err(ServiceError::NoneKnown { .. })
+        ));
+        assert_eq!(
+            service_chosen_by_134_kubelet::<&str>(&[]),
+            Err(ServiceError::Empty)
+        );
+    }
 
     #[test]
     fn generic_versions_need_two_numeric_components() {

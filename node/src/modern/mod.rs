@@ -1,8 +1,16 @@
 //! Modern DRA (`resource.k8s.io/v1`, Kubernetes 1.34+), node side: the API objects the agent
-//! reads and writes ([`types`]) and the node's `ResourceSlice` built from its inventory
-//! ([`slice_for`]). The v1alpha2 path of Kubernetes 1.30 (the kubelet builds the slice from
-//! `NodeListAndWatchResources`) is unchanged; here the driver publishes the slice itself.
+//! reads and writes ([`types`]), the node's `ResourceSlice` built from its inventory
+//! ([`slice_for`]) and kept published ([`slices`]), our opaque device configuration
+//! ([`config`]), what a claim's allocation asks this node to prepare ([`allocation`]), where
+//! claims are read ([`claims`]) and which API the agent speaks ([`mode`]). The v1alpha2 path of
+//! Kubernetes 1.30 (the kubelet builds the slice from `NodeListAndWatchResources`) is unchanged;
+//! here the driver publishes the slice itself.
 
+pub mod allocation;
+pub mod claims;
+pub mod config;
+pub mod mode;
+pub mod slices;
 pub mod types;
 
 use std::collections::BTreeMap;

@@ -267,6 +267,31 @@ impl ResourceClaim {
     fn kind_name() -> String {
         "ResourceClaim".to_owned()
     }
+
+    /// The claim `namespace/name` with `uid`, without spec or status.
+    pub fn new(namespace: &str, name: &str, uid: &str) -> Self {
+        Self {
+            api_version: api_version(),
+            kind: Self::kind_name(),
+            metadata: ObjectMeta {
+                namespace: Some(namespace.to_owned()),
+                name: Some(name.to_owned()),
+                uid: Some(uid.to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: serde_json::Value::Null,
+            status: None,
+        }
+    }
+
+    /// The claim with `devices` as its allocation, as the scheduler writes it.
+    #[must_use]
+    pub fn allocated(mut self, devices: DeviceAllocationResult) -> Self {
+        self.status = Some(ResourceClaimStatus {
+            allocation: Some(AllocationResult { devices }),
+        });
+        self
+    }
 }
 
 v1_resource!(
@@ -323,6 +348,19 @@ pub struct DeviceRequestAllocationResult {
     pub admin_access: Option<bool>,
 }
 
+impl DeviceRequestAllocationResult {
+    /// The device `device` of `driver`'s pool `pool`, allocated for `request`.
+    pub fn new(request: &str, driver: &str, pool: &str, device: &str) -> Self {
+        Self {
+            request: request.to_owned(),
+            driver: driver.to_owned(),
+            pool: pool.to_owned(),
+            device: device.to_owned(),
+            admin_access: None,
+        }
+    }
+}
+
 /// One configuration entry of an allocation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -336,6 +374,26 @@ pub struct DeviceAllocationConfiguration {
     /// The driver-specific parameters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opaque: Option<OpaqueDeviceConfiguration>,
+}
+
+impl DeviceAllocationConfiguration {
+    /// An opaque entry for `driver` from `source` (`FromClass` or `FromClaim`), limited to
+    /// `requests` (none: all).
+    pub fn opaque(
+        source: &str,
+        requests: &[&str],
+        driver: &str,
+        parameters: serde_json::Value,
+    ) -> Self {
+        Self {
+            source: source.to_owned(),
+            requests: requests.iter().map(|r| (*r).to_owned()).collect(),
+            opaque: Some(OpaqueDeviceConfiguration {
+                driver: driver.to_owned(),
+                parameters,
+            }),
+        }
+    }
 }
 
 /// Driver-specific configuration: `parameters` is a JSON object only `driver` interprets.

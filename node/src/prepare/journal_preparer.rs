@@ -1,7 +1,8 @@
 //! [`JournalPreparer`]: the [`ClaimPreparer`] over the prepare journal and the CDI directory.
 //!
 //! Prepare of a batch: every claim is checked (its handle is our data, for this claim and this
-//! node, naming devices of the inventory that no other claim holds beyond what sharing allows),
+//! node, or its devices come read from its allocation; either way they must be devices of the
+//! inventory that no other claim holds beyond what sharing allows),
 //! then one journal transaction records `PrepareStarted` for all new claims, their CDI files are
 //! written, and one transaction records them `Prepared` (or drops the ones whose file failed).
 //! Unprepare records `UnprepareStarted`, removes the files and drops the entries. Batches run one
@@ -18,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use dra_allocator::handle::{HandleData, HandleSharing};
 
-use super::{ClaimPreparer, ClaimRequest, PrepareError, Recovery};
+use super::{AllocatedClaim, ClaimPreparer, ClaimRequest, PrepareError, Recovery};
 use crate::cdi::CdiDir;
 use crate::device::{Inventory, NodeDevice};
 use crate::journal::{Entry, EntrySharing, EntryState, Journal, JournalError};
@@ -69,6 +70,33 @@ impl std::fmt::Debug for JournalPreparer {
 
 /// One claim's answer to a prepare: its CDI IDs or its error.
 type CdiIds = Result<Vec<String>, PrepareError>;
+
+/// What one claim of a prepare batch wants, however the kubelet named it: its devices on this
+/// node, its sharing, and how a refusal of its allocation reads.
+struct Wanted<'a> {
+    uid: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+    devices: Vec<String>,
+    sharing: EntrySharing,
+    refuse: fn(&str, String) -> PrepareError,
+}
+
+/// A refusal of a claim's resource handle (the 1.30 path).
+fn handle_error(uid: &str, reason: String) -> PrepareError {
+    PrepareError::Handle {
+        uid: uid.to_owned(),
+        reason,
+    }
+}
+
+/// A refusal of a claim's allocation as read from the API server (the modern path).
+fn allocation_error(uid: &str, reason: String) -> PrepareError {
+    PrepareError::Allocation {
+        uid: uid.to_owned(),
+        reason,
+    }
+}
 
 /// What the checks decided for one claim of a prepare batch.
 enum Plan {
@@ -196,60 +224,80 @@ impl JournalPreparer {
         Ok(report)
     }
 
+    /// What a claim of the 1.30 path wants: its handle read and checked (our data, written for
+    /// this claim and this node).
+    fn wanted_by_handle<'a>(&self, claim: &'a ClaimRequest) -> Result<Wanted<'a>, PrepareError> {
+        let uid = claim.uid.as_str();
+        if claim.resource_handle.len() > MAX_HANDLE_BYTES {
+            return Err(handle_error(
+                uid,
+                format!(
+                    "{} bytes, more than the {MAX_HANDLE_BYTES} the API server stores",
+                    claim.resource_handle.len()
+                ),
+            ));
+        }
+        let data = HandleData::parse(&claim.resource_handle)
+            .map_err(|e| handle_error(uid, e.to_string()))?;
+        if data.claim_uid != uid {
+            return Err(handle_error(
+                uid,
+                format!("written for claim {}", data.claim_uid),
+            ));
+        }
+        if data.node != self.node {
+            return Err(handle_error(
+                uid,
+                format!(
+                    "allocated on node {}, this is node {}",
+                    data.node, self.node
+                ),
+            ));
+        }
+        Ok(Wanted {
+            uid,
+            namespace: &claim.namespace,
+            name: &claim.name,
+            devices: data.devices,
+            sharing: sharing(data.sharing),
+            refuse: handle_error,
+        })
+    }
+
     /// The checks of one claim against the entries and the claims planned before it.
     fn plan(
         &self,
-        claim: &ClaimRequest,
+        wanted: Wanted<'_>,
         entries: &BTreeMap<String, Entry>,
         planned: &[(String, Entry)],
     ) -> Result<Plan, PrepareError> {
-        let uid = claim.uid.as_str();
-        let handle_error = |reason: String| PrepareError::Handle {
-            uid: uid.to_owned(),
-            reason,
-        };
-        if claim.resource_handle.len() > MAX_HANDLE_BYTES {
-            return Err(handle_error(format!(
-                "{} bytes, more than the {MAX_HANDLE_BYTES} the API server stores",
-                claim.resource_handle.len()
-            )));
-        }
-        let data =
-            HandleData::parse(&claim.resource_handle).map_err(|e| handle_error(e.to_string()))?;
-        if data.claim_uid != uid {
-            return Err(handle_error(format!(
-                "written for claim {}",
-                data.claim_uid
-            )));
-        }
-        if data.node != self.node {
-            return Err(handle_error(format!(
-                "allocated on node {}, this is node {}",
-                data.node, self.node
-            )));
-        }
+        let uid = wanted.uid;
         match entries.get(uid) {
-            Some(entry) if entry.state == EntryState::Prepared && entry.devices == data.devices => {
+            Some(entry)
+                if entry.state == EntryState::Prepared && entry.devices == wanted.devices =>
+            {
                 return Ok(Plan::Done(entry.cdi_ids.clone()))
             }
             Some(entry) if entry.state == EntryState::Prepared => {
-                return Err(handle_error(format!(
-                    "prepared with devices {:?}; unprepare it first",
-                    entry.devices
-                )))
+                return Err((wanted.refuse)(
+                    uid,
+                    format!(
+                        "prepared with devices {:?}; unprepare it first",
+                        entry.devices
+                    ),
+                ))
             }
             Some(entry) if entry.state == EntryState::UnprepareStarted => {
-                return Err(handle_error("being unprepared".to_owned()))
+                return Err((wanted.refuse)(uid, "being unprepared".to_owned()))
             }
             _ => {}
         }
-        let wanted = sharing(data.sharing);
         {
             let inventory = self
                 .inventory
                 .read()
                 .unwrap_or_else(PoisonError::into_inner);
-            if let Some(device) = data.devices.iter().find(|d| !inventory.contains_key(*d)) {
+            if let Some(device) = wanted.devices.iter().find(|d| !inventory.contains_key(*d)) {
                 return Err(PrepareError::UnknownDevice {
                     uid: uid.to_owned(),
                     device: device.clone(),
@@ -262,13 +310,13 @@ impl JournalPreparer {
             .chain(planned.iter().map(|(u, e)| (u.as_str(), e)))
             .filter(|(u, _)| *u != uid);
         let holders: Vec<(&str, &Entry)> = holders.collect();
-        for device in &data.devices {
+        for device in &wanted.devices {
             let holding: Vec<&(&str, &Entry)> = holders
                 .iter()
                 .filter(|(_, e)| e.devices.contains(device))
                 .collect();
             let limit = holding.iter().try_fold(
-                match wanted {
+                match wanted.sharing {
                     EntrySharing::Exclusive => 1,
                     EntrySharing::Shared(max) => max,
                 },
@@ -289,49 +337,56 @@ impl JournalPreparer {
         }
         Ok(Plan::New(Entry {
             state: EntryState::PrepareStarted,
-            namespace: claim.namespace.clone(),
-            name: claim.name.clone(),
-            devices: data.devices,
-            sharing: wanted,
+            namespace: wanted.namespace.to_owned(),
+            name: wanted.name.to_owned(),
+            devices: wanted.devices,
+            sharing: wanted.sharing,
             cdi_ids: vec![self.cdi.device_id(uid)],
             boot_id: self.boot_id.clone(),
         }))
     }
-}
 
-impl ClaimPreparer for JournalPreparer {
-    fn prepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
+    /// Prepares a batch of claims, each read into what it wants (or refused while read): the
+    /// checks, then the journal and CDI steps for the new ones together.
+    fn prepare_wanted<'a>(
+        &self,
+        claims: impl Iterator<Item = (&'a str, Result<Wanted<'a>, PrepareError>)>,
+    ) -> Vec<(String, CdiIds)> {
         let _batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        let claims: Vec<_> = claims.collect();
         let entries = match self.journal.entries() {
             Ok(entries) => entries,
-            Err(e) => return all_failed(claims, &e),
+            Err(e) => {
+                return claims
+                    .iter()
+                    .map(|(uid, _)| ((*uid).to_owned(), Err(journal_error(uid, &e))))
+                    .collect()
+            }
         };
         let mut answers: Vec<(String, Option<CdiIds>)> = Vec::new();
         let mut planned: Vec<(String, Entry)> = Vec::new();
-        for claim in claims {
+        for (uid, wanted) in claims {
             // One answer per claim UID: a UID repeated in the batch is prepared once.
-            if answers.iter().any(|(u, _)| *u == claim.uid) {
+            if answers.iter().any(|(u, _)| u == uid) {
                 continue;
             }
-            let answer = {
-                match self.plan(claim, &entries, &planned) {
-                    Ok(Plan::Done(ids)) if self.cdi.exists(&claim.uid) => Some(Ok(ids)),
-                    Ok(Plan::Done(ids)) => Some(
-                        self.write_spec(&claim.uid, &entries[&claim.uid].devices)
-                            .map(|()| ids)
-                            .map_err(|source| PrepareError::Cdi {
-                                uid: claim.uid.clone(),
-                                source,
-                            }),
-                    ),
-                    Ok(Plan::New(entry)) => {
-                        planned.push((claim.uid.clone(), entry));
-                        None
-                    }
-                    Err(e) => Some(Err(e)),
+            let answer = match wanted.and_then(|w| self.plan(w, &entries, &planned)) {
+                Ok(Plan::Done(ids)) if self.cdi.exists(uid) => Some(Ok(ids)),
+                Ok(Plan::Done(ids)) => Some(
+                    self.write_spec(uid, &entries[uid].devices)
+                        .map(|()| ids)
+                        .map_err(|source| PrepareError::Cdi {
+                            uid: uid.to_owned(),
+                            source,
+                        }),
+                ),
+                Ok(Plan::New(entry)) => {
+                    planned.push((uid.to_owned(), entry));
+                    None
                 }
+                Err(e) => Some(Err(e)),
             };
-            answers.push((claim.uid.clone(), answer));
+            answers.push((uid.to_owned(), answer));
         }
         let mut finished = self.prepare_planned(&planned);
         answers
@@ -341,6 +396,33 @@ impl ClaimPreparer for JournalPreparer {
                 Some((uid, answer))
             })
             .collect()
+    }
+}
+
+impl ClaimPreparer for JournalPreparer {
+    fn prepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
+        self.prepare_wanted(
+            claims
+                .iter()
+                .map(|c| (c.uid.as_str(), self.wanted_by_handle(c))),
+        )
+    }
+
+    fn prepare_allocated(
+        &self,
+        claims: &[AllocatedClaim],
+    ) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
+        self.prepare_wanted(claims.iter().map(|c| {
+            let wanted = Wanted {
+                uid: &c.uid,
+                namespace: &c.namespace,
+                name: &c.name,
+                devices: c.devices.clone(),
+                sharing: sharing(c.sharing.into()),
+                refuse: allocation_error,
+            };
+            (c.uid.as_str(), Ok(wanted))
+        }))
     }
 
     fn unprepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<(), PrepareError>)> {

@@ -1,6 +1,6 @@
 //! The child role: the agent's prepare path under a kubelet's load, until it is killed. It opens
 //! the directory and recovers as the agent does at start, takes the claims the journal holds as
-//! its own, then loops: batches of new exclusive and shared claims (sometimes with a held claim
+//! its own, then loops, preparing through the path its run takes ([`crate::paths`]): batches of new exclusive and shared claims (sometimes with a held claim
 //! repeated in them), repeats of held claims alone, and unprepares of held claims. Every
 //! completed call is reported on stdout ([`crate::acks`]); any answer other than success or a
 //! device in use is a panic, which the parent sees as the child ending before its kill.
@@ -10,9 +10,10 @@ use std::io::Write;
 use std::path::Path;
 
 use dra_allocator::handle::HandleSharing;
-use dra_node::prepare::{ClaimPreparer, ClaimRequest, JournalPreparer, PrepareError};
+use dra_node::prepare::ClaimRequest;
 
 use crate::acks;
+use crate::paths::{Api, Path as PreparePath, Refusal};
 use crate::setup::{self, Random, DEVICES};
 
 /// How many claims the child holds at most before it only unprepares and repeats.
@@ -26,17 +27,17 @@ struct Claim {
 }
 
 struct Child {
-    preparer: JournalPreparer,
+    preparer: PreparePath,
     held: BTreeMap<String, Claim>,
     rng: Random,
     out: std::io::StdoutLock<'static>,
 }
 
-/// Runs child number `generation` over `root` until it is killed.
-pub fn run(root: &Path, generation: u64, seed: u64) -> ! {
+/// Runs child number `generation` over `root`, preparing through `api`, until it is killed.
+pub fn run(root: &Path, generation: u64, seed: u64, api: Api) -> ! {
     let preparer = setup::open(root);
     preparer.recover().unwrap();
-    let held = preparer
+    let held: BTreeMap<String, Claim> = preparer
         .entries()
         .unwrap()
         .into_iter()
@@ -50,7 +51,7 @@ pub fn run(root: &Path, generation: u64, seed: u64) -> ! {
         })
         .collect();
     let mut child = Child {
-        preparer,
+        preparer: PreparePath::new(api, preparer),
         held,
         rng: Random::new(seed),
         out: std::io::stdout().lock(),
@@ -119,7 +120,7 @@ impl Child {
         for ((uid, answer), request) in answers.into_iter().zip(batch) {
             match answer {
                 Ok(cdi_ids) => self.prepared(&uid, request, cdi_ids),
-                Err(PrepareError::DeviceInUse { .. }) if !self.held.contains_key(&uid) => {}
+                Err(Refusal::InUse) if !self.held.contains_key(&uid) => {}
                 Err(error) => panic!("prepare of {uid} failed: {error}"),
             }
         }

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use testkit::process::{KillOnDrop, Lines};
 
+use crate::paths::Api;
+
 /// The argument that selects the child role.
 pub const CHILD_ARG: &str = "--crash-child";
 
@@ -32,8 +34,9 @@ pub struct Killed {
     pub failpoint: Option<String>,
 }
 
-/// Starts child number `generation` over `root`, kills it as `kill` says and returns its output.
-pub fn run_and_kill(root: &Path, generation: u64, seed: u64, kill: &Kill) -> Killed {
+/// Starts child number `generation` over `root` preparing through `api`, kills it as `kill`
+/// says and returns its output.
+pub fn run_and_kill(root: &Path, generation: u64, seed: u64, api: Api, kill: &Kill) -> Killed {
     let (reader, writer) = std::io::pipe().unwrap();
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
@@ -41,6 +44,7 @@ pub fn run_and_kill(root: &Path, generation: u64, seed: u64, kill: &Kill) -> Kil
         .arg(root)
         .arg(generation.to_string())
         .arg(seed.to_string())
+        .arg(api.arg())
         .env_remove(dra_allocator::failpoint::ENV)
         .stdin(Stdio::null())
         .stdout(writer.try_clone().unwrap())

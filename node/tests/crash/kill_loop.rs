@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::acks::Acknowledged;
 use crate::checks::{self, Foreign};
 use crate::child_process::{self, Kill};
+use crate::paths::Api;
 use crate::setup::{self, Random};
 
 /// Every failpoint of the prepare path, in the order of its steps.
@@ -39,9 +40,9 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Runs the loop: `DRA_NODE_CRASH_KILLS` kills (default 24), seeded with `DRA_NODE_CRASH_SEED`
-/// (default the clock).
-pub fn run() {
+/// Runs the loop with children preparing through `api`: `DRA_NODE_CRASH_KILLS` kills (default
+/// 24), seeded with `DRA_NODE_CRASH_SEED` (default the clock).
+pub fn run(api: Api) {
     let kills = env_number("DRA_NODE_CRASH_KILLS", 24);
     let clock = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -63,7 +64,7 @@ pub fn run() {
             let point = FAILPOINTS[(kill / 2) as usize % FAILPOINTS.len()];
             Kill::AtFailpoint(format!("{point}@{}", rng.between(1, 3)))
         };
-        let killed = child_process::run_and_kill(root, kill, rng.next_u64(), &how);
+        let killed = child_process::run_and_kill(root, kill, rng.next_u64(), api, &how);
         match killed.failpoint {
             Some(point) => *report.at_failpoint.entry(point).or_default() += 1,
             None => report.random += 1,
@@ -85,9 +86,10 @@ pub fn run() {
         let _ = write!(points, " {point} {count},");
     }
     println!(
-        "crash: {kills} kills ({} random, {} at failpoints:{}) in {:.1} s, seed {seed}; \
+        "crash ({}): {kills} kills ({} random, {} at failpoints:{}) in {:.1} s, seed {seed}; \
          acknowledged {} prepares of {} claims and {} unprepares; recovery rolled back {} \
          prepares, finished {} unprepares, removed {} orphan files",
+        api.arg(),
         report.random,
         report.at_failpoint.values().sum::<usize>(),
         points.trim_end_matches(','),

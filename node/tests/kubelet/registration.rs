@@ -97,3 +97,69 @@ async fn a_registration_after_a_refusal_keeps_the_socket() {
     assert!(agent.registration.borrow().is_registered());
     agent.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_plugin_serving_both_apis_is_read_right_by_a_130_and_a_134_kubelet() {
+    use std::sync::Arc;
+
+    use dra_node::grpc::proto::k8s::io::kubelet::pkg::apis::dra::v1;
+    use dra_node::grpc::proto::v1alpha3::node_client::NodeClient;
+    use dra_node::grpc::{DraService, Plugin, PluginServices};
+    use dra_node::modern::claims::{ClaimSource, MemoryClaims};
+
+    use crate::support::{config, connect, gpu, inventory, FakePreparer};
+    use crate::v1_support::register_as_kubelet_134;
+
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = Plugin::bind(config(dir.path())).unwrap();
+    let sockets = plugin.sockets().clone();
+    let preparer = Arc::new(FakePreparer::default());
+    let (_inventory, inventory_rx) = tokio::sync::watch::channel(inventory([gpu("gpu-0", 0)]));
+    let claims: Arc<dyn ClaimSource> = Arc::new(MemoryClaims::default());
+    let modern = DraService::new(Arc::clone(&preparer), claims, DRIVER, "node-0");
+    let services = PluginServices::classic(Arc::clone(&preparer), inventory_rx).with_modern(modern);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(plugin.serve_services(services, async {
+        let _ = stopped.await;
+    }));
+
+    let old = register_as_kubelet_130(sockets.registration())
+        .await
+        .unwrap();
+    assert_eq!(
+        old.supported_versions,
+        ["1.0.0", "v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    );
+    let (_, service) = register_as_kubelet_134(sockets.registration())
+        .await
+        .unwrap();
+    assert_eq!(service, "v1.DRAPlugin");
+    // both services answer on the one plugin socket
+    let classic = NodeClient::new(connect(sockets.plugin()).await)
+        .node_unprepare_resources(
+            dra_node::grpc::proto::v1alpha3::NodeUnprepareResourcesRequest {
+                claims: vec![crate::support::claim("u1", "")],
+            },
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(classic.claims["u1"].error, "");
+    let modern = v1::dra_plugin_client::DraPluginClient::new(connect(sockets.plugin()).await)
+        .node_prepare_resources(v1::NodePrepareResourcesRequest {
+            claims: vec![v1::Claim {
+                namespace: "default".into(),
+                uid: "u2".into(),
+                name: "absent".into(),
+            }],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        modern.claims["u2"].error.contains("not found"),
+        "{modern:?}"
+    );
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}

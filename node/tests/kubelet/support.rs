@@ -16,7 +16,7 @@ use dra_node::grpc::versions::highest_supported_version;
 use dra_node::grpc::{
     GrpcError, Plugin, PluginConfig, PluginSockets, RegistrationState, PLUGIN_TYPE,
 };
-use dra_node::prepare::{ClaimPreparer, ClaimRequest, PrepareError};
+use dra_node::prepare::{AllocatedClaim, ClaimPreparer, ClaimRequest, PrepareError};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -76,6 +76,22 @@ impl ClaimPreparer for FakePreparer {
         claims
             .iter()
             .map(|c| (c.uid.clone(), self.prepare_one(c)))
+            .collect()
+    }
+
+    fn prepare_allocated(
+        &self,
+        claims: &[AllocatedClaim],
+    ) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
+        claims
+            .iter()
+            .map(|c| {
+                let answer = Err(PrepareError::Allocation {
+                    uid: c.uid.clone(),
+                    reason: "the 1.30 tests prepare by handle only".into(),
+                });
+                (c.uid.clone(), answer)
+            })
             .collect()
     }
 

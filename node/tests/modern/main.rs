@@ -6,37 +6,17 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use dra_allocator::model::{AttributeValue, Quantity, Version};
 use dra_node::device::{Inventory, NodeDevice};
 use dra_node::modern::slice_for;
 use dra_node::modern::types::{DeviceClass, ResourceSlice};
 
+mod validate;
+
+use validate::{kubernetes_validate, report, validate};
+
 const DRIVER: &str = "gpu.example.com";
-/// The Kubernetes version whose schemas the objects are checked against.
-const KUBERNETES: &str = "1.34.0";
-
-fn kubernetes_validate() -> Option<PathBuf> {
-    testkit::require_tool("kubernetes-validate", "pip install kubernetes-validate")
-}
-
-fn validate(tool: &Path, file: &Path) -> Output {
-    Command::new(tool)
-        .args(["--strict", "-k", KUBERNETES])
-        .arg(file)
-        .output()
-        .unwrap()
-}
-
-fn report(out: &Output) -> String {
-    format!(
-        "status {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 fn inventory() -> Inventory {
     (0..2)

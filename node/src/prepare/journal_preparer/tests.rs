@@ -1,6 +1,7 @@
 use std::sync::{Arc, RwLock};
 
 use super::*;
+use dra_allocator::model::Sharing;
 
 const DRIVER: &str = "gpu.dra-ledger.io";
 const NODE: &str = "node-a";
@@ -227,4 +228,83 @@ fn recovery_rolls_back_started_prepares_finishes_unprepares_and_removes_orphans(
     let entries = f.preparer.entries().unwrap();
     assert_eq!(entries.keys().collect::<Vec<_>>(), ["done"]);
     one(&f.preparer, exclusive("again", &["gpu-1"])).expect("the rolled back device is free");
+}
+
+fn allocated(uid: &str, devices: &[&str], sharing: Sharing) -> AllocatedClaim {
+    AllocatedClaim {
+        uid: uid.into(),
+        namespace: "default".into(),
+        name: format!("claim-{uid}"),
+        devices: devices.iter().map(|d| (*d).to_owned()).collect(),
+        sharing,
+    }
+}
+
+fn one_allocated(
+    preparer: &JournalPreparer,
+    claim: AllocatedClaim,
+) -> Result<Vec<String>, PrepareError> {
+    let mut answers = preparer.prepare_allocated(&[claim]);
+    assert_eq!(answers.len(), 1);
+    answers.remove(0).1
+}
+
+#[test]
+fn an_allocated_claim_is_journaled_and_written_like_a_handle_and_repeats_alike() {
+    let f = fixture();
+    let ids = one_allocated(
+        &f.preparer,
+        allocated("m1", &["gpu-0", "gpu-1"], Sharing::Exclusive),
+    )
+    .unwrap();
+    assert_eq!(ids, ["gpu.dra-ledger.io/claim=m1"]);
+    let written =
+        std::fs::read_to_string(f.dir.path().join("cdi/gpu.dra-ledger.io-claim_m1.json")).unwrap();
+    assert!(
+        written.contains("DRA_LEDGER_DEVICES=gpu-0,gpu-1"),
+        "{written}"
+    );
+    let entry = &f.preparer.entries().unwrap()["m1"];
+    assert_eq!(
+        (entry.state, entry.sharing, entry.name.as_str()),
+        (EntryState::Prepared, EntrySharing::Exclusive, "claim-m1")
+    );
+    let again = one_allocated(
+        &f.preparer,
+        allocated("m1", &["gpu-0", "gpu-1"], Sharing::Exclusive),
+    );
+    assert_eq!(again.unwrap(), ids);
+}
+
+#[test]
+fn allocated_claims_share_the_handle_paths_device_checks() {
+    let f = fixture();
+    one(&f.preparer, exclusive("classic", &["gpu-0"])).unwrap();
+    let taken = one_allocated(&f.preparer, allocated("m", &["gpu-0"], Sharing::Exclusive));
+    assert!(
+        matches!(&taken, Err(PrepareError::DeviceInUse { holder, .. }) if holder == "classic"),
+        "{taken:?}"
+    );
+    let unknown = one_allocated(&f.preparer, allocated("u", &["gpu-9"], Sharing::Exclusive));
+    assert!(
+        matches!(&unknown, Err(PrepareError::UnknownDevice { device, .. }) if device == "gpu-9"),
+        "{unknown:?}"
+    );
+    let shared = Sharing::Shared { max_consumers: 2 };
+    one_allocated(&f.preparer, allocated("s1", &["gpu-3"], shared)).unwrap();
+    one_allocated(&f.preparer, allocated("s2", &["gpu-3"], shared)).unwrap();
+    assert!(one_allocated(&f.preparer, allocated("s3", &["gpu-3"], shared)).is_err());
+}
+
+#[test]
+fn an_allocated_claim_prepared_with_other_devices_is_refused_naming_its_allocation() {
+    let f = fixture();
+    one_allocated(&f.preparer, allocated("m", &["gpu-0"], Sharing::Exclusive)).unwrap();
+    let error =
+        one_allocated(&f.preparer, allocated("m", &["gpu-1"], Sharing::Exclusive)).unwrap_err();
+    assert!(matches!(error, PrepareError::Allocation { .. }), "{error}");
+    assert_eq!(
+        error.to_string(),
+        "claim m: allocation: prepared with devices [\"gpu-0\"]; unprepare it first"
+    );
 }

@@ -1,0 +1,151 @@
+//! The agent's background tasks: the inventory read again every `inventory_interval` and on
+//! SIGHUP, and garbage collection every `gc_interval` against the claims of the API version the
+//! agent runs with. Each task logs its own failures and runs until it is aborted.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::measured::Measured;
+use super::AgentConfig;
+use crate::device::Inventory;
+use crate::gc::{find_stale, find_stale_v1, PreparedRef, StaleReason};
+use crate::metrics::{GcKind, NodeMetrics};
+use crate::modern::claims::ClaimSource;
+use crate::prepare::{ClaimPreparer, ClaimRequest};
+
+/// Reads the inventory again on the interval and on SIGHUP; a changed inventory goes to the
+/// preparer (`shared`) and to `sender`'s receivers (the resource stream, the slice publisher).
+pub(super) async fn refresh_inventory(
+    config: AgentConfig,
+    shared: Arc<RwLock<Inventory>>,
+    sender: watch::Sender<Inventory>,
+    metrics: NodeMetrics,
+) {
+    let mut tick = tokio::time::interval(config.inventory_interval);
+    tick.tick().await;
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(e) => {
+            warn!(error = %e, "Cannot watch for SIGHUP; the inventory is read again on the interval only");
+            None
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = next_hangup(&mut hangup) => info!("SIGHUP: reading the inventory again"),
+        }
+        let source = config.devices.clone();
+        let roots = config.roots.clone();
+        let read = tokio::task::spawn_blocking(move || source.discover(&roots)).await;
+        match read {
+            Ok(Ok(inventory)) => {
+                if *sender.borrow() != inventory {
+                    info!(devices = inventory.len(), "The inventory changed");
+                    metrics.set_devices(inventory.len());
+                    *shared.write().unwrap_or_else(PoisonError::into_inner) = inventory.clone();
+                    sender.send_replace(inventory);
+                }
+            }
+            Ok(Err(e)) => warn!(error = %e, "Failed to read the inventory; keeping the last one"),
+            Err(e) => warn!(error = %e, "The inventory read did not complete"),
+        }
+    }
+}
+
+/// Completes at the next SIGHUP; never when SIGHUP cannot be watched.
+async fn next_hangup(hangup: &mut Option<Signal>) {
+    if let Some(watch) = hangup {
+        if watch.recv().await.is_some() {
+            return;
+        }
+        *hangup = None;
+    }
+    std::future::pending::<()>().await;
+}
+
+/// Where garbage collection reads the claims.
+pub(super) enum GcClaims {
+    /// `resource.k8s.io/v1alpha2` claims (Kubernetes 1.30).
+    V1alpha2(kube::Client),
+    /// `resource.k8s.io/v1` claims (1.34+).
+    V1(Arc<dyn ClaimSource>),
+}
+
+impl GcClaims {
+    async fn find_stale(
+        &self,
+        prepared: &[PreparedRef],
+        node: &str,
+        driver: &str,
+    ) -> kube::Result<Vec<(PreparedRef, StaleReason)>> {
+        match self {
+            GcClaims::V1alpha2(client) => find_stale(client, prepared, node, driver).await,
+            GcClaims::V1(claims) => find_stale_v1(claims.as_ref(), prepared, node, driver).await,
+        }
+    }
+}
+
+/// At once and every `gc_interval`: unprepares the prepared claims the API server shows gone
+/// or no longer allocated to this node.
+pub(super) async fn collect_garbage(
+    config: AgentConfig,
+    claims: GcClaims,
+    preparer: Arc<Measured>,
+    metrics: NodeMetrics,
+) {
+    let mut tick = tokio::time::interval(config.gc_interval);
+    loop {
+        tick.tick().await;
+        let held: Vec<PreparedRef> = match preparer.inner.entries() {
+            Ok(entries) => entries
+                .into_iter()
+                .map(|(uid, e)| PreparedRef {
+                    uid,
+                    namespace: e.namespace,
+                    name: e.name,
+                })
+                .collect(),
+            Err(e) => {
+                warn!(error = %e, "Garbage collection cannot read the journal");
+                continue;
+            }
+        };
+        let stale = match claims
+            .find_stale(&held, &config.node_name, &config.driver_name)
+            .await
+        {
+            Ok(stale) => stale,
+            Err(e) => {
+                warn!(error = %e, "Garbage collection cannot read the claims");
+                continue;
+            }
+        };
+        if stale.is_empty() {
+            continue;
+        }
+        let requests: Vec<ClaimRequest> = stale
+            .iter()
+            .map(|(p, reason)| {
+                info!(claim.uid = %p.uid, claim.name = %p.name, ?reason, "Unpreparing a stale claim");
+                ClaimRequest {
+                    uid: p.uid.clone(),
+                    namespace: p.namespace.clone(),
+                    name: p.name.clone(),
+                    resource_handle: String::new(),
+                }
+            })
+            .collect();
+        let worker = Arc::clone(&preparer);
+        match tokio::task::spawn_blocking(move || worker.unprepare(&requests)).await {
+            Ok(answers) => {
+                let removed = answers.iter().filter(|(_, a)| a.is_ok()).count();
+                metrics.gc_removed(GcKind::Claim, removed);
+            }
+            Err(e) => warn!(error = %e, "Garbage collection's unprepare did not complete"),
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! The running node agent, as `dra-ledger node` starts it: the DRA API chosen
+//! ([`crate::modern::mode`]), the journal opened and recovered, the inventory discovered (again
+//! every `inventory_interval` and on SIGHUP), the kubelet plugin sockets served, the admin
+//! server, garbage collection against the API server every `gc_interval`, and in `v1` mode the
+//! node's `ResourceSlice` kept published. Each part logs its own failures; the agent stops when
+//! `shutdown` completes (the sockets are then removed; the slice stays) or when the plugin
+//! server fails.
+//!
+//! - `v1alpha2` (Kubernetes 1.30): the plugin socket serves `v1alpha3.Node`, registration
+//!   advertises `1.0.0`, the kubelet publishes the slice from the resource stream;
+//! - `v1` (1.34+): the plugin socket serves `v1.DRAPlugin` and `v1beta1.DRAPlugin` (not
+//!   `v1alpha3.Node`: a 1.34 kubelet never calls it and a v1 allocation has no handle for it to
+//!   carry), registration advertises their service names, claims are read from the API server
+//!   and the agent publishes the slice.
+//!
+//! Inside: `measured`, the preparer with its metrics; `background`, the periodic tasks.
+
+mod background;
+mod measured;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{error, info};
+
+use crate::admin::{self, AgentReadiness, AgentState, PreparedClaim};
+use crate::cdi::CdiDir;
+use crate::device::Inventory;
+use crate::discovery::{DeviceSource, DiscoveryRoots};
+use crate::grpc::{DraService, Plugin, PluginConfig, PluginServices};
+use crate::journal::Journal;
+use crate::metrics::{GcKind, NodeMetrics};
+use crate::modern::claims::{ApiClaims, ClaimSource};
+use crate::modern::mode::{resolve, ApiMode, DraApi};
+use crate::modern::slices::{keep_published, SlicePublisher};
+use crate::prepare::JournalPreparer;
+use background::{collect_garbage, refresh_inventory, GcClaims};
+use measured::Measured;
+
+/// Everything the agent is started with.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// This node's name (`--node-name`).
+    pub node_name: String,
+    /// The driver name.
+    pub driver_name: String,
+    /// The kubelet's plugin registry directory.
+    pub registry_dir: PathBuf,
+    /// The kubelet's plugins directory.
+    pub plugins_dir: PathBuf,
+    /// Where the CDI specs go.
+    pub cdi_dir: PathBuf,
+    /// Where the prepare journal lives (mode 0700).
+    pub state_dir: PathBuf,
+    /// Where the inventory comes from.
+    pub devices: DeviceSource,
+    /// The host directories discovery reads.
+    pub roots: DiscoveryRoots,
+    /// How often garbage collection runs.
+    pub gc_interval: Duration,
+    /// How often the inventory is read again.
+    pub inventory_interval: Duration,
+    /// The admin server's address.
+    pub listen: SocketAddr,
+}
+
+/// How the agent reaches the API server and which DRA API it speaks there.
+#[derive(Clone, Default)]
+pub struct ApiAccess {
+    /// The client; `None` on a node without API access (then only the 1.30 path works and
+    /// prepared claims are unprepared by the kubelet alone).
+    pub client: Option<kube::Client>,
+    /// The `--dra-api` flag.
+    pub dra_api: DraApi,
+}
+
+impl std::fmt::Debug for ApiAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiAccess")
+            .field("client", &self.client.is_some())
+            .field("dra_api", &self.dra_api)
+            .finish()
+    }
+}
+
+/// What stopped the agent from starting or running.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The state directory could not be made private.
+    #[error("state directory {path}: {source}")]
+    StateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The file system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The DRA API could not be chosen.
+    #[error(transparent)]
+    Mode(#[from] crate::modern::mode::ModeError),
+    /// The journal could not be opened.
+    #[error(transparent)]
+    Journal(#[from] crate::journal::JournalError),
+    /// Recovery at start failed.
+    #[error("recovery of the prepare journal: {0}")]
+    Recover(#[from] crate::prepare::RecoverError),
+    /// The first inventory could not be read.
+    #[error("device discovery: {0}")]
+    Discovery(#[from] crate::discovery::DiscoveryError),
+    /// The plugin sockets could not be bound or served.
+    #[error(transparent)]
+    Grpc(#[from] crate::grpc::GrpcError),
+    /// The metrics could not be created.
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    /// The admin server could not listen.
+    #[error("admin server on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The socket's error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs the agent until `shutdown` completes. `client` reaches the API server for garbage
+/// collection and, where discovery finds `resource.k8s.io/v1`, for the modern DRA API; without
+/// one (a node without API access) the agent speaks the 1.30 API and prepared claims are only
+/// unprepared by the kubelet. [`run_with_api`] takes the `--dra-api` flag too.
+pub async fn run(
+    config: AgentConfig,
+    client: Option<kube::Client>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), AgentError> {
+    let access = ApiAccess {
+        client,
+        dra_api: DraApi::Auto,
+    };
+    run_with_api(config, access, shutdown).await
+}
+
+/// [`run`] with the API access and DRA API given.
+pub async fn run_with_api(
+    config: AgentConfig,
+    access: ApiAccess,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), AgentError> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| AgentError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    run_on_with_api(listener, config, access, shutdown).await
+}
+
+/// [`run`] with the admin server on `listener`, bound by the caller (who then knows its address
+/// before the agent starts); `config.listen` is not used.
+pub async fn run_on(
+    listener: tokio::net::TcpListener,
+    config: AgentConfig,
+    client: Option<kube::Client>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), AgentError> {
+    let access = ApiAccess {
+        client,
+        dra_api: DraApi::Auto,
+    };
+    run_on_with_api(listener, config, access, shutdown).await
+}
+
+/// [`run_on`] with the API access and DRA API given.
+pub async fn run_on_with_api(
+    listener: tokio::net::TcpListener,
+    config: AgentConfig,
+    access: ApiAccess,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), AgentError> {
+    let mode = resolve(access.dra_api, access.client.as_ref()).await?;
+    info!(node = %config.node_name, flag = %access.dra_api, mode = %mode, "Chose the DRA API");
+    let readiness = AgentReadiness::default();
+    let metrics = NodeMetrics::new()?;
+    let (preparer, shared, inventory_tx) = open_preparer(&config, &metrics)?;
+    let inventory_rx = inventory_tx.subscribe();
+    readiness.set_journal_open();
+    metrics.set_devices(inventory_rx.borrow().len());
+    readiness.set_inventory_published();
+
+    let plugin = Plugin::bind(PluginConfig::new(
+        &config.driver_name,
+        &config.registry_dir,
+        &config.plugins_dir,
+    ))?;
+    let mut registration = plugin.registration();
+    let (ready, gauge) = (readiness.clone(), metrics.clone());
+    let registration_task = tokio::spawn(async move {
+        loop {
+            let registered = registration.borrow_and_update().is_registered();
+            ready.set_registered(registered);
+            gauge.set_registered(registered);
+            if registration.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = vec![registration_task];
+    let (services, gc_claims) = match (mode, access.client) {
+        (ApiMode::V1, Some(client)) => {
+            readiness.require_slices();
+            let published = readiness.clone();
+            tasks.push(tokio::spawn(keep_published(
+                SlicePublisher::new(&client, &config.node_name, &config.driver_name),
+                inventory_rx.clone(),
+                config.inventory_interval,
+                move |_| published.set_slices_published(),
+                stop_rx.clone(),
+            )));
+            let claims: Arc<dyn ClaimSource> = Arc::new(ApiClaims::new(client));
+            let service = DraService::new(
+                Arc::clone(&preparer),
+                Arc::clone(&claims),
+                &config.driver_name,
+                &config.node_name,
+            )
+            .with_metrics(metrics.clone());
+            (PluginServices::modern(service), Some(GcClaims::V1(claims)))
+        }
+        (_, client) => (
+            PluginServices::classic(Arc::clone(&preparer), inventory_rx.clone()),
+            client.map(GcClaims::V1alpha2),
+        ),
+    };
+
+    let addr = listener.local_addr().unwrap_or(config.listen);
+    let state = admin_state(readiness, metrics.clone(), &preparer, &inventory_rx);
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, admin::router(state)).await {
+            error!(error = %e, "The admin server stopped");
+        }
+    }));
+    info!(listen = %addr, node = %config.node_name, mode = %mode, "Node agent started");
+
+    tasks.push(tokio::spawn(refresh_inventory(
+        config.clone(),
+        shared,
+        inventory_tx,
+        metrics.clone(),
+    )));
+    if let Some(claims) = gc_claims {
+        tasks.push(tokio::spawn(collect_garbage(
+            config.clone(),
+            claims,
+            Arc::clone(&preparer),
+            metrics.clone(),
+        )));
+    }
+    let served = plugin.serve_services(services, shutdown).await;
+    stop_tx.send_replace(true);
+    for task in tasks {
+        task.abort();
+    }
+    served.map_err(AgentError::from)
+}
+
+/// The journal opened and recovered, and the first inventory read: the preparer, the
+/// inventory it checks claims against and the sender of the inventory's changes.
+#[allow(clippy::type_complexity)] // three parts with their own roles; a struct would only name them again
+fn open_preparer(
+    config: &AgentConfig,
+    metrics: &NodeMetrics,
+) -> Result<
+    (
+        Arc<Measured>,
+        Arc<RwLock<Inventory>>,
+        watch::Sender<Inventory>,
+    ),
+    AgentError,
+> {
+    crate::grpc::sockets::create_private_dir(&config.state_dir).map_err(|source| {
+        AgentError::StateDir {
+            path: config.state_dir.clone(),
+            source,
+        }
+    })?;
+    let journal = Journal::open(
+        config.state_dir.join("prepare-journal.redb"),
+        &config.driver_name,
+    )?;
+    let first = config.devices.discover(&config.roots)?;
+    let shared = Arc::new(RwLock::new(first.clone()));
+    let preparer = JournalPreparer::new(
+        journal,
+        CdiDir::new(&config.cdi_dir, &config.driver_name),
+        &config.node_name,
+        Arc::clone(&shared),
+        &JournalPreparer::current_boot_id(),
+    );
+    let recovery = preparer.recover()?;
+    info!(?recovery, "Recovered the prepare journal");
+    metrics.gc_removed(GcKind::CdiFile, recovery.orphans_removed.len());
+    let preparer = Arc::new(Measured {
+        inner: preparer,
+        metrics: metrics.clone(),
+    });
+    preparer.count();
+    Ok((preparer, shared, watch::channel(first).0))
+}
+
+fn admin_state(
+    readiness: AgentReadiness,
+    metrics: NodeMetrics,
+    preparer: &Arc<Measured>,
+    inventory: &watch::Receiver<Inventory>,
+) -> AgentState {
+    let journal = Arc::clone(preparer);
+    let devices = inventory.clone();
+    AgentState {
+        readiness,
+        metrics,
+        prepared: Arc::new(move || {
+            let entries = journal.inner.entries()?;
+            Ok(entries
+                .into_iter()
+                .map(|(uid, e)| PreparedClaim {
+                    uid,
+                    namespace: e.namespace,
+                    name: e.name,
+                    devices: e.devices,
+                    cdi_devices: e.cdi_ids,
+                })
+                .collect())
+        }),
+        devices: Arc::new(move || Ok(devices.borrow().values().cloned().collect())),
+    }
+}
