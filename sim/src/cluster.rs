@@ -103,7 +103,8 @@ pub struct ClusterConfig {
     pub driver_version: String,
     /// Prefix of node names.
     pub node_prefix: String,
-    /// When set, a `ResourceClass` of this name for `driver_name` is created.
+    /// When set, a class of this name for `driver_name` is created: a `ResourceClass` on 1.30, a
+    /// `DeviceClass` selecting the driver's devices by CEL on 1.34.
     pub resource_class: Option<String>,
     /// Kubelet root directories by node name. The kubelet of such a node watches
     /// `<root>/plugins_registry/` for DRA plugins, prepares claims through them and publishes the
@@ -265,9 +266,20 @@ pub async fn start_cluster(config: ClusterConfig) -> Result<ClusterHandle> {
     })
 }
 
-/// Creates the nodes (ready), one `ResourceSlice` per node with devices, and the `ResourceClass`.
+/// Creates the nodes (ready), one `ResourceSlice` per node with devices (v1alpha2 on 1.30, v1 on
+/// 1.34), and the class.
 pub async fn populate(client: &Client, config: &ClusterConfig) -> Result<Vec<String>> {
-    if let Some(class) = &config.resource_class {
+    if let Some(class) = config
+        .resource_class
+        .as_ref()
+        .filter(|_| config.kubernetes_version.is_structured())
+    {
+        let classes: Api<dra_node::modern::types::DeviceClass> = Api::all(client.clone());
+        let expression = format!("device.driver == {:?}", config.driver_name);
+        let object = dra_node::modern::types::DeviceClass::with_cel(class, &[&expression]);
+        let params = PostParams::default();
+        with_retry("create device class", || classes.create(&params, &object)).await?;
+    } else if let Some(class) = &config.resource_class {
         let classes: Api<ResourceClass> = Api::all(client.clone());
         let object = ResourceClass {
             metadata: ObjectMeta {
@@ -304,7 +316,18 @@ pub async fn add_node(client: &Client, config: &ClusterConfig, index: usize) -> 
         nodes.patch_status(&name, &patch_params, &patch)
     })
     .await?;
-    if config.devices_per_node > 0 && !config.kubelet_dirs.contains_key(&name) {
+    if config.devices_per_node > 0
+        && !config.kubelet_dirs.contains_key(&name)
+        && config.kubernetes_version.is_structured()
+    {
+        let slices: Api<dra_node::modern::types::ResourceSlice> = Api::all(client.clone());
+        let uid = created.metadata.uid.unwrap_or_default();
+        let slice = inventory::structured_slice(config, index, &uid);
+        with_retry(&format!("publish devices of {name}"), || {
+            slices.create(&params, &slice)
+        })
+        .await?;
+    } else if config.devices_per_node > 0 && !config.kubelet_dirs.contains_key(&name) {
         let slices: Api<ResourceSlice> = Api::all(client.clone());
         let uid = created.metadata.uid.unwrap_or_default();
         let slice = inventory::resource_slice(config, index, &uid);

@@ -148,6 +148,85 @@ pub fn resource_slice(config: &ClusterConfig, index: usize, node_uid: &str) -> R
     }
 }
 
+/// The `resource.k8s.io/v1` `ResourceSlice` of node number `index` (1.34), as a driver's
+/// kubelet plugin publishes it: one pool named after the node at generation 1, `nodeName` set,
+/// the same devices and attributes as [`resource_slice`] with `memory` as a capacity (v1
+/// attributes have no quantities), `generateName` `<node>-<driver>-` and the Node as owner.
+pub fn structured_slice(
+    config: &ClusterConfig,
+    index: usize,
+    node_uid: &str,
+) -> dra_node::modern::types::ResourceSlice {
+    use dra_node::modern::types::{
+        Device, DeviceAttribute, DeviceCapacity, ResourcePool, ResourceSlice, ResourceSliceSpec,
+    };
+    let node = node_name(config, index);
+    let model = cycled(&config.models, index, "H100");
+    let memory = cycled(&config.memory, index, "80Gi");
+    let devices = (0..config.devices_per_node)
+        .map(|device| {
+            let numa = numa_of(device, config.devices_per_node, config.numa_nodes);
+            let attributes = [
+                ("model", DeviceAttribute::String(model.clone())),
+                (
+                    "numa",
+                    DeviceAttribute::Int(i64::try_from(numa).unwrap_or(i64::MAX)),
+                ),
+                (
+                    "pcieRoot",
+                    DeviceAttribute::String(format!("pci0000:{numa:02x}")),
+                ),
+                (
+                    "index",
+                    DeviceAttribute::Int(i64::try_from(device).unwrap_or(i64::MAX)),
+                ),
+                (
+                    "driverVersion",
+                    DeviceAttribute::Version(config.driver_version.clone()),
+                ),
+            ];
+            Device {
+                name: format!("gpu-{device}"),
+                attributes: attributes
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect(),
+                capacity: [(
+                    "memory".to_owned(),
+                    DeviceCapacity {
+                        value: Quantity(memory.clone()),
+                    },
+                )]
+                .into(),
+            }
+        })
+        .collect();
+    ResourceSlice::new(
+        ObjectMeta {
+            generate_name: Some(format!("{node}-{}-", config.driver_name)),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                name: node.clone(),
+                uid: node_uid.to_owned(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            ..ObjectMeta::default()
+        },
+        ResourceSliceSpec {
+            driver: config.driver_name.clone(),
+            pool: ResourcePool {
+                name: node.clone(),
+                generation: 1,
+                resource_slice_count: 1,
+            },
+            node_name: Some(node),
+            devices,
+        },
+    )
+}
+
 fn attribute(
     name: &str,
     set: impl FnOnce(&mut NamedResourcesAttribute),

@@ -147,6 +147,7 @@ pub fn resources_of(crd: &Value) -> Vec<ResourceInfo> {
             binding: false,
             custom: true,
             return_deleted_object: false,
+            release: crate::KubernetesVersion::default(),
         })
         .collect()
 }

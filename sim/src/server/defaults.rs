@@ -1,6 +1,6 @@
-//! Defaulting applied on create, as the API server's defaulting functions and built-in admission
-//! would (pod spec defaults and initial status, namespace finalizers and phase, `ResourceClaim`
-//! allocation mode).
+//! Defaulting as the API server's defaulting functions and built-in admission do it: on create
+//! (pod spec defaults and initial status, namespace finalizers and phase) and on every decode
+//! (the claim request defaults of `resource.k8s.io`, v1alpha2 and v1).
 //!
 //! Pure functions over `serde_json::Value`; no store or HTTP dependencies.
 
@@ -33,6 +33,16 @@ pub fn apply_create_defaults(info: &ResourceInfo, obj: &mut Value) {
             obj["spec"] = json!({"finalizers": ["kubernetes"]});
             obj["status"] = json!({"phase": "Active"});
         }
+        _ => {}
+    }
+}
+
+/// Applies the defaults that the API server's decoding sets on every write (create, update and
+/// patch alike: Kubernetes' `SetDefaults_*` functions), so that an update leaving a defaulted
+/// field out keeps its default instead of clearing it.
+pub fn apply_decode_defaults(info: &ResourceInfo, obj: &mut Value) {
+    match (info.group.as_str(), info.kind.as_str()) {
+        _ if super::structured::handles(info) => super::structured::apply_defaults(info, obj),
         ("resource.k8s.io", "ResourceClaim") => default_claim_spec(&mut obj["spec"]),
         ("resource.k8s.io", "ResourceClaimTemplate") => {
             default_claim_spec(&mut obj["spec"]["spec"]);

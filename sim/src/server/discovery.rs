@@ -15,16 +15,13 @@ use super::handlers::json_response;
 use super::resources::{Registry, ResourceInfo};
 use super::route::Target;
 
-/// The Kubernetes version this server imitates.
-pub const GIT_VERSION: &str = "v1.30.0";
-
 /// Serves a discovery target.
 pub fn serve(registry: &Registry, target: &Target, addr: SocketAddr) -> Result<Response> {
     let body = match target {
         Target::Version => json!({
             "major": "1",
-            "minor": "30",
-            "gitVersion": GIT_VERSION,
+            "minor": registry.release().minor().to_string(),
+            "gitVersion": registry.release().git_version(),
             "gitCommit": "dra-sim",
             "gitTreeState": "clean",
             "buildDate": "2024-04-17T00:00:00Z",

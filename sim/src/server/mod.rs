@@ -39,6 +39,7 @@ pub mod resources;
 mod route;
 mod selectors;
 pub mod store;
+mod structured;
 mod typed;
 mod validation;
 
@@ -139,7 +140,10 @@ impl SimServer {
             addr: config.addr,
             source,
         })?;
-        let store = Arc::new(Store::new(Registry::with_builtins(), config.history_limit));
+        let store = Arc::new(Store::new(
+            Registry::with_builtins_of(config.kubernetes_version),
+            config.history_limit,
+        ));
         seed_namespaces(&store);
         let (disconnect, _) = tokio::sync::watch::channel(0u64);
         let (closing, _) = tokio::sync::watch::channel(false);

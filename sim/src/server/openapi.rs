@@ -92,7 +92,7 @@ pub fn group_version(registry: &Registry, path: &str) -> Option<Value> {
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": super::discovery::GIT_VERSION},
+        "info": {"title": "Kubernetes", "version": registry.release().git_version()},
         "paths": paths,
         "components": {"schemas": {}},
     }))

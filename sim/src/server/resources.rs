@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::KubernetesVersion;
+
 /// Static description of one served resource (one group/version/plural).
 // The flags mirror independent properties of Kubernetes resources; an enum would not fit.
 #[allow(clippy::struct_excessive_bools)]
@@ -37,6 +39,9 @@ pub struct ResourceInfo {
     /// Whether a completed DELETE answers the deleted object rather than a `Status`: the
     /// registry's `ReturnDeletedObject` (`pkg/registry/<group>/<resource>/storage/storage.go`).
     pub return_deleted_object: bool,
+    /// The release whose rules apply to the objects (pods' claim fields differ between 1.30 and
+    /// 1.34).
+    pub release: KubernetesVersion,
 }
 
 impl ResourceInfo {
@@ -63,10 +68,13 @@ impl ResourceInfo {
         format!("{}List", self.kind)
     }
 
-    /// Whether `metadata.generation` is maintained (custom resources and CRDs; the built-in kinds
-    /// served here do not track it in 1.30).
+    /// Whether `metadata.generation` is maintained (custom resources, CRDs, and the v1
+    /// `DeviceClass` and `ResourceSlice`; the other built-in kinds served here do not track it).
     pub fn tracks_generation(&self) -> bool {
-        self.custom || self.kind == "CustomResourceDefinition"
+        self.custom
+            || self.kind == "CustomResourceDefinition"
+            || (super::structured::handles(self)
+                && super::structured::tracks_generation(&self.kind))
     }
 
     /// Whether PUT must carry a resourceVersion (custom resources and CRDs do not allow
@@ -112,10 +120,38 @@ fn builtin(
         binding: false,
         custom: false,
         return_deleted_object: false,
+        release: KubernetesVersion::default(),
     }
 }
 
-/// The built-in resources served from the start.
+/// The built-in resources a server playing `release` serves from the start: 1.30 serves
+/// `resource.k8s.io/v1alpha2` (classic DRA), 1.34 `resource.k8s.io/v1` (structured DRA) instead.
+pub fn builtin_resources_of(release: KubernetesVersion) -> Vec<ResourceInfo> {
+    let r = super::structured::GROUP;
+    let mut resources = builtin_resources();
+    if release.is_structured() {
+        resources.retain(|info| info.group != r);
+        for (plural, kind, namespaced, status) in super::structured::RESOURCES {
+            let mut info = builtin(
+                r,
+                super::structured::VERSION,
+                plural,
+                kind,
+                namespaced,
+                &[],
+                status,
+            );
+            info.return_deleted_object = true;
+            resources.push(info);
+        }
+    }
+    for info in &mut resources {
+        info.release = release;
+    }
+    resources
+}
+
+/// The built-in resources of 1.30.
 // A data table; splitting it would only scatter the list.
 #[allow(clippy::too_many_lines)]
 pub fn builtin_resources() -> Vec<ResourceInfo> {
@@ -234,16 +270,30 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     by_path: BTreeMap<(String, String, String), Arc<ResourceInfo>>,
+    release: KubernetesVersion,
 }
 
 impl Registry {
-    /// A registry with the built-in resources.
+    /// A registry with the built-in resources of 1.30.
     pub fn with_builtins() -> Self {
-        let mut reg = Self::default();
-        for info in builtin_resources() {
+        Self::with_builtins_of(KubernetesVersion::default())
+    }
+
+    /// A registry with the built-in resources of `release`.
+    pub fn with_builtins_of(release: KubernetesVersion) -> Self {
+        let mut reg = Self {
+            release,
+            ..Self::default()
+        };
+        for info in builtin_resources_of(release) {
             reg.insert(info);
         }
         reg
+    }
+
+    /// The release the server plays.
+    pub fn release(&self) -> KubernetesVersion {
+        self.release
     }
 
     /// Adds or replaces a resource.

@@ -145,7 +145,7 @@ pub struct FieldSelector {
 }
 
 /// Fields a kind supports in field selectors beyond `metadata.name` and `metadata.namespace`.
-fn extra_fields(kind: &str) -> &'static [&'static str] {
+fn extra_fields(kind: &str, version: &str) -> &'static [&'static str] {
     match kind {
         "Pod" => &[
             "spec.nodeName",
@@ -176,14 +176,17 @@ fn extra_fields(kind: &str) -> &'static [&'static str] {
         ],
         "Namespace" => &["status.phase"],
         "Node" => &["spec.unschedulable"],
+        "ResourceSlice" if version == "v1" => &["spec.nodeName", "spec.driver"],
         "ResourceSlice" => &["nodeName", "driverName"],
         _ => &[],
     }
 }
 
 impl FieldSelector {
-    /// Parses a field selector and checks that `kind` supports every field.
-    pub fn parse(raw: &str, kind: &str) -> Result<Self> {
+    /// Parses a field selector and checks that `kind` in API `version` supports every field
+    /// (the v1 `ResourceSlice` selects on `spec.nodeName` and `spec.driver`, the v1alpha2 one on
+    /// `nodeName` and `driverName`).
+    pub fn parse(raw: &str, kind: &str, version: &str) -> Result<Self> {
         let mut reqs = Vec::new();
         for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (field, neg, value) = if let Some((f, v)) = part.split_once("!=") {
@@ -209,7 +212,7 @@ impl FieldSelector {
             };
             if field != "metadata.name"
                 && field != "metadata.namespace"
-                && !extra_fields(kind).contains(&field)
+                && !extra_fields(kind, version).contains(&field)
             {
                 return Err(StatusError::BadRequest(format!(
                     "field label not supported: {field}"
@@ -297,17 +300,17 @@ mod tests {
     #[test]
     fn field_selector_supports_pod_node_name_and_rejects_unknown_fields() {
         let o = obj(&json!({}));
-        assert!(FieldSelector::parse("spec.nodeName=n1", "Pod")
+        assert!(FieldSelector::parse("spec.nodeName=n1", "Pod", "v1")
             .unwrap()
             .matches(&o));
-        assert!(!FieldSelector::parse("spec.nodeName!=n1", "Pod")
+        assert!(!FieldSelector::parse("spec.nodeName!=n1", "Pod", "v1")
             .unwrap()
             .matches(&o));
-        assert!(FieldSelector::parse("spec.nodeName=", "Pod")
+        assert!(FieldSelector::parse("spec.nodeName=", "Pod", "v1")
             .unwrap()
             .matches(&json!({"spec": {}})));
         assert!(matches!(
-            FieldSelector::parse("spec.nodeName=n1", "ConfigMap"),
+            FieldSelector::parse("spec.nodeName=n1", "ConfigMap", "v1"),
             Err(StatusError::BadRequest(_))
         ));
     }

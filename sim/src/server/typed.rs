@@ -1,6 +1,8 @@
 //! Normalisation of built-in kinds through their typed k8s-openapi (v1.30) structs, as the real
 //! server decodes into Go types: unknown fields are dropped (or, with `fieldValidation=Strict`,
-//! rejected with 400 `BadRequest`) and wrongly typed fields are a 400 `BadRequest`.
+//! rejected with 400 `BadRequest`) and wrongly typed fields are a 400 `BadRequest`. The
+//! `resource.k8s.io/v1` kinds and the 1.34 claim fields of pods go through the types of
+//! `super::structured` instead.
 //!
 //! Custom resources and CRDs are left as they are. Depends only on k8s-openapi and errors.
 
@@ -29,11 +31,18 @@ fn round_trip<K: DeserializeOwned + Serialize + k8s_openapi::Resource>(
     serde_json::to_value(typed).map_err(|e| StatusError::Internal(format!("encoding object: {e}")))
 }
 
-/// Normalises a built-in object in storage form; `strict` rejects unknown fields.
+/// Normalises a built-in object in storage form and applies the defaults decoding sets;
+/// `strict` rejects unknown fields.
 pub fn normalise(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value> {
-    let normalised = match (info.group.as_str(), info.kind.as_str()) {
+    let mut normalised = match (info.group.as_str(), info.kind.as_str()) {
+        _ if super::structured::handles(info) => super::structured::normalise(info, &obj)?,
         ("", "Namespace") => round_trip::<Namespace>(&obj)?,
         ("", "Node") => round_trip::<Node>(&obj)?,
+        ("", "Pod") if info.release.is_structured() => {
+            let mut pod = round_trip::<Pod>(&obj)?;
+            super::structured::pods::keep_claim_fields(&obj, &mut pod)?;
+            pod
+        }
         ("", "Pod") => round_trip::<Pod>(&obj)?,
         // events.k8s.io Events are stored as core Events.
         ("" | "events.k8s.io", "Event") => round_trip::<Event>(&obj)?,
@@ -52,6 +61,7 @@ pub fn normalise(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value>
         }
         _ => return Ok(obj),
     };
+    super::defaults::apply_decode_defaults(info, &mut normalised);
     if strict {
         let mut unknown = Vec::new();
         dropped_fields(&obj, &normalised, "", &mut unknown);

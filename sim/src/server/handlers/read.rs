@@ -61,6 +61,7 @@ impl Filter {
             fields: FieldSelector::parse(
                 params.get("fieldSelector").unwrap_or_default(),
                 &req.info.kind,
+                &req.info.version,
             )?,
         })
     }
