@@ -12,6 +12,7 @@ use std::time::Duration;
 use dra_node::modern::types::{
     Device, ResourcePool, ResourceSlice as SliceObject, ResourceSliceSpec,
 };
+use dra_sim::actors::kubelet::RUN_SECONDS_ANNOTATION;
 use dra_sim::actors::plugins::services::Service;
 use dra_sim::actors::plugins::PluginsConfig;
 use dra_sim::actors::resource_v1::{
@@ -267,6 +268,48 @@ async fn a_template_claim_is_created_owned_and_recorded_for_its_pod() {
     assert!(
         message.starts_with("PodResourceClaim gpu: resource claim template \"missing\""),
         "{message}"
+    );
+
+    // A pod that finished no longer needs its claim: the controller deletes it while the pod
+    // is still there (node-1 has the minimal kubelet, which runs a bound pod at once and ends it
+    // once its run time, set here, is over).
+    create_pod(
+        &client,
+        "batch",
+        json!({"resourceClaimTemplateName": "gpu-template"}),
+        Some("node-1"),
+    )
+    .await;
+    let patch = json!({"metadata": {"annotations": {RUN_SECONDS_ANNOTATION: "0"}}});
+    pods(&client)
+        .patch("batch", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let batch_claim = eventually("the finished pod's claim is recorded", PATIENCE, || async {
+        let pod = pod(&client, "batch").await?;
+        pod.data["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+            .as_str()
+            .map(str::to_owned)
+    })
+    .await;
+    eventually(
+        "the pod succeeds and its claim is deleted",
+        PATIENCE,
+        || async {
+            let done = pod(&client, "batch")
+                .await
+                .is_some_and(|p| phase(&p) == "Succeeded");
+            done && claims(&client)
+                .get_opt(&batch_claim)
+                .await
+                .unwrap()
+                .is_none()
+        },
+    )
+    .await;
+    assert!(
+        pod(&client, "batch").await.is_some(),
+        "the pod itself stays"
     );
 
     // The claim goes with its pod.
