@@ -193,10 +193,9 @@ fn both() -> Serves {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_template_claim_is_created_owned_and_recorded_for_its_pod() {
-    let setup = Setup::start(Duration::from_secs(30)).await;
-    let client = setup.client.clone();
+/// Creates template `gpu-template` whose claims get label `app: demo` and annotation
+/// `team: ml`.
+async fn create_template(client: &Client) {
     let template = ResourceClaimTemplate::new(
         "gpu-template",
         Some(ObjectMeta {
@@ -210,6 +209,13 @@ async fn a_template_claim_is_created_owned_and_recorded_for_its_pod() {
         .create(&PostParams::default(), &template)
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_claim_is_created_owned_and_recorded_for_its_pod() {
+    let setup = Setup::start(Duration::from_secs(30)).await;
+    let client = setup.client.clone();
+    create_template(&client).await;
     let created = create_pod(
         &client,
         "worker",
@@ -251,6 +257,27 @@ async fn a_template_claim_is_created_owned_and_recorded_for_its_pod() {
         "no scheduler in 1.34 mode: an unbound pod stays pending"
     );
 
+    // The claim goes with its pod.
+    pods(&client)
+        .delete("worker", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the claim is deleted with its pod", PATIENCE, || async {
+        claims(&client)
+            .get_opt(&claim_name)
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await;
+    setup.cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_template_is_an_event_and_the_claim_of_a_finished_pod_is_deleted() {
+    let setup = Setup::start(Duration::from_secs(30)).await;
+    let client = setup.client.clone();
+    create_template(&client).await;
     // A template that does not exist is an event on the pod.
     create_pod(
         &client,
@@ -312,19 +339,6 @@ async fn a_template_claim_is_created_owned_and_recorded_for_its_pod() {
         "the pod itself stays"
     );
 
-    // The claim goes with its pod.
-    pods(&client)
-        .delete("worker", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("the claim is deleted with its pod", PATIENCE, || async {
-        claims(&client)
-            .get_opt(&claim_name)
-            .await
-            .unwrap()
-            .is_none()
-    })
-    .await;
     setup.cluster.shutdown().await;
 }
 
