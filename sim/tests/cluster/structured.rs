@@ -1,5 +1,6 @@
 //! A 1.34 cluster (`KubernetesVersion::V1_34`): the resourceclaim controller makes and records
-//! template claims and reserves allocated claims for pods already on a node; the kubelet of a
+//! template claims, deletes those of finished pods and reserves allocated claims for pods already
+//! on a node; the kubelet of a
 //! node with a kubelet directory registers fake plugins by their `DRAPlugin` service names,
 //! prepares a pod's claims over the chosen service before the pod runs, unprepares them after it
 //! is deleted (then the controller deallocates the claim), and wipes the node's slices at start
