@@ -5,6 +5,12 @@
 //! `WaitForFirstConsumer` claim loses its last consumer; deletes generated claims of done pods.
 //!
 //! Talks to the API server only through `kube::Client`; reads come from the shared informer stores.
+//! The 1.34 controller (`resource.k8s.io/v1`) is [`structured`], with its decisions in
+//! [`generated`] and [`reservations`]; it shares the owner helpers here.
+
+pub mod generated;
+pub mod reservations;
+pub mod structured;
 
 use std::sync::Arc;
 
@@ -107,9 +113,12 @@ pub fn claim_from_template(
 
 /// The controlling pod of a claim generated from a template: `(name, uid)`.
 pub fn owning_pod(claim: &ResourceClaim) -> Option<(String, String)> {
-    claim
-        .metadata
-        .owner_references
+    owning_pod_of(&claim.metadata)
+}
+
+/// The controlling pod (a `v1` `Pod` owner with `controller: true`) of an object: `(name, uid)`.
+pub fn owning_pod_of(meta: &ObjectMeta) -> Option<(String, String)> {
+    meta.owner_references
         .iter()
         .flatten()
         .find(|r| r.controller == Some(true) && r.kind == "Pod" && r.api_version == "v1")

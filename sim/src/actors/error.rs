@@ -38,6 +38,9 @@ pub enum ActorError {
         /// The missing object, e.g. `resourceclaimtemplate default/gpu`.
         what: String,
     },
+    /// A controller cannot finish a sync for a reason of its own (the text is upstream's).
+    #[error("{0}")]
+    Sync(String),
     /// A call to a node's DRA plugin failed.
     #[error("{0}")]
     Plugin(String),

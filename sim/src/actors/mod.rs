@@ -1,19 +1,28 @@
-//! The Kubernetes 1.30 control-plane actors a classic DRA driver talks to: the resourceclaim
-//! controller (`claims`), the scheduler with its `DynamicResources` plugin (`scheduler`), the garbage
-//! collector (`gc`) and a minimal kubelet (`kubelet`). They share one set of informers and talk to
-//! the API server only over HTTP through `kube::Client`, exactly like real controllers.
+//! The control-plane actors a DRA driver talks to. For Kubernetes 1.30 (classic DRA): the
+//! resourceclaim controller (`claims`), the scheduler with its `DynamicResources` plugin
+//! (`scheduler`), the garbage collector (`gc`) and a minimal kubelet (`kubelet`). For 1.34
+//! (structured DRA, `resource.k8s.io/v1`): the 1.34 resourceclaim controller
+//! (`claims::structured`), the garbage collector and the kubelet, with the kubelet talking to
+//! plugins as 1.34 does; no scheduler yet, so a pod runs only if it is created with
+//! `spec.nodeName`. The actors of a release share one set of informers and talk to the API server
+//! only over HTTP through `kube::Client`, exactly like real controllers.
 //!
 //! Must not depend on the server module: actors see the cluster only through the client.
 
+pub mod claim_refs;
 pub mod claims;
 pub mod error;
+pub mod events;
 pub mod gc;
 pub mod kubelet;
 pub mod plugins;
+pub mod pod_shape;
+pub mod resource_v1;
 pub mod runtime;
 pub mod scheduler;
 pub mod selectors;
 mod wiring;
+mod wiring_structured;
 pub mod writes;
 
 use std::collections::BTreeMap;
@@ -21,24 +30,16 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use k8s_openapi::api::resource::v1alpha2::{
-    PodSchedulingContext, ResourceClaim, ResourceClaimTemplate, ResourceClass, ResourceSlice,
-};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use error::{ActorError, Result};
 
-use claims::ClaimController;
-use gc::GarbageCollector;
-use kubelet::Kubelet;
 use plugins::{Plugins, PluginsConfig};
-use scheduler::Scheduler;
-use wiring::{gc_kinds, spawn_informers, spawn_workers, Parts, Writers};
 
 /// Annotation on a claim generated from a template naming the pod claim it was made for.
 pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
@@ -122,6 +123,12 @@ impl Default for ActorsConfig {
     }
 }
 
+/// What the wiring of a release started: the tasks and how to close every work queue.
+struct Started {
+    tasks: Vec<JoinHandle<()>>,
+    queues_close: Vec<Box<dyn Fn() + Send + Sync>>,
+}
+
 /// The running actors; dropping it does not stop them, `shutdown` does.
 pub struct Actors {
     plugins: Arc<Plugins>,
@@ -153,86 +160,28 @@ impl Actors {
         kubelet_dirs: &BTreeMap<String, PathBuf>,
     ) -> Result<Self> {
         let (shutdown, stop) = watch::channel(false);
-        let plugins = Arc::new(Plugins::new(&client, &config.plugins, kubelet_dirs));
-        let (pods, pods_w) = reflector::store::<Pod>();
-        let (nodes, nodes_w) = reflector::store::<Node>();
-        let (claims, claims_w) = reflector::store::<ResourceClaim>();
-        let (contexts, contexts_w) = reflector::store::<PodSchedulingContext>();
-        let (classes, classes_w) = reflector::store::<ResourceClass>();
-        let (templates, templates_w) = reflector::store::<ResourceClaimTemplate>();
-        let (slices, slices_w) = reflector::store::<ResourceSlice>();
-        let (config_maps, config_maps_w) = reflector::store::<ConfigMap>();
-        let parts = Parts {
-            scheduler: Arc::new(Scheduler::new(
-                client.clone(),
-                pods.clone(),
-                nodes.clone(),
-                claims.clone(),
-                contexts.clone(),
-                classes.clone(),
-            )),
-            controller: Arc::new(ClaimController::new(
-                client.clone(),
-                pods.clone(),
-                claims.clone(),
-                templates.clone(),
-            )),
-            kubelet: Arc::new(Kubelet::new(
-                client.clone(),
-                pods.clone(),
-                Arc::clone(&plugins),
-            )),
-            gc: Arc::new(GarbageCollector::new(client.clone(), gc_kinds())),
+        let plugins = Arc::new(Plugins::new(
+            &client,
+            &config.plugins,
+            kubelet_dirs,
+            config.kubernetes_version,
+        ));
+        let started = if config.kubernetes_version.is_structured() {
+            wiring_structured::start(&client, config, &plugins, &stop).await
+        } else {
+            wiring::start(&client, config, &plugins, &stop).await
         };
-        let writers = Writers {
-            pods: pods_w,
-            nodes: nodes_w,
-            claims: claims_w,
-            contexts: contexts_w,
-            classes: classes_w,
-            templates: templates_w,
-            slices: slices_w,
-            config_maps: config_maps_w,
+        let Started {
+            mut tasks,
+            queues_close,
+        } = match started {
+            Ok(started) => started,
+            Err(error) => {
+                let _ = shutdown.send(true);
+                return Err(error);
+            }
         };
-        let mut tasks = spawn_informers(&client, &parts, writers, &stop);
-        let ready = async {
-            wait_ready(&pods).await?;
-            wait_ready(&nodes).await?;
-            wait_ready(&claims).await?;
-            wait_ready(&contexts).await?;
-            wait_ready(&classes).await?;
-            wait_ready(&templates).await?;
-            wait_ready(&slices).await?;
-            wait_ready(&config_maps).await
-        };
-        if let Err(error) = ready.await {
-            let _ = shutdown.send(true);
-            return Err(error);
-        }
-        tasks.extend(spawn_workers(&parts, config));
         tasks.extend(plugins.spawn(&stop));
-        let queues_close: Vec<Box<dyn Fn() + Send + Sync>> = vec![
-            Box::new({
-                let q = parts.scheduler.queue.clone();
-                move || q.close()
-            }),
-            Box::new({
-                let q = parts.controller.pod_queue.clone();
-                move || q.close()
-            }),
-            Box::new({
-                let q = parts.controller.claim_queue.clone();
-                move || q.close()
-            }),
-            Box::new({
-                let q = parts.kubelet.queue.clone();
-                move || q.close()
-            }),
-            Box::new({
-                let q = parts.gc.queue.clone();
-                move || q.close()
-            }),
-        ];
         tracing::debug!("Control-plane actors started");
         Ok(Self {
             plugins,
@@ -266,6 +215,7 @@ impl Actors {
     }
 }
 
+/// Waits until the informer behind `store` has listed once.
 async fn wait_ready<K>(store: &Store<K>) -> Result<()>
 where
     K: Resource + Clone + 'static,

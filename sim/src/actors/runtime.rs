@@ -66,6 +66,54 @@ where
     })
 }
 
+/// [`spawn_informer`] for a watch whose objects are decoded as `S` and stored as `K`: the
+/// informer of a kind whose wire shape differs from the type the actors share.
+pub fn spawn_informer_as<S, K, F>(
+    api: Api<S>,
+    writer: Writer<K>,
+    handler: F,
+    mut shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()>
+where
+    S: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    S::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    K: Resource + Clone + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    S: Into<K>,
+    F: Fn(Change<'_, K>) + Send + 'static,
+{
+    tokio::spawn(async move {
+        let events = watcher::watcher(api, watcher::Config::default())
+            .map(|event| event.map(convert_event::<S, K>))
+            .default_backoff();
+        let stream = reflector::reflector(writer, events);
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                next = stream.next() => match next {
+                    None => break,
+                    Some(Ok(Event::Apply(obj) | Event::InitApply(obj))) => handler(Change::Applied(&obj)),
+                    Some(Ok(Event::Delete(obj))) => handler(Change::Deleted(&obj)),
+                    Some(Ok(Event::InitDone)) => handler(Change::Resynced),
+                    Some(Ok(Event::Init)) => {}
+                    Some(Err(error)) => tracing::debug!(%error, "watch failed, retrying"),
+                },
+            }
+        }
+    })
+}
+
+fn convert_event<S: Into<K>, K>(event: Event<S>) -> Event<K> {
+    match event {
+        Event::Apply(obj) => Event::Apply(obj.into()),
+        Event::Delete(obj) => Event::Delete(obj.into()),
+        Event::Init => Event::Init,
+        Event::InitApply(obj) => Event::InitApply(obj.into()),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
 /// What a reconcile asks the queue to do with its key afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {

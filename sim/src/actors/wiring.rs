@@ -1,5 +1,6 @@
-//! Wiring of the actors: one informer per kind whose changes are routed to the actors that care,
-//! the garbage collector's kind table, and the worker loops of every actor.
+//! Wiring of the actors of a 1.30 (classic DRA) cluster: one informer per kind whose changes are
+//! routed to the actors that care, the garbage collector's kind table, and the worker loops of
+//! every actor.
 //!
 //! Only plumbing; the behaviour lives in the actor modules. Must not be used outside `actors`.
 
@@ -18,12 +19,103 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use kube::runtime::reflector;
+
 use super::claims::ClaimController;
 use super::gc::{GarbageCollector, Kind};
 use super::kubelet::Kubelet;
+use super::plugins::Plugins;
 use super::runtime::{spawn_informer, Change};
 use super::scheduler::Scheduler;
-use super::ActorsConfig;
+use super::{wait_ready, ActorsConfig, Result, Started};
+
+/// Starts the 1.30 actors' informers, waits until each has listed once, then starts the workers.
+pub(super) async fn start(
+    client: &Client,
+    config: &ActorsConfig,
+    plugins: &Arc<Plugins>,
+    stop: &watch::Receiver<bool>,
+) -> Result<Started> {
+    let (pods, pods_w) = reflector::store::<Pod>();
+    let (nodes, nodes_w) = reflector::store::<Node>();
+    let (claims, claims_w) = reflector::store::<ResourceClaim>();
+    let (contexts, contexts_w) = reflector::store::<PodSchedulingContext>();
+    let (classes, classes_w) = reflector::store::<ResourceClass>();
+    let (templates, templates_w) = reflector::store::<ResourceClaimTemplate>();
+    let (slices, slices_w) = reflector::store::<ResourceSlice>();
+    let (config_maps, config_maps_w) = reflector::store::<ConfigMap>();
+    let parts = Parts {
+        scheduler: Arc::new(Scheduler::new(
+            client.clone(),
+            pods.clone(),
+            nodes.clone(),
+            claims.clone(),
+            contexts.clone(),
+            classes.clone(),
+        )),
+        controller: Arc::new(ClaimController::new(
+            client.clone(),
+            pods.clone(),
+            claims.clone(),
+            templates.clone(),
+        )),
+        kubelet: Arc::new(Kubelet::new(
+            client.clone(),
+            pods.clone(),
+            Arc::clone(plugins),
+        )),
+        gc: Arc::new(GarbageCollector::new(client.clone(), gc_kinds())),
+    };
+    let writers = Writers {
+        pods: pods_w,
+        nodes: nodes_w,
+        claims: claims_w,
+        contexts: contexts_w,
+        classes: classes_w,
+        templates: templates_w,
+        slices: slices_w,
+        config_maps: config_maps_w,
+    };
+    let mut tasks = spawn_informers(client, &parts, writers, stop);
+    let ready = async {
+        wait_ready(&pods).await?;
+        wait_ready(&nodes).await?;
+        wait_ready(&claims).await?;
+        wait_ready(&contexts).await?;
+        wait_ready(&classes).await?;
+        wait_ready(&templates).await?;
+        wait_ready(&slices).await?;
+        wait_ready(&config_maps).await
+    };
+    ready.await?;
+    tasks.extend(spawn_workers(&parts, config));
+    let queues_close: Vec<Box<dyn Fn() + Send + Sync>> = vec![
+        Box::new({
+            let q = parts.scheduler.queue.clone();
+            move || q.close()
+        }),
+        Box::new({
+            let q = parts.controller.pod_queue.clone();
+            move || q.close()
+        }),
+        Box::new({
+            let q = parts.controller.claim_queue.clone();
+            move || q.close()
+        }),
+        Box::new({
+            let q = parts.kubelet.queue.clone();
+            move || q.close()
+        }),
+        Box::new({
+            let q = parts.gc.queue.clone();
+            move || q.close()
+        }),
+    ];
+    Ok(Started {
+        tasks,
+        queues_close,
+    })
+}
 
 /// The kinds the garbage collector tracks, in the order of the `GC_*` indexes.
 pub(super) fn gc_kinds() -> Vec<Kind> {
@@ -71,7 +163,8 @@ const GC_TEMPLATE: usize = 5;
 const GC_CLASS: usize = 6;
 const GC_CONFIGMAP: usize = 7;
 
-fn meta_change<'a, K: Resource<DynamicType = ()>>(
+/// The metadata of an object's change, for the garbage collector.
+pub(super) fn meta_change<'a, K: Resource<DynamicType = ()>>(
     change: &Change<'a, K>,
 ) -> Change<'a, ObjectMeta> {
     match change {
@@ -188,7 +281,7 @@ pub(super) fn spawn_informers(
 }
 
 /// An informer whose changes only the garbage collector needs.
-fn gc_informer<K>(
+pub(super) fn gc_informer<K>(
     client: &Client,
     writer: Writer<K>,
     gc: &Arc<GarbageCollector>,

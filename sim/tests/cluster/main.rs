@@ -1,11 +1,14 @@
 //! The simulated control plane: the scheduler's and kubelet's actors, the DRA scenarios with a
-//! scripted driver, and the kubelet driving a real node agent over its plugin sockets.
+//! scripted driver, the kubelet driving a real node agent over its plugin sockets, and the 1.34
+//! actors with fake plugins.
 
 // Test code unwraps: a failed step should fail the test loudly.
 #![allow(clippy::unwrap_used)]
 
+mod fake_plugin;
 mod scenario_driver;
 
 mod kubelet_plugins;
 mod scenario_dra;
 mod scheduling;
+mod structured;

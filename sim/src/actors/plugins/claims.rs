@@ -217,6 +217,14 @@ impl ClaimCache {
         self.claims.get(uid)
     }
 
+    /// The UID of the cached claim of this namespace and name, if one is cached.
+    pub fn uid_of(&self, namespace: &str, name: &str) -> Option<&str> {
+        self.claims
+            .values()
+            .find(|c| c.namespace == namespace && c.name == name)
+            .map(|c| c.uid.as_str())
+    }
+
     /// Whether every claim of `claim_uids` is prepared.
     pub fn all_prepared<'a>(&self, mut claim_uids: impl Iterator<Item = &'a str>) -> bool {
         claim_uids.all(|uid| self.claims.get(uid).is_some_and(ClaimInfo::is_prepared))

@@ -1,20 +1,32 @@
 //! The simulated kubelet's side of the DRA plugin interfaces, for the nodes given a kubelet
-//! directory, as Kubernetes 1.30 does it: plugins found in `<root>/plugins_registry/` are
+//! directory. As Kubernetes 1.30 does it: plugins found in `<root>/plugins_registry/` are
 //! registered ([`registry`]), their `NodeListAndWatchResources` stream becomes the node's
 //! `ResourceSlices` ([`resources`]), and a pod's claims are prepared before it runs and unprepared
 //! after it ends ([`prepare`]). The decisions are pure and tested on their own: what registration
 //! accepts ([`validation`]), which claims to prepare or unprepare ([`claims`]) and which slice
 //! writes match a message ([`slices`]).
 //!
+//! As Kubernetes 1.34 does it: a plugin registers with the `DRAPlugin` services it serves and is
+//! called over the first one the kubelet supports ([`services`], [`instances`]); drivers publish
+//! their own slices, the kubelet only wipes the node's slices at start and those of a driver gone
+//! for the wipe delay ([`wiping`]); claims are checked ([`checks`]) and prepared with
+//! `Claim{namespace, uid, name}` over `v1` or `v1beta1` ([`structured_prepare`], [`calls`]).
+//!
 //! Talks to the API server only through `kube::Client` and to plugins over Unix sockets with the
 //! node agent's generated gRPC clients. Nodes without a kubelet directory have no [`NodePlugins`].
 
+pub mod calls;
+pub mod checks;
 pub mod claims;
+pub mod instances;
 pub mod prepare;
 pub mod registry;
 pub mod resources;
+pub mod services;
 pub mod slices;
+pub mod structured_prepare;
 pub mod validation;
+pub mod wiping;
 
 use dra_framework::sync::LockExt;
 use std::collections::BTreeMap;
@@ -28,7 +40,9 @@ use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::ObjectKey;
+use crate::KubernetesVersion;
 use claims::ClaimCache;
+use instances::Instance;
 use validation::Version;
 
 /// The directory under a kubelet root that the kubelet watches for registration sockets.
@@ -36,7 +50,7 @@ pub const REGISTRY_DIR: &str = "plugins_registry";
 /// The directory under a kubelet root where plugins put their service sockets.
 pub const PLUGINS_DIR: &str = "plugins";
 
-/// Tuning of the kubelet's plugin handling; the defaults are the 1.30 kubelet's where it has one.
+/// Tuning of the kubelet's plugin handling; the defaults are the kubelet's where it has one.
 #[derive(Debug, Clone)]
 pub struct PluginsConfig {
     /// How often the registry directory is scanned for sockets that appeared or went away.
@@ -53,8 +67,11 @@ pub struct PluginsConfig {
     pub prepare_retry_max: Duration,
     /// How often a pod whose claims are not allocated or reserved yet is looked at again.
     pub claim_poll: Duration,
-    /// The deadline of one `NodePrepareResources` or `NodeUnprepareResources` call (1.30: 45 s).
+    /// The deadline of one `NodePrepareResources` or `NodeUnprepareResources` call (45 s).
     pub call_timeout: Duration,
+    /// 1.34: how long a driver may have no registered plugin before its slices of the node are
+    /// deleted (30 s).
+    pub wipe_delay: Duration,
 }
 
 impl Default for PluginsConfig {
@@ -68,6 +85,7 @@ impl Default for PluginsConfig {
             prepare_retry_max: Duration::from_secs(10),
             claim_poll: Duration::from_millis(250),
             call_timeout: Duration::from_secs(45),
+            wipe_delay: Duration::from_secs(30),
         }
     }
 }
@@ -85,11 +103,13 @@ pub struct Plugins {
 }
 
 impl Plugins {
-    /// The plugin handling of the nodes in `kubelet_dirs` (node name -> kubelet root).
+    /// The plugin handling of the nodes in `kubelet_dirs` (node name -> kubelet root), as the
+    /// kubelet of `version` does it.
     pub fn new(
         client: &Client,
         config: &PluginsConfig,
         kubelet_dirs: &BTreeMap<String, PathBuf>,
+        version: KubernetesVersion,
     ) -> Self {
         let nodes = kubelet_dirs
             .iter()
@@ -99,7 +119,9 @@ impl Plugins {
                     root: root.clone(),
                     client: client.clone(),
                     config: config.clone(),
+                    version,
                     plugins: Mutex::new(BTreeMap::new()),
+                    instances: Mutex::new(BTreeMap::new()),
                     claims: Mutex::new(ClaimCache::default()),
                     pods: Mutex::new(BTreeMap::new()),
                     failures: Mutex::new(BTreeMap::new()),
@@ -172,7 +194,11 @@ pub struct NodePlugins {
     root: PathBuf,
     client: Client,
     config: PluginsConfig,
+    version: KubernetesVersion,
+    /// 1.30: the registered plugin of each driver.
     plugins: Mutex<BTreeMap<String, Registered>>,
+    /// 1.34: the registered plugins (instances) of each driver, in registration order.
+    instances: Mutex<BTreeMap<String, Vec<Instance>>>,
     claims: Mutex<ClaimCache>,
     /// The pods that reference claims, by UID, with their key.
     pods: Mutex<BTreeMap<String, ObjectKey>>,
@@ -207,6 +233,9 @@ impl NodePlugins {
 
     /// The names of the registered drivers.
     pub fn drivers(&self) -> Vec<String> {
+        if self.version.is_structured() {
+            return self.instances.lock_or_recover().keys().cloned().collect();
+        }
         self.plugins.lock_or_recover().keys().cloned().collect()
     }
 

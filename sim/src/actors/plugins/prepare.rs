@@ -10,19 +10,17 @@ use dra_framework::sync::LockExt;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use chrono::Utc;
 use dra_node::grpc::proto::v1alpha3::node_client::NodeClient;
 use dra_node::grpc::proto::v1alpha3::{
     Claim, NodePrepareResourcesRequest, NodeUnprepareResourcesRequest,
 };
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::PostParams;
 use kube::Api;
 
 use super::claims::{pod_claims, prepared_claim_info, uids, Batches, ClaimCall};
 use super::{backoff, NodePlugins};
+use crate::actors::events::{post_pod_warning, Reporter};
 use crate::actors::ObjectKey;
 
 /// The event reason of a failed prepare (kubelet's `events.FailedPrepareDynamicResources`).
@@ -40,8 +38,11 @@ pub enum Prepare {
 }
 
 impl NodePlugins {
-    /// Prepares the claims of `pod` that are not prepared yet.
+    /// Prepares the claims of `pod` that are not prepared yet, as the node's release does.
     pub async fn prepare_pod(&self, pod: &Pod) -> Prepare {
+        if self.version.is_structured() {
+            return self.prepare_structured(pod).await;
+        }
         let waiting = |reason: String| Prepare::Waiting(reason, self.config.claim_poll);
         let claims = match pod_claims(pod) {
             Ok(claims) => claims,
@@ -111,7 +112,8 @@ impl NodePlugins {
         }
     }
 
-    fn note_failure(&self, pod_uid: &str) -> Duration {
+    /// Counts a failed prepare of the pod; returns the wait before the next attempt.
+    pub(super) fn note_failure(&self, pod_uid: &str) -> Duration {
         let mut failures = self.failures.lock_or_recover();
         let count = failures.entry(pod_uid.to_owned()).or_insert(0);
         *count = count.saturating_add(1);
@@ -163,6 +165,9 @@ impl NodePlugins {
 
     /// Unprepares the claims `pod_uid` was the last pod to use and drops its references.
     pub async fn unprepare_pod(&self, pod_uid: &str) -> Result<(), String> {
+        if self.version.is_structured() {
+            return self.unprepare_structured(pod_uid).await;
+        }
         let batches: Batches = self.claims.lock_or_recover().unprepare_batches(pod_uid);
         for (driver, calls) in &batches {
             self.unprepare_batch(driver, calls).await?;
@@ -219,44 +224,11 @@ impl NodePlugins {
     /// Posts a core/v1 Warning event on `pod` from the kubelet of this node; a failed post is
     /// only logged.
     async fn post_warning(&self, pod: &Pod, message: &str) {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        let now = Utc::now();
-        let nanos = now.timestamp_nanos_opt().unwrap_or_default();
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("{pod_name}.{nanos:x}")),
-                namespace: Some(namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(pod_name),
-                namespace: Some(namespace.clone()),
-                uid: pod.metadata.uid.clone(),
-                resource_version: pod.metadata.resource_version.clone(),
-                field_path: None,
-            },
-            reason: Some(FAILED_PREPARE_REASON.into()),
-            message: Some(message.to_owned()),
-            type_: Some("Warning".into()),
-            source: Some(EventSource {
-                component: Some("kubelet".into()),
-                host: Some(self.node.clone()),
-            }),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            event_time: None::<MicroTime>,
-            count: Some(1),
-            reporting_component: Some("kubelet".into()),
-            reporting_instance: Some(self.node.clone()),
-            ..Event::default()
+        let reporter = Reporter {
+            component: "kubelet",
+            host: Some(&self.node),
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        if let Err(error) = api.create(&PostParams::default(), &event).await {
-            tracing::warn!(%error, "Failed to post an event");
-        }
+        post_pod_warning(&self.client, pod, reporter, FAILED_PREPARE_REASON, message).await;
     }
 }
 

@@ -1,10 +1,16 @@
 //! The plugin watcher of one node: scans `<root>/plugins_registry/` for `*.sock` sockets and
-//! registers each new one as the 1.30 kubelet does (dial, `GetInfo`, the checks of
-//! [`super::validation`], `NotifyRegistrationStatus`), retrying a failed or refused registration
-//! with backoff. A socket that disappears (or is replaced by a new file) deregisters its plugin:
-//! the resource stream is cancelled and the driver's `ResourceSlices` of the node are deleted.
+//! registers each new one, retrying a failed or refused registration with backoff; a socket that
+//! disappears (or is replaced by a new file) deregisters its plugin.
 //!
-//! I/O only; the decisions come from the validation module.
+//! 1.30: registration as the 1.30 kubelet does it (dial, `GetInfo`, the checks of
+//! [`super::validation`], `NotifyRegistrationStatus`); deregistration cancels the resource stream
+//! and deletes the driver's `ResourceSlices` of the node at once.
+//!
+//! 1.34: the node's slices are wiped before the first scan; registration goes through
+//! [`super::instances`]; a driver left without instances has its slices of the node deleted
+//! after the wipe delay unless an instance registers again ([`super::wiping`]).
+//!
+//! I/O only; the decisions come from the validation, services and wiping modules.
 
 use dra_framework::sync::LockExt;
 use std::collections::BTreeMap;
@@ -19,13 +25,14 @@ use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
 
 use super::validation::accept;
-use super::{backoff, connect, lazy_channel, resources, NodePlugins, Registered};
+use super::wiping::{delete_node_slices, WipeSchedule};
+use super::{backoff, connect, instances, lazy_channel, resources, NodePlugins, Registered};
 
-/// How long dialing a registration socket may take (1.30: 10 s).
-const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
-/// The deadline of `GetInfo` (1.30: 1 s).
-const INFO_TIMEOUT: Duration = Duration::from_secs(1);
-/// The deadline of `NotifyRegistrationStatus` (1.30: 5 s).
+/// How long dialing a registration socket may take (10 s).
+pub(super) const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The deadline of `GetInfo` (1 s).
+pub(super) const INFO_TIMEOUT: Duration = Duration::from_secs(1);
+/// The deadline of `NotifyRegistrationStatus` (5 s).
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A registration socket file, told apart from a new file at the same path.
@@ -40,6 +47,50 @@ struct Seen {
     retry_at: Option<Instant>,
 }
 
+/// The first wait before a failed slice wipe is tried again (1.34: 1 s, doubling up to 5 min).
+const WIPE_RETRY: Duration = Duration::from_secs(1);
+/// The longest wait between attempts of a slice wipe.
+const WIPE_RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// Deletes every slice of the node, trying again until it succeeds; `false` when `stop` turned
+/// true first.
+async fn wipe_at_start(node: &NodePlugins, stop: &mut watch::Receiver<bool>) -> bool {
+    let mut failures = 0;
+    loop {
+        match delete_node_slices(&node.client, &node.node, None).await {
+            Ok(()) => return true,
+            Err(error) => {
+                failures += 1;
+                let wait = backoff(WIPE_RETRY, WIPE_RETRY_MAX, failures);
+                tracing::warn!(node = %node.node, %error, ?wait, "Failed to delete the node's resource slices at start");
+                tokio::select! {
+                    changed = stop.changed() => if changed.is_err() || *stop.borrow() { return false },
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Deletes the slices of the drivers whose wipe is due; a failed wipe is tried again later.
+async fn run_due_wipes(node: &NodePlugins, wipes: &mut WipeSchedule, failures: &mut u32) {
+    for driver in wipes.due(Instant::now()) {
+        match delete_node_slices(&node.client, &node.node, Some(&driver)).await {
+            Ok(()) => {
+                tracing::info!(node = %node.node, %driver, "Deleted the resource slices of a driver without a registered plugin");
+                wipes.done(&driver);
+                *failures = 0;
+            }
+            Err(error) => {
+                *failures = failures.saturating_add(1);
+                let wait = backoff(WIPE_RETRY, WIPE_RETRY_MAX, *failures);
+                tracing::warn!(node = %node.node, %driver, %error, ?wait, "Failed to delete the resource slices of a driver");
+                wipes.retry(&driver, Instant::now() + wait);
+            }
+        }
+    }
+}
+
 /// Watches the node's registry directory until `stop` turns true; then the resource streams are
 /// cancelled (the slices stay, as they do when a kubelet stops).
 pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool>) {
@@ -49,6 +100,12 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
             tracing::warn!(node = %node.node, dir = %dir.display(), %error, "Cannot create a kubelet directory");
         }
     }
+    let structured = node.version.is_structured();
+    if structured && !wipe_at_start(&node, &mut stop).await {
+        return;
+    }
+    let mut wipes = WipeSchedule::default();
+    let mut wipe_failures = 0;
     let mut seen: BTreeMap<PathBuf, Seen> = BTreeMap::new();
     loop {
         let found = scan(&registry);
@@ -63,7 +120,11 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
                 ..
             }) = seen.remove(&path)
             {
-                deregister(&node, &driver, &path).await;
+                if !structured {
+                    deregister(&node, &driver, &path).await;
+                } else if !instances::deregister(&node, &driver, &path) {
+                    wipes.driver_gone(&driver, Instant::now(), node.config.wipe_delay);
+                }
             }
         }
         for (path, id) in found {
@@ -77,8 +138,16 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
             if entry.driver.is_some() || entry.retry_at.is_some_and(|at| at > now) {
                 continue;
             }
-            match register(&node, &path).await {
+            let registered = if structured {
+                instances::register(&node, &path).await
+            } else {
+                register(&node, &path).await
+            };
+            match registered {
                 Ok(driver) => {
+                    if wipes.driver_back(&driver) {
+                        tracing::info!(node = %node.node, %driver, "A plugin came back in time: its slices stay");
+                    }
                     entry.driver = Some(driver);
                     entry.failures = 0;
                     entry.retry_at = None;
@@ -95,11 +164,15 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
                 }
             }
         }
+        if structured {
+            run_due_wipes(&node, &mut wipes, &mut wipe_failures).await;
+        }
         tokio::select! {
             changed = stop.changed() => if changed.is_err() || *stop.borrow() { break },
             () = tokio::time::sleep(node.config.registry_poll) => {}
         }
     }
+    node.instances.lock_or_recover().clear();
     let registered: Vec<Registered> = std::mem::take(&mut *node.plugins.lock_or_recover())
         .into_values()
         .collect();
@@ -185,8 +258,8 @@ async fn register(node: &Arc<NodePlugins>, socket: &Path) -> Result<String, Stri
     Ok(accepted.name)
 }
 
-/// Tells the plugin the outcome; a plugin that does not listen stays registered (as in 1.30).
-async fn notify(
+/// Tells the plugin the outcome; a plugin that does not listen stays registered.
+pub(super) async fn notify(
     client: &mut RegistrationClient<tonic::transport::Channel>,
     registered: bool,
     error: &str,

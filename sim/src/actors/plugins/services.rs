@@ -1,0 +1,199 @@
+//! What a Kubernetes 1.34 kubelet accepts when a DRA plugin registers: the plugin type, the
+//! endpoint to dial, and the gRPC service to call, chosen from `supported_versions` read as
+//! service names (`<package>.<service>`): the first entry of the plugin's list that the kubelet
+//! supports among `v1.DRAPlugin` and `v1beta1.DRAPlugin`. Several plugins (instances) of one
+//! driver may register, each at its own endpoint. The texts are those the plugin manager sends
+//! back through `NotifyRegistrationStatus`.
+//!
+//! Pure decisions, no I/O.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::validation::DRA_PLUGIN_TYPE;
+
+/// A `DRAPlugin` gRPC service of the kubelet plugin API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// `k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin`, registered as `v1.DRAPlugin`.
+    V1,
+    /// `k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin`, registered as `v1beta1.DRAPlugin`.
+    V1Beta1,
+}
+
+impl Service {
+    /// The services the 1.34 kubelet supports, most recent first.
+    pub const SUPPORTED: [Service; 2] = [Service::V1, Service::V1Beta1];
+
+    /// The name a plugin lists in `supported_versions`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::V1 => "v1.DRAPlugin",
+            Service::V1Beta1 => "v1beta1.DRAPlugin",
+        }
+    }
+}
+
+impl fmt::Display for Service {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A list as Go's `%q` prints a `[]string`: `["a" "b"]`.
+fn go_quoted(list: &[&str]) -> String {
+    let quoted: Vec<String> = list.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", quoted.join(" "))
+}
+
+/// The service the kubelet uses for a plugin listing `supported`: the first entry it supports.
+pub fn choose_service(supported: &[String]) -> Result<Service, String> {
+    if supported.is_empty() {
+        return Err("empty list of supported gRPC services (aka supported versions)".into());
+    }
+    supported
+        .iter()
+        .find_map(|entry| Service::SUPPORTED.into_iter().find(|s| s.name() == entry))
+        .ok_or_else(|| {
+            let plugin: Vec<&str> = supported.iter().map(String::as_str).collect();
+            let kubelet: Vec<&str> = Service::SUPPORTED.iter().map(|s| s.name()).collect();
+            format!(
+                "none of services supported by the plugin ({}) are supported by the kubelet ({})",
+                go_quoted(&plugin),
+                go_quoted(&kubelet)
+            )
+        })
+}
+
+/// A plugin instance the kubelet accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    /// The driver name.
+    pub name: String,
+    /// The socket of the plugin's `DRAPlugin` service.
+    pub endpoint: PathBuf,
+    /// The service to call.
+    pub service: Service,
+}
+
+/// The 1.34 kubelet's verdict on a plugin's `GetInfo` answer at `socket`. `registered` are the
+/// endpoints of the driver's instances already registered. `Err` is the error reported back
+/// through `NotifyRegistrationStatus`.
+pub fn accept(
+    socket: &Path,
+    kind: &str,
+    name: &str,
+    endpoint: &str,
+    supported: &[String],
+    registered: &[PathBuf],
+) -> Result<Accepted, String> {
+    if kind != DRA_PLUGIN_TYPE {
+        return Err(format!(
+            "RegisterPlugin error -- no handler registered for plugin type: {kind} at socket {}",
+            socket.display()
+        ));
+    }
+    let endpoint = if endpoint.is_empty() {
+        socket.to_owned()
+    } else {
+        PathBuf::from(endpoint)
+    };
+    let service = choose_service(supported).map_err(|error| {
+        format!(
+            "RegisterPlugin error -- plugin validation failed with err: invalid supported gRPC versions of DRA driver plugin {name} at endpoint {}: {error}",
+            endpoint.display()
+        )
+    })?;
+    if registered.contains(&endpoint) {
+        return Err(format!(
+            "RegisterPlugin error -- plugin registration failed with err: endpoint {} already registered for DRA driver plugin {name}",
+            endpoint.display()
+        ));
+    }
+    Ok(Accepted {
+        name: name.to_owned(),
+        endpoint,
+        service,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(entries: &[&str]) -> Vec<String> {
+        entries.iter().map(|&e| e.to_owned()).collect()
+    }
+
+    #[test]
+    fn the_first_supported_entry_of_the_plugins_list_wins() {
+        let both = list(&["v1.DRAPlugin", "v1beta1.DRAPlugin"]);
+        assert_eq!(choose_service(&both), Ok(Service::V1));
+        let beta_first = list(&["v1beta1.DRAPlugin", "v1.DRAPlugin"]);
+        assert_eq!(choose_service(&beta_first), Ok(Service::V1Beta1));
+        let with_unknown = list(&["1.0.0", "v1alpha1.DRAResourceHealth", "v1beta1.DRAPlugin"]);
+        assert_eq!(choose_service(&with_unknown), Ok(Service::V1Beta1));
+    }
+
+    #[test]
+    fn a_list_without_a_supported_service_is_refused() {
+        let error = choose_service(&list(&["1.0.0", "v1alpha3"])).unwrap_err();
+        assert_eq!(
+            error,
+            r#"none of services supported by the plugin (["1.0.0" "v1alpha3"]) are supported by the kubelet (["v1.DRAPlugin" "v1beta1.DRAPlugin"])"#
+        );
+        assert_eq!(
+            choose_service(&[]).unwrap_err(),
+            "empty list of supported gRPC services (aka supported versions)"
+        );
+    }
+
+    #[test]
+    fn registration_checks_the_type_the_services_and_the_endpoint() {
+        let socket = Path::new("/k/plugins_registry/d-reg.sock");
+        let services = list(&["v1.DRAPlugin"]);
+        let csi = accept(socket, "CSIPlugin", "d", "", &services, &[]).unwrap_err();
+        assert_eq!(
+            csi,
+            "RegisterPlugin error -- no handler registered for plugin type: CSIPlugin at socket /k/plugins_registry/d-reg.sock"
+        );
+        let ok = accept(socket, DRA_PLUGIN_TYPE, "d", "", &services, &[]).unwrap();
+        assert_eq!(ok.endpoint, socket);
+        assert_eq!(ok.service, Service::V1);
+        let endpoint = "/k/plugins/d/dra.sock";
+        let old = accept(
+            socket,
+            DRA_PLUGIN_TYPE,
+            "d",
+            endpoint,
+            &list(&["1.0.0"]),
+            &[],
+        );
+        assert!(
+            old.unwrap_err().starts_with(
+                "RegisterPlugin error -- plugin validation failed with err: invalid supported gRPC versions of DRA driver plugin d at endpoint /k/plugins/d/dra.sock: none of services"
+            )
+        );
+        let taken = accept(
+            socket,
+            DRA_PLUGIN_TYPE,
+            "d",
+            endpoint,
+            &services,
+            &[PathBuf::from(endpoint)],
+        );
+        assert_eq!(
+            taken.unwrap_err(),
+            "RegisterPlugin error -- plugin registration failed with err: endpoint /k/plugins/d/dra.sock already registered for DRA driver plugin d"
+        );
+        let second = accept(
+            socket,
+            DRA_PLUGIN_TYPE,
+            "d",
+            "/k/plugins/d/dra-2.sock",
+            &services,
+            &[PathBuf::from(endpoint)],
+        );
+        assert!(second.is_ok(), "a second instance at its own endpoint");
+    }
+}

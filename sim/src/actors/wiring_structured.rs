@@ -1,0 +1,188 @@
+//! Wiring of the actors of a 1.34 (structured DRA) cluster: informers on pods (read in the 1.34
+//! shape), nodes, config maps and the `resource.k8s.io/v1` kinds, routed to the 1.34
+//! resourceclaim controller, the kubelet and the garbage collector, and their worker loops. The
+//! classic-DRA scheduler does not run: `PodSchedulingContexts` are not served in 1.34.
+//!
+//! Only plumbing; the behaviour lives in the actor modules. Must not be used outside `actors`.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::api::ApiResource;
+use kube::runtime::reflector;
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::claims::structured::StructuredClaimController;
+use super::gc::{GarbageCollector, Kind};
+use super::kubelet::Kubelet;
+use super::plugins::Plugins;
+use super::pod_shape::Pod134;
+use super::resource_v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use super::runtime::{spawn_informer, spawn_informer_as};
+use super::wiring::{gc_informer, meta_change};
+use super::{wait_ready, ActorsConfig, Result, Started};
+
+/// The kinds the garbage collector tracks in 1.34, in the order of the `GC_*` indexes.
+fn gc_kinds() -> Vec<Kind> {
+    let kind = |resource: ApiResource, namespaced: bool| Kind {
+        resource,
+        namespaced,
+    };
+    vec![
+        kind(ApiResource::erase::<Pod>(&()), true),
+        kind(ApiResource::erase::<Node>(&()), false),
+        kind(ApiResource::erase::<ResourceClaim>(&()), true),
+        kind(ApiResource::erase::<ResourceSlice>(&()), false),
+        kind(ApiResource::erase::<ResourceClaimTemplate>(&()), true),
+        kind(ApiResource::erase::<DeviceClass>(&()), false),
+        kind(ApiResource::erase::<ConfigMap>(&()), true),
+    ]
+}
+const GC_POD: usize = 0;
+const GC_NODE: usize = 1;
+const GC_CLAIM: usize = 2;
+const GC_SLICE: usize = 3;
+const GC_TEMPLATE: usize = 4;
+const GC_CLASS: usize = 5;
+const GC_CONFIGMAP: usize = 6;
+
+/// Starts the 1.34 actors' informers, waits until each has listed once, then starts the workers.
+pub(super) async fn start(
+    client: &Client,
+    config: &ActorsConfig,
+    plugins: &Arc<Plugins>,
+    stop: &watch::Receiver<bool>,
+) -> Result<Started> {
+    let (pods, pods_w) = reflector::store::<Pod>();
+    let (nodes, nodes_w) = reflector::store::<Node>();
+    let (claims, claims_w) = reflector::store::<ResourceClaim>();
+    let (templates, templates_w) = reflector::store::<ResourceClaimTemplate>();
+    let (slices, slices_w) = reflector::store::<ResourceSlice>();
+    let (classes, classes_w) = reflector::store::<DeviceClass>();
+    let (config_maps, config_maps_w) = reflector::store::<ConfigMap>();
+    let controller = Arc::new(StructuredClaimController::new(
+        client.clone(),
+        pods.clone(),
+        claims.clone(),
+        templates.clone(),
+    ));
+    let kubelet = Arc::new(Kubelet::new(
+        client.clone(),
+        pods.clone(),
+        Arc::clone(plugins),
+    ));
+    let gc = Arc::new(GarbageCollector::new(client.clone(), gc_kinds()));
+
+    let (c, k, g) = (controller.clone(), kubelet.clone(), gc.clone());
+    let mut tasks = vec![spawn_informer_as::<Pod134, Pod, _>(
+        Api::all(client.clone()),
+        pods_w,
+        move |change| {
+            c.on_pod(&change);
+            k.on_pod(&change);
+            g.observe(GC_POD, &meta_change(&change));
+        },
+        stop.clone(),
+    )];
+    let g = gc.clone();
+    tasks.push(spawn_informer(
+        Api::<Node>::all(client.clone()),
+        nodes_w,
+        move |change| g.observe(GC_NODE, &meta_change(&change)),
+        stop.clone(),
+    ));
+    let (c, g) = (controller.clone(), gc.clone());
+    tasks.push(spawn_informer(
+        Api::<ResourceClaim>::all(client.clone()),
+        claims_w,
+        move |change| {
+            c.on_claim(&change);
+            g.observe(GC_CLAIM, &meta_change(&change));
+        },
+        stop.clone(),
+    ));
+    tasks.push(gc_informer(client, templates_w, &gc, GC_TEMPLATE, stop));
+    tasks.push(gc_informer(client, slices_w, &gc, GC_SLICE, stop));
+    tasks.push(gc_informer(client, classes_w, &gc, GC_CLASS, stop));
+    tasks.push(gc_informer(client, config_maps_w, &gc, GC_CONFIGMAP, stop));
+
+    wait_ready(&pods).await?;
+    wait_ready(&nodes).await?;
+    wait_ready(&claims).await?;
+    wait_ready(&templates).await?;
+    wait_ready(&slices).await?;
+    wait_ready(&classes).await?;
+    wait_ready(&config_maps).await?;
+
+    tasks.extend(spawn_workers(&controller, &kubelet, &gc, config));
+    let queues_close: Vec<Box<dyn Fn() + Send + Sync>> = vec![
+        Box::new({
+            let q = controller.pod_queue.clone();
+            move || q.close()
+        }),
+        Box::new({
+            let q = controller.claim_queue.clone();
+            move || q.close()
+        }),
+        Box::new({
+            let q = kubelet.queue.clone();
+            move || q.close()
+        }),
+        Box::new({
+            let q = gc.queue.clone();
+            move || q.close()
+        }),
+    ];
+    Ok(Started {
+        tasks,
+        queues_close,
+    })
+}
+
+/// Starts the worker loops of the 1.34 actors.
+fn spawn_workers(
+    controller: &Arc<StructuredClaimController>,
+    kubelet: &Arc<Kubelet>,
+    gc: &Arc<GarbageCollector>,
+    config: &ActorsConfig,
+) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    let c = controller.clone();
+    tasks.extend(controller.pod_queue.spawn_workers(
+        config.claim_workers,
+        "resourceclaim-pods",
+        move |key| {
+            let c = c.clone();
+            async move { c.sync_pod(key).await }
+        },
+    ));
+    let c = controller.clone();
+    tasks.extend(controller.claim_queue.spawn_workers(
+        config.claim_workers,
+        "resourceclaim-claims",
+        move |key| {
+            let c = c.clone();
+            async move { c.sync_claim(key).await }
+        },
+    ));
+    let k = kubelet.clone();
+    tasks.extend(
+        kubelet
+            .queue
+            .spawn_workers(config.kubelet_workers, "kubelet", move |key| {
+                let k = k.clone();
+                async move { k.sync(key).await }
+            }),
+    );
+    let g = gc.clone();
+    tasks.extend(
+        gc.queue
+            .spawn_workers(config.gc_workers, "garbage-collector", move |uid| {
+                let g = g.clone();
+                async move { g.sync(uid).await }
+            }),
+    );
+    tasks
+}
