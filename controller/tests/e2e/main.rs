@@ -11,6 +11,7 @@ mod e2e_support;
 mod modern_support;
 
 mod deploy_manifests;
+mod deploy_modern;
 mod deploy_node;
 mod lifecycle;
 mod migration;
