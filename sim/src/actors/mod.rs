@@ -21,6 +21,7 @@ pub mod resource_v1;
 pub mod runtime;
 pub mod scheduler;
 pub mod selectors;
+pub mod structured_scheduler;
 mod wiring;
 mod wiring_structured;
 pub mod writes;
