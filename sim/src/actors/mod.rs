@@ -20,6 +20,7 @@ pub mod pod_shape;
 pub mod resource_v1;
 pub mod runtime;
 pub mod scheduler;
+pub mod scheduling;
 pub mod selectors;
 pub mod structured_scheduler;
 mod wiring;
