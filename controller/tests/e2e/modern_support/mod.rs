@@ -35,15 +35,20 @@ pub struct Gpu {
 
 /// `count` H100 devices `gpu-0..`, split over two NUMA nodes.
 pub fn h100s(count: usize) -> Vec<Gpu> {
+    gpus("H100", 0, count)
+}
+
+/// `count` devices of `model` named `gpu-{first}..`, split over two NUMA nodes.
+pub fn gpus(model: &'static str, first: usize, count: usize) -> Vec<Gpu> {
     const NAMES: [&str; 8] = [
         "gpu-0", "gpu-1", "gpu-2", "gpu-3", "gpu-4", "gpu-5", "gpu-6", "gpu-7",
     ];
-    NAMES[..count]
+    NAMES[first..first + count]
         .iter()
         .enumerate()
         .map(|(i, name)| Gpu {
             name,
-            model: "H100",
+            model,
             numa: i64::try_from(i * 2 / count).unwrap(),
         })
         .collect()
@@ -180,6 +185,82 @@ impl Modern {
             .create(&PostParams::default(), &class)
             .await
             .unwrap();
+    }
+
+    /// Creates the `DeviceClasses` of the 1.34 overlay (`deploy/overlays/kubernetes-1.34`) and
+    /// returns their names.
+    pub async fn overlay_device_classes(&self) -> Vec<String> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../deploy/overlays/kubernetes-1.34/deviceclasses.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let api = Api::<DeviceClass>::all(self.client.clone());
+        let mut names = Vec::new();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let class: DeviceClass = serde::Deserialize::deserialize(document).unwrap();
+            let created = api.create(&PostParams::default(), &class).await.unwrap();
+            names.push(created.metadata.name.unwrap());
+        }
+        names
+    }
+
+    /// Creates `ResourceClaimTemplate` `name` whose claims have `spec`.
+    pub async fn template(&self, name: &str, spec: Value) {
+        let resource = ApiResource {
+            group: "resource.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "resource.k8s.io/v1".into(),
+            kind: "ResourceClaimTemplate".into(),
+            plural: "resourceclaimtemplates".into(),
+        };
+        let template: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name}, "spec": {"spec": spec},
+        }))
+        .unwrap();
+        Api::<DynamicObject>::default_namespaced_with(self.client.clone(), &resource)
+            .create(&PostParams::default(), &template)
+            .await
+            .unwrap();
+    }
+
+    /// Creates pod `name` for the scheduler to place (no `nodeName`), its pod claim `gpu` made
+    /// from template `template`.
+    pub async fn pod_from_template(&self, name: &str, template: &str) -> DynamicObject {
+        let pod: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "containers": [{"name": "main", "image": "busybox",
+                                "resources": {"claims": [{"name": "gpu"}]}}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+            },
+        }))
+        .unwrap();
+        self.pods()
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap()
+    }
+
+    /// The claim made for pod claim `gpu` of pod `pod`, once the resourceclaim controller has
+    /// recorded it in the pod's status.
+    pub async fn claim_of(&self, pod: &str) -> ResourceClaim {
+        let name = eventually("the pod's claim recorded in its status", WAIT, || async {
+            let pod = self.pods().get(pod).await.unwrap();
+            pod.data["status"]["resourceClaimStatuses"]
+                .as_array()
+                .and_then(|statuses| statuses.iter().find(|s| s["name"] == "gpu"))
+                .and_then(|s| s["resourceClaimName"].as_str())
+                .map(str::to_owned)
+        })
+        .await;
+        self.claims().get(&name).await.unwrap()
+    }
+
+    /// The node pod `name` is bound to, if any.
+    pub async fn node_of(&self, name: &str) -> Option<String> {
+        let pod = self.pods().get(name).await.unwrap();
+        pod.data["spec"]["nodeName"].as_str().map(str::to_owned)
     }
 
     /// Creates claim `name` with `spec` (the scheduler's finalizer is added at allocation).
