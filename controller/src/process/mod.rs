@@ -2,11 +2,13 @@
 //! [`RunningController`] holds the ledger (with the commit hook of the metrics), the Kubernetes
 //! client (counting its requests), the ledger-backed driver with its background tasks, the
 //! framework `Controller` with N workers, the admin HTTP server of `dra-api` and, with leader
-//! election, the elector (`leader_work`). [`MetricsObserver`] records the driver's facts in the
-//! Prometheus registry.
+//! election, the elector (`leader_work`) and the admin API's view of it (`leader_route`: a
+//! standby forwards `/v1` requests to the leader). [`MetricsObserver`] records the driver's facts
+//! in the Prometheus registry.
 //!
-//! Start order: metrics, ledger, listener (so a busy port fails before any work), driver,
-//! server, then (with leader election: once the lease is held) background and controller.
+//! Start order: metrics, ledger, listener (so a busy port fails before any work), driver, the
+//! elector (campaigning only: nothing is written before the lease is held), server, then (with
+//! leader election: once the lease is held) background and controller.
 //! Every write, to the ledger and to the API server, passes the leader [`Fence`]; without leader
 //! election it is always open. Shutdown: stop taking work, let syncs in flight and their ledger
 //! commits finish, stop the background and the server, close the ledger, then release the lease.
@@ -14,6 +16,7 @@
 //! Owns process composition only (no flags, no logging setup, no signals: those belong to the
 //! binary's command line); must not depend on the simulated cluster.
 
+mod leader_route;
 mod leader_work;
 mod metrics_observer;
 
@@ -31,8 +34,9 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::driver::{DriverConfig, LedgerDriver};
-use crate::leader::{Fence, FenceLayer, LeaderConfig, Role};
+use crate::leader::{Fence, FenceLayer, LeaderConfig, LeaderUrlTemplate, Role};
 use dra_framework::{Controller, ControllerConfig};
+use leader_route::LeaderRoute;
 use leader_work::{run_while_leader, start_elector, ElectorTask, LeaderWork};
 
 pub use metrics_observer::MetricsObserver;
@@ -67,6 +71,12 @@ pub struct ProcessConfig {
     /// Leader election: work starts only once this lease is held and stops when it is lost.
     /// `None` runs as the only allocator.
     pub leader: Option<LeaderConfig>,
+    /// With leader election: the admin URL of the replica holding the lease, where this one
+    /// forwards `/v1` requests while it is a standby.
+    pub leader_url: LeaderUrlTemplate,
+    /// The replica's name in admin answers and `continue` tokens without leader election; with
+    /// it, the Lease identity names the replica.
+    pub replica: String,
 }
 
 impl ProcessConfig {
@@ -195,19 +205,6 @@ impl RunningController {
         let (stop, _) = watch::channel(false);
         let mut tasks = Vec::new();
 
-        let depth_source = controller.clone();
-        let mut state = AppState::new(metrics.clone(), readiness.clone())
-            .with_ledger(ledger)
-            .with_queue_depth(Arc::new(move || depth_source.queue().len()))
-            .with_reconciler(Arc::new(DriverReconciler(driver.clone())));
-        if let Some(token) = config.admin_token.clone() {
-            state = state.with_admin_token(token);
-        }
-        tasks.push((
-            "admin server",
-            tokio::spawn(serve_admin(listener, state, stop.subscribe())),
-        ));
-
         let (role, elector) = match config.leader.clone() {
             Some(leader) => {
                 readiness.set_standby(true);
@@ -218,11 +215,36 @@ impl RunningController {
                 watch::channel(Role::Leader {
                     previous: None,
                     takeover: false,
+                    transitions: 0,
                 })
                 .1,
                 None,
             ),
         };
+
+        let depth_source = controller.clone();
+        let mut state = AppState::new(metrics.clone(), readiness.clone())
+            .with_ledger(ledger)
+            .with_queue_depth(Arc::new(move || depth_source.queue().len()))
+            .with_reconciler(Arc::new(DriverReconciler(driver.clone())))
+            .with_replica(config.replica.clone());
+        if let Some(leader) = &config.leader {
+            state = state
+                .with_replica(leader.identity.clone())
+                .with_leadership(Arc::new(LeaderRoute {
+                    role: role.clone(),
+                    template: config.leader_url.clone(),
+                    namespace: leader.namespace.clone(),
+                    port: local_addr.port(),
+                }));
+        }
+        if let Some(token) = config.admin_token.clone() {
+            state = state.with_admin_token(token);
+        }
+        tasks.push((
+            "admin server",
+            tokio::spawn(serve_admin(listener, state, stop.subscribe())),
+        ));
 
         let workers = config.workers.max(1);
         tasks.push((

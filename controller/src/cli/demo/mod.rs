@@ -226,6 +226,8 @@ async fn with_cluster(
             grace_period: Some(Duration::from_secs(15)),
             admin_token,
             leader: None,
+            leader_url: dra_controller::leader::LeaderUrlTemplate::default(),
+            replica: "demo".to_owned(),
         },
         client_config,
     )
