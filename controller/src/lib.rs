@@ -28,5 +28,6 @@
 pub mod driver;
 pub mod explain;
 pub mod leader;
+pub mod mirror;
 pub mod params;
 pub mod process;
