@@ -107,8 +107,9 @@ pub struct ClusterConfig {
     /// `DeviceClass` selecting the driver's devices by CEL on 1.34.
     pub resource_class: Option<String>,
     /// Kubelet root directories by node name. The kubelet of such a node watches
-    /// `<root>/plugins_registry/` for DRA plugins, prepares claims through them and publishes the
-    /// `ResourceSlices` they report; the node gets no simulated `ResourceSlice`.
+    /// `<root>/plugins_registry/` for DRA plugins and prepares claims through them; the node
+    /// gets no simulated `ResourceSlice`. On 1.30 the kubelet publishes the `ResourceSlices` the
+    /// plugins report; on 1.34 the plugins publish their own.
     pub kubelet_dirs: BTreeMap<String, PathBuf>,
     /// The release the cluster plays; copied into the server's and the actors' configuration
     /// by [`start_cluster`].

@@ -1,5 +1,5 @@
 //! The parameter custom resources as Rust types. `dra-ledger crds` prints the manifests generated
-//! from these, and `deploy/crds.yaml` is checked against that output.
+//! from these, and `deploy/base/crds.yaml` is checked against that output.
 
 use kube::CustomResource;
 use schemars::JsonSchema;

@@ -250,15 +250,15 @@ fn each_invalid_class_field_is_named_in_the_error() {
 
 #[test]
 fn checked_in_crds_match_the_generated_manifests() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/crds.yaml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/base/crds.yaml");
     let generated = crd_manifests();
     if std::env::var_os("UPDATE_CRDS").is_some() {
-        std::fs::write(path, &generated).expect("write deploy/crds.yaml");
+        std::fs::write(path, &generated).expect("write deploy/base/crds.yaml");
     }
-    let checked_in = std::fs::read_to_string(path).expect("deploy/crds.yaml exists");
+    let checked_in = std::fs::read_to_string(path).expect("deploy/base/crds.yaml exists");
     assert_eq!(
         checked_in, generated,
-        "deploy/crds.yaml is out of date: run `dra-ledger crds > deploy/crds.yaml` \
+        "deploy/base/crds.yaml is out of date: run `dra-ledger crds > deploy/base/crds.yaml` \
          (or UPDATE_CRDS=1 cargo test -p dra-controller --test driver params::)"
     );
 }

@@ -195,16 +195,23 @@ proptest! {
         }
     }
 
+    /// serde reads a struct from a JSON array by position, so an array can convert too; the
+    /// field an error names is then checked only for objects (the CRD schema's `spec` is an
+    /// object, so the API server refuses an array before the controller sees one).
     #[test]
     fn arbitrary_json_never_panics(input in any_json()) {
         if let Ok(spec) = serde_json::from_value::<DeviceClaimParametersSpec>(input.clone()) {
             if let Err(error) = claim_request(&spec) {
-                names_a_field_of(&error, &input)?;
+                if input.is_object() {
+                    names_a_field_of(&error, &input)?;
+                }
             }
         }
         if let Ok(spec) = serde_json::from_value::<DeviceClassParametersSpec>(input.clone()) {
             if let Err(error) = class_defaults(&spec) {
-                names_a_field_of(&error, &input)?;
+                if input.is_object() {
+                    names_a_field_of(&error, &input)?;
+                }
             }
         }
     }

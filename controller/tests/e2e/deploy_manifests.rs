@@ -1,6 +1,6 @@
 //! The manifests under `deploy/`: each validates against the Kubernetes 1.30 schemas
 //! (`kubernetes-validate --strict`; the driver's custom resources against the schemas of
-//! `deploy/crds.yaml`), the kustomization lists every base manifest, the StatefulSet's arguments
+//! `deploy/base/crds.yaml`), the kustomization lists every base manifest, the StatefulSet's arguments
 //! are flags `dra-ledger run` accepts and point into the volumes it mounts, the examples work
 //! with the controller, and the ClusterRole grants exactly the requests the controller makes.
 
@@ -15,8 +15,8 @@ use crate::deploy_support::rbac::{access_of, granted, granted_in, lines, Recordi
 use crate::deploy_support::run_flags::{help_of, RunFlags};
 use crate::deploy_support::schema::violations;
 use crate::deploy_support::{
-    all_documents, deploy_dir, find, kubernetes_validate, manifest_files, yaml_files, CUSTOM_GROUP,
-    KUSTOMIZATION,
+    all_documents, base_dir, deploy_dir, find, kubernetes_validate, manifest_files, yaml_files,
+    CUSTOM_GROUP, KUBERNETES_VERSION, KUSTOMIZATION,
 };
 use dra_controller::params::{
     claim_request, class_parameters, DeviceClaimParameters, DeviceClassParameters,
@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 #[test]
 fn manifests_validate_against_the_kubernetes_1_30_schemas() {
     let files = manifest_files();
-    let Some(validation) = kubernetes_validate(&files) else {
+    let Some(validation) = kubernetes_validate(KUBERNETES_VERSION, &files) else {
         return;
     };
     let report = validation.lines.join("\n");
@@ -61,9 +61,9 @@ fn manifests_validate_against_the_kubernetes_1_30_schemas() {
 fn kubernetes_validate_rejects_an_unknown_field() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broken = dir.path().join("service.yaml");
-    let service = std::fs::read_to_string(deploy_dir().join("service.yaml")).expect("service");
+    let service = std::fs::read_to_string(base_dir().join("service.yaml")).expect("service");
     std::fs::write(&broken, service.replace("  selector:", "  selektor:")).expect("write");
-    let Some(validation) = kubernetes_validate(&[broken]) else {
+    let Some(validation) = kubernetes_validate(KUBERNETES_VERSION, &[broken]) else {
         return;
     };
     assert!(
@@ -73,9 +73,9 @@ fn kubernetes_validate_rejects_an_unknown_field() {
     );
 }
 
-/// The `openAPIV3Schema` of each custom kind in `deploy/crds.yaml`, as JSON.
+/// The `openAPIV3Schema` of each custom kind in `deploy/base/crds.yaml`, as JSON.
 fn crd_schemas() -> BTreeMap<String, Value> {
-    crate::deploy_support::documents(&deploy_dir().join("crds.yaml"))
+    crate::deploy_support::documents(&base_dir().join("crds.yaml"))
         .iter()
         .map(|doc| {
             let crd: CustomResourceDefinition = doc.parse();
@@ -169,20 +169,30 @@ fn crd_schema_check_names_unknown_fields_wrong_types_and_missing_fields() {
 
 #[test]
 fn kustomization_lists_every_base_manifest() {
-    let kustomization =
-        &crate::deploy_support::documents(&deploy_dir().join(KUSTOMIZATION))[0].value;
-    let listed: BTreeSet<PathBuf> = kustomization["resources"]
-        .as_array()
-        .expect("resources")
-        .iter()
-        .map(|r| deploy_dir().join(r.as_str().expect("resource path")))
-        .collect();
+    let resources = |dir: &std::path::Path| -> BTreeSet<PathBuf> {
+        let kustomization = &crate::deploy_support::documents(&dir.join(KUSTOMIZATION))[0].value;
+        kustomization["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .map(|r| dir.join(r.as_str().expect("resource path")))
+            .collect()
+    };
     let base: BTreeSet<PathBuf> = yaml_files()
         .into_iter()
-        .filter(|p| p.parent() == Some(deploy_dir().as_path()))
+        .filter(|p| p.parent() == Some(base_dir().as_path()))
         .filter(|p| p.file_name().is_some_and(|n| n != KUSTOMIZATION))
         .collect();
-    assert_eq!(listed, base, "kustomization resources vs deploy/*.yaml");
+    assert_eq!(
+        resources(&base_dir()),
+        base,
+        "kustomization resources vs deploy/base/*.yaml"
+    );
+    assert_eq!(
+        resources(&deploy_dir()),
+        BTreeSet::from([deploy_dir().join("base")]),
+        "deploy/ installs the base as it is"
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! End to end in process: the simulated cluster, the driver and the framework's controller with
 //! pods of claim templates (lifecycle, placement, restarts on the same ledger, node agents
-//! preparing the claims), and the manifests under deploy/ (schemas, RBAC against the requests
+//! preparing the claims, on 1.30 and on 1.34, where the simulated kube-scheduler allocates from
+//! the agents' slices), and the manifests under deploy/ (schemas, RBAC against the requests
 //! actually made, the flags of the `StatefulSet` and of the node agent's `DaemonSet`).
 
 // Test code unwraps: a failed step should fail the test loudly.
@@ -8,10 +9,14 @@
 
 mod deploy_support;
 mod e2e_support;
+mod modern_support;
 
 mod deploy_manifests;
+mod deploy_modern;
 mod deploy_node;
 mod lifecycle;
 mod migration;
+mod modern_node;
+mod modern_schedule;
 mod node_agents;
 mod placement;

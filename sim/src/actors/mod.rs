@@ -1,10 +1,11 @@
 //! The control-plane actors a DRA driver talks to. For Kubernetes 1.30 (classic DRA): the
 //! resourceclaim controller (`claims`), the scheduler with its `DynamicResources` plugin
 //! (`scheduler`), the garbage collector (`gc`) and a minimal kubelet (`kubelet`). For 1.34
-//! (structured DRA, `resource.k8s.io/v1`): the 1.34 resourceclaim controller
-//! (`claims::structured`), the garbage collector and the kubelet, with the kubelet talking to
-//! plugins as 1.34 does; no scheduler yet, so a pod runs only if it is created with
-//! `spec.nodeName`. The actors of a release share one set of informers and talk to the API server
+//! (structured DRA, `resource.k8s.io/v1`): the scheduler with the 1.34 `DynamicResources`
+//! plugin, which allocates claims from the `ResourceSlices` with CEL (`structured_scheduler`),
+//! the 1.34 resourceclaim controller (`claims::structured`), the garbage collector and the
+//! kubelet, with the kubelet talking to plugins as 1.34 does. What both schedulers write
+//! besides claims is in `scheduling`. The actors of a release share one set of informers and talk to the API server
 //! only over HTTP through `kube::Client`, exactly like real controllers.
 //!
 //! Must not depend on the server module: actors see the cluster only through the client.
@@ -20,7 +21,9 @@ pub mod pod_shape;
 pub mod resource_v1;
 pub mod runtime;
 pub mod scheduler;
+pub mod scheduling;
 pub mod selectors;
+pub mod structured_scheduler;
 mod wiring;
 mod wiring_structured;
 pub mod writes;

@@ -1,17 +1,30 @@
 //! The `resource.k8s.io/v1` objects the 1.34 actors read and write, in the shape they need:
 //! `ResourceClaim` with `status.reservedFor` (what `dra_node::modern::types` leaves out), kept
 //! round-trip safe so that a status write loses no field it does not model;
-//! `ResourceClaimTemplate`; and the metadata (plus node and driver) of `ResourceSlices` and
-//! `DeviceClasses`, which the actors only watch, list and delete.
+//! `ResourceClaimTemplate`; `ResourceSlices` (pool, node selection, devices) and `DeviceClasses`
+//! (selectors, configuration), which the actors watch, list and delete and the 1.34 scheduler
+//! allocates from; and, in `requests`, the typed claim spec and allocation result the scheduler
+//! reads and writes.
 //!
 //! Types only; the decisions on them live with the actors.
 
 use std::borrow::Cow;
 
+use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+pub mod requests;
+
+pub use dra_node::modern::types::{Device, DeviceAttribute, DeviceCapacity, ResourcePool};
+pub use requests::{
+    AllocationConfigSource, AllocationResult, CelDeviceSelector, DeviceAllocationConfiguration,
+    DeviceAllocationResult, DeviceClaim, DeviceClaimConfiguration, DeviceClassConfiguration,
+    DeviceClassSpec, DeviceConstraint, DeviceRequest, DeviceRequestAllocationResult,
+    DeviceSelector, DeviceSubRequest, ExactDeviceRequest, OpaqueDeviceConfiguration,
+};
 
 /// The API group of structured DRA.
 pub const GROUP: &str = "resource.k8s.io";
@@ -98,6 +111,19 @@ impl ResourceClaim {
     /// The allocation, if the claim has one.
     pub fn allocation(&self) -> Option<&Value> {
         self.status.as_ref()?.allocation.as_ref()
+    }
+
+    /// `spec.devices`, typed (an error when the stored spec does not read as one).
+    pub fn device_claim(&self) -> Result<DeviceClaim, serde_json::Error> {
+        match self.spec.get("devices") {
+            Some(devices) => serde_json::from_value(devices.clone()),
+            None => Ok(DeviceClaim::default()),
+        }
+    }
+
+    /// `status.allocation`, typed (`None` when unset or not readable as one).
+    pub fn typed_allocation(&self) -> Option<AllocationResult> {
+        serde_json::from_value(self.allocation()?.clone()).ok()
     }
 
     /// Whether the claim is allocated.
@@ -268,25 +294,42 @@ v1_resource!(
     ClusterResourceScope
 );
 
-/// The part of `ResourceSlice.spec` the actors read.
+/// The part of `ResourceSlice.spec` the actors read: the driver, where the devices are, the pool
+/// and the devices.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSliceSpec {
     /// The driver.
     #[serde(default)]
     pub driver: String,
+    /// The pool the slice belongs to.
+    #[serde(default)]
+    pub pool: ResourcePool,
     /// The node, for node-local slices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
+    /// The nodes that can reach the devices, for network-attached slices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<NodeSelector>,
+    /// The devices are reachable from every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_nodes: Option<bool>,
+    /// The devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<Device>,
 }
 
-/// A `DeviceClass` as the actors see it: its metadata.
+/// A `DeviceClass`: the selectors every device of the class meets and the configuration its
+/// drivers get.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClass {
     /// Object metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// The selectors and configuration.
+    #[serde(default)]
+    pub spec: DeviceClassSpec,
 }
 
 v1_resource!(

@@ -1,16 +1,20 @@
 //! Wiring of the actors of a 1.34 (structured DRA) cluster: informers on pods (read in the 1.34
 //! shape), nodes, config maps and the `resource.k8s.io/v1` kinds, routed to the 1.34
-//! resourceclaim controller, the kubelet and the garbage collector, and their worker loops. The
-//! classic-DRA scheduler does not run: `PodSchedulingContexts` are not served in 1.34.
+//! structured scheduler, the resourceclaim controller, the kubelet and the garbage collector, and
+//! their worker loops. The classic-DRA scheduler does not run: `PodSchedulingContexts` are not
+//! served in 1.34.
 //!
 //! Only plumbing; the behaviour lives in the actor modules. Must not be used outside `actors`.
 
+use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::ApiResource;
-use kube::runtime::reflector;
-use kube::{Api, Client};
+
+use kube::runtime::reflector::{self, store::Writer};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -20,7 +24,8 @@ use super::kubelet::Kubelet;
 use super::plugins::Plugins;
 use super::pod_shape::Pod134;
 use super::resource_v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
-use super::runtime::{spawn_informer, spawn_informer_as};
+use super::runtime::{spawn_informer, spawn_informer_as, WorkQueue};
+use super::structured_scheduler::StructuredScheduler;
 use super::wiring::{gc_informer, meta_change};
 use super::{wait_ready, ActorsConfig, Result, Started};
 
@@ -74,38 +79,53 @@ pub(super) async fn start(
         Arc::clone(plugins),
     ));
     let gc = Arc::new(GarbageCollector::new(client.clone(), gc_kinds()));
+    let scheduler = Arc::new(StructuredScheduler::new(
+        client.clone(),
+        pods.clone(),
+        nodes.clone(),
+        claims.clone(),
+        slices.clone(),
+        classes.clone(),
+    ));
 
-    let (c, k, g) = (controller.clone(), kubelet.clone(), gc.clone());
+    let (sched, c, k, g) = (
+        scheduler.clone(),
+        controller.clone(),
+        kubelet.clone(),
+        gc.clone(),
+    );
     let mut tasks = vec![spawn_informer_as::<Pod134, Pod, _>(
         Api::all(client.clone()),
         pods_w,
         move |change| {
+            sched.on_pod(&change);
             c.on_pod(&change);
             k.on_pod(&change);
             g.observe(GC_POD, &meta_change(&change));
         },
         stop.clone(),
     )];
-    let g = gc.clone();
-    tasks.push(spawn_informer(
-        Api::<Node>::all(client.clone()),
-        nodes_w,
-        move |change| g.observe(GC_NODE, &meta_change(&change)),
-        stop.clone(),
+    tasks.push(inventory_informer(
+        client, nodes_w, &scheduler, &gc, GC_NODE, stop,
     ));
-    let (c, g) = (controller.clone(), gc.clone());
+    let (sched, c, g) = (scheduler.clone(), controller.clone(), gc.clone());
     tasks.push(spawn_informer(
         Api::<ResourceClaim>::all(client.clone()),
         claims_w,
         move |change| {
+            sched.on_claim(&change);
             c.on_claim(&change);
             g.observe(GC_CLAIM, &meta_change(&change));
         },
         stop.clone(),
     ));
     tasks.push(gc_informer(client, templates_w, &gc, GC_TEMPLATE, stop));
-    tasks.push(gc_informer(client, slices_w, &gc, GC_SLICE, stop));
-    tasks.push(gc_informer(client, classes_w, &gc, GC_CLASS, stop));
+    tasks.push(inventory_informer(
+        client, slices_w, &scheduler, &gc, GC_SLICE, stop,
+    ));
+    tasks.push(inventory_informer(
+        client, classes_w, &scheduler, &gc, GC_CLASS, stop,
+    ));
     tasks.push(gc_informer(client, config_maps_w, &gc, GC_CONFIGMAP, stop));
 
     wait_ready(&pods).await?;
@@ -116,24 +136,19 @@ pub(super) async fn start(
     wait_ready(&classes).await?;
     wait_ready(&config_maps).await?;
 
-    tasks.extend(spawn_workers(&controller, &kubelet, &gc, config));
-    let queues_close: Vec<Box<dyn Fn() + Send + Sync>> = vec![
-        Box::new({
-            let q = controller.pod_queue.clone();
-            move || q.close()
-        }),
-        Box::new({
-            let q = controller.claim_queue.clone();
-            move || q.close()
-        }),
-        Box::new({
-            let q = kubelet.queue.clone();
-            move || q.close()
-        }),
-        Box::new({
-            let q = gc.queue.clone();
-            move || q.close()
-        }),
+    tasks.extend(spawn_workers(
+        &scheduler,
+        &controller,
+        &kubelet,
+        &gc,
+        config,
+    ));
+    let queues_close = vec![
+        closer(&scheduler.queue),
+        closer(&controller.pod_queue),
+        closer(&controller.claim_queue),
+        closer(&kubelet.queue),
+        closer(&gc.queue),
     ];
     Ok(Started {
         tasks,
@@ -141,14 +156,58 @@ pub(super) async fn start(
     })
 }
 
+/// Closes `queue` at shutdown.
+fn closer<T>(queue: &Arc<WorkQueue<T>>) -> Box<dyn Fn() + Send + Sync>
+where
+    T: Clone + Eq + std::hash::Hash + fmt::Debug + Send + Sync + 'static,
+{
+    let queue = queue.clone();
+    Box::new(move || queue.close())
+}
+
+/// An informer on what the scheduler allocates from (nodes, slices, classes): a change wakes
+/// the waiting pods.
+fn inventory_informer<K>(
+    client: &Client,
+    writer: Writer<K>,
+    scheduler: &Arc<StructuredScheduler>,
+    gc: &Arc<GarbageCollector>,
+    kind: usize,
+    stop: &watch::Receiver<bool>,
+) -> JoinHandle<()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static,
+{
+    let (sched, g) = (scheduler.clone(), gc.clone());
+    spawn_informer(
+        Api::<K>::all(client.clone()),
+        writer,
+        move |change| {
+            sched.queue_all_waiting();
+            g.observe(kind, &meta_change(&change));
+        },
+        stop.clone(),
+    )
+}
+
 /// Starts the worker loops of the 1.34 actors.
 fn spawn_workers(
+    scheduler: &Arc<StructuredScheduler>,
     controller: &Arc<StructuredClaimController>,
     kubelet: &Arc<Kubelet>,
     gc: &Arc<GarbageCollector>,
     config: &ActorsConfig,
 ) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
+    let sched = scheduler.clone();
+    tasks.extend(scheduler.queue.spawn_workers(
+        config.scheduler_workers,
+        "structured-scheduler",
+        move |key| {
+            let sched = sched.clone();
+            async move { sched.sync(key).await }
+        },
+    ));
     let c = controller.clone();
     tasks.extend(controller.pod_queue.spawn_workers(
         config.claim_workers,

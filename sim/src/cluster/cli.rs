@@ -64,9 +64,10 @@ pub struct SimArgs {
     pub resource_class: Option<String>,
 
     /// Give node NODE a simulated kubelet with root directory DIR (repeatable): it registers the
-    /// DRA plugins whose registration sockets appear in `DIR/plugins_registry`, publishes the
-    /// resource slices they report (the node gets no simulated slice) and prepares a pod's claims
-    /// through them before the pod runs.
+    /// DRA plugins whose registration sockets appear in `DIR/plugins_registry` and prepares a
+    /// pod's claims through them before the pod runs; the node gets no simulated slice. On 1.30
+    /// the kubelet publishes the resource slices the plugins report; on 1.34 the plugins write
+    /// their `ResourceSlices` themselves, as a real driver does.
     #[arg(long = "kubelet-dir", value_parser = parse_kubelet_dir, value_name = "NODE=DIR")]
     pub kubelet_dirs: Vec<(String, PathBuf)>,
 

@@ -1,6 +1,6 @@
 //! The simulated control plane: the scheduler's and kubelet's actors, the DRA scenarios with a
 //! scripted driver, the kubelet driving a real node agent over its plugin sockets, and the 1.34
-//! actors with fake plugins.
+//! actors with fake plugins and the 1.34 scheduler.
 
 // Test code unwraps: a failed step should fail the test loudly.
 #![allow(clippy::unwrap_used)]
@@ -12,3 +12,4 @@ mod kubelet_plugins;
 mod scenario_dra;
 mod scheduling;
 mod structured;
+mod structured_scheduling;

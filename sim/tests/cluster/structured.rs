@@ -255,7 +255,7 @@ async fn a_template_claim_is_created_owned_and_recorded_for_its_pod() {
     assert_ne!(
         phase(&pod(&client, "worker").await.unwrap()),
         "Running",
-        "no scheduler in 1.34 mode: an unbound pod stays pending"
+        "the claim's class does not exist: the scheduler leaves the pod pending"
     );
 
     // The claim goes with its pod.

@@ -18,17 +18,25 @@ use serde_json::Value;
 
 /// The API group of the driver's custom resources.
 pub const CUSTOM_GROUP: &str = "dra-ledger.io";
-/// The Kubernetes version every manifest must validate against.
+/// The Kubernetes version the base manifests and the examples must validate against.
 pub const KUBERNETES_VERSION: &str = "1.30.0";
 /// The kustomization file: a kustomize input, not a Kubernetes object.
 pub const KUSTOMIZATION: &str = "kustomization.yaml";
+/// The directory of the overlays for later Kubernetes releases, under `deploy/`.
+pub const OVERLAYS: &str = "overlays";
 
 /// The `deploy/` directory of the repository.
 pub fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
 }
 
-/// Every YAML file under `deploy/` (recursively), sorted.
+/// The base manifests, `deploy/base/`.
+pub fn base_dir() -> PathBuf {
+    deploy_dir().join("base")
+}
+
+/// Every YAML file under `deploy/` (recursively) but the overlays, sorted: the base, the
+/// examples and the kustomizations, all for Kubernetes 1.30.
 pub fn yaml_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     collect(&deploy_dir(), &mut files);
@@ -42,19 +50,63 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
     for entry in entries {
         let path = entry.expect("directory entry").path();
         if path.is_dir() {
-            collect(&path, files);
+            if path != deploy_dir().join(OVERLAYS) {
+                collect(&path, files);
+            }
         } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             files.push(path);
         }
     }
 }
 
-/// The Kubernetes manifests: every YAML file but the kustomization.
+/// The Kubernetes manifests for 1.30: every YAML file of [`yaml_files`] but the kustomizations.
 pub fn manifest_files() -> Vec<PathBuf> {
     yaml_files()
         .into_iter()
         .filter(|p| p.file_name().is_none_or(|n| n != KUSTOMIZATION))
         .collect()
+}
+
+/// An overlay rendered by `kubectl kustomize deploy/overlays/<name>`, kept in a file for
+/// `kubernetes-validate`.
+pub struct Rendered {
+    /// The rendered manifests (deleted on drop).
+    pub file: tempfile::NamedTempFile,
+    /// Their documents.
+    pub documents: Vec<Document>,
+}
+
+impl Rendered {
+    /// The one document of `kind` named `name`; panics when there is not exactly one.
+    pub fn find(&self, kind: &str, name: &str) -> Document {
+        one_of(self.documents.clone(), kind, name)
+    }
+}
+
+/// Renders overlay `name` with kubectl; `None` (after the skip message) when kubectl is missing
+/// outside CI.
+pub fn render_overlay(name: &str) -> Option<Rendered> {
+    let kubectl =
+        testkit::tools::require_tool("kubectl", "https://kubernetes.io/docs/tasks/tools/")?;
+    let dir = deploy_dir().join(OVERLAYS).join(name);
+    let output = Command::new(kubectl)
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        output.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut file = tempfile::Builder::new()
+        .suffix(".yaml")
+        .tempfile()
+        .expect("temporary file");
+    std::io::Write::write_all(&mut file, &output.stdout).expect("write the rendered overlay");
+    let documents = documents(file.path());
+    Some(Rendered { file, documents })
 }
 
 /// One document of a manifest file.
@@ -123,9 +175,14 @@ pub fn all_documents() -> Vec<Document> {
     manifest_files().iter().flat_map(|f| documents(f)).collect()
 }
 
-/// The one document of `kind` named `name`; panics when there is not exactly one.
+/// The one document of `kind` named `name` among the 1.30 manifests; panics when there is not
+/// exactly one.
 pub fn find(kind: &str, name: &str) -> Document {
-    let mut found: Vec<_> = all_documents()
+    one_of(all_documents(), kind, name)
+}
+
+fn one_of(documents: Vec<Document>, kind: &str, name: &str) -> Document {
+    let mut found: Vec<_> = documents
         .into_iter()
         .filter(|d| d.kind() == kind && d.name() == name)
         .collect();
@@ -142,13 +199,13 @@ pub struct Validation {
     pub lines: Vec<String>,
 }
 
-/// Runs `kubernetes-validate --strict` for [`KUBERNETES_VERSION`] on `files`. `None` when the
-/// tool is not installed: a failure when the environment variable `CI` is set, otherwise the
-/// caller skips with a message.
-pub fn kubernetes_validate(files: &[PathBuf]) -> Option<Validation> {
+/// Runs `kubernetes-validate --strict` for Kubernetes `version` (`1.30.0`) on `files`. `None`
+/// when the tool is not installed: a failure when the environment variable `CI` is set,
+/// otherwise the caller skips with a message.
+pub fn kubernetes_validate(version: &str, files: &[PathBuf]) -> Option<Validation> {
     let output = Command::new("kubernetes-validate")
         .arg("--kubernetes-version")
-        .arg(KUBERNETES_VERSION)
+        .arg(version)
         .arg("--strict")
         .args(files)
         .output();
@@ -167,7 +224,7 @@ pub fn kubernetes_validate(files: &[PathBuf]) -> Option<Validation> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             testkit::tools::skip_or_fail(&format!(
                 "kubernetes-validate is not installed (pip install kubernetes-validate); the \
-                 manifests were not checked against the Kubernetes {KUBERNETES_VERSION} schemas"
+                 manifests were not checked against the Kubernetes {version} schemas"
             ));
             None
         }

@@ -18,28 +18,24 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
-use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1alpha2::{
     PodSchedulingContext, PodSchedulingContextSpec, ResourceClaim, ResourceClaimConsumerReference,
     ResourceClass,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 
 use super::claims::pod_owner_reference;
-use super::error::{is_conflict, is_not_found, is_transient, ActorError, Result};
-use super::runtime::backoff_delay;
+use super::error::{is_conflict, is_not_found, ActorError, Result};
 use super::runtime::{Change, Next, WorkQueue};
-use super::writes::{read_modify_write, with_retry, Part, ATTEMPTS};
-use super::{pod_claim_names, ObjectKey};
+use super::writes::{read_modify_write, with_retry, Part};
+use super::{pod_claim_names, scheduling, ObjectKey};
 use plan::{decide_explained, reserved_for, resolve, Decision, Snapshot, MAX_RESERVED_FOR};
 
-/// The scheduler name this scheduler answers to.
-pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+pub use super::scheduling::{wants, DEFAULT_SCHEDULER};
 
 /// How long a pod waiting for a driver or a claim sleeps before it is looked at again even
 /// without a change (changes wake it earlier).
@@ -61,21 +57,6 @@ pub struct Scheduler {
     last_failure: Mutex<HashMap<String, String>>,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
-}
-
-/// Whether this scheduler is responsible for the pod right now: ours, unbound, alive, not done.
-pub fn wants(pod: &Pod) -> bool {
-    let spec = pod.spec.as_ref();
-    let ours = spec
-        .and_then(|s| s.scheduler_name.as_deref())
-        .is_none_or(|n| n == DEFAULT_SCHEDULER);
-    let unbound = spec
-        .and_then(|s| s.node_name.as_deref())
-        .is_none_or(str::is_empty);
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    ours && unbound
-        && pod.metadata.deletion_timestamp.is_none()
-        && !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
 fn forget_user(users: &mut HashMap<ObjectKey, HashSet<ObjectKey>>, pod: &Pod, key: &ObjectKey) {
@@ -298,32 +279,9 @@ impl Scheduler {
         }
     }
 
-    /// Creates one `events.k8s.io/v1` Event about the pod, reported by `default-scheduler`. Each
-    /// text is an event of its own (a client-side series would keep the first note). Failing to
-    /// post does not stop scheduling.
+    /// Posts an event about the pod as `default-scheduler`.
     async fn post_event(&self, pod: &Pod, type_: &str, reason: &str, action: &str, note: String) {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let event = Event {
-            metadata: ObjectMeta {
-                generate_name: Some(format!("{name}.")),
-                namespace: Some(namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            event_time: Some(MicroTime(chrono::Utc::now())),
-            type_: Some(type_.into()),
-            reason: Some(reason.into()),
-            action: Some(action.into()),
-            note: Some(note),
-            reporting_controller: Some(DEFAULT_SCHEDULER.into()),
-            reporting_instance: Some(DEFAULT_SCHEDULER.into()),
-            regarding: Some(pod.object_ref(&())),
-            ..Event::default()
-        };
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        if let Err(error) = events.create(&PostParams::default(), &event).await {
-            tracing::debug!(pod = %name, %error, "Could not post a scheduler event");
-        }
+        scheduling::post_event(&self.client, pod, type_, reason, action, note).await;
     }
 
     /// Posts `FailedScheduling` with `text` unless it is the text last posted for the pod.
@@ -358,33 +316,9 @@ impl Scheduler {
             .await;
     }
 
-    /// Records why the pod waits in its `PodScheduled` condition, as the scheduler does, when the
-    /// message changed. Failing to record it does not stop scheduling.
+    /// Records why the pod waits in its `PodScheduled` condition, when the message changed.
     async fn report_unschedulable(&self, key: &ObjectKey, pod: &Pod, message: &str) {
-        let current = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"));
-        if current.is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(message)) {
-            return;
-        }
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let patch = serde_json::json!({ "status": { "conditions": [{
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastTransitionTime": now,
-        }]}});
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
-        let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
-        let action = format!("record scheduling condition of {key}");
-        if let Err(error) =
-            with_retry(&action, || pods.patch_status(&key.name, &params, &patch)).await
-        {
-            tracing::debug!(pod = %key, %error, "Could not record why the pod waits");
-        }
+        scheduling::record_unschedulable(&self.client, key, pod, "Unschedulable", message).await;
     }
 
     /// `PostFilter`: stop asking for allocation on the selected node, then request deallocation.
@@ -534,52 +468,8 @@ impl Scheduler {
                 return Ok(Next::After(SETTLE));
             }
         }
-        let binding = Binding {
-            metadata: ObjectMeta {
-                name: Some(key.name.clone()),
-                namespace: Some(key.namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            target: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(node.to_owned()),
-                ..ObjectReference::default()
-            },
-        };
-        let body = serde_json::to_vec(&binding).map_err(|source| ActorError::Encode {
-            what: "binding",
-            source,
-        })?;
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
-        let action = format!("bind pod {key} to {node}");
-        let post = PostParams::default();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let bound: std::result::Result<serde_json::Value, kube::Error> = pods
-                .create_subresource("binding", &key.name, &post, body.clone())
-                .await;
-            match bound {
-                Ok(_) => break,
-                Err(error) if is_not_found(&error) => return Ok(Next::Done),
-                // A conflict may mean an earlier attempt bound the pod but its answer was lost.
-                Err(error) if is_conflict(&error) => {
-                    let live = with_retry(&action, || pods.get_opt(&key.name)).await?;
-                    let node_name = live
-                        .as_ref()
-                        .and_then(|p| p.spec.as_ref()?.node_name.clone());
-                    if live.is_none() || node_name.is_some() {
-                        break;
-                    }
-                    if attempt >= ATTEMPTS {
-                        return Err(ActorError::api(action, error));
-                    }
-                }
-                Err(error) if is_transient(&error) && attempt < ATTEMPTS => {}
-                Err(error) => return Err(ActorError::api(action, error)),
-            }
-            tokio::time::sleep(backoff_delay(attempt)).await;
+        if !scheduling::bind(&self.client, key, node).await? {
+            return Ok(Next::Done);
         }
         tracing::debug!(pod = %key, node, "Bound pod");
         self.scheduled(pod, node).await;

@@ -1,0 +1,160 @@
+//! The 1.34 overlay (`deploy/overlays/kubernetes-1.34`), rendered by `kubectl kustomize`: it
+//! validates against the Kubernetes 1.34 and 1.37 schemas, runs the node agent in modern mode,
+//! and the agent's `ClusterRole` grants exactly the requests the agent makes in that mode:
+//! publishing and republishing its slice, preparing a claim and listing claims for garbage
+//! collection.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::PostParams;
+use kube::Api;
+use serde_json::json;
+use testkit::eventually;
+
+use crate::deploy_support::rbac::{granted, lines, RecordingLayer};
+use crate::deploy_support::run_flags::RunFlags;
+use crate::deploy_support::{kubernetes_validate, render_overlay, Rendered};
+use crate::e2e_support::{DRIVER, WAIT};
+use crate::modern_support::{h100s, Modern};
+use dra_node::local::LocalSettings;
+use dra_node::modern::types::ResourceSlice;
+
+const OVERLAY: &str = "kubernetes-1.34";
+
+fn overlay() -> Option<Rendered> {
+    render_overlay(OVERLAY)
+}
+
+#[test]
+fn overlay_validates_against_the_kubernetes_1_34_and_1_37_schemas() {
+    let Some(rendered) = overlay() else {
+        return;
+    };
+    for version in ["1.34.0", "1.37.0"] {
+        let Some(validation) = kubernetes_validate(version, &[rendered.file.path().to_owned()])
+        else {
+            return;
+        };
+        let report = validation.lines.join("\n");
+        assert!(validation.success, "{version}:\n{report}");
+        for line in &validation.lines {
+            assert!(line.starts_with("INFO"), "{version}: {line}\n{report}");
+        }
+        let passed = validation
+            .lines
+            .iter()
+            .filter(|l| l.contains(" passed for resource "))
+            .count();
+        assert_eq!(passed, rendered.documents.len(), "{version}:\n{report}");
+    }
+}
+
+#[test]
+fn overlay_runs_the_node_agent_in_modern_mode() {
+    let Some(rendered) = overlay() else {
+        return;
+    };
+    let set: DaemonSet = rendered.find("DaemonSet", "dra-ledger-node").parse();
+    let pod = set.spec.unwrap().template.spec.unwrap();
+    let args = pod.containers[0].args.clone().unwrap();
+    let flags = RunFlags::of(&args);
+    assert_eq!(flags.value("dra-api"), "v1");
+    assert_eq!(flags.value("driver-name"), DRIVER);
+    assert_eq!(
+        flags.value("kubelet-registry-dir"),
+        "/var/lib/kubelet/plugins_registry",
+        "where the 1.34 kubelet looks for registration sockets too"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlay_node_cluster_role_grants_exactly_what_the_modern_agent_requests() {
+    let Some(rendered) = overlay() else {
+        return;
+    };
+    let role: ClusterRole = rendered.find("ClusterRole", "dra-ledger-node").parse();
+    let granted = granted(&role);
+
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = RecordingLayer::default();
+    let settings = LocalSettings {
+        driver_name: DRIVER.into(),
+        gc_interval: Duration::from_millis(200),
+        inventory_interval: Duration::from_millis(200),
+    };
+    let agent_client = |cluster: &dra_sim::cluster::ClusterHandle| {
+        let mut config = kube::Config::new(cluster.url().parse().unwrap());
+        config.default_namespace = "default".into();
+        kube::client::ClientBuilder::try_from(config)
+            .unwrap()
+            .with_layer(&recorder)
+            .build()
+    };
+    let modern = Modern::start_with(dir.path(), &[h100s(2)], &settings, agent_client).await;
+    modern
+        .device_class("gpu", &format!("device.driver == \"{DRIVER}\""))
+        .await;
+
+    // Prepare: the claim is read by name.
+    let spec =
+        json!({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}});
+    modern.claim("a", spec).await;
+    let pod = modern.pod("a", "a", "node-0").await;
+    modern
+        .allocate(
+            "a",
+            &[(DRIVER, "node-0", "gpu-0")],
+            "node-0",
+            json!([]),
+            &pod,
+        )
+        .await;
+    eventually("pod a running", WAIT, || async {
+        modern.phase("a").await.as_deref() == Some("Running")
+    })
+    .await;
+
+    // A second slice of the node's pool (left by an earlier agent, say) is deleted; an inventory
+    // change replaces the slice that stays.
+    let mut stray: ResourceSlice = modern.slices().await.remove(0);
+    stray.metadata = kube::api::ObjectMeta {
+        name: Some("node-0-stray".into()),
+        ..kube::api::ObjectMeta::default()
+    };
+    Api::<ResourceSlice>::all(modern.client.clone())
+        .create(&PostParams::default(), &stray)
+        .await
+        .unwrap();
+    modern.set_inventory("node-0", &h100s(1));
+    eventually("one slice with one device", WAIT, || async {
+        let slices = modern.slices().await;
+        slices.len() == 1 && slices[0].spec.devices.len() == 1
+    })
+    .await;
+
+    // Garbage collection lists the claims on its interval while claim a is prepared.
+    eventually("a claim list by the agent", WAIT, || async {
+        recorder
+            .accesses()
+            .iter()
+            .any(|a| a.resource == "resourceclaims" && a.verb == "list")
+    })
+    .await;
+    modern.shutdown().await;
+
+    let observed = recorder.accesses();
+    // Discovery (`--dra-api auto` in the agents here) is granted to every authenticated user by
+    // the `system:discovery` ClusterRole; nothing else may be outside the resource API.
+    let other: BTreeSet<String> = recorder.other();
+    assert!(
+        other.iter().all(|path| path == "/apis" || path == "/api"),
+        "{other:?}"
+    );
+    let denied: Vec<_> = observed.difference(&granted).collect();
+    assert!(denied.is_empty(), "not allowed:\n{}", lines(denied));
+    let unused: Vec<_> = granted.difference(&observed).collect();
+    assert!(unused.is_empty(), "never requested:\n{}", lines(unused));
+}

@@ -1,0 +1,232 @@
+//! Structured DRA end to end on a simulated 1.34 cluster: the kube-scheduler allocates from the
+//! slices the node agents publish, by the `DeviceClasses` of the 1.34 overlay, claims made from
+//! templates by the resourceclaim controller; the kubelet has the agent prepare the devices it
+//! picked before the pod runs, and unprepare them when the pod goes. Covers a one-device
+//! template, model classes, a `matchAttribute` NUMA constraint, a `firstAvailable` fallback and a
+//! request nothing can satisfy.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use dra_node::modern::types::ResourceClaim;
+use kube::api::DeleteParams;
+use serde_json::{json, Value};
+use testkit::eventually;
+
+use crate::e2e_support::{DRIVER, WAIT};
+use crate::modern_support::{gpus, Gpu, Modern};
+
+/// A claim spec with one request `gpu` for `count` devices of `class`.
+fn exactly(class: &str, count: u32) -> Value {
+    json!({"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": class, "count": count}}]}})
+}
+
+/// A 1.34 cluster with the agents serving `nodes` and the overlay's device classes.
+async fn start(dir: &std::path::Path, nodes: &[Vec<Gpu>]) -> Modern {
+    let modern = Modern::start(dir, nodes, Duration::from_secs(60)).await;
+    let classes = modern.overlay_device_classes().await;
+    assert!(classes.contains(&format!("h100.{DRIVER}")), "{classes:?}");
+    modern
+}
+
+/// Waits until pod `name` runs, and returns its node and the `(request, device)` results of
+/// its claim, after checking that every result is ours and from the pool of that node.
+async fn running(modern: &Modern, name: &str) -> (String, Vec<(String, String)>) {
+    eventually(&format!("pod {name} running"), WAIT, || async {
+        modern.phase(name).await.as_deref() == Some("Running")
+    })
+    .await;
+    let node = modern.node_of(name).await.expect("a running pod is bound");
+    let claim = modern.claim_of(name).await;
+    let results = allocation(&claim);
+    for (driver, pool, _, _) in &results {
+        assert_eq!(driver, DRIVER);
+        assert_eq!(pool, &node, "devices from the pod's node");
+    }
+    let uid = claim.metadata.uid.clone().unwrap();
+    let cdi = modern.agents.cdi_file(&node, &uid).unwrap();
+    let spec = std::fs::read_to_string(&cdi).expect("the claim is prepared on the pod's node");
+    let picked: Vec<(String, String)> = results
+        .into_iter()
+        .map(|(_, _, request, device)| (request, device))
+        .collect();
+    for (_, device) in &picked {
+        assert!(spec.contains(device.as_str()), "{device} in {spec}");
+    }
+    (node, picked)
+}
+
+/// `(driver, pool, request, device)` of each result of the claim's allocation.
+fn allocation(claim: &ResourceClaim) -> Vec<(String, String, String, String)> {
+    let allocation = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
+    let allocation = allocation.expect("the claim of a running pod is allocated");
+    allocation
+        .devices
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.driver.clone(),
+                r.pool.clone(),
+                r.request.clone(),
+                r.device.clone(),
+            )
+        })
+        .collect()
+}
+
+/// The `numa` attribute of each device of `node`'s slice.
+async fn numa_of(modern: &Modern, node: &str) -> BTreeMap<String, String> {
+    let slices = modern.slices().await;
+    let slice = slices
+        .iter()
+        .find(|s| s.spec.node_name.as_deref() == Some(node))
+        .unwrap();
+    slice
+        .spec
+        .devices
+        .iter()
+        .map(|d| {
+            let numa = serde_json::to_value(&d.attributes["numa"]).unwrap();
+            (d.name.clone(), numa.to_string())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_of_a_template_run_on_scheduler_picked_devices_and_release_them_when_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = [gpus("H100", 0, 2), gpus("H100", 0, 2)];
+    let modern = start(dir.path(), &nodes).await;
+    modern.template("one-gpu", exactly(DRIVER, 1)).await;
+
+    let mut taken = Vec::new();
+    let mut device_a = None;
+    for name in ["a", "b", "c", "d"] {
+        modern.pod_from_template(name, "one-gpu").await;
+    }
+    for name in ["a", "b", "c", "d"] {
+        let (node, picked) = running(&modern, name).await;
+        assert_eq!(picked.len(), 1);
+        assert_eq!(picked[0].0, "gpu");
+        if name == "a" {
+            device_a = Some((node.clone(), picked[0].1.clone()));
+        }
+        taken.push((node, picked[0].1.clone()));
+    }
+    taken.sort();
+    taken.dedup();
+    assert_eq!(
+        taken.len(),
+        4,
+        "four pods on four different devices: {taken:?}"
+    );
+
+    // A fifth pod waits for a device; deleting pod a unprepares and frees its device for it.
+    modern.pod_from_template("e", "one-gpu").await;
+    let claim_a = modern.claim_of("a").await;
+    let uid_a = claim_a.metadata.uid.clone().unwrap();
+    let node_a = modern.node_of("a").await.unwrap();
+    let events = eventually("pod e waits for a device", WAIT, || async {
+        let events = modern.events("e", "FailedScheduling").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert_ne!(
+        modern.phase("e").await.as_deref(),
+        Some("Running"),
+        "{events:?}"
+    );
+    modern
+        .pods()
+        .delete("a", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("pod a and its claim gone, unprepared", WAIT, || async {
+        let claim_gone = modern
+            .claims()
+            .get_opt(claim_a.metadata.name.as_deref().unwrap())
+            .await
+            .unwrap()
+            .is_none();
+        claim_gone && modern.phase("a").await.is_none()
+    })
+    .await;
+    assert!(!modern.agents.cdi_file(&node_a, &uid_a).unwrap().exists());
+    let (node_e, picked_e) = running(&modern, "e").await;
+    assert_eq!(
+        Some((node_e, picked_e[0].1.clone())),
+        device_a,
+        "pod e on the only device free, a's"
+    );
+    modern.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_classes_and_a_numa_constraint_pick_the_devices_they_describe() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = [gpus("A100", 0, 2), gpus("H100", 0, 4)];
+    let modern = start(dir.path(), &nodes).await;
+    modern
+        .template("h100", exactly(&format!("h100.{DRIVER}"), 1))
+        .await;
+    modern
+        .template("a100", exactly(&format!("a100.{DRIVER}"), 1))
+        .await;
+    modern
+        .template("l40s", exactly(&format!("l40s.{DRIVER}"), 1))
+        .await;
+    let mut pair = exactly(DRIVER, 2);
+    pair["devices"]["constraints"] = json!([{"matchAttribute": format!("{DRIVER}/numa")}]);
+    modern.template("pair", pair).await;
+
+    modern.pod_from_template("h", "h100").await;
+    modern.pod_from_template("a", "a100").await;
+    assert_eq!(running(&modern, "h").await.0, "node-1");
+    assert_eq!(running(&modern, "a").await.0, "node-0");
+
+    // node-0 has one device left, so the pair can only come from one NUMA node of node-1.
+    modern.pod_from_template("p", "pair").await;
+    let (node, picked) = running(&modern, "p").await;
+    assert_eq!(node, "node-1");
+    assert_eq!(picked.len(), 2);
+    let numa = numa_of(&modern, "node-1").await;
+    assert_eq!(
+        numa[&picked[0].1], numa[&picked[1].1],
+        "{picked:?} on one NUMA node of {numa:?}"
+    );
+
+    // No node has an L40S: the pod waits, and the scheduler says why.
+    modern.pod_from_template("l", "l40s").await;
+    let events = eventually("pod l unschedulable", WAIT, || async {
+        let events = modern.events("l", "FailedScheduling").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert!(modern.node_of("l").await.is_none(), "{events:?}");
+    let claim = modern.claim_of("l").await;
+    assert!(claim.status.and_then(|s| s.allocation).is_none());
+    modern.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_available_takes_the_preferred_model_then_falls_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = gpus("H100", 0, 1);
+    node.extend(gpus("A100", 1, 1));
+    let modern = start(dir.path(), &[node]).await;
+    let spec = json!({"devices": {"requests": [{"name": "gpu", "firstAvailable": [
+        {"name": "h100", "deviceClassName": format!("h100.{DRIVER}")},
+        {"name": "any", "deviceClassName": DRIVER},
+    ]}]}});
+    modern.template("h100-or-any", spec).await;
+
+    modern.pod_from_template("first", "h100-or-any").await;
+    let (_, picked) = running(&modern, "first").await;
+    assert_eq!(picked, [("gpu/h100".to_owned(), "gpu-0".to_owned())]);
+    modern.pod_from_template("second", "h100-or-any").await;
+    let (_, picked) = running(&modern, "second").await;
+    assert_eq!(picked, [("gpu/any".to_owned(), "gpu-1".to_owned())]);
+    modern.shutdown().await;
+}

@@ -1,0 +1,639 @@
+//! The structured allocator of `k8s.io/dynamic-resource-allocation` (1.34): for one node, finds
+//! devices for all requests of all the pod's unallocated claims at once, by an exhaustive
+//! depth-first search that takes the first solution. A device matches a request when every
+//! selector of its `DeviceClass` and of the request is true; `ExactCount` takes `count` devices,
+//! `All` every matching device of the node (at least one; all pools must be complete);
+//! `firstAvailable` tries its subrequests in order, each with everything after it; a
+//! `matchAttribute` constraint makes the devices of its requests share one value of the
+//! attribute. A device allocated in any claim, in flight, or picked earlier in the same search is
+//! not taken again (admin-access requests excepted). Pools are used at their newest generation;
+//! incomplete and invalid pools give no devices.
+//!
+//! `Ok(None)` means the claims cannot be allocated on the node; `Err` is a claim or class that
+//! cannot be evaluated (a CEL error), fatal for the whole scheduling attempt as upstream.
+//! Pure: no I/O, no async.
+
+pub mod pools;
+mod results;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+
+use super::cel_env::{CelEnv, DeviceValue};
+use crate::actors::resource_v1::requests::{allocation_mode, exact_count, ALL, EXACT_COUNT};
+use crate::actors::resource_v1::{
+    AllocationResult, Device, DeviceAttribute, DeviceClaim, DeviceClass, DeviceSelector,
+    ResourceSlice,
+};
+pub use pools::DeviceId;
+use pools::Pool;
+
+/// The most results one claim's allocation may have (API `AllocationResultsMaxSize`).
+pub const MAX_RESULTS: usize = 32;
+
+/// Why the claims cannot be evaluated; the text is upstream's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocatorError(pub String);
+
+/// A claim to allocate: `namespace/name` (for messages) and its `spec.devices`.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimToAllocate<'a> {
+    /// `namespace/name`.
+    pub key: &'a str,
+    /// The requests, constraints and config.
+    pub spec: &'a DeviceClaim,
+}
+
+/// What an allocation may use.
+pub struct Inventory<'a> {
+    /// Every `ResourceSlice`.
+    pub slices: &'a [Arc<ResourceSlice>],
+    /// `DeviceClass` lookup by name.
+    pub class: &'a dyn Fn(&str) -> Option<Arc<DeviceClass>>,
+    /// Devices allocated in any claim or in flight.
+    pub allocated: &'a HashSet<DeviceId>,
+    /// The selector environment.
+    pub cel: &'a CelEnv,
+}
+
+/// One request or subrequest, ready for the search.
+struct RequestData<'a> {
+    /// The request's name, or the parent's for a subrequest.
+    base: &'a str,
+    /// The subrequest's name.
+    sub: Option<&'a str>,
+    class: Arc<DeviceClass>,
+    selectors: &'a [DeviceSelector],
+    all: bool,
+    admin: bool,
+    count: usize,
+    /// `All`: the matching devices of the node.
+    all_devices: Vec<Candidate>,
+}
+
+impl RequestData<'_> {
+    fn name(&self) -> String {
+        match self.sub {
+            Some(sub) => format!("{}/{sub}", self.base),
+            None => self.base.to_owned(),
+        }
+    }
+}
+
+/// A device by its position: pool, slice, device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Candidate {
+    pool: usize,
+    slice: usize,
+    device: usize,
+}
+
+/// Which device of which (sub)request the search is at.
+#[derive(Debug, Clone, Copy, Default)]
+struct At {
+    claim: usize,
+    request: usize,
+    sub: usize,
+    device: usize,
+}
+
+/// One picked device.
+#[derive(Debug, Clone)]
+struct Picked {
+    request: String,
+    id: DeviceId,
+    admin: bool,
+    candidate: Candidate,
+}
+
+/// A `matchAttribute` constraint during the search.
+struct MatchAttribute<'a> {
+    requests: &'a [String],
+    attribute: &'a str,
+    value: Option<DeviceAttribute>,
+    devices: usize,
+}
+
+impl MatchAttribute<'_> {
+    fn applies(&self, base: &str, sub: Option<&str>) -> bool {
+        self.requests.is_empty()
+            || self
+                .requests
+                .iter()
+                .any(|r| r == base || sub.is_some_and(|sub| *r == format!("{base}/{sub}")))
+    }
+
+    fn add(&mut self, base: &str, sub: Option<&str>, driver: &str, device: &Device) -> bool {
+        if !self.applies(base, sub) {
+            return true;
+        }
+        let Some(value) = lookup_attribute(device, driver, self.attribute) else {
+            return false;
+        };
+        match &self.value {
+            Some(first) if self.devices > 0 && first != value => false,
+            _ => {
+                if self.devices == 0 {
+                    self.value = Some(value.clone());
+                }
+                self.devices += 1;
+                true
+            }
+        }
+    }
+
+    fn remove(&mut self, base: &str, sub: Option<&str>) {
+        if self.applies(base, sub) {
+            self.devices -= 1;
+        }
+    }
+}
+
+/// The attribute `domain/id` of a device: the exact key, or the bare id when the domain is the
+/// device's driver.
+pub fn lookup_attribute<'d>(
+    device: &'d Device,
+    driver: &str,
+    name: &str,
+) -> Option<&'d DeviceAttribute> {
+    if let Some(value) = device.attributes.get(name) {
+        return Some(value);
+    }
+    let (domain, id) = name.split_once('/')?;
+    (domain == driver)
+        .then(|| device.attributes.get(id))
+        .flatten()
+}
+
+/// How the search ended early.
+enum Fail {
+    /// A claim would exceed [`MAX_RESULTS`]; a smaller subrequest may still fit.
+    MaxSize,
+    /// Cannot be evaluated.
+    Fatal(String),
+}
+
+type Step = Result<bool, Fail>;
+
+/// Tries to allocate `claims` (the pod's unallocated claims, in pod order) on `node`.
+pub fn allocate(
+    inventory: &Inventory<'_>,
+    node: &Node,
+    claims: &[ClaimToAllocate<'_>],
+) -> Result<Option<Vec<AllocationResult>>, AllocatorError> {
+    let pools = pools::gather(inventory.slices, node);
+    let mut search = Search {
+        inventory,
+        claims,
+        pools,
+        requests: Vec::new(),
+        constraints: Vec::new(),
+        allocating: HashMap::new(),
+        picked: vec![Vec::new(); claims.len()],
+        chosen_sub: HashMap::new(),
+        matches: HashMap::new(),
+        values: HashMap::new(),
+    };
+    search.prepare().map_err(AllocatorError)?;
+    match search.allocate_one(At::default(), false) {
+        Ok(true) => {}
+        Ok(false) | Err(Fail::MaxSize) => return Ok(None),
+        Err(Fail::Fatal(error)) => return Err(AllocatorError(error)),
+    }
+    let node_name = node.metadata.name.as_deref().unwrap_or_default();
+    Ok(Some(
+        (0..claims.len())
+            .map(|index| search.result(index, node_name))
+            .collect(),
+    ))
+}
+
+struct Search<'a, 'i> {
+    inventory: &'i Inventory<'a>,
+    claims: &'i [ClaimToAllocate<'a>],
+    pools: Vec<Pool<'a>>,
+    /// `[claim][request][subrequest]`; a request without subrequests has one entry.
+    requests: Vec<Vec<Vec<RequestData<'a>>>>,
+    constraints: Vec<Vec<MatchAttribute<'a>>>,
+    /// Devices picked in this search, with the claims they were picked for.
+    allocating: HashMap<DeviceId, HashSet<usize>>,
+    picked: Vec<Vec<Picked>>,
+    /// `(claim, request)` -> the subrequest that succeeded.
+    chosen_sub: HashMap<(usize, usize), usize>,
+    matches: HashMap<(Candidate, usize, usize, usize), bool>,
+    values: HashMap<Candidate, Result<Arc<DeviceValue>, String>>,
+}
+
+impl<'a> Search<'a, '_> {
+    fn slice(&self, c: Candidate) -> &'a ResourceSlice {
+        self.pools[c.pool].slices[c.slice]
+    }
+
+    fn device(&self, c: Candidate) -> &'a Device {
+        &self.slice(c).spec.devices[c.device]
+    }
+
+    fn id(&self, c: Candidate) -> DeviceId {
+        let pool = &self.pools[c.pool];
+        DeviceId::new(pool.driver, pool.name, &self.device(c).name)
+    }
+
+    /// Checks every request and constraint, looks up the classes and counts the devices.
+    fn prepare(&mut self) -> Result<(), String> {
+        for (index, claim) in self.claims.iter().enumerate() {
+            let mut requests = Vec::new();
+            let mut minimum = 0;
+            for request in &claim.spec.requests {
+                let mut entries = Vec::new();
+                if request.first_available.is_empty() {
+                    let Some(exact) = &request.exactly else {
+                        return Err(format!(
+                            "claim {}, request {}: missing device class name (unsupported request type?)",
+                            claim.key, request.name
+                        ));
+                    };
+                    entries.push(self.request_data(
+                        index,
+                        &request.name,
+                        None,
+                        &exact.device_class_name,
+                        &exact.selectors,
+                        (exact.allocation_mode.as_deref(), exact.count),
+                        exact.admin_access == Some(true),
+                    )?);
+                } else {
+                    for sub in &request.first_available {
+                        entries.push(self.request_data(
+                            index,
+                            &request.name,
+                            Some(&sub.name),
+                            &sub.device_class_name,
+                            &sub.selectors,
+                            (sub.allocation_mode.as_deref(), sub.count),
+                            false,
+                        )?);
+                    }
+                }
+                minimum += entries.iter().map(|e| e.count).min().unwrap_or(0);
+                requests.push(entries);
+            }
+            if minimum > MAX_RESULTS {
+                return Err(format!(
+                    "claim {}: number of requested devices {minimum} exceeds the claim limit of {MAX_RESULTS}",
+                    claim.key
+                ));
+            }
+            self.requests.push(requests);
+            let mut constraints = Vec::new();
+            for (i, constraint) in claim.spec.constraints.iter().enumerate() {
+                let Some(attribute) = constraint.match_attribute.as_deref() else {
+                    return Err(format!(
+                        "claim {}, constraint #{i}: empty constraint (unsupported constraint type?)",
+                        claim.key
+                    ));
+                };
+                constraints.push(MatchAttribute {
+                    requests: &constraint.requests,
+                    attribute,
+                    value: None,
+                    devices: 0,
+                });
+            }
+            self.constraints.push(constraints);
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)] // one call per request kind, each field named there
+    fn request_data(
+        &mut self,
+        claim: usize,
+        base: &'a str,
+        sub: Option<&'a str>,
+        class_name: &str,
+        selectors: &'a [DeviceSelector],
+        (mode, count): (Option<&str>, Option<i64>),
+        admin: bool,
+    ) -> Result<RequestData<'a>, String> {
+        let key = self.claims[claim].key;
+        let name = sub.map_or_else(|| base.to_owned(), |sub| format!("{base}/{sub}"));
+        if let Some(i) = selectors.iter().position(|s| s.cel.is_none()) {
+            return Err(format!(
+                "claim {key}, request {name}, selector #{i}: CEL expression empty (unsupported selector type?)"
+            ));
+        }
+        let class = (self.inventory.class)(class_name).ok_or_else(|| {
+            format!(
+                "claim {key}, request {name}: could not retrieve device class {class_name}: deviceclass.resource.k8s.io \"{class_name}\" not found"
+            )
+        })?;
+        let mut data = RequestData {
+            base,
+            sub,
+            class,
+            selectors,
+            all: false,
+            admin,
+            count: 0,
+            all_devices: Vec::new(),
+        };
+        match allocation_mode(mode) {
+            EXACT_COUNT => {
+                data.count = usize::try_from(exact_count(count)).map_err(|_| {
+                    format!("claim {key}, request {name}: exact count {count:?} is invalid")
+                })?;
+            }
+            ALL => {
+                data.all = true;
+                for p in 0..self.pools.len() {
+                    let pool = &self.pools[p];
+                    let state = if pool.incomplete {
+                        Some("being updated")
+                    } else if pool.invalid {
+                        Some("invalid")
+                    } else {
+                        None
+                    };
+                    if let Some(state) = state {
+                        return Err(format!(
+                            "claim {key}, request {name}: asks for all devices, but resource pool {} is currently {state}",
+                            pool.id()
+                        ));
+                    }
+                    let sizes: Vec<usize> =
+                        pool.slices.iter().map(|s| s.spec.devices.len()).collect();
+                    for (s, size) in sizes.into_iter().enumerate() {
+                        for d in 0..size {
+                            let candidate = Candidate {
+                                pool: p,
+                                slice: s,
+                                device: d,
+                            };
+                            if self.selectable_for(claim, &data, candidate)? {
+                                data.all_devices.push(candidate);
+                            }
+                        }
+                    }
+                }
+                data.count = data.all_devices.len();
+            }
+            other => {
+                return Err(format!(
+                    "claim {key}, request {name}: unsupported count mode {other}"
+                ))
+            }
+        }
+        Ok(data)
+    }
+
+    /// Whether the device matches the class's and the request's selectors (not cached: used
+    /// before the request has its place in `requests`).
+    fn selectable_for(
+        &mut self,
+        claim: usize,
+        data: &RequestData<'a>,
+        candidate: Candidate,
+    ) -> Result<bool, String> {
+        let class = Arc::clone(&data.class);
+        Ok(
+            self.selectors_match(claim, Some(&class), &class.spec.selectors, candidate)?
+                && self.selectors_match(claim, None, data.selectors, candidate)?,
+        )
+    }
+
+    fn device_value(&mut self, candidate: Candidate) -> Result<Arc<DeviceValue>, String> {
+        if let Some(value) = self.values.get(&candidate) {
+            return value.clone();
+        }
+        let driver = self.pools[candidate.pool].driver;
+        let value = DeviceValue::new(driver, self.device(candidate)).map(Arc::new);
+        self.values.insert(candidate, value.clone());
+        value
+    }
+
+    fn selectors_match(
+        &mut self,
+        claim: usize,
+        class: Option<&DeviceClass>,
+        selectors: &[DeviceSelector],
+        candidate: Candidate,
+    ) -> Result<bool, String> {
+        let origin = || match class {
+            Some(class) => format!(
+                "class {}",
+                class.metadata.name.as_deref().unwrap_or_default()
+            ),
+            None => format!("claim {}", self.claims[claim].key),
+        };
+        for (i, selector) in selectors.iter().enumerate() {
+            let expression = selector
+                .cel
+                .as_ref()
+                .map(|c| c.expression.as_str())
+                .unwrap_or_default();
+            let program =
+                self.inventory.cel.compile(expression).map_err(|e| {
+                    format!("{}: selector #{i}: CEL compile error: {}", origin(), e.0)
+                })?;
+            let matched = self
+                .device_value(candidate)
+                .and_then(|value| self.inventory.cel.matches(&program, &value))
+                .map_err(|e| format!("{}: selector #{i}: CEL runtime error: {e}", origin()))?;
+            if !matched {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether the device matches the (sub)request at `at`, cached per device and request.
+    fn selectable(&mut self, at: At, candidate: Candidate) -> Result<bool, Fail> {
+        let key = (candidate, at.claim, at.request, at.sub);
+        if let Some(matches) = self.matches.get(&key) {
+            return Ok(*matches);
+        }
+        let class = Arc::clone(&self.requests[at.claim][at.request][at.sub].class);
+        let selectors = self.requests[at.claim][at.request][at.sub].selectors;
+        let matches = self
+            .selectors_match(at.claim, Some(&class), &class.spec.selectors, candidate)
+            .and_then(|ok| {
+                if ok {
+                    self.selectors_match(at.claim, None, selectors, candidate)
+                } else {
+                    Ok(false)
+                }
+            })
+            .map_err(Fail::Fatal)?;
+        self.matches.insert(key, matches);
+        Ok(matches)
+    }
+
+    fn in_use(&self, id: &DeviceId, at: At, admin: bool) -> bool {
+        if admin {
+            self.allocating
+                .get(id)
+                .is_some_and(|claims| claims.contains(&at.claim))
+        } else {
+            self.inventory.allocated.contains(id) || self.allocating.contains_key(id)
+        }
+    }
+
+    /// `allocateOne`: allocates the device at `at` and, recursively, everything after it.
+    fn allocate_one(&mut self, at: At, in_sub: bool) -> Step {
+        if at.claim >= self.claims.len() {
+            return Ok(true);
+        }
+        if at.request >= self.requests[at.claim].len() {
+            let next = At {
+                claim: at.claim + 1,
+                ..At::default()
+            };
+            return match self.allocate_one(next, false) {
+                Err(Fail::MaxSize) => Ok(false),
+                other => other,
+            };
+        }
+        let has_subs = self.requests[at.claim][at.request][0].sub.is_some();
+        if !in_sub && has_subs {
+            let mut all_exceeded = true;
+            for sub in 0..self.requests[at.claim][at.request].len() {
+                match self.allocate_one(At { sub, ..at }, true) {
+                    Err(Fail::MaxSize) => {}
+                    Err(fatal) => return Err(fatal),
+                    Ok(true) => {
+                        self.chosen_sub.insert((at.claim, at.request), sub);
+                        return Ok(true);
+                    }
+                    Ok(false) => all_exceeded = false,
+                }
+            }
+            return if all_exceeded {
+                Err(Fail::MaxSize)
+            } else {
+                Ok(false)
+            };
+        }
+        let data = &self.requests[at.claim][at.request][at.sub];
+        let (all, count, admin) = (data.all, data.count, data.admin);
+        if all && data.all_devices.is_empty() {
+            return Ok(false);
+        }
+        if at.device >= count {
+            let next = At {
+                claim: at.claim,
+                request: at.request + 1,
+                ..At::default()
+            };
+            return self.allocate_one(next, false);
+        }
+        if self.picked[at.claim].len() + count - at.device > MAX_RESULTS {
+            return Err(Fail::MaxSize);
+        }
+        let next = At {
+            device: at.device + 1,
+            ..at
+        };
+        if all {
+            let candidate = self.requests[at.claim][at.request][at.sub].all_devices[at.device];
+            if !self.allocate_device(at, candidate, true)? {
+                return Ok(false);
+            }
+            let done = self.allocate_one(next, in_sub);
+            if !matches!(done, Ok(true)) {
+                self.deallocate(at);
+            }
+            return done;
+        }
+        for pool in 0..self.pools.len() {
+            if self.pools[pool].incomplete || self.pools[pool].invalid {
+                continue;
+            }
+            for slice in 0..self.pools[pool].slices.len() {
+                for device in 0..self.pools[pool].slices[slice].spec.devices.len() {
+                    let candidate = Candidate {
+                        pool,
+                        slice,
+                        device,
+                    };
+                    if self.in_use(&self.id(candidate), at, admin)
+                        || !self.selectable(at, candidate)?
+                        || !self.allocate_device(at, candidate, false)?
+                    {
+                        continue;
+                    }
+                    match self.allocate_one(next, in_sub) {
+                        Ok(true) => return Ok(true),
+                        Ok(false) => self.deallocate(at),
+                        Err(fail) => {
+                            self.deallocate(at);
+                            return Err(fail);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// `allocateDevice`: records the device for the (sub)request at `at` when it is free and the
+    /// claim's constraints allow it. For `All` (`must`) a constraint that refuses is an error.
+    fn allocate_device(&mut self, at: At, candidate: Candidate, must: bool) -> Result<bool, Fail> {
+        let data = &self.requests[at.claim][at.request][at.sub];
+        let (base, sub, admin, request) = (data.base, data.sub, data.admin, data.name());
+        let id = self.id(candidate);
+        if self.in_use(&id, at, admin) {
+            return Ok(false);
+        }
+        let driver = self.pools[candidate.pool].driver;
+        let device = self.device(candidate);
+        let constraints = &mut self.constraints[at.claim];
+        for i in 0..constraints.len() {
+            if !constraints[i].add(base, sub, driver, device) {
+                if must {
+                    return Err(Fail::Fatal(format!(
+                        "claim {}, request {request}: cannot add device {id} because a claim constraint would not be satisfied",
+                        self.claims[at.claim].key
+                    )));
+                }
+                for earlier in &mut constraints[..i] {
+                    earlier.remove(base, sub);
+                }
+                return Ok(false);
+            }
+        }
+        self.allocating
+            .entry(id.clone())
+            .or_default()
+            .insert(at.claim);
+        self.picked[at.claim].push(Picked {
+            request,
+            id,
+            admin,
+            candidate,
+        });
+        Ok(true)
+    }
+
+    /// Undoes the last [`Search::allocate_device`] of the claim at `at`.
+    fn deallocate(&mut self, at: At) {
+        let Some(picked) = self.picked[at.claim].pop() else {
+            return;
+        };
+        let data = &self.requests[at.claim][at.request][at.sub];
+        let (base, sub) = (data.base, data.sub);
+        for constraint in &mut self.constraints[at.claim] {
+            constraint.remove(base, sub);
+        }
+        if let Some(claims) = self.allocating.get_mut(&picked.id) {
+            claims.remove(&at.claim);
+            if claims.is_empty() {
+                self.allocating.remove(&picked.id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

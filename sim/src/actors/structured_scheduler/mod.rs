@@ -1,0 +1,408 @@
+//! The kube-scheduler of Kubernetes 1.34 with the `DynamicResources` plugin (structured DRA):
+//! schedules pods whose `schedulerName` is `default-scheduler` (or unset) by allocating their
+//! claims from the `ResourceSlices` itself, then writes each claim (the delete-protection
+//! finalizer, then `status.allocation` and `status.reservedFor` in one `/status` update),
+//! binds the pod and posts `Scheduled`; a pod no node fits gets `FailedScheduling` (when the
+//! text changed since the last one) and its `PodScheduled` condition, and is tried again.
+//!
+//! The decision of a cycle is pure (`plan`, over the `allocator` and the CEL environment of
+//! `cel_env`, with the texts in `explain`); this module does the I/O, only through
+//! `kube::Client`, driven by the shared informers. Cycles decide one at a time, and an
+//! allocation counts as in flight from the decision until the claim informer shows it, so two
+//! pods never get the same device.
+
+pub mod allocator;
+pub mod cel_env;
+pub mod explain;
+pub mod plan;
+pub mod quantity;
+pub mod semver_lib;
+
+use dra_framework::sync::LockExt;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client};
+
+use super::error::{ActorError, Result};
+use super::resource_v1::{
+    ConsumerReference, DeviceClass, ResourceClaim, ResourceSlice, DELETE_PROTECTION_FINALIZER,
+};
+use super::runtime::{Change, Next, WorkQueue};
+use super::scheduling::{self, wants};
+use super::writes::{read_modify_write, Part};
+use super::ObjectKey;
+use allocator::DeviceId;
+use cel_env::CelEnv;
+use plan::{decide, ClaimWrite, Decision, Snapshot};
+
+/// How long a pod that fits no node waits before it is looked at again without a change
+/// (changes wake it earlier).
+const WAIT_RECHECK: Duration = Duration::from_secs(1);
+/// Delay before a cycle retries after its writes failed.
+const SETTLE: Duration = Duration::from_millis(20);
+/// Upper bound of `status.reservedFor` (API `ResourceClaimReservedForMaxSize`).
+const MAX_RESERVED_FOR: usize = 256;
+
+/// Decided allocations whose writes the claim informer has not shown yet, and pods being bound.
+#[derive(Default)]
+struct InFlight {
+    /// Claim UID -> the devices its allocation takes.
+    claims: HashMap<String, Vec<DeviceId>>,
+    /// Pod UID -> the node it is being bound to.
+    binds: HashMap<String, String>,
+}
+
+/// The scheduler actor.
+pub struct StructuredScheduler {
+    client: Client,
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    claims: Store<ResourceClaim>,
+    slices: Store<ResourceSlice>,
+    classes: Store<DeviceClass>,
+    cel: CelEnv,
+    /// Held while a cycle decides and records what it decided.
+    in_flight: Mutex<InFlight>,
+    /// Pod UID -> the last `FailedScheduling` text posted for it.
+    last_failure: Mutex<HashMap<String, String>>,
+    /// Pods waiting for a scheduling cycle.
+    pub queue: Arc<WorkQueue<ObjectKey>>,
+}
+
+fn devices_of(claim: &ResourceClaim) -> Vec<DeviceId> {
+    claim
+        .typed_allocation()
+        .map(|a| a.devices.results)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.admin_access != Some(true))
+        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
+        .collect()
+}
+
+impl StructuredScheduler {
+    /// A scheduler reading the given stores.
+    pub fn new(
+        client: Client,
+        pods: Store<Pod>,
+        nodes: Store<Node>,
+        claims: Store<ResourceClaim>,
+        slices: Store<ResourceSlice>,
+        classes: Store<DeviceClass>,
+    ) -> Self {
+        Self {
+            client,
+            pods,
+            nodes,
+            claims,
+            slices,
+            classes,
+            cel: CelEnv::new(),
+            in_flight: Mutex::new(InFlight::default()),
+            last_failure: Mutex::new(HashMap::new()),
+            queue: WorkQueue::new(),
+        }
+    }
+
+    /// Queues a changed pod that needs scheduling.
+    pub fn on_pod(&self, change: &Change<'_, Pod>) {
+        match change {
+            Change::Applied(pod) if wants(pod) => self.queue.add(ObjectKey::of(&pod.metadata)),
+            Change::Deleted(pod) => {
+                if let Some(uid) = &pod.metadata.uid {
+                    self.last_failure.lock_or_recover().remove(uid);
+                    self.in_flight.lock_or_recover().binds.remove(uid);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A changed claim: an in-flight allocation the informer now shows (or a deleted claim)
+    /// stops being in flight; waiting pods look again, as devices may have been freed.
+    pub fn on_claim(&self, change: &Change<'_, ResourceClaim>) {
+        match change {
+            Change::Applied(claim) if claim.is_allocated() => {
+                if let Some(uid) = &claim.metadata.uid {
+                    self.in_flight.lock_or_recover().claims.remove(uid);
+                }
+            }
+            Change::Deleted(claim) => {
+                if let Some(uid) = &claim.metadata.uid {
+                    self.in_flight.lock_or_recover().claims.remove(uid);
+                }
+            }
+            _ => {}
+        }
+        self.queue_all_waiting();
+    }
+
+    /// Queues every waiting pod (nodes, slices, classes or claims changed).
+    pub fn queue_all_waiting(&self) {
+        for pod in self.pods.state() {
+            if wants(&pod) {
+                self.queue.add(ObjectKey::of(&pod.metadata));
+            }
+        }
+    }
+
+    /// One scheduling cycle for the pod.
+    pub async fn sync(&self, key: ObjectKey) -> Result<Next> {
+        let Some(pod) = self
+            .pods
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        else {
+            return Ok(Next::Done);
+        };
+        if !wants(&pod) {
+            return Ok(Next::Done);
+        }
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        let decision = self.decide_and_reserve(&pod, &key, &pod_uid);
+        tracing::trace!(pod = %key, ?decision, "Scheduling cycle");
+        match decision {
+            Decision::Wait { message, reason } => {
+                scheduling::record_unschedulable(&self.client, &key, &pod, reason, &message).await;
+                self.failed_scheduling(&pod, message).await;
+                Ok(Next::After(WAIT_RECHECK))
+            }
+            Decision::Bind { node, claims } => {
+                let bound = self.pre_bind_and_bind(&key, &pod, &node, &claims).await;
+                let mut in_flight = self.in_flight.lock_or_recover();
+                in_flight.binds.remove(&pod_uid);
+                if !matches!(bound, Ok(Next::Done)) {
+                    // Unreserve: what was not written is no longer in flight.
+                    for claim in &claims {
+                        if claim.allocation.is_some() && !self.stored_allocated(&key, &claim.name) {
+                            in_flight.claims.remove(&claim.uid);
+                        }
+                    }
+                }
+                bound
+            }
+        }
+    }
+
+    /// Whether the claim store shows the claim allocated.
+    fn stored_allocated(&self, key: &ObjectKey, name: &str) -> bool {
+        self.claims
+            .get(&ObjectRef::new(name).within(&key.namespace))
+            .is_some_and(|c| c.is_allocated())
+    }
+
+    /// Decides under the in-flight lock and, for a bind, records the allocations and the bind
+    /// as in flight before the lock is released.
+    fn decide_and_reserve(&self, pod: &Pod, key: &ObjectKey, pod_uid: &str) -> Decision {
+        let mut in_flight = self.in_flight.lock_or_recover();
+        let claims = self.claims.state();
+        let mut allocated: HashSet<DeviceId> = claims.iter().flat_map(|c| devices_of(c)).collect();
+        allocated.extend(in_flight.claims.values().flatten().cloned());
+        let mut load: HashMap<String, usize> = HashMap::new();
+        for pod in self.pods.state() {
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+                *load.entry(node).or_default() += 1;
+            }
+        }
+        for node in in_flight.binds.values() {
+            *load.entry(node.clone()).or_default() += 1;
+        }
+        let nodes = self.nodes.state();
+        let slices = self.slices.state();
+        let claim = |name: &str| {
+            self.claims
+                .get(&ObjectRef::new(name).within(&key.namespace))
+        };
+        let class = |name: &str| self.classes.get(&ObjectRef::new(name));
+        let flying = |uid: &str| in_flight.claims.contains_key(uid);
+        let load_of = |node: &str| load.get(node).copied().unwrap_or(0);
+        let decision = decide(&Snapshot {
+            pod,
+            claim: &claim,
+            in_flight: &flying,
+            nodes: &nodes,
+            slices: &slices,
+            class: &class,
+            allocated: &allocated,
+            cel: &self.cel,
+            load: &load_of,
+        });
+        if let Decision::Bind { node, claims } = &decision {
+            for write in claims {
+                if let Some(allocation) = &write.allocation {
+                    let devices = allocation
+                        .devices
+                        .results
+                        .iter()
+                        .filter(|r| r.admin_access != Some(true))
+                        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
+                        .collect();
+                    in_flight.claims.insert(write.uid.clone(), devices);
+                }
+            }
+            in_flight.binds.insert(pod_uid.to_owned(), node.clone());
+        }
+        decision
+    }
+
+    /// Posts `FailedScheduling` with `text` unless it is the text last posted for the pod.
+    async fn failed_scheduling(&self, pod: &Pod, text: String) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        {
+            let mut last = self.last_failure.lock_or_recover();
+            if last.get(&uid) == Some(&text) {
+                return;
+            }
+            last.insert(uid, text.clone());
+        }
+        let reason = explain::FAILED_SCHEDULING;
+        scheduling::post_event(&self.client, pod, "Warning", reason, "Scheduling", text).await;
+    }
+
+    /// `PreBind` (each claim: finalizer, then allocation and reservation), then Bind and the
+    /// `Scheduled` event. A claim that changed since the decision stops the bind: the pod's
+    /// reservations made so far are dropped again and the next cycle sees the new state.
+    async fn pre_bind_and_bind(
+        &self,
+        key: &ObjectKey,
+        pod: &Pod,
+        node: &str,
+        claims: &[ClaimWrite],
+    ) -> Result<Next> {
+        let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let mut reserved: Vec<&str> = Vec::new();
+        for claim in claims {
+            match self.write_claim(key, pod_uid, claim).await {
+                Ok(()) => reserved.push(&claim.name),
+                Err(error) => {
+                    tracing::debug!(pod = %key, claim = %claim.name, %error, "Claim changed during PreBind");
+                    for name in reserved {
+                        self.unreserve(key, pod_uid, name).await;
+                    }
+                    return Ok(Next::After(SETTLE));
+                }
+            }
+        }
+        if !scheduling::bind(&self.client, key, node).await? {
+            return Ok(Next::Done);
+        }
+        tracing::debug!(pod = %key, node, "Bound pod");
+        if let Some(uid) = &pod.metadata.uid {
+            self.last_failure.lock_or_recover().remove(uid);
+        }
+        let namespace = key.namespace.as_str();
+        let text = explain::scheduled(namespace, &key.name, node);
+        scheduling::post_event(
+            &self.client,
+            pod,
+            "Normal",
+            explain::SCHEDULED,
+            "Binding",
+            text,
+        )
+        .await;
+        Ok(Next::Done)
+    }
+
+    /// Writes one claim: for an allocation the finalizer (a normal update), then allocation and
+    /// `reservedFor` in one status update; otherwise only the reservation.
+    async fn write_claim(&self, key: &ObjectKey, pod_uid: &str, write: &ClaimWrite) -> Result<()> {
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
+        let what = format!("claim {}/{}", key.namespace, write.name);
+        let refuse = |claim: &ResourceClaim| {
+            if claim.metadata.uid.as_deref() != Some(write.uid.as_str())
+                || claim.metadata.deletion_timestamp.is_some()
+            {
+                Some(format!("{what} got deleted in the meantime"))
+            } else if write.allocation.is_some() && claim.is_allocated() {
+                Some(format!("{what} got allocated elsewhere in the meantime"))
+            } else if write.allocation.is_none() && !claim.is_allocated() {
+                Some(format!("{what} got deallocated in the meantime"))
+            } else {
+                None
+            }
+        };
+        let mut refusal: Option<String> = None;
+        if write.allocation.is_some() {
+            let action = format!("add the finalizer of {what}");
+            read_modify_write(&api, &write.name, Part::Main, &action, |claim| {
+                refusal = refuse(claim);
+                if refusal.is_some() || claim.has_delete_protection() {
+                    return false;
+                }
+                claim
+                    .metadata
+                    .finalizers
+                    .get_or_insert_with(Vec::new)
+                    .push(DELETE_PROTECTION_FINALIZER.to_owned());
+                true
+            })
+            .await?;
+            if let Some(refusal) = refusal.take() {
+                return Err(ActorError::Sync(refusal));
+            }
+        }
+        let allocation = write
+            .allocation
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|source| ActorError::Encode {
+                what: "allocation",
+                source,
+            })?;
+        let action = format!("allocate and reserve {what}");
+        let mut written = false;
+        read_modify_write(&api, &write.name, Part::Status, &action, |claim| {
+            written = false;
+            refusal = refuse(claim);
+            if refusal.is_some() {
+                return false;
+            }
+            let status = claim.status.get_or_insert_with(Default::default);
+            if let Some(allocation) = &allocation {
+                status.allocation = Some(allocation.clone());
+            }
+            if status.reserved_for.iter().any(|r| r.uid == pod_uid) {
+                written = true;
+                return allocation.is_some();
+            }
+            if status.reserved_for.len() >= MAX_RESERVED_FOR {
+                refusal = Some(format!("{what} has no room for another consumer"));
+                return false;
+            }
+            status
+                .reserved_for
+                .push(ConsumerReference::pod(&key.name, pod_uid));
+            written = true;
+            true
+        })
+        .await?;
+        match refusal {
+            Some(refusal) => Err(ActorError::Sync(refusal)),
+            None if written => Ok(()),
+            None => Err(ActorError::Missing { what }),
+        }
+    }
+
+    /// `Unreserve`: drops the pod from the claim's `reservedFor` (the allocation stays).
+    async fn unreserve(&self, key: &ObjectKey, pod_uid: &str, name: &str) {
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
+        let action = format!("unreserve claim {}/{name}", key.namespace);
+        let result = read_modify_write(&api, name, Part::Status, &action, |claim| {
+            let Some(status) = claim.status.as_mut() else {
+                return false;
+            };
+            let before = status.reserved_for.len();
+            status.reserved_for.retain(|r| r.uid != pod_uid);
+            status.reserved_for.len() != before
+        })
+        .await;
+        if let Err(error) = result {
+            tracing::debug!(pod = %key, claim = name, %error, "Could not unreserve a claim");
+        }
+    }
+}

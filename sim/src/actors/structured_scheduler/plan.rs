@@ -1,0 +1,274 @@
+//! One scheduling cycle of the 1.34 `DynamicResources` plugin as a pure decision over a
+//! snapshot: `PreFilter` (the pod's claims resolve, exist, are not being deleted or allocated by
+//! another cycle, their classes exist), Filter per node (schedulable, within the node selector
+//! of every allocated claim, the unallocated claims allocatable from the node's devices), the
+//! choice of a node (the feasible node with the fewest pods bound or being bound, ties by name:
+//! kube-scheduler has no DRA scoring and picks among equal scores at random, this spreads
+//! pods the same way but reproducibly) and Reserve (the allocations to write). The caller does
+//! the writes the decision names. Upstream `PostFilter` deallocation is not modelled.
+//!
+//! Pure logic: no I/O, no async, no kube client.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::allocator::{allocate, ClaimToAllocate, DeviceId, Inventory};
+use super::cel_env::CelEnv;
+use super::explain;
+use crate::actors::claim_refs::{claim_name, is_for_pod, is_reserved_for_pod, pod_claim_entries};
+use crate::actors::resource_v1::{
+    AllocationResult, DeviceClaim, DeviceClass, ResourceClaim, ResourceSlice,
+};
+use crate::actors::selectors::node_matches;
+
+/// What the cluster looks like to one cycle.
+pub struct Snapshot<'a> {
+    /// The pod being scheduled.
+    pub pod: &'a Pod,
+    /// Claim lookup by name in the pod's namespace.
+    pub claim: &'a dyn Fn(&str) -> Option<Arc<ResourceClaim>>,
+    /// Whether a claim (by UID) is being allocated by a cycle whose write is not seen yet.
+    pub in_flight: &'a dyn Fn(&str) -> bool,
+    /// All nodes.
+    pub nodes: &'a [Arc<Node>],
+    /// All slices.
+    pub slices: &'a [Arc<ResourceSlice>],
+    /// `DeviceClass` lookup by name.
+    pub class: &'a dyn Fn(&str) -> Option<Arc<DeviceClass>>,
+    /// Devices allocated in any claim or in flight.
+    pub allocated: &'a HashSet<DeviceId>,
+    /// The selector environment.
+    pub cel: &'a CelEnv,
+    /// Pods bound or being bound to a node.
+    pub load: &'a dyn Fn(&str) -> usize,
+}
+
+/// What to write for one claim of the pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimWrite {
+    /// The claim's name.
+    pub name: String,
+    /// The claim's UID, a precondition of the write.
+    pub uid: String,
+    /// The allocation to store; `None` for a claim that is allocated and only needs the pod in
+    /// `reservedFor`.
+    pub allocation: Option<AllocationResult>,
+}
+
+/// The outcome of a cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// No node now: the `FailedScheduling` text and the `PodScheduled` reason.
+    Wait {
+        /// The event and condition message.
+        message: String,
+        /// `Unschedulable` or `SchedulerError`.
+        reason: &'static str,
+    },
+    /// Write the claims (allocation with the finalizer, reservation), then bind the pod.
+    Bind {
+        /// The chosen node.
+        node: String,
+        /// The claims not yet reserved for the pod, in pod order.
+        claims: Vec<ClaimWrite>,
+    },
+}
+
+struct Resolved {
+    claim: Arc<ResourceClaim>,
+    spec: Option<DeviceClaim>,
+}
+
+/// `PreFilter`: the pod's claims, or the refusal with what the DRA plugin's `PostFilter` says.
+fn pre_filter(snap: &Snapshot<'_>) -> Result<Vec<Resolved>, (String, &'static str)> {
+    let pod = snap.pod;
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let mut resolved = Vec::new();
+    for entry in pod_claim_entries(pod) {
+        let refuse = |text: String| (text, explain::POST_FILTER_NO_CLAIMS);
+        let name = match claim_name(pod, entry) {
+            Ok(Some(name)) => name,
+            Ok(None) => continue,
+            Err(error) => return Err(refuse(error.to_string())),
+        };
+        let claim =
+            (snap.claim)(&name.name).ok_or_else(|| refuse(explain::claim_not_found(&name.name)))?;
+        if claim.metadata.deletion_timestamp.is_some() {
+            return Err(refuse(explain::claim_being_deleted(&name.name)));
+        }
+        if name.check_owner {
+            is_for_pod(pod, &claim.metadata).map_err(refuse)?;
+        }
+        let spec = if claim.is_allocated() {
+            None
+        } else {
+            if (snap.in_flight)(claim.metadata.uid.as_deref().unwrap_or_default()) {
+                return Err((
+                    explain::in_flight(namespace, &name.name),
+                    explain::POST_FILTER_STILL,
+                ));
+            }
+            let spec = claim.device_claim().map_err(|error| {
+                (
+                    format!("claim {namespace}/{}: {error}", name.name),
+                    explain::POST_FILTER_STILL,
+                )
+            })?;
+            for request in &spec.requests {
+                let classes = request
+                    .exactly
+                    .iter()
+                    .map(|e| (request.name.clone(), e.device_class_name.as_str()))
+                    .chain(request.first_available.iter().map(|s| {
+                        (
+                            format!("{}/{}", request.name, s.name),
+                            s.device_class_name.as_str(),
+                        )
+                    }));
+                for (request, class) in classes {
+                    if (snap.class)(class).is_none() {
+                        return Err((
+                            explain::class_missing(&request, class),
+                            explain::POST_FILTER_STILL,
+                        ));
+                    }
+                }
+            }
+            Some(spec)
+        };
+        resolved.push(Resolved { claim, spec });
+    }
+    Ok(resolved)
+}
+
+fn schedulable(node: &Node) -> bool {
+    node.metadata.deletion_timestamp.is_none()
+        && !node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false)
+}
+
+/// The nodes that fit, each with the allocations of `requests` there, and one reason per node
+/// that does not; `Err` is an allocator error, which aborts the cycle.
+type Filtered<'n> = (
+    Vec<(&'n str, Option<Vec<AllocationResult>>)>,
+    Vec<&'static str>,
+);
+
+/// Filter over all nodes, in name order.
+fn filter<'n>(
+    snap: &Snapshot<'n>,
+    claims: &[Resolved],
+    requests: &[ClaimToAllocate<'_>],
+) -> Result<Filtered<'n>, String> {
+    let inventory = Inventory {
+        slices: snap.slices,
+        class: snap.class,
+        allocated: snap.allocated,
+        cel: snap.cel,
+    };
+    let mut rejections = Vec::new();
+    let mut feasible: Vec<(&'n str, Option<Vec<AllocationResult>>)> = Vec::new();
+    let mut nodes: Vec<&'n Node> = snap.nodes.iter().map(AsRef::as_ref).collect();
+    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for node in nodes {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if !schedulable(node) {
+            rejections.push(explain::NODE_UNSCHEDULABLE);
+            continue;
+        }
+        let elsewhere = claims.iter().any(|c| {
+            c.claim
+                .typed_allocation()
+                .and_then(|a| a.node_selector)
+                .is_some_and(|selector| !node_matches(&selector, node))
+        });
+        if elsewhere {
+            rejections.push(explain::NOT_AVAILABLE_ON_NODE);
+        } else if requests.is_empty() {
+            feasible.push((name, None));
+        } else {
+            match allocate(&inventory, node, requests).map_err(|e| e.0)? {
+                Some(results) => feasible.push((name, Some(results))),
+                None => rejections.push(explain::CANNOT_ALLOCATE),
+            }
+        }
+    }
+    Ok((feasible, rejections))
+}
+
+/// Runs one scheduling cycle.
+pub fn decide(snap: &Snapshot<'_>) -> Decision {
+    let unschedulable = |message: String| Decision::Wait {
+        message,
+        reason: explain::UNSCHEDULABLE,
+    };
+    let claims = match pre_filter(snap) {
+        Ok(claims) => claims,
+        Err((reason, post)) => {
+            return unschedulable(explain::pre_filter_failure(snap.nodes.len(), &reason, post))
+        }
+    };
+    let keys: Vec<String> = claims
+        .iter()
+        .map(|c| {
+            format!(
+                "{}/{}",
+                c.claim.metadata.namespace.as_deref().unwrap_or_default(),
+                c.claim.metadata.name.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    let to_allocate: Vec<(usize, ClaimToAllocate<'_>)> = claims
+        .iter()
+        .zip(&keys)
+        .enumerate()
+        .filter_map(|(i, (c, key))| {
+            c.spec
+                .as_ref()
+                .map(|spec| (i, ClaimToAllocate { key, spec }))
+        })
+        .collect();
+    let requests: Vec<ClaimToAllocate<'_>> = to_allocate.iter().map(|(_, c)| *c).collect();
+    let (feasible, rejections) = match filter(snap, &claims, &requests) {
+        Ok(filtered) => filtered,
+        Err(error) => {
+            return Decision::Wait {
+                message: explain::filter_error(&error),
+                reason: explain::SCHEDULER_ERROR,
+            }
+        }
+    };
+    let Some((node, results)) = feasible
+        .into_iter()
+        .min_by_key(|(name, _)| ((snap.load)(name), *name))
+    else {
+        return unschedulable(explain::filter_failure(&rejections));
+    };
+    let mut results = results.unwrap_or_default().into_iter();
+    let mut allocations: Vec<Option<AllocationResult>> = vec![None; claims.len()];
+    for (index, _) in &to_allocate {
+        allocations[*index] = results.next();
+    }
+    let writes = claims
+        .iter()
+        .zip(allocations)
+        .filter(|(c, allocation)| allocation.is_some() || !is_reserved_for_pod(snap.pod, &c.claim))
+        .map(|(c, allocation)| ClaimWrite {
+            name: c.claim.metadata.name.clone().unwrap_or_default(),
+            uid: c.claim.metadata.uid.clone().unwrap_or_default(),
+            allocation,
+        })
+        .collect();
+    Decision::Bind {
+        node: node.to_owned(),
+        claims: writes,
+    }
+}
+
+#[cfg(test)]
+mod tests;
