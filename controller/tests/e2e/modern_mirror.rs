@@ -3,8 +3,8 @@
 //! the admin API shows it: each node's inventory is its slice, an allocation appears under the
 //! claim UID on the node and devices the scheduler picked and goes with the claim, `/readyz` is
 //! 200 only once the first listing is in the ledger, cordon answers 409, an unallocatable claim
-//! of our classes gets a `NotAllocated` event, `POST /v1/reconcile` counts and repairs drift,
-//! and a standby mirrors nothing until it holds the lease.
+//! of our classes gets a `NotAllocated` event, `POST /v1/reconcile` counts and repairs drift
+//! (in its report and in the metrics), and a standby mirrors nothing until it holds the lease.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -90,6 +90,17 @@ async fn call(
     path: &str,
     token: bool,
 ) -> (u16, Value) {
+    let (status, body) = call_text(controller, method, path, token).await;
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+/// [`call`] with the body as text.
+async fn call_text(
+    controller: &RunningController,
+    method: &'static str,
+    path: &str,
+    token: bool,
+) -> (u16, String) {
     let addr = controller.local_addr.to_string();
     let path = path.to_owned();
     tokio::task::spawn_blocking(move || {
@@ -115,7 +126,7 @@ async fn call(
             .and_then(|code| code.parse().ok())
             .expect("a status line");
         let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-        (status, serde_json::from_str(body).unwrap_or(Value::Null))
+        (status, body.to_owned())
     })
     .await
     .unwrap()
@@ -441,6 +452,18 @@ async fn reconcile_counts_and_repairs_what_changed_behind_the_mirrors_back() {
     drift["unpublished_device"] = json!(1);
     assert_eq!(report["drift"], drift, "{report}");
     assert!(!ledger_allocation(&controller, &uid).await.is_null());
+
+    // The metrics count what the reconciles found, and the ledger's gauges show the mirror.
+    let (status, metrics) = call_text(&controller, "GET", "/metrics", false).await;
+    assert_eq!(status, 200);
+    for series in [
+        "dra_ledger_reconcile_drift_total{kind=\"missing_in_ledger\"} 1",
+        "dra_ledger_reconcile_drift_total{kind=\"orphan_in_ledger\"} 1",
+        "dra_ledger_reconcile_drift_total{kind=\"unpublished_device\"} 1",
+        "dra_ledger_claims_allocated 1",
+    ] {
+        assert!(metrics.contains(series), "{series} missing from\n{metrics}");
+    }
     controller.shutdown().await.unwrap();
     modern.shutdown().await;
 }
