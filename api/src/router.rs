@@ -45,6 +45,7 @@ pub struct AppState {
     reconciler: Option<Arc<dyn Reconciler>>,
     reconcile_lock: Arc<tokio::sync::Mutex<()>>,
     request_timeout: Duration,
+    cordon_refusal: Option<String>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -70,6 +71,7 @@ impl AppState {
             reconciler: None,
             reconcile_lock: Arc::default(),
             request_timeout: REQUEST_TIMEOUT,
+            cordon_refusal: None,
         }
     }
 
@@ -108,6 +110,15 @@ impl AppState {
         self
     }
 
+    /// Answers cordon and uncordon with 409 and `message` instead of changing the ledger: where
+    /// the ledger does not allocate (the kube-scheduler does, on `resource.k8s.io/v1`), a cordon
+    /// in it would keep nothing off a device.
+    #[must_use]
+    pub fn with_cordon_refusal(mut self, message: impl Into<String>) -> Self {
+        self.cordon_refusal = Some(message.into());
+        self
+    }
+
     /// The metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
@@ -124,6 +135,10 @@ impl AppState {
 
     pub(crate) fn reconciler(&self) -> Option<&Arc<dyn Reconciler>> {
         self.reconciler.as_ref()
+    }
+
+    pub(crate) fn cordon_refusal(&self) -> Option<&str> {
+        self.cordon_refusal.as_deref()
     }
 
     pub(crate) fn reconcile_lock(&self) -> &tokio::sync::Mutex<()> {

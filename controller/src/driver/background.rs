@@ -31,7 +31,7 @@ const PARALLEL_WRITES: usize = 16;
 
 /// Replaces the devices of `node` unless the ledger already records exactly these as
 /// published (so a restart does not rewrite every node); `None` when nothing was written.
-fn write_if_changed(
+pub(crate) fn write_if_changed(
     ledger: &Ledger,
     node: &str,
     devices: Vec<Device>,

@@ -38,6 +38,7 @@ use std::time::Duration;
 use dra_allocator::ledger::{Ledger, LedgerError};
 use dra_allocator::model::EffectiveRequest;
 
+pub(crate) use background::write_if_changed;
 pub use background::{run_background, sync_inventory};
 pub use cluster::{DriverCluster, KubeCluster};
 pub use error::{DriverError, Result};

@@ -55,7 +55,8 @@ pub struct DriftReport {
 }
 
 impl DriftReport {
-    fn new() -> Self {
+    /// An empty report: every kind present with 0.
+    pub fn new() -> Self {
         DriftReport {
             drift: DriftKind::ALL.iter().map(|k| (k.as_str(), 0)).collect(),
             ..DriftReport::default()
@@ -72,7 +73,8 @@ impl DriftReport {
         self.drift.values().sum()
     }
 
-    fn add(&mut self, kind: DriftKind) {
+    /// Counts one difference of `kind`.
+    pub fn add(&mut self, kind: DriftKind) {
         *self.drift.entry(kind.as_str()).or_insert(0) += 1;
     }
 }
@@ -363,7 +365,7 @@ impl LedgerDriver {
 }
 
 /// Every allocation of the ledger, page by page.
-fn all_allocations(
+pub(crate) fn all_allocations(
     ledger: &dra_allocator::ledger::Ledger,
 ) -> std::result::Result<Vec<Allocation>, LedgerError> {
     let mut out = Vec::new();

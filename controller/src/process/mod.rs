@@ -1,12 +1,16 @@
 //! The composition of a running controller, used by `dra-ledger run` and `dra-ledger demo`:
 //! [`RunningController`] holds the ledger (with the commit hook of the metrics), the Kubernetes
-//! client (counting its requests), the ledger-backed driver with its background tasks, the
-//! framework `Controller` with N workers, the admin HTTP server of `dra-api` and, with leader
-//! election, the elector (`leader_work`). [`MetricsObserver`] records the driver's facts in the
-//! Prometheus registry.
+//! client (counting its requests), the work of the DRA API the cluster serves, the admin HTTP
+//! server of `dra-api` and, with leader election, the elector (`leader_work`). The work is, on
+//! `resource.k8s.io/v1alpha2` (Kubernetes 1.30), the ledger-backed driver with its background
+//! tasks and the framework `Controller` with N workers; on `resource.k8s.io/v1` (1.34+, where
+//! the kube-scheduler allocates) the [`Mirror`] of the cluster's allocations, with cordon
+//! refused. [`MetricsObserver`] records the driver's and the mirror's facts in the Prometheus
+//! registry.
 //!
-//! Start order: metrics, ledger, listener (so a busy port fails before any work), driver,
-//! server, then (with leader election: once the lease is held) background and controller.
+//! Start order: metrics, ledger, listener (so a busy port fails before any work), the DRA API
+//! (`--dra-api`, by discovery for `auto`), driver or mirror, server, then (with leader
+//! election: once the lease is held) background and controller, or the mirror.
 //! Every write, to the ledger and to the API server, passes the leader [`Fence`]; without leader
 //! election it is always open. Shutdown: stop taking work, let syncs in flight and their ledger
 //! commits finish, stop the background and the server, close the ledger, then release the lease.
@@ -32,8 +36,10 @@ use tracing::{info, warn};
 
 use crate::driver::{DriverConfig, LedgerDriver};
 use crate::leader::{Fence, FenceLayer, LeaderConfig, Role};
+use crate::mirror::{Mirror, MirrorConfig, CORDON_REFUSAL};
 use dra_framework::{Controller, ControllerConfig};
-use leader_work::{run_while_leader, start_elector, ElectorTask, LeaderWork};
+use dra_node::modern::mode::{resolve, ApiMode, DraApi};
+use leader_work::{run_while_leader, start_elector, Allocator, ElectorTask, LeaderWork};
 
 pub use metrics_observer::MetricsObserver;
 
@@ -67,6 +73,13 @@ pub struct ProcessConfig {
     /// Leader election: work starts only once this lease is held and stops when it is lost.
     /// `None` runs as the only allocator.
     pub leader: Option<LeaderConfig>,
+    /// The DRA API to work with: `v1alpha2` allocates, `v1` mirrors, `auto` asks the API
+    /// server which it serves.
+    pub dra_api: DraApi,
+    /// On `v1`: how long a claim of our classes stays unallocated before an event explains it
+    /// (the claims are looked at every half of it, at most every 15 s); `None` keeps the
+    /// mirror's default of 60 s.
+    pub explain_after: Option<Duration>,
 }
 
 impl ProcessConfig {
@@ -79,6 +92,19 @@ impl ProcessConfig {
             driver.grace_period = grace;
         }
         driver
+    }
+
+    fn mirror_config(&self) -> MirrorConfig {
+        let mut mirror = MirrorConfig {
+            reconcile_interval: self.reconcile_interval,
+            ..MirrorConfig::new(self.driver_name.clone())
+        };
+        if let Some(after) = self.explain_after {
+            mirror.explain_after = after;
+            mirror.explain_interval =
+                (after / 2).clamp(Duration::from_millis(50), mirror.explain_interval);
+        }
+        mirror
     }
 }
 
@@ -94,16 +120,32 @@ impl Reconciler for DriverReconciler {
     }
 }
 
+/// `POST /v1/reconcile` through the mirror: a reconcile against a fresh claim list.
+struct MirrorReconciler(Arc<Mirror>);
+
+#[async_trait::async_trait]
+impl Reconciler for MirrorReconciler {
+    async fn reconcile_now(&self) -> Result<serde_json::Value, ReconcileError> {
+        let report = self.0.reconcile_now().await?;
+        Ok(serde_json::to_value(report)?)
+    }
+}
+
 /// A started controller process: its parts, and the handles to stop them in order.
 pub struct RunningController {
-    /// The driver (its ledger, readiness and config).
-    pub driver: Arc<LedgerDriver>,
+    /// The DRA API it works with.
+    pub mode: ApiMode,
+    /// The driver (its ledger, readiness and config) on `resource.k8s.io/v1alpha2`.
+    pub driver: Option<Arc<LedgerDriver>>,
+    /// The mirror on `resource.k8s.io/v1`.
+    pub mirror: Option<Arc<Mirror>>,
     /// The observer feeding the registry.
     pub observer: Arc<MetricsObserver>,
     /// The `/readyz` flags.
     pub readiness: Readiness,
     /// The address the admin server listens on.
     pub local_addr: SocketAddr,
+    ledger: Ledger,
     role: watch::Receiver<Role>,
     stop: watch::Sender<bool>,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
@@ -113,7 +155,8 @@ pub struct RunningController {
 impl std::fmt::Debug for RunningController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunningController")
-            .field("driver", &self.driver)
+            .field("mode", &self.mode)
+            .field("ledger", &self.ledger)
             .field("local_addr", &self.local_addr)
             .finish_non_exhaustive()
     }
@@ -177,29 +220,16 @@ impl RunningController {
             .with_layer(&FenceLayer::new(fence.clone()))
             .with_layer(&ApiRequestsLayer::new(metrics.clone()))
             .build();
+        let mode = resolve(config.dra_api, Some(&client))
+            .await
+            .context("cannot choose the DRA API")?;
         let observer = Arc::new(MetricsObserver::new(metrics.clone()));
-        let driver = Arc::new(
-            LedgerDriver::new(ledger.clone(), client.clone(), config.driver_config())
-                .with_observer(observer.clone()),
-        );
-        let controller = Controller::new(
-            config.driver_name.clone(),
-            driver.clone(),
-            client.clone(),
-            ControllerConfig {
-                recheck_delay: config.recheck_delay,
-                ..ControllerConfig::default()
-            },
-        );
-
         let (stop, _) = watch::channel(false);
         let mut tasks = Vec::new();
 
-        let depth_source = controller.clone();
-        let mut state = AppState::new(metrics.clone(), readiness.clone())
-            .with_ledger(ledger)
-            .with_queue_depth(Arc::new(move || depth_source.queue().len()))
-            .with_reconciler(Arc::new(DriverReconciler(driver.clone())));
+        let state = AppState::new(metrics.clone(), readiness.clone()).with_ledger(ledger.clone());
+        let (mut state, work, driver, mirror) =
+            mode_work(mode, &config, &ledger, client, &observer, state);
         if let Some(token) = config.admin_token.clone() {
             state = state.with_admin_token(token);
         }
@@ -224,27 +254,28 @@ impl RunningController {
             ),
         };
 
-        let workers = config.workers.max(1);
         tasks.push((
-            "controller",
+            if mode == ApiMode::V1 {
+                "mirror"
+            } else {
+                "controller"
+            },
             tokio::spawn(run_while_leader(
-                LeaderWork {
-                    driver: driver.clone(),
-                    readiness: readiness.clone(),
-                    controller,
-                    client,
-                    workers,
-                },
+                work,
+                readiness.clone(),
                 role.clone(),
                 stop.subscribe(),
             )),
         ));
-        info!(listen = %local_addr, workers, "Controller started");
+        info!(listen = %local_addr, dra_api = %mode, workers = config.workers.max(1), "Controller started");
         Ok(RunningController {
+            mode,
             driver,
+            mirror,
             observer,
             readiness,
             local_addr,
+            ledger,
             role,
             stop,
             tasks,
@@ -261,7 +292,7 @@ impl RunningController {
 
     /// The ledger.
     pub fn ledger(&self) -> &Ledger {
-        self.driver.ledger()
+        &self.ledger
     }
 
     /// Completes when the leader lease is lost, with the reason; never without leader election.
@@ -294,9 +325,9 @@ impl RunningController {
                 late.push(name);
             }
         }
-        let driver = self.driver;
+        let parts = (self.driver, self.mirror, self.ledger);
         // The last ledger handle closes here: its writer drains queued commits before it stops.
-        tokio::task::spawn_blocking(move || drop(driver))
+        tokio::task::spawn_blocking(move || drop(parts))
             .await
             .context("ledger close task failed")?;
         if let Some((release, task)) = self.elector {
@@ -313,6 +344,67 @@ impl RunningController {
             anyhow::bail!(
                 "did not stop within {SHUTDOWN_GRACE:?}: {}",
                 late.join(", ")
+            )
+        }
+    }
+}
+
+/// The work of `mode` and the admin API state that serves it: on `v1alpha2` the driver with the
+/// framework's controller (queue depth, reconcile through the driver); on `v1` the mirror
+/// (reconcile through the mirror, cordon refused).
+fn mode_work(
+    mode: ApiMode,
+    config: &ProcessConfig,
+    ledger: &Ledger,
+    client: kube::Client,
+    observer: &Arc<MetricsObserver>,
+    mut state: AppState,
+) -> (
+    AppState,
+    LeaderWork,
+    Option<Arc<LedgerDriver>>,
+    Option<Arc<Mirror>>,
+) {
+    match mode {
+        ApiMode::V1alpha2 => {
+            let driver = Arc::new(
+                LedgerDriver::new(ledger.clone(), client.clone(), config.driver_config())
+                    .with_observer(observer.clone()),
+            );
+            let controller = Controller::new(
+                config.driver_name.clone(),
+                driver.clone(),
+                client.clone(),
+                ControllerConfig {
+                    recheck_delay: config.recheck_delay,
+                    ..ControllerConfig::default()
+                },
+            );
+            let depth_source = controller.clone();
+            state = state
+                .with_queue_depth(Arc::new(move || depth_source.queue().len()))
+                .with_reconciler(Arc::new(DriverReconciler(driver.clone())));
+            let work = LeaderWork::Allocate(Box::new(Allocator {
+                driver: driver.clone(),
+                controller,
+                client,
+                workers: config.workers.max(1),
+            }));
+            (state, work, Some(driver), None)
+        }
+        ApiMode::V1 => {
+            let mirror = Arc::new(
+                Mirror::new(ledger.clone(), client, config.mirror_config())
+                    .with_observer(observer.clone()),
+            );
+            state = state
+                .with_reconciler(Arc::new(MirrorReconciler(mirror.clone())))
+                .with_cordon_refusal(CORDON_REFUSAL);
+            (
+                state,
+                LeaderWork::Mirror(mirror.clone()),
+                None,
+                Some(mirror),
             )
         }
     }

@@ -226,6 +226,9 @@ async fn with_cluster(
             grace_period: Some(Duration::from_secs(15)),
             admin_token,
             leader: None,
+            // The demo's simulated cluster plays Kubernetes 1.30.
+            dra_api: dra_node::modern::mode::DraApi::V1alpha2,
+            explain_after: None,
         },
         client_config,
     )
