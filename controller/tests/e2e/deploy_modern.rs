@@ -1,5 +1,5 @@
 //! The 1.34 overlay (`deploy/overlays/kubernetes-1.34`), rendered by `kubectl kustomize`: it
-//! validates against the Kubernetes 1.34 and 1.37 schemas, runs the node agent in modern mode,
+//! validates against the Kubernetes 1.34 and 1.37 schemas (its examples too), runs the node agent in modern mode,
 //! and the agent's `ClusterRole` grants exactly the requests the agent makes in that mode:
 //! publishing and republishing its slice, preparing a claim and listing claims for garbage
 //! collection.
@@ -49,6 +49,29 @@ fn overlay_validates_against_the_kubernetes_1_34_and_1_37_schemas() {
             .filter(|l| l.contains(" passed for resource "))
             .count();
         assert_eq!(passed, rendered.documents.len(), "{version}:\n{report}");
+    }
+}
+
+#[test]
+fn overlay_examples_validate_against_the_kubernetes_1_34_and_1_37_schemas() {
+    let examples = crate::deploy_support::deploy_dir().join("overlays/kubernetes-1.34/examples");
+    let files: Vec<_> = std::fs::read_dir(&examples)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert!(!files.is_empty(), "{}", examples.display());
+    for version in ["1.34.0", "1.37.0"] {
+        let Some(validation) = kubernetes_validate(version, &files) else {
+            return;
+        };
+        let report = validation.lines.join("\n");
+        assert!(validation.success, "{version}:\n{report}");
+        let passed = report.matches(" passed for resource ").count();
+        let documents: usize = files
+            .iter()
+            .map(|f| crate::deploy_support::documents(f).len())
+            .sum();
+        assert_eq!(passed, documents, "{version}:\n{report}");
     }
 }
 
