@@ -54,10 +54,11 @@ pub struct RunArgs {
 
     /// The DRA API to work with: v1alpha2 (Kubernetes 1.30: allocate claims of our
     /// ResourceClasses through PodSchedulingContexts), v1 (1.34+: the kube-scheduler allocates;
-    /// allocate nothing, mirror the allocations of our devices from the claims into the ledger,
-    /// count drift between slices and allocations, explain unallocated claims in events;
-    /// cordon answers 409), or auto: v1 where the API server serves resource.k8s.io/v1, else
-    /// v1alpha2 where it serves resource.k8s.io/v1alpha2, else an error.
+    /// allocate nothing, mirror our ResourceSlices and the claims' allocations of our devices
+    /// into the ledger, count drift between slices and allocations, explain unallocated claims
+    /// of our DeviceClasses in NotAllocated events; cordon answers 409), or auto: v1 where the
+    /// API server serves resource.k8s.io/v1, else v1alpha2 where it serves
+    /// resource.k8s.io/v1alpha2, else an error.
     #[arg(long, default_value = "auto", value_name = "auto|v1alpha2|v1")]
     pub dra_api: DraApi,
 

@@ -142,3 +142,58 @@ async fn wait_leader(mut role: watch::Receiver<Role>) -> Option<bool> {
         role.changed().await.ok()?;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Gives the follower task a moment to act on a change.
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    #[tokio::test]
+    async fn follow_sets_caches_synced_then_reconciled_as_the_work_reports_them() {
+        let work = DriverReadiness::new();
+        let readiness = Readiness::new();
+        readiness.set_ledger_open();
+        let (_stop, stop) = watch::channel(false);
+        let task = tokio::spawn({
+            let (work, readiness) = (work.clone(), readiness.clone());
+            async move { follow(work, &readiness, stop).await }
+        });
+        settle().await;
+        assert_eq!(
+            readiness.waiting_for(),
+            ["caches synced", "initial reconcile"]
+        );
+        work.set_inventory_synced();
+        settle().await;
+        assert_eq!(readiness.waiting_for(), ["initial reconcile"]);
+        work.set_reconciled();
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("follow ends once ready")
+            .unwrap();
+        assert!(readiness.is_ready());
+    }
+
+    #[tokio::test]
+    async fn follow_ends_at_the_stop_without_setting_what_the_work_did_not_report() {
+        let readiness = Readiness::new();
+        readiness.set_ledger_open();
+        let (stop_tx, stop) = watch::channel(false);
+        let task = tokio::spawn({
+            let readiness = readiness.clone();
+            async move { follow(DriverReadiness::new(), &readiness, stop).await }
+        });
+        stop_tx.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("follow ends at the stop")
+            .unwrap();
+        assert!(!readiness.is_ready());
+    }
+}

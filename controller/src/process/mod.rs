@@ -1,7 +1,8 @@
 //! The composition of a running controller, used by `dra-ledger run` and `dra-ledger demo`:
 //! [`RunningController`] holds the ledger (with the commit hook of the metrics), the Kubernetes
 //! client (counting its requests), the work of the DRA API the cluster serves, the admin HTTP
-//! server of `dra-api` and, with leader election, the elector (`leader_work`). The work is, on
+//! server of `dra-api` and, with leader election, the elector (`leader_work`). The work
+//! (`mode_work` builds it) is, on
 //! `resource.k8s.io/v1alpha2` (Kubernetes 1.30), the ledger-backed driver with its background
 //! tasks and the framework `Controller` with N workers; on `resource.k8s.io/v1` (1.34+, where
 //! the kube-scheduler allocates) the [`Mirror`] of the cluster's allocations, with cordon
@@ -20,6 +21,7 @@
 
 mod leader_work;
 mod metrics_observer;
+mod mode_work;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,18 +30,17 @@ use std::time::Duration;
 
 use anyhow::Context;
 use dra_allocator::ledger::{Ledger, LedgerOptions};
-use dra_api::reconciler::ReconcileError;
-use dra_api::{AdminToken, ApiRequestsLayer, AppState, Metrics, Readiness, Reconciler};
+use dra_api::{AdminToken, ApiRequestsLayer, AppState, Metrics, Readiness};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::driver::{DriverConfig, LedgerDriver};
+use crate::driver::LedgerDriver;
 use crate::leader::{Fence, FenceLayer, LeaderConfig, Role};
-use crate::mirror::{Mirror, MirrorConfig, CORDON_REFUSAL};
-use dra_framework::{Controller, ControllerConfig};
+use crate::mirror::Mirror;
 use dra_node::modern::mode::{resolve, ApiMode, DraApi};
-use leader_work::{run_while_leader, start_elector, Allocator, ElectorTask, LeaderWork};
+use leader_work::{run_while_leader, start_elector, ElectorTask};
+use mode_work::{mode_work, ModeWork};
 
 pub use metrics_observer::MetricsObserver;
 
@@ -77,58 +78,9 @@ pub struct ProcessConfig {
     /// server which it serves.
     pub dra_api: DraApi,
     /// On `v1`: how long a claim of our classes stays unallocated before an event explains it
-    /// (the claims are looked at every half of it, at most every 15 s); `None` keeps the
+    /// (the claims are looked at every half of it, at least every 15 s); `None` keeps the
     /// mirror's default of 60 s.
     pub explain_after: Option<Duration>,
-}
-
-impl ProcessConfig {
-    fn driver_config(&self) -> DriverConfig {
-        let mut driver = DriverConfig {
-            reconcile_interval: self.reconcile_interval,
-            ..DriverConfig::new(self.driver_name.clone())
-        };
-        if let Some(grace) = self.grace_period {
-            driver.grace_period = grace;
-        }
-        driver
-    }
-
-    fn mirror_config(&self) -> MirrorConfig {
-        let mut mirror = MirrorConfig {
-            reconcile_interval: self.reconcile_interval,
-            ..MirrorConfig::new(self.driver_name.clone())
-        };
-        if let Some(after) = self.explain_after {
-            mirror.explain_after = after;
-            mirror.explain_interval =
-                (after / 2).clamp(Duration::from_millis(50), mirror.explain_interval);
-        }
-        mirror
-    }
-}
-
-/// `POST /v1/reconcile` through the driver: the same reconcile as the periodic one, its drift
-/// report as JSON.
-struct DriverReconciler(Arc<LedgerDriver>);
-
-#[async_trait::async_trait]
-impl Reconciler for DriverReconciler {
-    async fn reconcile_now(&self) -> Result<serde_json::Value, ReconcileError> {
-        let report = self.0.reconcile_now().await?;
-        Ok(serde_json::to_value(report)?)
-    }
-}
-
-/// `POST /v1/reconcile` through the mirror: a reconcile against a fresh claim list.
-struct MirrorReconciler(Arc<Mirror>);
-
-#[async_trait::async_trait]
-impl Reconciler for MirrorReconciler {
-    async fn reconcile_now(&self) -> Result<serde_json::Value, ReconcileError> {
-        let report = self.0.reconcile_now().await?;
-        Ok(serde_json::to_value(report)?)
-    }
 }
 
 /// A started controller process: its parts, and the handles to stop them in order.
@@ -228,8 +180,12 @@ impl RunningController {
         let mut tasks = Vec::new();
 
         let state = AppState::new(metrics.clone(), readiness.clone()).with_ledger(ledger.clone());
-        let (mut state, work, driver, mirror) =
-            mode_work(mode, &config, &ledger, client, &observer, state);
+        let ModeWork {
+            mut state,
+            work,
+            driver,
+            mirror,
+        } = mode_work(mode, &config, &ledger, client, &observer, state);
         if let Some(token) = config.admin_token.clone() {
             state = state.with_admin_token(token);
         }
@@ -344,67 +300,6 @@ impl RunningController {
             anyhow::bail!(
                 "did not stop within {SHUTDOWN_GRACE:?}: {}",
                 late.join(", ")
-            )
-        }
-    }
-}
-
-/// The work of `mode` and the admin API state that serves it: on `v1alpha2` the driver with the
-/// framework's controller (queue depth, reconcile through the driver); on `v1` the mirror
-/// (reconcile through the mirror, cordon refused).
-fn mode_work(
-    mode: ApiMode,
-    config: &ProcessConfig,
-    ledger: &Ledger,
-    client: kube::Client,
-    observer: &Arc<MetricsObserver>,
-    mut state: AppState,
-) -> (
-    AppState,
-    LeaderWork,
-    Option<Arc<LedgerDriver>>,
-    Option<Arc<Mirror>>,
-) {
-    match mode {
-        ApiMode::V1alpha2 => {
-            let driver = Arc::new(
-                LedgerDriver::new(ledger.clone(), client.clone(), config.driver_config())
-                    .with_observer(observer.clone()),
-            );
-            let controller = Controller::new(
-                config.driver_name.clone(),
-                driver.clone(),
-                client.clone(),
-                ControllerConfig {
-                    recheck_delay: config.recheck_delay,
-                    ..ControllerConfig::default()
-                },
-            );
-            let depth_source = controller.clone();
-            state = state
-                .with_queue_depth(Arc::new(move || depth_source.queue().len()))
-                .with_reconciler(Arc::new(DriverReconciler(driver.clone())));
-            let work = LeaderWork::Allocate(Box::new(Allocator {
-                driver: driver.clone(),
-                controller,
-                client,
-                workers: config.workers.max(1),
-            }));
-            (state, work, Some(driver), None)
-        }
-        ApiMode::V1 => {
-            let mirror = Arc::new(
-                Mirror::new(ledger.clone(), client, config.mirror_config())
-                    .with_observer(observer.clone()),
-            );
-            state = state
-                .with_reconciler(Arc::new(MirrorReconciler(mirror.clone())))
-                .with_cordon_refusal(CORDON_REFUSAL);
-            (
-                state,
-                LeaderWork::Mirror(mirror.clone()),
-                None,
-                Some(mirror),
             )
         }
     }
