@@ -12,17 +12,21 @@ pub enum AllocationMode {
     Immediate,
     /// Delayed allocation (`WaitForFirstConsumer`) on the node the scheduler selected.
     Delayed,
+    /// On `resource.k8s.io/v1` (Kubernetes 1.34+): the kube-scheduler allocated, the mirror
+    /// recorded the allocation in the ledger.
+    Mirrored,
 }
 
 impl AllocationMode {
     /// All modes.
-    pub const ALL: [AllocationMode; 2] = [Self::Immediate, Self::Delayed];
+    pub const ALL: [AllocationMode; 3] = [Self::Immediate, Self::Delayed, Self::Mirrored];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Immediate => "immediate",
             Self::Delayed => "delayed",
+            Self::Mirrored => "mirrored",
         }
     }
 }

@@ -24,6 +24,7 @@ use super::{Cache, Mirror};
 use crate::driver::reconcile::all_allocations;
 use crate::driver::{write_if_changed, DriftKind, DriftReport, DriverError, Result};
 use dra_framework::{kube_call_error, object_reference};
+use dra_metrics::{AllocationMode, AllocationOutcome, DeallocationOutcome};
 
 /// How many ledger writes of a reconcile run at once (the ledger's group commit batches them).
 const PARALLEL_WRITES: usize = 16;
@@ -163,6 +164,7 @@ impl Mirror {
     async fn release(&self, uid: &str) -> Result<()> {
         let key = uid.to_owned();
         if let Some(released) = self.ledger_call(move |l| l.release(&key)).await? {
+            self.observer.deallocation(DeallocationOutcome::Released);
             info!(claim.uid = %uid, claim.name = %format!("{}/{}", released.claim.namespace, released.claim.name), node = %released.node, "Released the allocation the cluster no longer shows");
         }
         Ok(())
@@ -171,7 +173,14 @@ impl Mirror {
     async fn import(&self, request: ImportRequest) -> Result<()> {
         let (uid, node) = (request.claim.uid.clone(), request.node.clone());
         let name = format!("{}/{}", request.claim.namespace, request.claim.name);
+        let started = Instant::now();
         self.ledger_call(move |l| l.import(request)).await?;
+        self.observer.allocation(
+            AllocationMode::Mirrored,
+            AllocationOutcome::Allocated,
+            1,
+            started.elapsed(),
+        );
         info!(claim.uid = %uid, claim.name = %name, node = %node, "Mirrored allocation from the cluster");
         Ok(())
     }

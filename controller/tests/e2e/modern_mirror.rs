@@ -290,6 +290,16 @@ async fn the_ledger_holds_the_slices_and_the_schedulers_allocation_until_the_pod
     .await;
     assert!(modern.claims().get_opt(&name).await.unwrap().is_none());
     assert_eq!(node_counts(&controller).await["node-1"], (3, 0, 0));
+    // The allocation and deallocation rates of the dashboards count the mirrored ones.
+    let (status, metrics) = call_text(&controller, "GET", "/metrics", false).await;
+    assert_eq!(status, 200);
+    for series in [
+        "dra_ledger_allocations_total{mode=\"mirrored\",outcome=\"allocated\"} 1",
+        "dra_ledger_deallocations_total{outcome=\"released\"} 1",
+        "dra_ledger_allocate_duration_seconds_count 0",
+    ] {
+        assert!(metrics.contains(series), "{series} missing from\n{metrics}");
+    }
     controller.shutdown().await.unwrap();
     modern.shutdown().await;
 }
