@@ -9,7 +9,8 @@
 //! Each runs on the simulated Kubernetes 1.30 (classic DRA: our controller allocates through
 //! `PodSchedulingContexts`) and on 1.34 (structured DRA: the simulated kube-scheduler
 //! allocates from the simulator's `ResourceSlices` by CEL, the NUMA classes being selectors of
-//! the templates), so that the two protocols' figures stand side by side.
+//! the templates; the controller mirrors the allocations into its ledger, and the run ends only
+//! once the ledger holds every claim), so that the two protocols' figures stand side by side.
 //!
 //! The simulator (API server, scheduler, resourceclaim controller, garbage collector, kubelet)
 //! runs as a child process (`dra-ledger sim`), the controller in this process, so that the CPU
@@ -33,12 +34,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use dra_allocator::ledger::{Ledger, LedgerOptions};
 use dra_controller::driver::{DriverConfig, LedgerDriver};
+use dra_controller::mirror::{run_mirror, Mirror, MirrorConfig};
 use dra_framework::ControllerConfig;
 use e2e_support::{assert_consistent, count, req, Env, Running, DRIVER};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
+use tokio::task::JoinHandle;
 
 use instrument::{cpu_time, Recorder, TimingLayer};
 use report::{Measured, Stage};
@@ -162,10 +165,15 @@ async fn create_pods(
         .await;
 }
 
-/// The controller of the run: on 1.30 the ledger driver that allocates.
+/// The controller of the run: on 1.30 the ledger driver that allocates, on 1.34 the mirror of
+/// the scheduler's allocations (stopped by its sender).
 enum Work {
     Allocate(Box<(Env, Running)>),
-    Nothing,
+    Mirror(
+        Arc<Mirror>,
+        tokio::sync::oneshot::Sender<()>,
+        JoinHandle<()>,
+    ),
 }
 
 /// Starts what the controller does on `release`, its API requests and commits timed.
@@ -178,7 +186,24 @@ async fn start_work(
 ) -> anyhow::Result<Work> {
     if release == STRUCTURED {
         structured::prepare(plain, DRIVER).await?;
-        return Ok(Work::Nothing);
+        let dir = tempfile::tempdir()?.keep();
+        let options = LedgerOptions {
+            on_commit: Some(recorder.commit_hook()),
+            ..LedgerOptions::default()
+        };
+        let ledger = Ledger::open_with(dir.join("ledger.redb"), DRIVER, options)?;
+        let mirror = Arc::new(
+            Mirror::new(ledger, controller_client, MirrorConfig::new(DRIVER))
+                .with_observer(Arc::new(recorder.clone())),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(run_mirror(mirror.clone(), async {
+            let _ = stopped.await;
+        }));
+        tokio::time::timeout(PHASE_TIMEOUT, mirror.readiness().wait())
+            .await
+            .context("the mirror did not become ready")?;
+        return Ok(Work::Mirror(mirror, stop, task));
     }
     let env = Env::connect(plain.clone()).await;
     prepare(&env).await;
@@ -245,7 +270,17 @@ async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
             assert_consistent(&env, running.ledger()).await;
             running.stop().await;
         }
-        Work::Nothing => {}
+        Work::Mirror(mirror, stop, task) => {
+            // Every claim of a bound pod is in the ledger once the mirror has caught up.
+            let claims = (total * variant.claims.len()) as u64;
+            let deadline = Instant::now() + PHASE_TIMEOUT;
+            while mirror.ledger().utilisation()?.claims_allocated < claims {
+                anyhow::ensure!(Instant::now() < deadline, "the mirror lags behind");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let _ = stop.send(());
+            task.await?;
+        }
     }
     drop(sim);
 
