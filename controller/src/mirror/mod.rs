@@ -13,9 +13,9 @@
 //!   the differences counted as drift ([`mapping::plan`]), plus the allocated devices no slice
 //!   publishes (`unpublished_device`);
 //! - explanations: a claim of our device classes that stays unallocated gets a Warning event
-//!   saying what the ledger sees ([`explain`]), again only when that text changes.
+//!   saying what the ledger sees (`explain`), again only when that text changes.
 //!
-//! [`mapping`] and [`explain`] are pure; `sync` does the ledger calls and the reconcile, `watch`
+//! [`mapping`] and `explain` are pure; `sync` does the ledger calls and the reconcile, `watch`
 //! the watches and the loop. Must not depend on the classic framework: nothing here allocates.
 
 mod explain;
