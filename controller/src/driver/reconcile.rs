@@ -29,7 +29,7 @@ use serde::Serialize;
 use tracing::{debug, info, warn};
 
 use super::handle::{claim_allocation, ClaimAllocationState, HandleData, HandleDataError};
-use super::{DriftKind, DriverError, LedgerDriver, Result};
+use super::{DriftKind, DriverError, DriverObserver, LedgerDriver, Result};
 
 /// What a reconcile found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -76,6 +76,18 @@ impl DriftReport {
     /// Counts one difference of `kind`.
     pub fn add(&mut self, kind: DriftKind) {
         *self.drift.entry(kind.as_str()).or_insert(0) += 1;
+    }
+
+    /// Reports the drift found (each kind seen) and the reconcile's duration `took` to
+    /// `observer`.
+    pub(crate) fn observe(&self, observer: &dyn DriverObserver, took: Duration) {
+        for kind in DriftKind::ALL {
+            let count = self.count(kind);
+            if count > 0 {
+                observer.drift(kind, count);
+            }
+        }
+        observer.reconcile(took);
     }
 }
 
@@ -224,13 +236,7 @@ impl LedgerDriver {
                 .store(false, std::sync::atomic::Ordering::SeqCst);
         }
         report.duration_ms = started.elapsed().as_millis() as u64;
-        for kind in DriftKind::ALL {
-            let count = report.count(kind);
-            if count > 0 {
-                self.observer.drift(kind, count);
-            }
-        }
-        self.observer.reconcile(started.elapsed());
+        report.observe(self.observer.as_ref(), started.elapsed());
         if report.total_drift() > 0 || !report.errors.is_empty() {
             info!(drift = ?report.drift, errors = report.errors.len(), confirmed = report.confirmed, "Reconciled ledger with the cluster");
         } else {

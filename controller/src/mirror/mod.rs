@@ -32,7 +32,7 @@ use dra_allocator::model::Device;
 use dra_node::modern::types::{ResourceClaim, ResourceSlice};
 use kube::Client;
 
-use crate::driver::{DriverError, DriverObserver, DriverReadiness, NoopObserver, Result};
+use crate::driver::{DriverObserver, DriverReadiness, LedgerCalls, NoopObserver, Result};
 use mapping::SliceInventory;
 
 pub use explain::REASON as EXPLANATION_REASON;
@@ -89,23 +89,19 @@ struct Cache {
 /// The v1 observer: the ledger it writes, the client it reads the cluster with, and what the
 /// watches delivered. Share it as `Arc<Mirror>` between [`run_mirror`] and the admin API.
 pub struct Mirror {
-    ledger: Ledger,
+    /// The ledger and its calls in flight (see [`Mirror::quiesce`]).
+    calls: LedgerCalls,
     client: Client,
     config: MirrorConfig,
     observer: Arc<dyn DriverObserver>,
     readiness: DriverReadiness,
     cache: tokio::sync::Mutex<Cache>,
-    /// One permit per ledger call in flight (see [`Mirror::quiesce`]).
-    in_flight: Arc<tokio::sync::Semaphore>,
 }
-
-/// The permits of [`Mirror::in_flight`]: more than there can be blocking threads.
-const IN_FLIGHT_PERMITS: u32 = 1 << 20;
 
 impl std::fmt::Debug for Mirror {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mirror")
-            .field("ledger", &self.ledger)
+            .field("ledger", self.calls.ledger())
             .field("config", &self.config)
             .field("ready", &self.readiness.is_ready())
             .finish_non_exhaustive()
@@ -116,13 +112,12 @@ impl Mirror {
     /// A mirror into `ledger` of the cluster behind `client`.
     pub fn new(ledger: Ledger, client: Client, config: MirrorConfig) -> Self {
         Mirror {
-            ledger,
+            calls: LedgerCalls::new(ledger),
             client,
             config,
             observer: Arc::new(NoopObserver),
             readiness: DriverReadiness::new(),
             cache: tokio::sync::Mutex::default(),
-            in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PERMITS as usize)),
         }
     }
 
@@ -135,7 +130,7 @@ impl Mirror {
 
     /// The ledger.
     pub fn ledger(&self) -> &Ledger {
-        &self.ledger
+        self.calls.ledger()
     }
 
     /// The settings.
@@ -155,29 +150,12 @@ impl Mirror {
         T: Send + 'static,
         F: FnOnce(&Ledger) -> std::result::Result<T, LedgerError> + Send + 'static,
     {
-        let ledger = self.ledger.clone();
-        let permit = self
-            .in_flight
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| DriverError::ShutDown)?;
-        tokio::task::spawn_blocking(move || {
-            let result = call(&ledger);
-            drop(permit);
-            result
-        })
-        .await
-        .map_err(DriverError::LedgerTask)?
-        .map_err(DriverError::from)
+        self.calls.call(call).await
     }
 
     /// Waits until no ledger call is in flight and refuses new ones (a call whose caller was
     /// dropped at shutdown still runs to its end in its blocking thread).
     pub async fn quiesce(&self) {
-        if let Ok(all) = self.in_flight.acquire_many(IN_FLIGHT_PERMITS).await {
-            all.forget();
-            self.in_flight.close();
-        }
+        self.calls.quiesce().await;
     }
 }

@@ -22,7 +22,7 @@ use super::mapping::{
 };
 use super::{Cache, Mirror};
 use crate::driver::reconcile::all_allocations;
-use crate::driver::{write_if_changed, DriftKind, DriftReport, DriverError, Result};
+use crate::driver::{DriftKind, DriftReport, DriverError, Result};
 use dra_framework::{kube_call_error, object_reference};
 use dra_metrics::{AllocationMode, AllocationOutcome, DeallocationOutcome};
 
@@ -79,26 +79,9 @@ impl Mirror {
         {
             warn!(node = %skipped.node, device = %skipped.device, attribute = %skipped.attribute, reason = %skipped.reason, "Dropped device attribute");
         }
-        let results: Vec<_> = futures::stream::iter(pending)
-            .map(|(node, devices)| async move {
-                let (name, list) = (node.clone(), devices.clone());
-                let result = self
-                    .ledger_call(move |l| write_if_changed(l, &name, list))
-                    .await;
-                (node, devices, result)
-            })
-            .buffer_unordered(PARALLEL_WRITES)
-            .collect()
-            .await;
-        for (node, devices, result) in results {
+        for (node, devices, result) in self.calls.write_inventories(pending).await {
             match result {
-                Ok(change) => {
-                    if let Some(change) = change {
-                        if !change.marked_missing.is_empty() {
-                            warn!(node = %node, devices = ?change.marked_missing, "Allocated devices vanished from their ResourceSlice; marked missing");
-                        }
-                        debug!(node = %node, added = change.added.len(), removed = change.removed.len(), "Inventory updated");
-                    }
+                Ok(()) => {
                     cache.written.insert(node, devices);
                 }
                 Err(error) => {
@@ -228,13 +211,7 @@ impl Mirror {
         self.run_plan(plan, &mut report).await;
         report.errors.sort();
         report.duration_ms = started.elapsed().as_millis() as u64;
-        for kind in DriftKind::ALL {
-            let count = report.count(kind);
-            if count > 0 {
-                self.observer.drift(kind, count);
-            }
-        }
-        self.observer.reconcile(started.elapsed());
+        report.observe(self.observer.as_ref(), started.elapsed());
         if report.total_drift() > 0 || !report.errors.is_empty() {
             info!(drift = ?report.drift, errors = report.errors.len(), "Reconciled ledger with the cluster's claims");
         } else {
