@@ -53,6 +53,7 @@ pub struct AppState {
     replica: String,
     leadership: Option<Arc<dyn Leadership>>,
     forwarder: Forwarder,
+    cordon_refusal: Option<String>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -83,6 +84,7 @@ impl AppState {
             replica: DEFAULT_REPLICA.to_owned(),
             leadership: None,
             forwarder: Forwarder::default(),
+            cordon_refusal: None,
         }
     }
 
@@ -137,6 +139,15 @@ impl AppState {
         self
     }
 
+    /// Answers cordon and uncordon with 409 and `message` instead of changing the ledger: where
+    /// the ledger does not allocate (the kube-scheduler does, on `resource.k8s.io/v1`), a cordon
+    /// in it would keep nothing off a device.
+    #[must_use]
+    pub fn with_cordon_refusal(mut self, message: impl Into<String>) -> Self {
+        self.cordon_refusal = Some(message.into());
+        self
+    }
+
     /// The metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
@@ -175,6 +186,10 @@ impl AppState {
 
     pub(crate) fn reconciler(&self) -> Option<&Arc<dyn Reconciler>> {
         self.reconciler.as_ref()
+    }
+
+    pub(crate) fn cordon_refusal(&self) -> Option<&str> {
+        self.cordon_refusal.as_deref()
     }
 
     pub(crate) fn reconcile_lock(&self) -> &tokio::sync::Mutex<()> {

@@ -11,6 +11,10 @@
 //! from writing. [`process`] assembles them into a running controller: the ledger, the client,
 //! the driver, the framework's controller, the admin API of `dra-api` and the elector.
 //! [`explain`] answers `dra-ledger explain pod`: why a pod waits, or where its devices are.
+//! [`mirror`] is what runs instead of the driver on `resource.k8s.io/v1` clusters (Kubernetes
+//! 1.34+), where the kube-scheduler allocates: it allocates nothing and mirrors the slices and
+//! the claims' allocations of our devices into the ledger. [`process`] picks one of the two by
+//! `--dra-api` (API discovery for `auto`).
 //!
 //! The `dra-ledger` command line (flags, subcommands, logging, exit codes) is part of the binary
 //! target (`src/main.rs` and `src/cli/`), not of this library.
@@ -28,5 +32,6 @@
 pub mod driver;
 pub mod explain;
 pub mod leader;
+pub mod mirror;
 pub mod params;
 pub mod process;

@@ -12,17 +12,21 @@ pub enum AllocationMode {
     Immediate,
     /// Delayed allocation (`WaitForFirstConsumer`) on the node the scheduler selected.
     Delayed,
+    /// On `resource.k8s.io/v1` (Kubernetes 1.34+): the kube-scheduler allocated, the mirror
+    /// recorded the allocation in the ledger.
+    Mirrored,
 }
 
 impl AllocationMode {
     /// All modes.
-    pub const ALL: [AllocationMode; 2] = [Self::Immediate, Self::Delayed];
+    pub const ALL: [AllocationMode; 3] = [Self::Immediate, Self::Delayed, Self::Mirrored];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Immediate => "immediate",
             Self::Delayed => "delayed",
+            Self::Mirrored => "mirrored",
         }
     }
 }
@@ -91,21 +95,27 @@ pub enum DriftKind {
     DeviceMismatch,
     /// A pending intent whose claim stayed unallocated past the grace period was released.
     StaleIntent,
-    /// A claim's resource handle data did not parse.
+    /// A claim's allocation of our devices could not be read: on `resource.k8s.io/v1alpha2` its
+    /// resource handle data did not parse; on `resource.k8s.io/v1` our opaque configuration did
+    /// not parse, or our devices are in the pools of several nodes.
     BadHandleData,
     /// A claim's allocation could not be recorded because another claim holds its devices.
     DeviceConflict,
+    /// A claim's allocation names a device of ours that no `ResourceSlice` publishes (counted per
+    /// device, `resource.k8s.io/v1` only): the ledger keeps it, marked missing.
+    UnpublishedDevice,
 }
 
 impl DriftKind {
     /// All kinds.
-    pub const ALL: [DriftKind; 6] = [
+    pub const ALL: [DriftKind; 7] = [
         Self::MissingInLedger,
         Self::OrphanInLedger,
         Self::DeviceMismatch,
         Self::StaleIntent,
         Self::BadHandleData,
         Self::DeviceConflict,
+        Self::UnpublishedDevice,
     ];
 
     /// The label value.
@@ -117,6 +127,7 @@ impl DriftKind {
             Self::StaleIntent => "stale_intent",
             Self::BadHandleData => "bad_handle_data",
             Self::DeviceConflict => "device_conflict",
+            Self::UnpublishedDevice => "unpublished_device",
         }
     }
 }

@@ -280,7 +280,8 @@ impl Metrics {
     }
 
     /// Records one `Allocate` call of the driver for `claims` claims: the counter grows by the
-    /// number of claims, the histogram observes the call.
+    /// number of claims, the histogram observes the call. A `Mirrored` allocation (the v1
+    /// mirror recording the kube-scheduler's) counts without a duration.
     pub fn record_allocation(
         &self,
         mode: AllocationMode,
@@ -291,7 +292,10 @@ impl Metrics {
         self.allocations
             .with_label_values(&[mode.as_str(), outcome.as_str()])
             .inc_by(claims as u64);
-        self.allocate_duration.observe(took.as_secs_f64());
+        // A mirrored allocation is no `Allocate` call: the scheduler made it.
+        if mode != AllocationMode::Mirrored {
+            self.allocate_duration.observe(took.as_secs_f64());
+        }
     }
 
     /// Records one `Deallocate` call of the driver.

@@ -105,7 +105,9 @@ pub(crate) async fn answer_from_leader(
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let serving = state
         .leadership()
-        .map_or(Serving::Local { term: 0 }, |leadership| leadership.serving());
+        .map_or(Serving::Local { term: 0 }, |leadership| {
+            leadership.serving()
+        });
     let refusal = match serving {
         Serving::Local { term } => {
             request.extensions_mut().insert(LedgerTerm {
@@ -173,11 +175,7 @@ async fn forward(
     })?;
     let limit = state.time_limit_of(request.uri().path());
     debug!(leader = %identity, path = %request.uri().path(), "Forwarding an admin request to the leader");
-    match state
-        .forwarder()
-        .forward(request, &url, &via, limit)
-        .await
-    {
+    match state.forwarder().forward(request, &url, &via, limit).await {
         Ok(mut response) => {
             response.headers_mut().insert(FORWARDED_BY, via);
             Ok(response)

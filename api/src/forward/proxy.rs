@@ -180,8 +180,14 @@ mod tests {
     fn target_keeps_path_and_query_under_the_base() {
         let original: Uri = "/v1/claims?limit=1&continue=7b".parse().unwrap();
         let cases = [
-            ("http://leader:8080", "http://leader:8080/v1/claims?limit=1&continue=7b"),
-            ("http://leader:8080/", "http://leader:8080/v1/claims?limit=1&continue=7b"),
+            (
+                "http://leader:8080",
+                "http://leader:8080/v1/claims?limit=1&continue=7b",
+            ),
+            (
+                "http://leader:8080/",
+                "http://leader:8080/v1/claims?limit=1&continue=7b",
+            ),
             (
                 "http://10.0.0.7:8080/admin/",
                 "http://10.0.0.7:8080/admin/v1/claims?limit=1&continue=7b",

@@ -155,7 +155,11 @@ mod tests {
     #[test]
     fn version_1_tokens_are_expired() {
         let v1 = br#"{"v":1,"after":"uid-7","namespace":null,"node":null}"#;
-        let token: String = v1.iter().map(|b| format!("{b:02x}")).collect();
+        let token: String = v1
+            .iter()
+            .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]])
+            .map(char::from)
+            .collect();
         let error = Cursor::decode(&token, None, None, &ledger("a", 0)).unwrap_err();
         assert_eq!(error.code(), "expired", "{error}");
     }

@@ -53,6 +53,9 @@ async fn set_cordon(
     body: Result<Bytes, BytesRejection>,
     cordon: bool,
 ) -> Result<Json<CordonResult>, ErrorResponse> {
+    if let Some(refusal) = state.cordon_refusal() {
+        return Err(ErrorResponse::Conflict(refusal.to_owned()));
+    }
     let request = cordon_body(body)?;
     let (n, d) = (node.clone(), device.clone());
     let changed = state
@@ -86,6 +89,7 @@ async fn set_cordon(
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "No admin token configured", body = ErrorBody),
         (status = 404, description = "Unknown node or device", body = ErrorBody),
+        (status = 409, description = "Cordon is not available in this mode (resource.k8s.io/v1: the kube-scheduler allocates)", body = ErrorBody),
         (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
         (status = 503, description = "Ledger not open, the leader lease not held, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
@@ -111,6 +115,7 @@ pub async fn cordon(
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "No admin token configured", body = ErrorBody),
         (status = 404, description = "Unknown node or device", body = ErrorBody),
+        (status = 409, description = "Cordon is not available in this mode (resource.k8s.io/v1: the kube-scheduler allocates)", body = ErrorBody),
         (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
         (status = 503, description = "Ledger not open, the leader lease not held, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]

@@ -111,12 +111,35 @@ async fn writes_reach_the_leader_with_their_token_and_body() {
     let path = "/v1/nodes/node-a/devices/gpu-3/cordon";
     let body = Some(br#"{"reason":"fan noise"}"#.to_vec());
 
-    let refused = send(router(standby.clone()), Method::POST, path, None, body.clone()).await;
-    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "the leader checks the token");
+    let refused = send(
+        router(standby.clone()),
+        Method::POST,
+        path,
+        None,
+        body.clone(),
+    )
+    .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNAUTHORIZED,
+        "the leader checks the token"
+    );
     assert_eq!(refused.headers["dra-ledger-replica"], "leader-0");
 
-    let done = send(router(standby.clone()), Method::POST, path, Some(TOKEN), body).await;
-    assert_eq!(done.status, StatusCode::OK, "{}", String::from_utf8_lossy(&done.body));
+    let done = send(
+        router(standby.clone()),
+        Method::POST,
+        path,
+        Some(TOKEN),
+        body,
+    )
+    .await;
+    assert_eq!(
+        done.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&done.body)
+    );
     let cordoned = |ledger: &dra_allocator::ledger::Ledger| {
         ledger
             .node_devices("node-a")
@@ -125,7 +148,10 @@ async fn writes_reach_the_leader_with_their_token_and_body() {
             .into_iter()
             .any(|d| d.name == "gpu-3" && d.cordoned)
     };
-    assert!(cordoned(&leader_fixture.ledger), "cordoned in the leader's ledger");
+    assert!(
+        cordoned(&leader_fixture.ledger),
+        "cordoned in the leader's ledger"
+    );
     assert!(!cordoned(&standby_fixture.ledger), "not in the standby's");
 }
 
@@ -137,7 +163,10 @@ async fn health_readiness_and_metrics_stay_local() {
         let answer = get(&standby, path).await;
         assert_eq!(answer.status, StatusCode::OK, "{path}");
         assert_eq!(answer.headers["dra-ledger-replica"], "standby-1", "{path}");
-        assert!(answer.headers.get("dra-ledger-forwarded-by").is_none(), "{path}");
+        assert!(
+            answer.headers.get("dra-ledger-forwarded-by").is_none(),
+            "{path}"
+        );
     }
 }
 
@@ -148,7 +177,10 @@ async fn an_unreachable_leader_answers_503_naming_it_never_the_standby_ledger() 
     let answer = get(&standby, "/v1/nodes").await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answer.code(), "leader_unreachable");
-    let message = answer.json()["error"]["message"].as_str().unwrap().to_owned();
+    let message = answer.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(
         message.contains("leader-0") && message.contains(&url.authority().unwrap().to_string()),
         "{message}"
@@ -197,7 +229,10 @@ async fn a_forwarded_request_is_never_forwarded_again() {
     let answer = get(&a, "/v1/nodes").await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answer.code(), "not_leader");
-    let message = answer.json()["error"]["message"].as_str().unwrap().to_owned();
+    let message = answer.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(
         message.contains("standby-1 is not the leader")
             && message.contains("the lease is held by standby-a")
@@ -231,9 +266,13 @@ async fn the_forwarded_request_keeps_end_to_end_headers_only_and_is_marked() {
         .header("x-request-id", "r-42")
         .body(axum::body::Body::empty())
         .unwrap();
-    let response = tower::ServiceExt::oneshot(router(standby), request).await.unwrap();
+    let response = tower::ServiceExt::oneshot(router(standby), request)
+        .await
+        .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
     let seen: serde_json::Value = serde_json::from_slice(&body).unwrap();
     let headers = &seen["headers"];
     assert_eq!(seen["method"], "POST");
@@ -251,7 +290,11 @@ async fn the_forwarded_request_keeps_end_to_end_headers_only_and_is_marked() {
 async fn a_continue_token_of_another_term_answers_410() {
     let f = fixture();
     let view = Scripted::new(Serving::Local { term: 3 });
-    let state = f.state.clone().with_replica("leader-0").with_leadership(view.clone());
+    let state = f
+        .state
+        .clone()
+        .with_replica("leader-0")
+        .with_leadership(view.clone());
     let first = get(&state, "/v1/claims?limit=1").await;
     let token = first.json()["continue"].as_str().unwrap().to_owned();
     let next = format!("/v1/claims?limit=1&continue={token}");
@@ -265,6 +308,10 @@ async fn a_continue_token_of_another_term_answers_410() {
     assert!(String::from_utf8_lossy(&gone.body).contains("list again without continue"));
 
     // Another replica's ledger, even in the same term.
-    let other = f.state.clone().with_replica("leader-1").with_leadership(Scripted::new(Serving::Local { term: 3 }));
+    let other = f
+        .state
+        .clone()
+        .with_replica("leader-1")
+        .with_leadership(Scripted::new(Serving::Local { term: 3 }));
     assert_eq!(get(&other, &next).await.status, StatusCode::GONE);
 }

@@ -65,6 +65,25 @@ async fn missing_or_wrong_bearer_token_is_401() {
 }
 
 #[tokio::test]
+async fn a_cordon_refusal_answers_409_with_its_message_and_changes_nothing() {
+    let message = "cordon is not available here";
+    let state = with_token(fixture().state).with_cordon_refusal(message);
+    for path in [CORDON, UNCORDON] {
+        let answer = post(&state, path, Some(TOKEN), Some(r#"{"reason": "xid 79"}"#)).await;
+        assert_eq!(answer.status, StatusCode::CONFLICT, "{path}");
+        assert_eq!(
+            answer.json(),
+            json!({"error": {"code": "conflict", "message": message}})
+        );
+    }
+    // The token is still checked first.
+    let missing = post(&state, CORDON, None, None).await;
+    assert_eq!(missing.status, StatusCode::UNAUTHORIZED);
+    let devices = get(&state, "/v1/nodes/node-a/devices").await.json();
+    assert_eq!(devices["items"][3]["cordoned"], false);
+}
+
+#[tokio::test]
 async fn cordon_and_uncordon_change_the_device_once() {
     let state = with_token(fixture().state);
     let first = post(&state, CORDON, Some(TOKEN), None).await;

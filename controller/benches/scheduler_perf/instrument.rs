@@ -89,8 +89,13 @@ impl DriverObserver for Recorder {
         claims: usize,
         duration: Duration,
     ) {
-        let _ = (mode, outcome);
-        self.record("driver allocate", duration, claims as u64);
+        let _ = outcome;
+        let name = if mode == AllocationMode::Mirrored {
+            "mirror import"
+        } else {
+            "driver allocate"
+        };
+        self.record(name, duration, claims as u64);
     }
 
     fn unsuitable_nodes(&self, duration: Duration) {

@@ -6,16 +6,24 @@
 //! - `4 claims/pod`: 250 + 250 pods, two claims of each of two classes (NUMA 0 and NUMA 1
 //!   devices), so 2000 devices again.
 //!
+//! Each runs on the simulated Kubernetes 1.30 (classic DRA: our controller allocates through
+//! `PodSchedulingContexts`) and on 1.34 (structured DRA: the simulated kube-scheduler
+//! allocates from the simulator's `ResourceSlices` by CEL, the NUMA classes being selectors of
+//! the templates; the controller mirrors the allocations into its ledger, and the run ends only
+//! once the ledger holds every claim), so that the two protocols' figures stand side by side.
+//!
 //! The simulator (API server, scheduler, resourceclaim controller, garbage collector, kubelet)
 //! runs as a child process (`dra-ledger sim`), the controller in this process, so that the CPU
 //! time of each can be read apart. Run with `cargo bench -p dra-controller --bench
-//! scheduler_perf`; `BENCH_WORKERS` (default 10) sets the controller workers and `BENCH_SCALE`
-//! (default 1.0) scales the pod counts.
+//! scheduler_perf`; `BENCH_WORKERS` (default 10) sets the controller workers, `BENCH_SCALE`
+//! (default 1.0) scales the pod counts and `BENCH_RELEASE` (`1.30` or `1.34`) runs one release
+//! only.
 
 #[path = "../../tests/e2e/e2e_support/mod.rs"]
 mod e2e_support;
 mod instrument;
 mod report;
+mod structured;
 mod tracker;
 
 use std::io::{BufRead, BufReader};
@@ -26,12 +34,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use dra_allocator::ledger::{Ledger, LedgerOptions};
 use dra_controller::driver::{DriverConfig, LedgerDriver};
+use dra_controller::mirror::{run_mirror, Mirror, MirrorConfig};
 use dra_framework::ControllerConfig;
 use e2e_support::{assert_consistent, count, req, Env, Running, DRIVER};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
+use tokio::task::JoinHandle;
 
 use instrument::{cpu_time, Recorder, TimingLayer};
 use report::{Measured, Stage};
@@ -44,10 +54,14 @@ const DEVICES_PER_NODE: usize = 20;
 const CREATE_CONCURRENCY: usize = 32;
 /// How long a phase may take before the benchmark gives up on it.
 const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
+/// The release whose scheduler allocates (structured DRA).
+const STRUCTURED: &str = "1.34";
 
 /// One workload.
 struct Variant {
     name: &'static str,
+    /// The Kubernetes release the simulator plays: `1.30` or `1.34`.
+    release: &'static str,
     init_pods: usize,
     measured_pods: usize,
     /// `(pod claim name, template)` of every pod.
@@ -61,9 +75,10 @@ struct SimProcess {
 }
 
 impl SimProcess {
-    fn start() -> anyhow::Result<SimProcess> {
+    fn start(release: &str) -> anyhow::Result<SimProcess> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dra-ledger"))
             .args(["sim", "--listen", "127.0.0.1:0", "--numa-nodes", "2"])
+            .args(["--kubernetes-version", release])
             .args(["--nodes", &NODES.to_string()])
             .args(["--devices-per-node", &DEVICES_PER_NODE.to_string()])
             .env("RUST_LOG", "warn")
@@ -114,19 +129,29 @@ async fn prepare(env: &Env) {
     env.template("numa1-one", "gpu-numa1", "one").await;
 }
 
-/// Creates pods `<prefix>-0..count` with `claims`, several at a time.
+/// Creates pods `<prefix>-0..count` with `claims`, several at a time, in the shape of
+/// `release`.
 async fn create_pods(
     client: &Client,
     tracker: &Tracker,
-    prefix: &str,
-    count: usize,
+    (prefix, count): (&str, usize),
     claims: &[(&str, &str)],
+    release: &str,
 ) {
-    let pods = Api::<Pod>::default_namespaced(client.clone());
+    let pods = Api::<DynamicObject>::default_namespaced_with(
+        client.clone(),
+        &ApiResource::erase::<Pod>(&()),
+    );
     futures::stream::iter(0..count)
         .map(|i| {
             let pods = pods.clone();
-            let object = e2e_support::pod(&format!("{prefix}-{i}"), claims);
+            let name = format!("{prefix}-{i}");
+            let object = if release == STRUCTURED {
+                structured::pod(&name, claims)
+            } else {
+                let pod = serde_json::to_value(e2e_support::pod(&name, claims));
+                serde_json::from_value(pod.expect("a pod")).expect("a pod object")
+            };
             let name = format!("{prefix}-{i}");
             async move {
                 tracker.created(&name);
@@ -140,14 +165,48 @@ async fn create_pods(
         .await;
 }
 
-async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
-    let sim = SimProcess::start()?;
-    let plain = client(&sim.url, None)?;
+/// The controller of the run: on 1.30 the ledger driver that allocates, on 1.34 the mirror of
+/// the scheduler's allocations (stopped by its sender).
+enum Work {
+    Allocate(Box<(Env, Running)>),
+    Mirror(
+        Arc<Mirror>,
+        tokio::sync::oneshot::Sender<()>,
+        JoinHandle<()>,
+    ),
+}
+
+/// Starts what the controller does on `release`, its API requests and commits timed.
+async fn start_work(
+    plain: &Client,
+    controller_client: Client,
+    recorder: &Recorder,
+    release: &str,
+    workers: usize,
+) -> anyhow::Result<Work> {
+    if release == STRUCTURED {
+        structured::prepare(plain, DRIVER).await?;
+        let dir = tempfile::tempdir()?.keep();
+        let options = LedgerOptions {
+            on_commit: Some(recorder.commit_hook()),
+            ..LedgerOptions::default()
+        };
+        let ledger = Ledger::open_with(dir.join("ledger.redb"), DRIVER, options)?;
+        let mirror = Arc::new(
+            Mirror::new(ledger, controller_client, MirrorConfig::new(DRIVER))
+                .with_observer(Arc::new(recorder.clone())),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(run_mirror(mirror.clone(), async {
+            let _ = stopped.await;
+        }));
+        tokio::time::timeout(PHASE_TIMEOUT, mirror.readiness().wait())
+            .await
+            .context("the mirror did not become ready")?;
+        return Ok(Work::Mirror(mirror, stop, task));
+    }
     let env = Env::connect(plain.clone()).await;
     prepare(&env).await;
-
-    let recorder = Recorder::default();
-    let controller_client = client(&sim.url, Some(TimingLayer(recorder.clone())))?;
     let options = LedgerOptions {
         on_commit: Some(recorder.commit_hook()),
         ..LedgerOptions::default()
@@ -162,9 +221,27 @@ async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
         workers,
     )
     .await;
-    let tracker = Tracker::start(&plain, variant.claims.len());
+    Ok(Work::Allocate(Box::new((env, running))))
+}
 
-    create_pods(&plain, &tracker, "init", variant.init_pods, variant.claims).await;
+async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
+    let sim = SimProcess::start(variant.release)?;
+    let plain = client(&sim.url, None)?;
+    let recorder = Recorder::default();
+    let controller_client = client(&sim.url, Some(TimingLayer(recorder.clone())))?;
+    let work = start_work(
+        &plain,
+        controller_client,
+        &recorder,
+        variant.release,
+        workers,
+    )
+    .await?;
+    let structured = variant.release == STRUCTURED;
+    let tracker = Tracker::start(&plain, variant.claims.len(), structured);
+
+    let init = ("init", variant.init_pods);
+    create_pods(&plain, &tracker, init, variant.claims, variant.release).await;
     let seen = tracker.wait_bound(variant.init_pods, PHASE_TIMEOUT).await;
     anyhow::ensure!(
         seen >= variant.init_pods,
@@ -176,14 +253,8 @@ async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
     recorder.take();
     let (own_cpu, sim_cpu) = (cpu_time("self").unwrap_or_default(), sim.cpu());
     let started = Instant::now();
-    create_pods(
-        &plain,
-        &tracker,
-        "measured",
-        variant.measured_pods,
-        variant.claims,
-    )
-    .await;
+    let measured = ("measured", variant.measured_pods);
+    create_pods(&plain, &tracker, measured, variant.claims, variant.release).await;
     let created = started.elapsed();
     let total = variant.init_pods + variant.measured_pods;
     let seen = tracker.wait_bound(total, PHASE_TIMEOUT).await;
@@ -193,13 +264,30 @@ async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
     let timings = recorder.take();
     tracker.stop();
 
-    assert_consistent(&env, running.ledger()).await;
-    running.stop().await;
+    match work {
+        Work::Allocate(allocator) => {
+            let (env, running) = *allocator;
+            assert_consistent(&env, running.ledger()).await;
+            running.stop().await;
+        }
+        Work::Mirror(mirror, stop, task) => {
+            // Every claim of a bound pod is in the ledger once the mirror has caught up.
+            let claims = (total * variant.claims.len()) as u64;
+            let deadline = Instant::now() + PHASE_TIMEOUT;
+            while mirror.ledger().utilisation()?.claims_allocated < claims {
+                anyhow::ensure!(Instant::now() < deadline, "the mirror lags behind");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let _ = stop.send(());
+            task.await?;
+        }
+    }
     drop(sim);
 
     let timelines = tracker.timelines("measured-");
     Ok(Measured {
         name: variant.name,
+        release: variant.release,
         pods: variant.measured_pods,
         claims: variant.measured_pods * variant.claims.len(),
         bound: seen - variant.init_pods,
@@ -227,15 +315,18 @@ fn main() -> anyhow::Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
     let scaled = |n: usize| ((n as f64 * scale).round() as usize).max(1);
-    let variants = [
-        Variant {
+    let mut variants = Vec::new();
+    for release in ["1.30", STRUCTURED] {
+        variants.push(Variant {
             name: "1 claim/pod",
+            release,
             init_pods: scaled(1000),
             measured_pods: scaled(1000),
             claims: &[("gpu", "gpu-one")],
-        },
-        Variant {
+        });
+        variants.push(Variant {
             name: "4 claims/pod, 2 classes",
+            release,
             init_pods: scaled(250),
             measured_pods: scaled(250),
             claims: &[
@@ -244,14 +335,20 @@ fn main() -> anyhow::Result<()> {
                 ("b0", "numa1-one"),
                 ("b1", "numa1-one"),
             ],
-        },
-    ];
+        });
+    }
+    if let Ok(only) = std::env::var("BENCH_RELEASE") {
+        variants.retain(|v| v.release == only);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let mut results = Vec::new();
     for variant in &variants {
-        eprintln!("scheduler_perf: running {} ...", variant.name);
+        eprintln!(
+            "scheduler_perf: running {} on {} ...",
+            variant.name, variant.release
+        );
         results.push(runtime.block_on(run(variant, workers))?);
     }
     report::print(&results, workers);

@@ -53,6 +53,18 @@ impl Stage {
                 |t| t.allocated_at,
             ),
             Stage::between(
+                "claims made -> all claims allocated (1.34 scheduler)",
+                pods,
+                |t| {
+                    if t.context.is_none() {
+                        t.claims_made
+                    } else {
+                        None
+                    }
+                },
+                |t| t.allocated_at,
+            ),
+            Stage::between(
                 "allocated -> bound (scheduler)",
                 pods,
                 |t| t.allocated_at,
@@ -75,6 +87,8 @@ impl Stage {
 pub struct Measured {
     /// Workload name.
     pub name: &'static str,
+    /// The Kubernetes release simulated.
+    pub release: &'static str,
     /// Measured pods created.
     pub pods: usize,
     /// Their claims.
@@ -102,17 +116,18 @@ fn ms(d: Duration) -> String {
 /// Prints every table.
 pub fn print(results: &[Measured], workers: usize) {
     println!();
-    println!("scheduler_perf on the simulated cluster: 100 nodes x 20 devices, {workers} controller workers");
+    println!("scheduler_perf on the simulated cluster: 100 nodes x 20 devices, {workers} controller workers on 1.30");
     println!();
     println!(
-        "| workload | pods | claims | bound | pods/s | p50 ms | p99 ms | controller CPU s | sim CPU s | controller CPU ms/pod |"
+        "| release | workload | pods | claims | bound | pods/s | p50 ms | p99 ms | controller CPU s | sim CPU s | controller CPU ms/pod |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in results {
         let total = &r.latencies[0];
         let rate = r.bound as f64 / r.wall.as_secs_f64();
         println!(
-            "| {} | {} | {} | {} | {:.0} | {} | {} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {:.2} | {:.2} | {:.2} |",
+            r.release,
             r.name,
             r.pods,
             r.claims,
@@ -128,15 +143,16 @@ pub fn print(results: &[Measured], workers: usize) {
     for r in results {
         println!();
         println!(
-            "{}: measured pods created in {} ms, all bound after {} ms",
+            "{} on {}: measured pods created in {} ms, all bound after {} ms",
             r.name,
+            r.release,
             ms(r.created),
             ms(r.wall)
         );
         println!();
         println!("| step | p50 ms | p90 ms | p99 ms |");
         println!("|---|---:|---:|---:|");
-        for stage in &r.latencies {
+        for stage in r.latencies.iter().filter(|s| !s.sorted.is_empty()) {
             println!(
                 "| {} | {} | {} | {} |",
                 stage.name,

@@ -1,6 +1,8 @@
 //! The timeline of every pod, from watches of pods, claims and scheduling contexts: created (by
 //! the benchmark), its claims made (resourceclaim controller), its scheduling context published
-//! (scheduler), all its claims allocated (driver) and bound (scheduler).
+//! (scheduler), all its claims allocated (driver) and bound (scheduler). On 1.34 there is no
+//! scheduling context and the scheduler allocates: the claims are watched in
+//! `resource.k8s.io/v1`.
 //!
 //! Observes only; the instants are those at which the watch events arrive here.
 
@@ -8,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use dra_node::modern::types as v1;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim};
@@ -42,8 +45,9 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// Starts watching pods, claims and contexts of the default namespace.
-    pub fn start(client: &Client, claims_per_pod: usize) -> Arc<Tracker> {
+    /// Starts watching pods, claims and contexts of the default namespace; on `structured`
+    /// (1.34) pods and `resource.k8s.io/v1` claims.
+    pub fn start(client: &Client, claims_per_pod: usize, structured: bool) -> Arc<Tracker> {
         let tracker = Arc::new(Tracker {
             pods: Mutex::new(HashMap::new()),
             claims_per_pod,
@@ -51,17 +55,32 @@ impl Tracker {
             tasks: Mutex::new(Vec::new()),
         });
         let pods = Api::<Pod>::default_namespaced(client.clone());
-        let claims = Api::<ResourceClaim>::default_namespaced(client.clone());
-        let contexts = Api::<PodSchedulingContext>::default_namespaced(client.clone());
-        let tasks = vec![
-            spawn_watch(watch_objects(pods), tracker.clone(), Tracker::on_pod),
-            spawn_watch(watch_objects(claims), tracker.clone(), Tracker::on_claim),
-            spawn_watch(
+        let mut tasks = vec![spawn_watch(
+            watch_objects(pods),
+            tracker.clone(),
+            Tracker::on_pod,
+        )];
+        if structured {
+            let claims = Api::<v1::ResourceClaim>::default_namespaced(client.clone());
+            tasks.push(spawn_watch(
+                watch_objects(claims),
+                tracker.clone(),
+                Tracker::on_v1_claim,
+            ));
+        } else {
+            let claims = Api::<ResourceClaim>::default_namespaced(client.clone());
+            let contexts = Api::<PodSchedulingContext>::default_namespaced(client.clone());
+            tasks.push(spawn_watch(
+                watch_objects(claims),
+                tracker.clone(),
+                Tracker::on_claim,
+            ));
+            tasks.push(spawn_watch(
                 watch_objects(contexts),
                 tracker.clone(),
                 Tracker::on_context,
-            ),
-        ];
+            ));
+        }
         *tracker.tasks.lock().expect("tracker lock") = tasks;
         tracker
     }
@@ -124,13 +143,25 @@ impl Tracker {
     }
 
     fn on_claim(&self, claim: &ResourceClaim) {
-        let Some(owner) = claim.owner_references().iter().find(|o| o.kind == "Pod") else {
-            return;
-        };
         let allocated = claim
             .status
             .as_ref()
             .is_some_and(|s| s.allocation.is_some());
+        self.on_claim_of_pod(claim, allocated);
+    }
+
+    fn on_v1_claim(&self, claim: &v1::ResourceClaim) {
+        let allocated = claim
+            .status
+            .as_ref()
+            .is_some_and(|s| s.allocation.is_some());
+        self.on_claim_of_pod(claim, allocated);
+    }
+
+    fn on_claim_of_pod(&self, claim: &impl ResourceExt, allocated: bool) {
+        let Some(owner) = claim.owner_references().iter().find(|o| o.kind == "Pod") else {
+            return;
+        };
         let per_pod = self.claims_per_pod;
         self.with(&owner.name, |t| {
             let now = Instant::now();

@@ -13,11 +13,14 @@ use super::{default_ledger_path, parse_duration, LogFormat, DEFAULT_DRIVER_NAME}
 use dra_controller::leader::{LeaderConfig, LeaderUrlTemplate, DEFAULT_LEADER_URL_TEMPLATE};
 use dra_controller::process::{ProcessConfig, RunningController};
 use dra_framework::ControllerConfig;
+use dra_node::modern::mode::DraApi;
 
 /// Flags of `dra-ledger run`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// The DRA driver name: ResourceClasses and ResourceSlices with this `driverName` are ours.
+    /// The DRA driver name: ResourceClasses and ResourceSlices with this `driverName` (on v1:
+    /// the slices with this `spec.driver`, the allocation results of this driver and the
+    /// DeviceClasses whose selectors name it) are ours.
     #[arg(long, default_value = DEFAULT_DRIVER_NAME, value_name = "NAME")]
     pub driver_name: String,
 
@@ -25,7 +28,7 @@ pub struct RunArgs {
     #[arg(long, default_value_os_t = default_ledger_path(), value_name = "PATH")]
     pub ledger: PathBuf,
 
-    /// Concurrent controller workers.
+    /// Concurrent controller workers (v1alpha2; the v1 mirror has one loop).
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub workers: usize,
 
@@ -49,9 +52,19 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Campaign for a coordination.k8s.io Lease and allocate only while holding it, so that of
-    /// several replicas exactly one is active (the others wait as standbys). `false` only where
-    /// a single instance is guaranteed.
+    /// The DRA API to work with: v1alpha2 (Kubernetes 1.30: allocate claims of our
+    /// ResourceClasses through PodSchedulingContexts), v1 (1.34+: the kube-scheduler allocates;
+    /// allocate nothing, mirror our ResourceSlices and the claims' allocations of our devices
+    /// into the ledger, count drift between slices and allocations, explain unallocated claims
+    /// of our DeviceClasses in NotAllocated events; cordon answers 409), or auto: v1 where the
+    /// API server serves resource.k8s.io/v1, else v1alpha2 where it serves
+    /// resource.k8s.io/v1alpha2, else an error.
+    #[arg(long, default_value = "auto", value_name = "auto|v1alpha2|v1")]
+    pub dra_api: DraApi,
+
+    /// Campaign for a coordination.k8s.io Lease and allocate (on v1: mirror into the ledger)
+    /// only while holding it, so that of several replicas exactly one is active (the others
+    /// wait as standbys). `false` only where a single instance is guaranteed.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub leader_elect: bool,
 
@@ -204,6 +217,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             leader,
             leader_url: args.leader_url_template,
             replica: replica_name(),
+            dra_api: args.dra_api,
+            explain_after: None,
         },
         config,
     )
@@ -275,6 +290,19 @@ mod tests {
             .leader_config()
             .unwrap()
             .is_none());
+    }
+
+    #[test]
+    fn the_dra_api_defaults_to_auto_and_takes_the_two_versions() {
+        assert_eq!(run_args(&[]).dra_api, super::DraApi::Auto);
+        assert_eq!(run_args(&["--dra-api", "v1"]).dra_api, super::DraApi::V1);
+        assert_eq!(
+            run_args(&["--dra-api", "v1alpha2"]).dra_api,
+            super::DraApi::V1alpha2
+        );
+        let command_line = ["dra-ledger", "run", "--dra-api", "v2"];
+        let error = Cli::try_parse_from(command_line).unwrap_err().to_string();
+        assert!(error.contains("expected auto, v1alpha2 or v1"), "{error}");
     }
 
     #[test]

@@ -10,14 +10,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dra_allocator::ledger::{InventoryChange, Ledger, LedgerError};
 use dra_allocator::model::Device;
 use futures::StreamExt;
 use k8s_openapi::api::resource::v1alpha2::ResourceSlice;
 use kube::api::Api;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::inventory::{devices_by_node, slice_node};
 use super::reconcile::RETRY_DELAY;
@@ -25,31 +24,6 @@ use super::{LedgerDriver, Result};
 
 /// How often nodes whose inventory update failed are retried.
 const INVENTORY_RETRY: Duration = Duration::from_secs(5);
-
-/// How many node inventories are written at once.
-const PARALLEL_WRITES: usize = 16;
-
-/// Replaces the devices of `node` unless the ledger already records exactly these as
-/// published (so a restart does not rewrite every node); `None` when nothing was written.
-fn write_if_changed(
-    ledger: &Ledger,
-    node: &str,
-    devices: Vec<Device>,
-) -> std::result::Result<Option<InventoryChange>, LedgerError> {
-    let recorded = ledger.node_devices(node)?.unwrap_or_default();
-    let unchanged = recorded.iter().all(|r| {
-        devices
-            .iter()
-            .find(|d| d.name == r.name)
-            .map_or(r.missing, |d| !r.missing && d.attributes == r.attributes)
-    }) && devices
-        .iter()
-        .all(|d| recorded.iter().any(|r| r.name == d.name));
-    if unchanged {
-        return Ok(None);
-    }
-    ledger.set_inventory(node, devices).map(Some)
-}
 
 /// Runs the inventory watch and the reconcile loop until `shutdown` completes: the inventory is
 /// synced from the ResourceSlices first, then the initial reconcile runs (retried until it
@@ -128,28 +102,9 @@ impl InventorySync {
             })
             .filter(|(node, devices)| self.written.get(node) != Some(devices))
             .collect();
-        let driver = &self.driver;
-        let results: Vec<(String, Vec<Device>, Result<Option<InventoryChange>>)> =
-            futures::stream::iter(pending)
-                .map(|(node, devices)| async move {
-                    let (name, list) = (node.clone(), devices.clone());
-                    let result = driver
-                        .ledger_call(move |l| write_if_changed(l, &name, list))
-                        .await;
-                    (node, devices, result)
-                })
-                .buffer_unordered(PARALLEL_WRITES)
-                .collect()
-                .await;
-        for (node, devices, result) in results {
+        for (node, devices, result) in self.driver.calls.write_inventories(pending).await {
             match result {
-                Ok(change) => {
-                    if let Some(change) = change {
-                        if !change.marked_missing.is_empty() {
-                            warn!(node = %node, devices = ?change.marked_missing, "Allocated devices vanished from their ResourceSlice; marked missing");
-                        }
-                        debug!(node = %node, added = change.added.len(), removed = change.removed.len(), "Inventory updated");
-                    }
+                Ok(()) => {
                     self.written.insert(node, devices);
                 }
                 Err(error) => {

@@ -12,7 +12,8 @@
 //! - background: the ResourceSlice watch that keeps the ledger's inventory, and the periodic
 //!   reconcile of the ledger with the claims of the cluster ([`reconcile`]).
 //!
-//! The ledger is blocking; every call goes through `tokio::task::spawn_blocking`. Cluster access
+//! The ledger is blocking; every call goes through `tokio::task::spawn_blocking`, counted by
+//! `ledger_calls` (shared with the v1 mirror, as is its inventory write). Cluster access
 //! goes through [`DriverCluster`] so that the logic runs against an in-memory cluster in tests.
 //! Must not depend on the framework's internals (only its public `Driver` interface and types)
 //! nor on prometheus (metrics go through [`DriverObserver`]).
@@ -23,6 +24,7 @@ mod cluster;
 mod error;
 pub mod handle;
 pub mod inventory;
+mod ledger_calls;
 mod observer;
 mod param_cache;
 mod parameters;
@@ -41,6 +43,7 @@ use dra_allocator::model::EffectiveRequest;
 pub use background::{run_background, sync_inventory};
 pub use cluster::{DriverCluster, KubeCluster};
 pub use error::{DriverError, Result};
+pub(crate) use ledger_calls::LedgerCalls;
 pub use observer::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, DriverObserver, NoopObserver,
 };
@@ -92,7 +95,8 @@ pub struct ClaimParameters {
 /// The ledger-backed driver. Share it as `Arc<LedgerDriver>` between the framework's
 /// `Controller`, [`run_background`] and the admin API.
 pub struct LedgerDriver {
-    ledger: Ledger,
+    /// The ledger and its calls in flight ([`LedgerDriver::quiesce`] waits for them).
+    calls: LedgerCalls,
     cluster: Arc<dyn DriverCluster>,
     config: DriverConfig,
     observer: Arc<dyn DriverObserver>,
@@ -103,18 +107,12 @@ pub struct LedgerDriver {
     /// list and its import of a claim the list showed allocated.
     reconcile_lock: tokio::sync::RwLock<()>,
     takeover: std::sync::atomic::AtomicBool,
-    /// One permit per ledger call in flight, held by its blocking thread: a future dropped at
-    /// shutdown does not stop a call already running, so [`LedgerDriver::quiesce`] waits here.
-    in_flight: Arc<tokio::sync::Semaphore>,
 }
-
-/// The permits of [`LedgerDriver::in_flight`]: more than there can be blocking threads.
-const IN_FLIGHT_PERMITS: u32 = 1 << 20;
 
 impl std::fmt::Debug for LedgerDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LedgerDriver")
-            .field("ledger", &self.ledger)
+            .field("ledger", self.calls.ledger())
             .field("config", &self.config)
             .field("ready", &self.readiness.is_ready())
             .finish_non_exhaustive()
@@ -135,7 +133,7 @@ impl LedgerDriver {
         config: DriverConfig,
     ) -> Self {
         LedgerDriver {
-            ledger,
+            calls: LedgerCalls::new(ledger),
             cluster,
             config,
             observer: Arc::new(NoopObserver),
@@ -143,7 +141,6 @@ impl LedgerDriver {
             state: DriverState::default(),
             reconcile_lock: tokio::sync::RwLock::new(()),
             takeover: std::sync::atomic::AtomicBool::new(false),
-            in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PERMITS as usize)),
         }
     }
 
@@ -156,7 +153,7 @@ impl LedgerDriver {
 
     /// The ledger.
     pub fn ledger(&self) -> &Ledger {
-        &self.ledger
+        self.calls.ledger()
     }
 
     /// The settings.
@@ -184,33 +181,14 @@ impl LedgerDriver {
         T: Send + 'static,
         F: FnOnce(&Ledger) -> std::result::Result<T, LedgerError> + Send + 'static,
     {
-        let ledger = self.ledger.clone();
-        let permit = self
-            .in_flight
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| DriverError::ShutDown)?;
-        tokio::task::spawn_blocking(move || {
-            let result = call(&ledger);
-            drop(permit);
-            result
-        })
-        .await
-        .map_err(DriverError::LedgerTask)?
-        .map_err(DriverError::from)
+        self.calls.call(call).await
     }
 
     /// Waits until no ledger call is in flight and refuses new ones: after this, the only
     /// handles on the ledger file are the driver's own and its callers' (a ledger call whose
     /// caller was dropped at shutdown still runs to its end in its blocking thread).
     pub async fn quiesce(&self) {
-        // Closed only after all permits are back, so a call never sees a closed semaphore
-        // while one is still in flight.
-        if let Ok(all) = self.in_flight.acquire_many(IN_FLIGHT_PERMITS).await {
-            all.forget();
-            self.in_flight.close();
-        }
+        self.calls.quiesce().await;
     }
 
     /// Waits until the driver is ready, at most `ready_timeout`.

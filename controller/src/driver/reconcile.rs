@@ -29,7 +29,7 @@ use serde::Serialize;
 use tracing::{debug, info, warn};
 
 use super::handle::{claim_allocation, ClaimAllocationState, HandleData, HandleDataError};
-use super::{DriftKind, DriverError, LedgerDriver, Result};
+use super::{DriftKind, DriverError, DriverObserver, LedgerDriver, Result};
 
 /// What a reconcile found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -55,7 +55,8 @@ pub struct DriftReport {
 }
 
 impl DriftReport {
-    fn new() -> Self {
+    /// An empty report: every kind present with 0.
+    pub fn new() -> Self {
         DriftReport {
             drift: DriftKind::ALL.iter().map(|k| (k.as_str(), 0)).collect(),
             ..DriftReport::default()
@@ -72,8 +73,21 @@ impl DriftReport {
         self.drift.values().sum()
     }
 
-    fn add(&mut self, kind: DriftKind) {
+    /// Counts one difference of `kind`.
+    pub fn add(&mut self, kind: DriftKind) {
         *self.drift.entry(kind.as_str()).or_insert(0) += 1;
+    }
+
+    /// Reports the drift found (each kind seen) and the reconcile's duration `took` to
+    /// `observer`.
+    pub(crate) fn observe(&self, observer: &dyn DriverObserver, took: Duration) {
+        for kind in DriftKind::ALL {
+            let count = self.count(kind);
+            if count > 0 {
+                observer.drift(kind, count);
+            }
+        }
+        observer.reconcile(took);
     }
 }
 
@@ -222,13 +236,7 @@ impl LedgerDriver {
                 .store(false, std::sync::atomic::Ordering::SeqCst);
         }
         report.duration_ms = started.elapsed().as_millis() as u64;
-        for kind in DriftKind::ALL {
-            let count = report.count(kind);
-            if count > 0 {
-                self.observer.drift(kind, count);
-            }
-        }
-        self.observer.reconcile(started.elapsed());
+        report.observe(self.observer.as_ref(), started.elapsed());
         if report.total_drift() > 0 || !report.errors.is_empty() {
             info!(drift = ?report.drift, errors = report.errors.len(), confirmed = report.confirmed, "Reconciled ledger with the cluster");
         } else {
@@ -363,7 +371,7 @@ impl LedgerDriver {
 }
 
 /// Every allocation of the ledger, page by page.
-fn all_allocations(
+pub(crate) fn all_allocations(
     ledger: &dra_allocator::ledger::Ledger,
 ) -> std::result::Result<Vec<Allocation>, LedgerError> {
     let mut out = Vec::new();

@@ -160,7 +160,10 @@ mod tests {
         let template = LeaderUrlTemplate::default();
         for identity in ["evil.example/x", "user@evil", "a?b", "", "a b"] {
             let error = template.url_of(identity, "ns", 8080).unwrap_err();
-            assert!(error.contains("cannot be part of a URL"), "{identity}: {error}");
+            assert!(
+                error.contains("cannot be part of a URL"),
+                "{identity}: {error}"
+            );
         }
     }
 

@@ -1,14 +1,19 @@
 //! The composition of a running controller, used by `dra-ledger run` and `dra-ledger demo`:
 //! [`RunningController`] holds the ledger (with the commit hook of the metrics), the Kubernetes
-//! client (counting its requests), the ledger-backed driver with its background tasks, the
-//! framework `Controller` with N workers, the admin HTTP server of `dra-api` and, with leader
-//! election, the elector (`leader_work`) and the admin API's view of it (`leader_route`: a
-//! standby forwards `/v1` requests to the leader). [`MetricsObserver`] records the driver's facts
-//! in the Prometheus registry.
+//! client (counting its requests), the work of the DRA API the cluster serves, the admin HTTP
+//! server of `dra-api` and, with leader election, the elector (`leader_work`) and the admin
+//! API's view of it (`leader_route`: a standby forwards `/v1` requests to the leader). The work
+//! (`mode_work` builds it) is, on
+//! `resource.k8s.io/v1alpha2` (Kubernetes 1.30), the ledger-backed driver with its background
+//! tasks and the framework `Controller` with N workers; on `resource.k8s.io/v1` (1.34+, where
+//! the kube-scheduler allocates) the [`Mirror`] of the cluster's allocations, with cordon
+//! refused. [`MetricsObserver`] records the driver's and the mirror's facts in the Prometheus
+//! registry.
 //!
-//! Start order: metrics, ledger, listener (so a busy port fails before any work), driver, the
-//! elector (campaigning only: nothing is written before the lease is held), server, then (with
-//! leader election: once the lease is held) background and controller.
+//! Start order: metrics, ledger, listener (so a busy port fails before any work), the DRA API
+//! (`--dra-api`, by discovery for `auto`), driver or mirror, the elector (campaigning only:
+//! nothing is written before the lease is held), server, then (with leader election: once the
+//! lease is held) background and controller, or the mirror.
 //! Every write, to the ledger and to the API server, passes the leader [`Fence`]; without leader
 //! election it is always open. Shutdown: stop taking work, let syncs in flight and their ledger
 //! commits finish, stop the background and the server, close the ledger, then release the lease.
@@ -19,6 +24,7 @@
 mod leader_route;
 mod leader_work;
 mod metrics_observer;
+mod mode_work;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,17 +33,18 @@ use std::time::Duration;
 
 use anyhow::Context;
 use dra_allocator::ledger::{Ledger, LedgerOptions};
-use dra_api::reconciler::ReconcileError;
-use dra_api::{AdminToken, ApiRequestsLayer, AppState, Metrics, Readiness, Reconciler};
+use dra_api::{AdminToken, ApiRequestsLayer, AppState, Metrics, Readiness};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::driver::{DriverConfig, LedgerDriver};
+use crate::driver::LedgerDriver;
 use crate::leader::{Fence, FenceLayer, LeaderConfig, LeaderUrlTemplate, Role};
-use dra_framework::{Controller, ControllerConfig};
+use crate::mirror::Mirror;
+use dra_node::modern::mode::{resolve, ApiMode, DraApi};
 use leader_route::LeaderRoute;
-use leader_work::{run_while_leader, start_elector, ElectorTask, LeaderWork};
+use leader_work::{run_while_leader, start_elector, ElectorTask};
+use mode_work::{mode_work, ModeWork};
 
 pub use metrics_observer::MetricsObserver;
 
@@ -71,6 +78,13 @@ pub struct ProcessConfig {
     /// Leader election: work starts only once this lease is held and stops when it is lost.
     /// `None` runs as the only allocator.
     pub leader: Option<LeaderConfig>,
+    /// The DRA API to work with: `v1alpha2` allocates, `v1` mirrors, `auto` asks the API
+    /// server which it serves.
+    pub dra_api: DraApi,
+    /// On `v1`: how long a claim of our classes stays unallocated before an event explains it
+    /// (the claims are looked at every half of it, at least every 15 s); `None` keeps the
+    /// mirror's default of 60 s.
+    pub explain_after: Option<Duration>,
     /// With leader election: the admin URL of the replica holding the lease, where this one
     /// forwards `/v1` requests while it is a standby.
     pub leader_url: LeaderUrlTemplate,
@@ -79,41 +93,21 @@ pub struct ProcessConfig {
     pub replica: String,
 }
 
-impl ProcessConfig {
-    fn driver_config(&self) -> DriverConfig {
-        let mut driver = DriverConfig {
-            reconcile_interval: self.reconcile_interval,
-            ..DriverConfig::new(self.driver_name.clone())
-        };
-        if let Some(grace) = self.grace_period {
-            driver.grace_period = grace;
-        }
-        driver
-    }
-}
-
-/// `POST /v1/reconcile` through the driver: the same reconcile as the periodic one, its drift
-/// report as JSON.
-struct DriverReconciler(Arc<LedgerDriver>);
-
-#[async_trait::async_trait]
-impl Reconciler for DriverReconciler {
-    async fn reconcile_now(&self) -> Result<serde_json::Value, ReconcileError> {
-        let report = self.0.reconcile_now().await?;
-        Ok(serde_json::to_value(report)?)
-    }
-}
-
 /// A started controller process: its parts, and the handles to stop them in order.
 pub struct RunningController {
-    /// The driver (its ledger, readiness and config).
-    pub driver: Arc<LedgerDriver>,
+    /// The DRA API it works with.
+    pub mode: ApiMode,
+    /// The driver (its ledger, readiness and config) on `resource.k8s.io/v1alpha2`.
+    pub driver: Option<Arc<LedgerDriver>>,
+    /// The mirror on `resource.k8s.io/v1`.
+    pub mirror: Option<Arc<Mirror>>,
     /// The observer feeding the registry.
     pub observer: Arc<MetricsObserver>,
     /// The `/readyz` flags.
     pub readiness: Readiness,
     /// The address the admin server listens on.
     pub local_addr: SocketAddr,
+    ledger: Ledger,
     role: watch::Receiver<Role>,
     stop: watch::Sender<bool>,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
@@ -123,7 +117,8 @@ pub struct RunningController {
 impl std::fmt::Debug for RunningController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunningController")
-            .field("driver", &self.driver)
+            .field("mode", &self.mode)
+            .field("ledger", &self.ledger)
             .field("local_addr", &self.local_addr)
             .finish_non_exhaustive()
     }
@@ -187,21 +182,10 @@ impl RunningController {
             .with_layer(&FenceLayer::new(fence.clone()))
             .with_layer(&ApiRequestsLayer::new(metrics.clone()))
             .build();
+        let mode = resolve(config.dra_api, Some(&client))
+            .await
+            .context("cannot choose the DRA API")?;
         let observer = Arc::new(MetricsObserver::new(metrics.clone()));
-        let driver = Arc::new(
-            LedgerDriver::new(ledger.clone(), client.clone(), config.driver_config())
-                .with_observer(observer.clone()),
-        );
-        let controller = Controller::new(
-            config.driver_name.clone(),
-            driver.clone(),
-            client.clone(),
-            ControllerConfig {
-                recheck_delay: config.recheck_delay,
-                ..ControllerConfig::default()
-            },
-        );
-
         let (stop, _) = watch::channel(false);
         let mut tasks = Vec::new();
 
@@ -222,22 +206,13 @@ impl RunningController {
             ),
         };
 
-        let depth_source = controller.clone();
-        let mut state = AppState::new(metrics.clone(), readiness.clone())
-            .with_ledger(ledger)
-            .with_queue_depth(Arc::new(move || depth_source.queue().len()))
-            .with_reconciler(Arc::new(DriverReconciler(driver.clone())))
-            .with_replica(config.replica.clone());
-        if let Some(leader) = &config.leader {
-            state = state
-                .with_replica(leader.identity.clone())
-                .with_leadership(Arc::new(LeaderRoute {
-                    role: role.clone(),
-                    template: config.leader_url.clone(),
-                    namespace: leader.namespace.clone(),
-                    port: local_addr.port(),
-                }));
-        }
+        let state = admin_state(&config, &metrics, &readiness, &ledger, &role, local_addr);
+        let ModeWork {
+            mut state,
+            work,
+            driver,
+            mirror,
+        } = mode_work(mode, &config, &ledger, client, &observer, state);
         if let Some(token) = config.admin_token.clone() {
             state = state.with_admin_token(token);
         }
@@ -246,27 +221,28 @@ impl RunningController {
             tokio::spawn(serve_admin(listener, state, stop.subscribe())),
         ));
 
-        let workers = config.workers.max(1);
         tasks.push((
-            "controller",
+            if mode == ApiMode::V1 {
+                "mirror"
+            } else {
+                "controller"
+            },
             tokio::spawn(run_while_leader(
-                LeaderWork {
-                    driver: driver.clone(),
-                    readiness: readiness.clone(),
-                    controller,
-                    client,
-                    workers,
-                },
+                work,
+                readiness.clone(),
                 role.clone(),
                 stop.subscribe(),
             )),
         ));
-        info!(listen = %local_addr, workers, "Controller started");
+        info!(listen = %local_addr, dra_api = %mode, workers = config.workers.max(1), "Controller started");
         Ok(RunningController {
+            mode,
             driver,
+            mirror,
             observer,
             readiness,
             local_addr,
+            ledger,
             role,
             stop,
             tasks,
@@ -283,7 +259,7 @@ impl RunningController {
 
     /// The ledger.
     pub fn ledger(&self) -> &Ledger {
-        self.driver.ledger()
+        &self.ledger
     }
 
     /// Completes when the leader lease is lost, with the reason; never without leader election.
@@ -316,9 +292,9 @@ impl RunningController {
                 late.push(name);
             }
         }
-        let driver = self.driver;
+        let parts = (self.driver, self.mirror, self.ledger);
         // The last ledger handle closes here: its writer drains queued commits before it stops.
-        tokio::task::spawn_blocking(move || drop(driver))
+        tokio::task::spawn_blocking(move || drop(parts))
             .await
             .context("ledger close task failed")?;
         if let Some((release, task)) = self.elector {
@@ -337,6 +313,31 @@ impl RunningController {
                 late.join(", ")
             )
         }
+    }
+}
+
+/// The admin API's state over `ledger`, named for this replica: with leader election its Lease
+/// identity, and `/v1` answered from the leader's ledger as `role` tells (forwarded to the
+/// leader's admin URL while this replica is a standby).
+fn admin_state(
+    config: &ProcessConfig,
+    metrics: &Arc<Metrics>,
+    readiness: &Readiness,
+    ledger: &Ledger,
+    role: &watch::Receiver<Role>,
+    local_addr: SocketAddr,
+) -> AppState {
+    let state = AppState::new(metrics.clone(), readiness.clone()).with_ledger(ledger.clone());
+    match &config.leader {
+        Some(leader) => state
+            .with_replica(leader.identity.clone())
+            .with_leadership(Arc::new(LeaderRoute {
+                role: role.clone(),
+                template: config.leader_url.clone(),
+                namespace: leader.namespace.clone(),
+                port: local_addr.port(),
+            })),
+        None => state.with_replica(config.replica.clone()),
     }
 }
 

@@ -1,7 +1,8 @@
 //! `dra-ledger demo` end to end: a short workload on the simulated cluster allocates claims,
 //! node agents prepare them (CDI specs written and removed, `admin prepared` lists them), serves
 //! /readyz and every spec metric on /metrics while it runs, finishes with a consistent ledger and
-//! exits 0; with `--pods 0` it serves a cluster that kubectl (through
+//! exits 0 (on 1.30, and on 1.34 where the scheduler allocates and the ledger mirrors); with
+//! `--pods 0` it serves a cluster that kubectl (through
 //! `--kubeconfig-out`) adds work to.
 
 use std::time::Duration;
@@ -311,4 +312,68 @@ fn demo_without_a_workload_serves_a_cluster_that_kubectl_adds_work_to() {
     assert!(status.success(), "exit {status:?}\n{output}");
     assert!(output.contains("no workload (--pods 0)"), "{output}");
     assert!(output.contains("interrupted after"), "{output}");
+}
+
+#[test]
+fn demo_on_1_34_has_the_scheduler_allocate_the_agents_prepare_and_the_ledger_mirror() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("demo.redb");
+    let mut child = spawn(&[
+        "demo",
+        "--kubernetes-version",
+        "1.34",
+        "--pods",
+        "20",
+        "--nodes",
+        "4",
+        "--devices-per-node",
+        "4",
+        "--duration",
+        "120s",
+        "--listen",
+        "127.0.0.1:0",
+        "--ledger",
+        ledger.to_str().unwrap(),
+    ]);
+    let mut lines = stdout_lines(&mut child);
+    let addr = lines.wait_for(Duration::from_secs(60), testkit::process::demo_banner_addr);
+    lines.wait_for(Duration::from_secs(60), |line| {
+        number_before(line, " in total").filter(|total| *total > 0)
+    });
+    // What the ledger counts came from the mirror: the controller allocated nothing itself.
+    let (status, metrics) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    let mirrored = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("dra_ledger_allocations_total{mode=\"mirrored\",outcome=\"allocated\"}")
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok());
+    assert!(mirrored.is_some_and(|n| n > 0), "{metrics}");
+    assert!(
+        metrics.contains("dra_ledger_allocate_duration_seconds_count 0"),
+        "{metrics}"
+    );
+
+    let status = wait_exit(&mut child, Duration::from_secs(150));
+    lines.drain();
+    let output = lines.seen.join("\n");
+    assert!(status.success(), "exit {status:?}\n{output}");
+    assert!(
+        output.contains("dra-ledger demo on Kubernetes 1.34 (resource.k8s.io/v1)"),
+        "{output}"
+    );
+    assert!(output.contains("20 pods succeeded, 0 failed"), "{output}");
+    let summary = &output[output.rfind("workload done after").unwrap()..];
+    let total = number_before(summary, " claims allocated in total");
+    assert!(
+        total.is_some_and(|n| n >= 20),
+        "every pod's claims mirrored: {output}"
+    );
+    assert!(
+        output.contains("pods done: 0 claims left allocated in the ledger"),
+        "{output}"
+    );
+    assert!(output.contains("removed, 0 left on the nodes"), "{output}");
+    assert!(output.contains("ledger verified: consistent"), "{output}");
 }

@@ -1,22 +1,28 @@
 //! The 1.34 overlay (`deploy/overlays/kubernetes-1.34`), rendered by `kubectl kustomize`: it
-//! validates against the Kubernetes 1.34 and 1.37 schemas, runs the node agent in modern mode,
-//! and the agent's `ClusterRole` grants exactly the requests the agent makes in that mode:
+//! validates against the Kubernetes 1.34 and 1.37 schemas (its examples too), runs the node
+//! agent in modern mode and the controller as the mirror, installs no parameter CRDs, and each
+//! `ClusterRole` grants exactly the requests its workload makes in that mode: the agent
 //! publishing and republishing its slice, preparing a claim and listing claims for garbage
-//! collection.
+//! collection; the mirror recording an allocation of the scheduler and its release, explaining
+//! an unallocatable claim and reconciling.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
+use std::sync::Arc;
+
+use dra_allocator::ledger::Ledger;
+use dra_controller::mirror::{run_mirror, Mirror, MirrorConfig};
+use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::PostParams;
+use kube::api::{DeleteParams, PostParams};
 use kube::Api;
 use serde_json::json;
 use testkit::eventually;
 
 use crate::deploy_support::rbac::{granted, lines, RecordingLayer};
 use crate::deploy_support::run_flags::RunFlags;
-use crate::deploy_support::{kubernetes_validate, render_overlay, Rendered};
+use crate::deploy_support::{kubernetes_validate, render_overlay, Document, Rendered};
 use crate::e2e_support::{DRIVER, WAIT};
 use crate::modern_support::{h100s, Modern};
 use dra_node::local::LocalSettings;
@@ -49,6 +55,29 @@ fn overlay_validates_against_the_kubernetes_1_34_and_1_37_schemas() {
             .filter(|l| l.contains(" passed for resource "))
             .count();
         assert_eq!(passed, rendered.documents.len(), "{version}:\n{report}");
+    }
+}
+
+#[test]
+fn overlay_examples_validate_against_the_kubernetes_1_34_and_1_37_schemas() {
+    let examples = crate::deploy_support::deploy_dir().join("overlays/kubernetes-1.34/examples");
+    let files: Vec<_> = std::fs::read_dir(&examples)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert!(!files.is_empty(), "{}", examples.display());
+    for version in ["1.34.0", "1.37.0"] {
+        let Some(validation) = kubernetes_validate(version, &files) else {
+            return;
+        };
+        let report = validation.lines.join("\n");
+        assert!(validation.success, "{version}:\n{report}");
+        let passed = report.matches(" passed for resource ").count();
+        let documents: usize = files
+            .iter()
+            .map(|f| crate::deploy_support::documents(f).len())
+            .sum();
+        assert_eq!(passed, documents, "{version}:\n{report}");
     }
 }
 
@@ -153,6 +182,109 @@ async fn overlay_node_cluster_role_grants_exactly_what_the_modern_agent_requests
         other.iter().all(|path| path == "/apis" || path == "/api"),
         "{other:?}"
     );
+    let denied: Vec<_> = observed.difference(&granted).collect();
+    assert!(denied.is_empty(), "not allowed:\n{}", lines(denied));
+    let unused: Vec<_> = granted.difference(&observed).collect();
+    assert!(unused.is_empty(), "never requested:\n{}", lines(unused));
+}
+
+#[test]
+fn overlay_runs_the_controller_as_the_mirror_without_the_parameter_crds() {
+    let Some(rendered) = overlay() else {
+        return;
+    };
+    let set: StatefulSet = rendered.find("StatefulSet", "dra-ledger").parse();
+    let pod = set.spec.unwrap().template.spec.unwrap();
+    let flags = RunFlags::of(&pod.containers[0].args.clone().unwrap());
+    assert_eq!(flags.value("dra-api"), "v1");
+    assert_eq!(
+        flags.value("leader-elect"),
+        "true",
+        "still a leader and a standby"
+    );
+    let kinds: Vec<&str> = rendered.documents.iter().map(Document::kind).collect();
+    assert!(!kinds.contains(&"CustomResourceDefinition"), "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "DeviceClass").count(),
+        4,
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlay_controller_cluster_role_grants_exactly_what_the_mirror_requests() {
+    let Some(rendered) = overlay() else {
+        return;
+    };
+    let role: ClusterRole = rendered.find("ClusterRole", "dra-ledger").parse();
+    let granted = granted(&role);
+
+    let dir = tempfile::tempdir().unwrap();
+    let modern = Modern::start(dir.path(), &[h100s(2)], Duration::from_secs(60)).await;
+    modern.overlay_device_classes().await;
+    let recorder = RecordingLayer::default();
+    let mut config = kube::Config::new(modern.cluster.url().parse().unwrap());
+    config.default_namespace = "default".into();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&recorder)
+        .build();
+    let ledger = Ledger::open(dir.path().join("ledger.redb"), DRIVER).unwrap();
+    let mirror_config = MirrorConfig {
+        explain_after: Duration::from_millis(200),
+        explain_interval: Duration::from_millis(100),
+        ..MirrorConfig::new(DRIVER)
+    };
+    let mirror = Arc::new(Mirror::new(ledger.clone(), client, mirror_config));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(run_mirror(mirror.clone(), async {
+        let _ = stopped.await;
+    }));
+    tokio::time::timeout(WAIT, mirror.readiness().wait())
+        .await
+        .expect("the mirror is ready");
+
+    // An allocation of the scheduler recorded, then released with its pod.
+    modern
+        .template(
+            "one",
+            json!({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}),
+        )
+        .await;
+    modern.pod_from_template("a", "one").await;
+    let uid = modern.claim_of("a").await.metadata.uid.unwrap();
+    eventually("the allocation in the ledger", WAIT, || async {
+        ledger.allocation(&uid).unwrap().is_some()
+    })
+    .await;
+    modern
+        .pods()
+        .delete("a", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the allocation released", WAIT, || async {
+        ledger.allocation(&uid).unwrap().is_none()
+    })
+    .await;
+    // A claim nothing can satisfy is explained; a reconcile lists the claims again.
+    let spec = json!({"devices": {"requests": [{"name": "gpu", "exactly": {
+        "deviceClassName": format!("l40s.{DRIVER}")}}]}});
+    modern.claim("l40s", spec).await;
+    eventually("the NotAllocated event", WAIT, || async {
+        recorder
+            .accesses()
+            .iter()
+            .any(|a| a.resource == "events" && a.verb == "create")
+    })
+    .await;
+    mirror.reconcile_now().await.unwrap();
+    let _ = stop.send(());
+    task.await.unwrap();
+    modern.shutdown().await;
+
+    let observed = recorder.accesses();
+    let other: BTreeSet<String> = recorder.other();
+    assert!(other.is_empty(), "non-resource requests: {other:?}");
     let denied: Vec<_> = observed.difference(&granted).collect();
     assert!(denied.is_empty(), "not allowed:\n{}", lines(denied));
     let unused: Vec<_> = granted.difference(&observed).collect();

@@ -1,7 +1,8 @@
 //! End to end in process: the simulated cluster, the driver and the framework's controller with
 //! pods of claim templates (lifecycle, placement, restarts on the same ledger, node agents
 //! preparing the claims, on 1.30 and on 1.34, where the simulated kube-scheduler allocates from
-//! the agents' slices), and the manifests under deploy/ (schemas, RBAC against the requests
+//! the agents' slices, and the controller there only mirrors the cluster into its ledger), and
+//! the manifests under deploy/ (schemas, RBAC against the requests
 //! actually made, the flags of the `StatefulSet` and of the node agent's `DaemonSet`).
 
 // Test code unwraps: a failed step should fail the test loudly.
@@ -16,6 +17,7 @@ mod deploy_modern;
 mod deploy_node;
 mod lifecycle;
 mod migration;
+mod modern_mirror;
 mod modern_node;
 mod modern_schedule;
 mod node_agents;

@@ -2,8 +2,8 @@
 //! slices the node agents publish, by the `DeviceClasses` of the 1.34 overlay, claims made from
 //! templates by the resourceclaim controller; the kubelet has the agent prepare the devices it
 //! picked before the pod runs, and unprepare them when the pod goes. Covers a one-device
-//! template, model classes, a `matchAttribute` NUMA constraint, a `firstAvailable` fallback and a
-//! request nothing can satisfy.
+//! template, model classes, a `matchAttribute` NUMA constraint, a `firstAvailable` fallback, a
+//! request nothing can satisfy and the overlay's example workload.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use testkit::eventually;
 
 use crate::e2e_support::{DRIVER, WAIT};
-use crate::modern_support::{gpus, Gpu, Modern};
+use crate::modern_support::{gpus, h100s, Gpu, Modern};
 
 /// A claim spec with one request `gpu` for `count` devices of `class`.
 fn exactly(class: &str, count: u32) -> Value {
@@ -228,5 +228,22 @@ async fn first_available_takes_the_preferred_model_then_falls_back() {
     modern.pod_from_template("second", "h100-or-any").await;
     let (_, picked) = running(&modern, "second").await;
     assert_eq!(picked, [("gpu/any".to_owned(), "gpu-1".to_owned())]);
+    modern.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overlay_example_runs_its_pod_on_two_h100s_of_one_numa_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let modern = start(dir.path(), &[gpus("A100", 0, 4), h100s(4)]).await;
+    let created = modern.apply_overlay_example("gpu-claim.yaml").await;
+    let pod = created.iter().find(|(kind, _)| kind == "Pod").unwrap();
+    let (node, picked) = running(&modern, &pod.1).await;
+    assert_eq!(node, "node-1", "the H100s are on node-1");
+    assert_eq!(picked.len(), 2, "{picked:?}");
+    let numa = numa_of(&modern, &node).await;
+    assert_eq!(
+        numa[&picked[0].1], numa[&picked[1].1],
+        "{picked:?} {numa:?}"
+    );
     modern.shutdown().await;
 }

@@ -9,6 +9,7 @@
 //! there is no workload: the demo serves until Ctrl-C or `--duration`.
 
 pub mod agents;
+pub mod modern;
 pub mod progress;
 pub mod setup;
 pub mod workload;
@@ -19,8 +20,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use dra_node::modern::mode::DraApi;
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::ServerConfig;
+use dra_sim::KubernetesVersion;
 
 use super::{parse_duration, wait_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
 use dra_controller::process::{ProcessConfig, RunningController};
@@ -70,6 +73,14 @@ pub struct DemoArgs {
     /// it they answer 403).
     #[arg(long, value_name = "PATH")]
     pub admin_token_file: Option<PathBuf>,
+
+    /// The Kubernetes release the simulated cluster plays: 1.30 (classic DRA: the controller
+    /// allocates, with immediate claims in the workload) or 1.34 (structured DRA: the
+    /// scheduler allocates from the slices the node agents publish, by the DeviceClasses of
+    /// deploy/overlays/kubernetes-1.34, and the controller mirrors the allocations into the
+    /// ledger).
+    #[arg(long, default_value = "1.30", value_name = "1.30|1.34")]
+    pub kubernetes_version: KubernetesVersion,
 
     /// Run no node agents: the simulator publishes the devices itself and its kubelet starts
     /// pods without preparing their claims (the control plane alone).
@@ -137,6 +148,7 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         models: vec!["H100".to_owned(), "A100".to_owned()],
         memory: vec!["80Gi".to_owned(), "40Gi".to_owned()],
         numa_nodes: numa,
+        kubernetes_version: args.kubernetes_version,
         ..ClusterConfig::default()
     };
     if !args.no_node_agents {
@@ -176,6 +188,40 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
+/// Creates what the workload's pods use (classes and templates, in the release's API) and
+/// returns the workload's shape.
+async fn create_workload_objects(
+    args: &DemoArgs,
+    client: &kube::Client,
+    numa: usize,
+) -> anyhow::Result<WorkloadShape> {
+    let pairs = args.devices_per_node / numa >= 2;
+    let structured = args.kubernetes_version.is_structured();
+    // About one pod in 25 uses an immediate claim; they hold at most a quarter of the devices.
+    // 1.34 has no immediate allocation: a claim is allocated when a pod needs it.
+    let immediate_claims = if structured {
+        0
+    } else {
+        (args.pods / 25)
+            .max(1)
+            .min(args.nodes * args.devices_per_node / 4)
+            .min(args.pods)
+    };
+    if structured {
+        modern::create_device_classes(client).await?;
+        modern::create_templates(client, pairs).await?;
+    } else {
+        setup::apply_crds(client).await?;
+        setup::create_classes_and_templates(client, DEFAULT_DRIVER_NAME, pairs).await?;
+    }
+    Ok(WorkloadShape {
+        pods: args.pods,
+        immediate_claims,
+        pairs,
+        prioritized: structured,
+    })
+}
+
 async fn with_cluster(
     args: &DemoArgs,
     cluster: &ClusterHandle,
@@ -185,18 +231,8 @@ async fn with_cluster(
     workdir: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
     let client = cluster.kube_client();
-    let pairs = args.devices_per_node / numa >= 2;
-    // About one pod in 25 uses an immediate claim; they hold at most a quarter of the devices.
-    let shape = WorkloadShape {
-        pods: args.pods,
-        immediate_claims: (args.pods / 25)
-            .max(1)
-            .min(args.nodes * args.devices_per_node / 4)
-            .min(args.pods),
-        pairs,
-    };
-    setup::apply_crds(&client).await?;
-    setup::create_classes_and_templates(&client, DEFAULT_DRIVER_NAME, pairs).await?;
+    let structured = args.kubernetes_version.is_structured();
+    let shape = create_workload_objects(args, &client, numa).await?;
     let kubeconfig_path = args
         .kubeconfig_out
         .clone()
@@ -228,14 +264,30 @@ async fn with_cluster(
             leader: None,
             leader_url: dra_controller::leader::LeaderUrlTemplate::default(),
             replica: "demo".to_owned(),
+            // On 1.30 the controller allocates; on 1.34 the scheduler does and the controller
+            // mirrors, explaining a claim that waits for 10 s.
+            dra_api: if structured {
+                DraApi::V1
+            } else {
+                DraApi::V1alpha2
+            },
+            explain_after: structured.then_some(Duration::from_secs(10)),
         },
         client_config,
     )
     .await?;
-    println!(
-        "dra-ledger demo: {} nodes x {} devices, {} pods ({} with immediate claims)",
-        args.nodes, args.devices_per_node, args.pods, shape.immediate_claims
-    );
+    if structured {
+        println!(
+            "dra-ledger demo on Kubernetes 1.34 (resource.k8s.io/v1): {} nodes x {} devices, {} pods; \
+             the scheduler allocates, the ledger mirrors",
+            args.nodes, args.devices_per_node, args.pods
+        );
+    } else {
+        println!(
+            "dra-ledger demo: {} nodes x {} devices, {} pods ({} with immediate claims)",
+            args.nodes, args.devices_per_node, args.pods, shape.immediate_claims
+        );
+    }
     println!("  ledger:      {}", ledger_path.display());
     println!(
         "  cluster:     {} (kubectl --kubeconfig {})",
@@ -344,12 +396,16 @@ async fn drive(
         started.elapsed().as_secs_f64()
     );
     if agents.is_some() {
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            setup::wait_for_slices(&client, args.nodes),
-        )
-        .await
-        .context("the node agents did not publish every node's devices within 60s")??;
+        let published = async {
+            if args.kubernetes_version.is_structured() {
+                modern::wait_for_slices(&client, args.nodes).await
+            } else {
+                setup::wait_for_slices(&client, args.nodes).await
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), published)
+            .await
+            .context("the node agents did not publish every node's devices within 60s")??;
         println!(
             "  node agents registered, devices published after {:.1}s",
             started.elapsed().as_secs_f64()
@@ -365,7 +421,7 @@ async fn drive(
         started,
         cdi: CdiTracker::default(),
     };
-    let mut submitter = Submitter::new(&client, shape);
+    let mut submitter = Submitter::new(&client, shape, args.kubernetes_version.is_structured());
     let limit = args.nodes * args.devices_per_node;
     let deadline = args.duration.map(|limit| started + limit);
     let mut signal = std::pin::pin!(wait_for_signal());
@@ -451,8 +507,13 @@ async fn finish(
             tokio::time::sleep(Duration::from_millis(200)).await;
             snapshot = run.observe(submitter).await?;
         }
+        let what = if run.shape.immediate_claims > 0 {
+            "immediate claims deleted"
+        } else {
+            "pods done"
+        };
         println!(
-            "immediate claims deleted: {} claims left allocated in the ledger",
+            "{what}: {} claims left allocated in the ledger",
             snapshot.claims_allocated
         );
     }

@@ -1,6 +1,8 @@
 //! The demo workload: pods that use claim templates (one device, two devices on one NUMA node,
-//! or two separate one-device claims) or one of the immediate claims, each running a few seconds
-//! through the simulated kubelet's `sim.dra-ledger.io/run-seconds` annotation.
+//! or two separate one-device claims; on 1.34 also an H100-else-any prioritized list) or one of
+//! the immediate claims (1.30 only), each running a few seconds through the simulated kubelet's
+//! `sim.dra-ledger.io/run-seconds` annotation. Pods are written in the shape of the cluster's
+//! release.
 //!
 //! Pods are submitted in waves so that at most about as many pods as there are devices wait at
 //! once, which keeps the scheduler's work per pod small. Everything is deterministic from the pod
@@ -9,9 +11,10 @@
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{ClaimSource, Container, Pod, PodResourceClaim, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::PostParams;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
 
+use super::modern::{pod_in_1_34_shape, H100_OR_ANY};
 use super::setup::{immediate_claim_name, NAMESPACE, ONE_GPU, TWO_GPUS};
 
 /// The simulated kubelet's run-time annotation.
@@ -46,6 +49,8 @@ pub struct WorkloadShape {
     pub immediate_claims: usize,
     /// Whether two-device claims fit (at least two devices per NUMA node).
     pub pairs: bool,
+    /// Whether every fourth pod asks for an H100 else any GPU (a 1.34 prioritized list).
+    pub prioritized: bool,
 }
 
 /// The plan of pod number `index`.
@@ -54,6 +59,7 @@ pub fn plan(shape: WorkloadShape, index: usize) -> PodPlan {
         vec![ClaimUse::Claim(immediate_claim_name(index))]
     } else {
         match index % 4 {
+            1 if shape.prioritized => vec![ClaimUse::Template(H100_OR_ANY)],
             2 if shape.pairs => vec![ClaimUse::Template(TWO_GPUS)],
             3 => vec![ClaimUse::Template(ONE_GPU), ClaimUse::Template(ONE_GPU)],
             _ => vec![ClaimUse::Template(ONE_GPU)],
@@ -143,17 +149,19 @@ impl PodPlan {
 /// Submits the pods of a workload in order.
 #[derive(Debug)]
 pub struct Submitter {
-    api: Api<Pod>,
+    api: Api<DynamicObject>,
     shape: WorkloadShape,
+    structured: bool,
     next: usize,
 }
 
 impl Submitter {
-    /// A submitter for `shape`.
-    pub fn new(client: &Client, shape: WorkloadShape) -> Self {
+    /// A submitter for `shape`, writing pods in the 1.34 shape when `structured`.
+    pub fn new(client: &Client, shape: WorkloadShape, structured: bool) -> Self {
         Submitter {
-            api: Api::namespaced(client.clone(), NAMESPACE),
+            api: Api::namespaced_with(client.clone(), NAMESPACE, &ApiResource::erase::<Pod>(&())),
             shape,
+            structured,
             next: 0,
         }
     }
@@ -180,7 +188,11 @@ impl Submitter {
             if self.is_done() {
                 break;
             }
-            let pod = plan(self.shape, self.next).to_pod();
+            let mut pod = serde_json::to_value(plan(self.shape, self.next).to_pod())?;
+            if self.structured {
+                pod = pod_in_1_34_shape(pod);
+            }
+            let pod: DynamicObject = serde_json::from_value(pod)?;
             self.api
                 .create(&PostParams::default(), &pod)
                 .await
@@ -201,6 +213,7 @@ mod tests {
         pods: 20,
         immediate_claims: 2,
         pairs: true,
+        prioritized: false,
     };
 
     #[test]
@@ -217,6 +230,20 @@ mod tests {
         assert_eq!(plan(SHAPE, 3).devices(), 2);
         assert_eq!(plan(SHAPE, 3).claims.len(), 2);
         assert_eq!(plan(SHAPE, 4).claims, [ClaimUse::Template(ONE_GPU)]);
+    }
+
+    #[test]
+    fn on_1_34_every_fourth_pod_asks_for_an_h100_else_any_gpu() {
+        let shape = WorkloadShape {
+            immediate_claims: 0,
+            prioritized: true,
+            ..SHAPE
+        };
+        let prioritized: Vec<usize> = (0..12)
+            .filter(|&i| plan(shape, i).claims == [ClaimUse::Template(H100_OR_ANY)])
+            .collect();
+        assert_eq!(prioritized, [1, 5, 9]);
+        assert!(!(0..12).any(|i| plan(SHAPE, i).claims == [ClaimUse::Template(H100_OR_ANY)]));
     }
 
     #[test]

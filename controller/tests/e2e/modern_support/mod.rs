@@ -73,6 +73,17 @@ fn inventory(dir: &Path, gpus: &[Gpu]) -> String {
     format!("devices:\n{}", devices.concat())
 }
 
+/// `resource.k8s.io/v1` `ResourceClaimTemplate`.
+fn template_resource() -> ApiResource {
+    ApiResource {
+        group: "resource.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "resource.k8s.io/v1".into(),
+        kind: "ResourceClaimTemplate".into(),
+        plural: "resourceclaimtemplates".into(),
+    }
+}
+
 /// The cluster, its agents and where each node's inventory file is.
 pub struct Modern {
     /// The simulated cluster.
@@ -203,15 +214,33 @@ impl Modern {
         names
     }
 
+    /// Creates every object of `deploy/overlays/kubernetes-1.34/examples/<file>` (templates and
+    /// pods) and returns their `(kind, name)`.
+    pub async fn apply_overlay_example(&self, file: &str) -> Vec<(String, String)> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../deploy/overlays/kubernetes-1.34/examples")
+            .join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut created = Vec::new();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let object: DynamicObject = serde::Deserialize::deserialize(document).unwrap();
+            let types = object.types.clone().unwrap();
+            let api = match types.kind.as_str() {
+                "ResourceClaimTemplate" => {
+                    Api::default_namespaced_with(self.client.clone(), &template_resource())
+                }
+                "Pod" => self.pods(),
+                other => panic!("no way to apply a {other} of examples/{file}"),
+            };
+            let object = api.create(&PostParams::default(), &object).await.unwrap();
+            created.push((types.kind, object.metadata.name.unwrap()));
+        }
+        created
+    }
+
     /// Creates `ResourceClaimTemplate` `name` whose claims have `spec`.
     pub async fn template(&self, name: &str, spec: Value) {
-        let resource = ApiResource {
-            group: "resource.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "resource.k8s.io/v1".into(),
-            kind: "ResourceClaimTemplate".into(),
-            plural: "resourceclaimtemplates".into(),
-        };
+        let resource = template_resource();
         let template: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": name}, "spec": {"spec": spec},
@@ -242,14 +271,14 @@ impl Modern {
             .unwrap()
     }
 
-    /// The claim made for pod claim `gpu` of pod `pod`, once the resourceclaim controller has
-    /// recorded it in the pod's status.
+    /// The claim made for the (first) pod claim of pod `pod`, once the resourceclaim controller
+    /// has recorded it in the pod's status.
     pub async fn claim_of(&self, pod: &str) -> ResourceClaim {
         let name = eventually("the pod's claim recorded in its status", WAIT, || async {
             let pod = self.pods().get(pod).await.unwrap();
             pod.data["status"]["resourceClaimStatuses"]
                 .as_array()
-                .and_then(|statuses| statuses.iter().find(|s| s["name"] == "gpu"))
+                .and_then(|statuses| statuses.first())
                 .and_then(|s| s["resourceClaimName"].as_str())
                 .map(str::to_owned)
         })

@@ -1,0 +1,132 @@
+//! Ledger calls off the async runtime, counted so that a stop can wait for the last one:
+//! [`LedgerCalls`] is what the driver and the v1 mirror both hold, with the inventory write
+//! they share (a node's devices replaced only when they changed).
+//!
+//! Owns the in-flight permits; must not decide what to write (that is the caller's).
+
+use std::sync::Arc;
+
+use dra_allocator::ledger::{InventoryChange, Ledger, LedgerError};
+use dra_allocator::model::Device;
+use futures::StreamExt;
+use tracing::{debug, warn};
+
+use super::{DriverError, Result};
+
+/// The permits of [`LedgerCalls`]: more than there can be blocking threads.
+const IN_FLIGHT_PERMITS: u32 = 1 << 20;
+
+/// How many node inventories are written at once.
+const PARALLEL_WRITES: usize = 16;
+
+/// A ledger and its calls in flight.
+#[derive(Debug)]
+pub(crate) struct LedgerCalls {
+    ledger: Ledger,
+    /// One permit per ledger call in flight, held by its blocking thread: a future dropped at
+    /// shutdown does not stop a call already running, so [`LedgerCalls::quiesce`] waits here.
+    in_flight: Arc<tokio::sync::Semaphore>,
+}
+
+impl LedgerCalls {
+    /// Calls into `ledger`.
+    pub(crate) fn new(ledger: Ledger) -> Self {
+        LedgerCalls {
+            ledger,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PERMITS as usize)),
+        }
+    }
+
+    /// The ledger.
+    pub(crate) fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// Runs `call` on the ledger in a blocking thread; refused once quiesced.
+    pub(crate) async fn call<T, F>(&self, call: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Ledger) -> std::result::Result<T, LedgerError> + Send + 'static,
+    {
+        let ledger = self.ledger.clone();
+        let permit = self
+            .in_flight
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| DriverError::ShutDown)?;
+        tokio::task::spawn_blocking(move || {
+            let result = call(&ledger);
+            drop(permit);
+            result
+        })
+        .await
+        .map_err(DriverError::LedgerTask)?
+        .map_err(DriverError::from)
+    }
+
+    /// Waits until no ledger call is in flight and refuses new ones: after this, the only
+    /// handles on the ledger file are the holder's own and its callers' (a ledger call whose
+    /// caller was dropped at shutdown still runs to its end in its blocking thread).
+    pub(crate) async fn quiesce(&self) {
+        // Closed only after all permits are back, so a call never sees a closed semaphore
+        // while one is still in flight.
+        if let Ok(all) = self.in_flight.acquire_many(IN_FLIGHT_PERMITS).await {
+            all.forget();
+            self.in_flight.close();
+        }
+    }
+
+    /// Writes the devices of each node of `pending` unless the ledger already records exactly
+    /// those (several nodes at once), logging what changed; returns each node with its devices
+    /// and the outcome, for the caller to remember or retry.
+    pub(crate) async fn write_inventories(
+        &self,
+        pending: Vec<(String, Vec<Device>)>,
+    ) -> Vec<(String, Vec<Device>, Result<()>)> {
+        futures::stream::iter(pending)
+            .map(|(node, devices)| async move {
+                let (name, list) = (node.clone(), devices.clone());
+                let result = self
+                    .call(move |l| write_if_changed(l, &name, list))
+                    .await
+                    .map(|change| log_change(&node, change));
+                (node, devices, result)
+            })
+            .buffer_unordered(PARALLEL_WRITES)
+            .collect()
+            .await
+    }
+}
+
+/// Logs what an inventory write changed, if anything.
+fn log_change(node: &str, change: Option<InventoryChange>) {
+    if let Some(change) = change {
+        if !change.marked_missing.is_empty() {
+            warn!(node = %node, devices = ?change.marked_missing, "Allocated devices vanished from their ResourceSlice; marked missing");
+        }
+        debug!(node = %node, added = change.added.len(), removed = change.removed.len(), "Inventory updated");
+    }
+}
+
+/// Replaces the devices of `node` unless the ledger already records exactly these as
+/// published (so a restart does not rewrite every node); `None` when nothing was written.
+fn write_if_changed(
+    ledger: &Ledger,
+    node: &str,
+    devices: Vec<Device>,
+) -> std::result::Result<Option<InventoryChange>, LedgerError> {
+    let recorded = ledger.node_devices(node)?.unwrap_or_default();
+    let unchanged = recorded.iter().all(|r| {
+        devices
+            .iter()
+            .find(|d| d.name == r.name)
+            .map_or(r.missing, |d| !r.missing && d.attributes == r.attributes)
+    }) && devices
+        .iter()
+        .all(|d| recorded.iter().any(|r| r.name == d.name));
+    if unchanged {
+        return Ok(None);
+    }
+    ledger.set_inventory(node, devices).map(Some)
+}

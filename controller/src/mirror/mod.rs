@@ -1,0 +1,161 @@
+//! The observer of `dra-ledger run` on `resource.k8s.io/v1` clusters (Kubernetes 1.34+), where
+//! the kube-scheduler allocates from the ResourceSlices the node agents publish: [`Mirror`]
+//! allocates nothing and mirrors the cluster into the ledger, so that the audit log, the
+//! utilisation, the admin API, the metrics and the dashboards work as on 1.30.
+//!
+//! - inventory: this driver's v1 ResourceSlices, per node, into `Ledger::set_inventory`;
+//! - allocations: every claim whose `status.allocation` has results of this driver into
+//!   `Ledger::import`, keyed by claim UID (node from the results' pool, sharing from our opaque
+//!   configuration); a changed allocation replaces the recorded one, an identical one is left
+//!   alone (no audit entry); a claim deallocated or deleted is released;
+//! - reconcile: at start from the first complete listing (which makes the process ready),
+//!   every `reconcile_interval` and on `POST /v1/reconcile` against a fresh claim list, with
+//!   the differences counted as drift ([`mapping::plan`]), plus the allocated devices no slice
+//!   publishes (`unpublished_device`);
+//! - explanations: a claim of our device classes that stays unallocated gets a Warning event
+//!   saying what the ledger sees (`explain`), again only when that text changes.
+//!
+//! [`mapping`] and `explain` are pure; `sync` does the ledger calls and the reconcile, `watch`
+//! the watches and the loop. Must not depend on the classic framework: nothing here allocates.
+
+mod explain;
+pub mod mapping;
+mod sync;
+mod watch;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dra_allocator::ledger::{Ledger, LedgerError};
+use dra_allocator::model::Device;
+use dra_node::modern::types::{ResourceClaim, ResourceSlice};
+use kube::Client;
+
+use crate::driver::{DriverObserver, DriverReadiness, LedgerCalls, NoopObserver, Result};
+use mapping::SliceInventory;
+
+pub use explain::REASON as EXPLANATION_REASON;
+pub use watch::run_mirror;
+
+/// The answer of cordon and uncordon on `resource.k8s.io/v1`.
+pub const CORDON_REFUSAL: &str = "cordon is not available on resource.k8s.io/v1 clusters: the \
+     kube-scheduler allocates; device taints are not served by this cluster";
+
+/// Settings of the mirror.
+#[derive(Clone, Debug)]
+pub struct MirrorConfig {
+    /// The DRA driver name (`ResourceSlice.spec.driver`, the results' `driver`).
+    pub driver_name: String,
+    /// How often the ledger is reconciled against a fresh claim list (5 min).
+    pub reconcile_interval: Duration,
+    /// How long a claim of our classes stays unallocated before an event explains it (60 s).
+    pub explain_after: Duration,
+    /// How often unallocated claims are looked at for explanations (15 s).
+    pub explain_interval: Duration,
+}
+
+impl MirrorConfig {
+    /// The defaults for driver `driver_name`.
+    pub fn new(driver_name: impl Into<String>) -> Self {
+        MirrorConfig {
+            driver_name: driver_name.into(),
+            reconcile_interval: Duration::from_secs(300),
+            explain_after: Duration::from_secs(60),
+            explain_interval: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What the watches delivered and what was written from it. Held (behind the mirror's lock) by
+/// every change to the ledger, so that an event, a reconcile and an explanation pass never
+/// interleave.
+#[derive(Default)]
+struct Cache {
+    /// Our slices by name.
+    slices: BTreeMap<String, ResourceSlice>,
+    /// Every claim by UID.
+    claims: BTreeMap<String, ResourceClaim>,
+    /// The inventory of `slices`.
+    inventory: SliceInventory,
+    /// The devices last written per node.
+    written: BTreeMap<String, Vec<Device>>,
+    /// The last problem logged per claim UID (logged again only when it changes).
+    problems: HashMap<String, String>,
+    /// The last explanation posted per claim UID.
+    explained: HashMap<String, String>,
+}
+
+/// The v1 observer: the ledger it writes, the client it reads the cluster with, and what the
+/// watches delivered. Share it as `Arc<Mirror>` between [`run_mirror`] and the admin API.
+pub struct Mirror {
+    /// The ledger and its calls in flight (see [`Mirror::quiesce`]).
+    calls: LedgerCalls,
+    client: Client,
+    config: MirrorConfig,
+    observer: Arc<dyn DriverObserver>,
+    readiness: DriverReadiness,
+    cache: tokio::sync::Mutex<Cache>,
+}
+
+impl std::fmt::Debug for Mirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mirror")
+            .field("ledger", self.calls.ledger())
+            .field("config", &self.config)
+            .field("ready", &self.readiness.is_ready())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mirror {
+    /// A mirror into `ledger` of the cluster behind `client`.
+    pub fn new(ledger: Ledger, client: Client, config: MirrorConfig) -> Self {
+        Mirror {
+            calls: LedgerCalls::new(ledger),
+            client,
+            config,
+            observer: Arc::new(NoopObserver),
+            readiness: DriverReadiness::new(),
+            cache: tokio::sync::Mutex::default(),
+        }
+    }
+
+    /// Reports drift and reconcile durations to `observer` instead of nowhere.
+    #[must_use]
+    pub fn with_observer(mut self, observer: Arc<dyn DriverObserver>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &Ledger {
+        self.calls.ledger()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &MirrorConfig {
+        &self.config
+    }
+
+    /// The readiness flags: `inventory_synced` once both watches have listed, `reconciled`
+    /// once that first listing is mirrored into the ledger.
+    pub fn readiness(&self) -> DriverReadiness {
+        self.readiness.clone()
+    }
+
+    /// Runs `call` on the ledger in a blocking thread.
+    async fn ledger_call<T, F>(&self, call: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Ledger) -> std::result::Result<T, LedgerError> + Send + 'static,
+    {
+        self.calls.call(call).await
+    }
+
+    /// Waits until no ledger call is in flight and refuses new ones (a call whose caller was
+    /// dropped at shutdown still runs to its end in its blocking thread).
+    pub async fn quiesce(&self) {
+        self.calls.quiesce().await;
+    }
+}
