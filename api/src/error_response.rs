@@ -42,6 +42,10 @@ pub enum ErrorResponse {
     /// The request conflicts with the current state (409).
     #[error("{0}")]
     Conflict(String),
+    /// A `continue` token from another ledger than the one answering now (410), as Kubernetes
+    /// answers an expired `continue`.
+    #[error("{0}")]
+    ContinueExpired(String),
     /// The request body is larger than the limit (413).
     #[error("request body larger than {limit} bytes")]
     PayloadTooLarge {
@@ -60,6 +64,37 @@ pub enum ErrorResponse {
         /// The limit in seconds.
         seconds: u64,
     },
+    /// A standby cannot reach the leader its `/v1` requests are forwarded to (503).
+    #[error("replica {replica} is a standby and cannot reach the leader {leader}{}: {cause}; the admin API answers only from the leader's ledger", at.as_ref().map(|url| format!(" at {url}")).unwrap_or_default())]
+    LeaderUnreachable {
+        /// The replica that answers.
+        replica: String,
+        /// The leader's identity.
+        leader: String,
+        /// Where it was looked for, when it has an address.
+        at: Option<String>,
+        /// Why it was not reached.
+        cause: String,
+    },
+    /// No replica holds the leader lease as far as this one knows, or this one lost it (503).
+    #[error("replica {replica} has no leader to answer from: {why}; the admin API answers only from the leader's ledger")]
+    NoLeader {
+        /// The replica that answers.
+        replica: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// A request another replica forwarded reached a replica that is not the leader either (503):
+    /// a forwarded request is never forwarded again.
+    #[error("replica {replica} is not the leader ({}) and does not forward again a request that {forwarded_by} forwarded", leader.as_ref().map_or_else(|| "no replica holds the lease".to_owned(), |leader| format!("the lease is held by {leader}")))]
+    NotLeader {
+        /// The replica that answers.
+        replica: String,
+        /// The leader as this replica knows it.
+        leader: Option<String>,
+        /// The replica that forwarded the request.
+        forwarded_by: String,
+    },
     /// Something failed inside the server (500); the client sees a generic message.
     #[error("internal error")]
     Internal(#[source] crate::Error),
@@ -77,10 +112,13 @@ impl ErrorResponse {
             }
             ErrorResponse::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ErrorResponse::Conflict(_) => StatusCode::CONFLICT,
+            ErrorResponse::ContinueExpired(_) => StatusCode::GONE,
             ErrorResponse::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorResponse::NotReady { .. } | ErrorResponse::Timeout { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ErrorResponse::NotReady { .. }
+            | ErrorResponse::Timeout { .. }
+            | ErrorResponse::LeaderUnreachable { .. }
+            | ErrorResponse::NoLeader { .. }
+            | ErrorResponse::NotLeader { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ErrorResponse::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -94,9 +132,13 @@ impl ErrorResponse {
             ErrorResponse::NotFound { .. } | ErrorResponse::UnknownObject(_) => "not_found",
             ErrorResponse::MethodNotAllowed { .. } => "method_not_allowed",
             ErrorResponse::Conflict(_) => "conflict",
+            ErrorResponse::ContinueExpired(_) => "expired",
             ErrorResponse::PayloadTooLarge { .. } => "payload_too_large",
             ErrorResponse::NotReady { .. } => "not_ready",
             ErrorResponse::Timeout { .. } => "timeout",
+            ErrorResponse::LeaderUnreachable { .. } => "leader_unreachable",
+            ErrorResponse::NoLeader { .. } => "no_leader",
+            ErrorResponse::NotLeader { .. } => "not_leader",
             ErrorResponse::Internal(_) => "internal",
         }
     }
@@ -135,7 +177,8 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// A fixed machine-readable code: `bad_request`, `unauthorized`, `forbidden`, `not_found`,
-    /// `method_not_allowed`, `conflict`, `payload_too_large`, `not_ready`, `timeout` or `internal`.
+    /// `method_not_allowed`, `conflict`, `expired`, `payload_too_large`, `not_ready`, `timeout`,
+    /// `leader_unreachable`, `no_leader`, `not_leader` or `internal`.
     pub code: String,
     /// What was wrong, for people.
     pub message: String,

@@ -11,6 +11,8 @@
 //! - [`router`](mod@router): [`AppState`], [`router()`] and the process endpoints; [`v1`]: the ledger API.
 //! - [`auth`]: the bearer token; [`reconciler`]: the hook the controller provides.
 //! - [`readiness`]: the flags behind `/readyz`.
+//! - [`forward`]: `/v1` answered from the leader's ledger, forwarded there by a standby, and the
+//!   headers naming the replica that answered.
 //! - [`client_layer`]: a tower layer counting Kubernetes API requests.
 //!
 //! Depends on `dra-allocator` (the ledger's views, cordon calls and commit statistics) and
@@ -21,6 +23,7 @@ pub mod auth;
 pub mod client_layer;
 mod error;
 mod error_response;
+pub mod forward;
 pub mod readiness;
 pub mod reconciler;
 pub mod router;
@@ -31,6 +34,7 @@ pub use client_layer::ApiRequestsLayer;
 pub use dra_metrics::{self as metrics, Metrics};
 pub use error::{Error, Result};
 pub use error_response::{ErrorBody, ErrorDetail, ErrorResponse};
+pub use forward::{Leadership, LedgerTerm, Serving};
 pub use readiness::Readiness;
 pub use reconciler::Reconciler;
 pub use router::{router, AppState};

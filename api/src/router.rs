@@ -5,7 +5,8 @@
 //!
 //! Any other path is a JSON 404, a known path with another method a JSON 405. Request bodies
 //! are limited to [`BODY_LIMIT`] bytes and requests to a time limit (longer for the backup).
-//! Depends on the ledger only through its views and the cordon calls.
+//! On a standby, `/v1` requests go to the leader ([`crate::forward`]). Depends on the ledger only
+//! through its views and the cordon calls.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,8 @@ use dra_allocator::ledger::{Ledger, LedgerError};
 
 use crate::auth::AdminToken;
 use crate::error_response::{ErrorBody, ErrorResponse};
+use crate::forward::proxy::Forwarder;
+use crate::forward::Leadership;
 use crate::metrics::{Metrics, TEXT_FORMAT};
 use crate::readiness::Readiness;
 use crate::reconciler::Reconciler;
@@ -33,6 +36,8 @@ pub const BODY_LIMIT: usize = 64 * 1024;
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time limit of `GET /v1/backup` until the copy starts streaming.
 pub const BACKUP_TIMEOUT: Duration = Duration::from_secs(600);
+/// The replica name of a state that was given none.
+pub const DEFAULT_REPLICA: &str = "dra-ledger";
 
 /// What the handlers share. Cheap to clone.
 #[derive(Clone)]
@@ -45,6 +50,9 @@ pub struct AppState {
     reconciler: Option<Arc<dyn Reconciler>>,
     reconcile_lock: Arc<tokio::sync::Mutex<()>>,
     request_timeout: Duration,
+    replica: String,
+    leadership: Option<Arc<dyn Leadership>>,
+    forwarder: Forwarder,
     cordon_refusal: Option<String>,
 }
 
@@ -55,6 +63,8 @@ impl std::fmt::Debug for AppState {
             .field("ledger", &self.ledger)
             .field("admin_token", &self.admin_token)
             .field("reconciler", &self.reconciler.is_some())
+            .field("replica", &self.replica)
+            .field("leadership", &self.leadership.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -71,8 +81,27 @@ impl AppState {
             reconciler: None,
             reconcile_lock: Arc::default(),
             request_timeout: REQUEST_TIMEOUT,
+            replica: DEFAULT_REPLICA.to_owned(),
+            leadership: None,
+            forwarder: Forwarder::default(),
             cordon_refusal: None,
         }
+    }
+
+    /// Names this replica in every answer (`Dra-Ledger-Replica`) and in the `continue` tokens
+    /// of its ledger (default [`DEFAULT_REPLICA`]).
+    #[must_use]
+    pub fn with_replica(mut self, name: impl Into<String>) -> Self {
+        self.replica = name.into();
+        self
+    }
+
+    /// Answers `/v1` from the leader's ledger as `leadership` tells: locally while this
+    /// replica leads, else forwarded to the leader. Without it, this replica's ledger answers.
+    #[must_use]
+    pub fn with_leadership(mut self, leadership: Arc<dyn Leadership>) -> Self {
+        self.leadership = Some(leadership);
+        self
     }
 
     /// Serves the `/v1` views from `ledger` and refreshes its gauges on every scrape.
@@ -129,6 +158,28 @@ impl AppState {
         &self.readiness
     }
 
+    /// This replica's name.
+    pub fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    pub(crate) fn leadership(&self) -> Option<&Arc<dyn Leadership>> {
+        self.leadership.as_ref()
+    }
+
+    pub(crate) fn forwarder(&self) -> &Forwarder {
+        &self.forwarder
+    }
+
+    /// The time limit of a request for `path` (longer for the backup).
+    pub(crate) fn time_limit_of(&self, path: &str) -> Duration {
+        if path == "/v1/backup" {
+            BACKUP_TIMEOUT.max(self.request_timeout)
+        } else {
+            self.request_timeout
+        }
+    }
+
     pub(crate) fn admin_token(&self) -> Option<&AdminToken> {
         self.admin_token.as_ref()
     }
@@ -167,7 +218,8 @@ impl AppState {
 }
 
 /// The admin router over `state`: every route of [`crate::v1::openapi`], a JSON 404 for other
-/// paths, the body limit and the time limits.
+/// paths, the body limit and the time limits, all behind the forwarding of a standby's `/v1`
+/// requests to the leader (which has its own time limits, [`crate::forward`]).
 pub fn router(state: AppState) -> Router {
     let (routes, _document) = crate::v1::routes().split_for_parts();
     routes
@@ -175,15 +227,15 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn_with_state(state.clone(), time_limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::forward::answer_from_leader,
+        ))
         .with_state(state)
 }
 
 async fn time_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let limit = if request.uri().path() == "/v1/backup" {
-        BACKUP_TIMEOUT.max(state.request_timeout)
-    } else {
-        state.request_timeout
-    };
+    let limit = state.time_limit_of(request.uri().path());
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
         Err(_) => ErrorResponse::Timeout {

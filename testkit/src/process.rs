@@ -1,5 +1,5 @@
 //! The built `dra-ledger` as a child process: spawning it, reading its output line by line while
-//! it runs, finding the admin address it announces, plain HTTP GETs against that address, and
+//! it runs, finding the admin address it announces, plain HTTP requests against that address, and
 //! signals. The binary's path comes from the test (`env!("CARGO_BIN_EXE_dra-ledger")`), which
 //! only the controller crate's tests know.
 
@@ -188,29 +188,67 @@ pub fn start_demo(binary: impl AsRef<Path>, args: &[&str]) -> Demo {
     }
 }
 
-/// `GET path` on `addr`; returns the status code and body.
-pub fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).expect("admin server accepts");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("read timeout set");
+/// An HTTP answer: status, headers (names lowercased) and body.
+#[derive(Debug, Clone)]
+pub struct HttpAnswer {
+    /// The status code.
+    pub status: u16,
+    /// The headers, names lowercased, in the order received.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: String,
+}
+
+impl HttpAnswer {
+    /// The value of header `name` (lowercase), if the answer has it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// `METHOD path` on `addr` without a body (and with `Connection: close`); the whole answer.
+/// Panics when the server cannot be reached or answers no HTTP.
+pub fn http_request(addr: &str, method: &str, path: &str) -> HttpAnswer {
+    try_http_request(addr, method, path).expect("admin server answers")
+}
+
+/// [`http_request`], or the error when the server cannot be reached or answers no HTTP.
+pub fn try_http_request(addr: &str, method: &str, path: &str) -> std::io::Result<HttpAnswer> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("request written");
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
     let mut response = String::new();
-    stream.read_to_string(&mut response).expect("response read");
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .expect("a status line");
-    let body = response
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response
         .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    (status, body)
+        .unwrap_or((response.as_str(), ""));
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no HTTP status line in {head:?}")))?;
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    Ok(HttpAnswer {
+        status,
+        headers,
+        body: body.to_owned(),
+    })
+}
+
+/// `GET path` on `addr`; returns the status code and body.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let answer = http_request(addr, "GET", path);
+    (answer.status, answer.body)
 }
 
 /// Waits up to `timeout` until `/readyz` on `addr` answers 200 as the active allocator

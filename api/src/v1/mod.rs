@@ -5,6 +5,9 @@
 //! - [`read`]: nodes, devices, claims, intents, audit, utilisation (no token);
 //! - [`write`](mod@write): cordon, uncordon, reconcile, backup (bearer token);
 //! - [`types`]: the JSON shapes; [`paging`]: the `continue` token.
+//!
+//! The document also describes, on every answer, the headers of [`crate::forward`] naming the
+//! replica that answered.
 
 pub mod paging;
 pub mod read;
@@ -15,7 +18,9 @@ use std::sync::LazyLock;
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::RefOr;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -29,7 +34,10 @@ use crate::router::{self, AppState};
         title = "dra-ledger admin API",
         description = "Read the device ledger of the dra-ledger DRA driver, cordon devices, \
             run a reconcile and take a backup. Mutating endpoints and the backup need \
-            `Authorization: Bearer <token>` matching the server's --admin-token-file."
+            `Authorization: Bearer <token>` matching the server's --admin-token-file. Every \
+            `/v1` request is answered from the leader's ledger: a standby replica forwards it to \
+            the leader, or answers 503 naming the leader when it cannot reach it; the \
+            `Dra-Ledger-Replica` header of every answer names the replica that answered."
     ),
     modifiers(&BearerAuth),
     components(schemas(ErrorBody)),
@@ -75,7 +83,49 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI 3 document of every route of [`crate::router()`].
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    routes().into_openapi()
+    let mut document = routes().into_openapi();
+    document_replica_headers(&mut document);
+    document
+}
+
+/// Adds the headers naming the replica that answered to every response of every operation.
+fn document_replica_headers(document: &mut utoipa::openapi::OpenApi) {
+    let replica = HeaderBuilder::new()
+        .description(Some(
+            "The replica that answered: for `/v1`, the one whose ledger answered (the leader, \
+             or the only replica without leader election), except for the 503 codes \
+             `leader_unreachable`, `no_leader` and `not_leader`, which the replica reached \
+             answers itself; for `/healthz`, `/readyz` and `/metrics`, always the replica \
+             reached. With leader election the name is the replica's Lease identity.",
+        ))
+        .build();
+    let forwarded_by = HeaderBuilder::new()
+        .description(Some(
+            "On an answer forwarded from the leader: the standby replica that was reached and \
+             forwarded the request.",
+        ))
+        .build();
+    for item in document.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            for response in operation.responses.responses.values_mut() {
+                if let RefOr::T(response) = response {
+                    response
+                        .headers
+                        .insert("Dra-Ledger-Replica".to_owned(), replica.clone());
+                    response
+                        .headers
+                        .insert("Dra-Ledger-Forwarded-By".to_owned(), forwarded_by.clone());
+                }
+            }
+        }
+    }
 }
 
 static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
@@ -86,7 +136,10 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
 
 /// The OpenAPI 3 document of this API.
 #[utoipa::path(get, path = "/v1/openapi.json", tag = "health",
-    responses((status = 200, description = "OpenAPI 3 document", content_type = "application/json", body = Object)))]
+    responses(
+        (status = 200, description = "OpenAPI 3 document", content_type = "application/json", body = Object),
+        (status = 503, description = "A standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
+    ))]
 pub async fn openapi_json() -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],

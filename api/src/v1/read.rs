@@ -3,7 +3,7 @@
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::Json;
+use axum::{Extension, Json};
 use dra_allocator::ledger::{AllocationQuery, Ledger};
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -14,6 +14,7 @@ use super::types::{
     UtilisationView,
 };
 use crate::error_response::{ErrorBody, ErrorResponse};
+use crate::forward::LedgerTerm;
 use crate::router::AppState;
 
 /// Default page size of `/v1/claims` and `/v1/audit`.
@@ -49,7 +50,7 @@ fn page_limit(limit: Option<usize>) -> Result<usize, ErrorResponse> {
 #[utoipa::path(get, path = "/v1/nodes", tag = "ledger",
     responses(
         (status = 200, description = "Nodes by name", body = NodeList),
-        (status = 503, description = "Ledger not open", body = ErrorBody),
+        (status = 503, description = "Ledger not open, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn list_nodes(State(state): State<AppState>) -> Result<Json<NodeList>, ErrorResponse> {
     let nodes = state.ledger_call(Ledger::nodes).await?;
@@ -62,7 +63,7 @@ pub async fn list_nodes(State(state): State<AppState>) -> Result<Json<NodeList>,
     responses(
         (status = 200, description = "Devices by name", body = DeviceList),
         (status = 404, description = "No devices of this node in the ledger", body = ErrorBody),
-        (status = 503, description = "Ledger not open", body = ErrorBody),
+        (status = 503, description = "Ledger not open, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn node_devices(
     State(state): State<AppState>,
@@ -93,8 +94,11 @@ pub struct ClaimsQuery {
     /// Page size, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
-    /// The `continue` value of the previous page (an opaque token: hex digits, made for the same
-    /// `namespace` and `node`).
+    /// An opaque token: the `continue` value of the previous page's answer, passed unchanged
+    /// with the same `namespace` and `node` to get the next page. Only tokens the server issued
+    /// continue a listing: any other value, even one this schema allows, answers 400; a token
+    /// issued by another leader's ledger (the listing began before a takeover) answers 410, and
+    /// the listing must start again without `continue`.
     #[serde(rename = "continue")]
     #[param(
         rename = "continue",
@@ -109,14 +113,23 @@ pub struct ClaimsQuery {
     params(ClaimsQuery),
     responses(
         (status = 200, description = "A page of allocations", body = ClaimList),
-        (status = 400, description = "Bad limit or continue token", body = ErrorBody),
-        (status = 503, description = "Ledger not open", body = ErrorBody),
+        (status = 400, description = "Bad limit, or a `continue` that is not a token of a previous page of this listing", body = ErrorBody),
+        (status = 410, description = "The `continue` token was issued by another leader's ledger (code `expired`): list again without it", body = ErrorBody),
+        (status = 503, description = "Ledger not open, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn list_claims(
     State(state): State<AppState>,
+    ledger: Option<Extension<LedgerTerm>>,
     parsed: Result<Query<ClaimsQuery>, QueryRejection>,
 ) -> Result<Json<ClaimList>, ErrorResponse> {
     let q = query(parsed)?;
+    let ledger = ledger.map_or_else(
+        || LedgerTerm {
+            replica: state.replica().to_owned(),
+            term: 0,
+        },
+        |Extension(ledger)| ledger,
+    );
     let namespace = q.namespace.filter(|s| !s.is_empty());
     let node = q.node.filter(|s| !s.is_empty());
     let after = match q.continue_token.as_deref().filter(|s| !s.is_empty()) {
@@ -124,6 +137,7 @@ pub async fn list_claims(
             token,
             namespace.as_deref(),
             node.as_deref(),
+            &ledger,
         )?),
         None => None,
     };
@@ -140,7 +154,7 @@ pub async fn list_claims(
         items: page.items.into_iter().map(Into::into).collect(),
         continue_token: page
             .next
-            .map(|after| Cursor::new(after, namespace, node).encode()),
+            .map(|after| Cursor::new(after, namespace, node, &ledger).encode()),
     }))
 }
 
@@ -150,7 +164,7 @@ pub async fn list_claims(
     responses(
         (status = 200, description = "The claim", body = ClaimDetailView),
         (status = 404, description = "The ledger never saw this claim", body = ErrorBody),
-        (status = 503, description = "Ledger not open", body = ErrorBody),
+        (status = 503, description = "Ledger not open, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn get_claim(
     State(state): State<AppState>,
@@ -169,7 +183,7 @@ pub async fn get_claim(
 #[utoipa::path(get, path = "/v1/intents", tag = "ledger",
     responses(
         (status = 200, description = "Open intents by id", body = IntentList),
-        (status = 503, description = "Ledger not open", body = ErrorBody),
+        (status = 503, description = "Ledger not open, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn list_intents(
     State(state): State<AppState>,
@@ -199,7 +213,7 @@ pub struct AuditQuery {
     responses(
         (status = 200, description = "Audit entries", body = AuditPage),
         (status = 400, description = "Bad since or limit", body = ErrorBody),
-        (status = 503, description = "Ledger not open", body = ErrorBody),
+        (status = 503, description = "Ledger not open, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn audit(
     State(state): State<AppState>,
@@ -228,7 +242,7 @@ pub async fn audit(
 #[utoipa::path(get, path = "/v1/utilisation", tag = "ledger",
     responses(
         (status = 200, description = "Utilisation", body = UtilisationView),
-        (status = 503, description = "Ledger not open", body = ErrorBody),
+        (status = 503, description = "Ledger not open, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn utilisation(
     State(state): State<AppState>,

@@ -91,7 +91,7 @@ async fn set_cordon(
         (status = 404, description = "Unknown node or device", body = ErrorBody),
         (status = 409, description = "Cordon is not available in this mode (resource.k8s.io/v1: the kube-scheduler allocates)", body = ErrorBody),
         (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
-        (status = 503, description = "Ledger not open, or this replica is a standby without the leader lease", body = ErrorBody),
+        (status = 503, description = "Ledger not open, the leader lease not held, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn cordon(
     _auth: Authorized,
@@ -117,7 +117,7 @@ pub async fn cordon(
         (status = 404, description = "Unknown node or device", body = ErrorBody),
         (status = 409, description = "Cordon is not available in this mode (resource.k8s.io/v1: the kube-scheduler allocates)", body = ErrorBody),
         (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
-        (status = 503, description = "Ledger not open, or this replica is a standby without the leader lease", body = ErrorBody),
+        (status = 503, description = "Ledger not open, the leader lease not held, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn uncordon(
     _auth: Authorized,
@@ -137,7 +137,7 @@ pub async fn uncordon(
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "No admin token configured", body = ErrorBody),
         (status = 409, description = "A reconcile requested through the API is running", body = ErrorBody),
-        (status = 503, description = "Not ready, a standby without the leader lease, or no reconciler in this process", body = ErrorBody),
+        (status = 503, description = "Not ready, the leader lease not held, no reconciler in this process, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn reconcile(
     _auth: Authorized,
@@ -178,7 +178,7 @@ pub async fn reconcile(
         (status = 200, description = "The ledger file", content_type = "application/octet-stream", body = Vec<u8>),
         (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
         (status = 403, description = "No admin token configured", body = ErrorBody),
-        (status = 503, description = "Ledger not open", body = ErrorBody),
+        (status = 503, description = "Ledger not open, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
     ))]
 pub async fn backup(
     _auth: Authorized,

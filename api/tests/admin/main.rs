@@ -8,6 +8,7 @@
 mod support;
 
 mod auth_every_route;
+mod forward;
 mod input_props;
 mod metrics;
 mod metrics_breakdown;

@@ -72,6 +72,10 @@ pub enum Command {
     /// Offline tools for a ledger file (the controller must not be running on it).
     Ledger(ledger_tools::LedgerArgs),
     /// Query and operate a running dra-ledger through its admin API.
+    ///
+    /// Any replica may be reached: `/v1` answers come from the leader's ledger (a standby
+    /// forwards the request), and the replica that answered is printed on stderr after the answer
+    /// (`answered by replica R (forwarded by S)`).
     Admin(admin::AdminArgs),
     /// Explain an object of the cluster: `explain pod NAMESPACE/NAME` says why the pod is pending
     /// (in one actionable sentence) or where its devices are.

@@ -10,7 +10,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing::{error, info, warn};
 
 use super::{default_ledger_path, parse_duration, LogFormat, DEFAULT_DRIVER_NAME};
-use dra_controller::leader::LeaderConfig;
+use dra_controller::leader::{LeaderConfig, LeaderUrlTemplate, DEFAULT_LEADER_URL_TEMPLATE};
 use dra_controller::process::{ProcessConfig, RunningController};
 use dra_framework::ControllerConfig;
 use dra_node::modern::mode::DraApi;
@@ -96,6 +96,14 @@ pub struct RunArgs {
     /// Time between attempts to acquire or renew the Lease.
     #[arg(long, default_value = "2s", value_parser = parse_duration, value_name = "DURATION")]
     pub leader_elect_retry_period: Duration,
+
+    /// Admin URL of the replica holding the Lease, where a standby forwards every /v1 request
+    /// so that admin reads always come from the leader's ledger. `{identity}` is the holder's
+    /// identity, `{pod}` that identity up to its first `_` (the pod name), `{namespace}` the
+    /// Lease's namespace, `{port}` this replica's --listen port. The default is the leader pod
+    /// under the StatefulSet's headless Service `dra-ledger-peers`.
+    #[arg(long, default_value = DEFAULT_LEADER_URL_TEMPLATE, value_name = "TEMPLATE")]
+    pub leader_url_template: LeaderUrlTemplate,
 }
 
 /// The namespace file of an in-cluster service account.
@@ -110,6 +118,20 @@ fn env_value(name: &str) -> Option<String> {
 fn process_nonce() -> u32 {
     use std::hash::BuildHasher;
     std::collections::hash_map::RandomState::new().hash_one(std::process::id()) as u32
+}
+
+/// The name of this replica without leader election: $POD_NAME, else the host name, else
+/// `dra-ledger`.
+fn replica_name() -> String {
+    env_value("POD_NAME")
+        .or_else(|| env_value("HOSTNAME"))
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| dra_api::router::DEFAULT_REPLICA.to_owned())
 }
 
 impl RunArgs {
@@ -132,15 +154,7 @@ impl RunArgs {
         let identity = if let Some(identity) = self.leader_elect_identity.clone() {
             identity
         } else {
-            let base = env_value("POD_NAME")
-                .or_else(|| env_value("HOSTNAME"))
-                .or_else(|| {
-                    std::fs::read_to_string("/etc/hostname")
-                        .ok()
-                        .map(|h| h.trim().to_owned())
-                        .filter(|h| !h.is_empty())
-                })
-                .context("no leader election identity: set --leader-elect-identity or POD_NAME")?;
+            let base = replica_name();
             format!("{base}_{:08x}", process_nonce())
         };
         let config = LeaderConfig {
@@ -201,6 +215,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             grace_period: None,
             admin_token,
             leader,
+            leader_url: args.leader_url_template,
+            replica: replica_name(),
             dra_api: args.dra_api,
             explain_after: None,
         },

@@ -173,9 +173,15 @@ impl Elector {
                 Ok((lease, previous)) => {
                     self.fence.open_until(sent + self.config.renew_deadline);
                     info!(lease = %name, identity = %self.config.identity, previous = previous.as_deref().unwrap_or("-"), "Acquired the leader lease");
+                    let transitions = lease
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.lease_transitions)
+                        .unwrap_or(0);
                     self.role.send_replace(Role::Leader {
                         previous,
                         takeover: !ours,
+                        transitions,
                     });
                     return (lease, sent);
                 }

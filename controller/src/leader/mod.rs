@@ -5,7 +5,9 @@
 //! - [`decide`]: the pure decision (create, acquire, wait) from the Lease as read;
 //! - `elector`: the campaign and renewal loop against the API server;
 //! - `fence`: the deadline after the last successful renewal, asked by the ledger's commit
-//!   guard and by the Kubernetes client layer of every write.
+//!   guard and by the Kubernetes client layer of every write;
+//! - [`address`]: the admin URL of the replica holding the Lease, from its identity, where a
+//!   standby forwards admin requests.
 //!
 //! Timing follows client-go's defaults: lease 15 s, renew deadline 10 s, retry 2 s. A holder
 //! writes only until `renew_deadline` after it SENT its last successful renewal; a candidate
@@ -14,12 +16,14 @@
 //! `lease_duration - renew_deadline` (5 s) for writes in flight to land. Must not depend on the
 //! framework or the driver.
 
+pub mod address;
 pub mod decide;
 mod elector;
 mod fence;
 
 use std::time::Duration;
 
+pub use address::{LeaderUrlTemplate, DEFAULT_LEADER_URL_TEMPLATE};
 pub use elector::Elector;
 pub use fence::{Fence, FenceLayer, Fenced};
 
@@ -119,6 +123,9 @@ pub enum Role {
         /// new lease), rather than continued from this identity's previous process: then
         /// another leader may have acted since this replica's ledger was last written.
         takeover: bool,
+        /// The Lease's `leaseTransitions` as this replica took it: the leadership term, which
+        /// grows with every change of holder.
+        transitions: i32,
     },
     /// The lease was lost; nothing may be written any more and the process should exit.
     Lost {

@@ -1,7 +1,8 @@
 //! The composition of a running controller, used by `dra-ledger run` and `dra-ledger demo`:
 //! [`RunningController`] holds the ledger (with the commit hook of the metrics), the Kubernetes
 //! client (counting its requests), the work of the DRA API the cluster serves, the admin HTTP
-//! server of `dra-api` and, with leader election, the elector (`leader_work`). The work
+//! server of `dra-api` and, with leader election, the elector (`leader_work`) and the admin
+//! API's view of it (`leader_route`: a standby forwards `/v1` requests to the leader). The work
 //! (`mode_work` builds it) is, on
 //! `resource.k8s.io/v1alpha2` (Kubernetes 1.30), the ledger-backed driver with its background
 //! tasks and the framework `Controller` with N workers; on `resource.k8s.io/v1` (1.34+, where
@@ -10,8 +11,9 @@
 //! registry.
 //!
 //! Start order: metrics, ledger, listener (so a busy port fails before any work), the DRA API
-//! (`--dra-api`, by discovery for `auto`), driver or mirror, server, then (with leader
-//! election: once the lease is held) background and controller, or the mirror.
+//! (`--dra-api`, by discovery for `auto`), driver or mirror, the elector (campaigning only:
+//! nothing is written before the lease is held), server, then (with leader election: once the
+//! lease is held) background and controller, or the mirror.
 //! Every write, to the ledger and to the API server, passes the leader [`Fence`]; without leader
 //! election it is always open. Shutdown: stop taking work, let syncs in flight and their ledger
 //! commits finish, stop the background and the server, close the ledger, then release the lease.
@@ -19,6 +21,7 @@
 //! Owns process composition only (no flags, no logging setup, no signals: those belong to the
 //! binary's command line); must not depend on the simulated cluster.
 
+mod leader_route;
 mod leader_work;
 mod metrics_observer;
 mod mode_work;
@@ -36,9 +39,10 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::driver::LedgerDriver;
-use crate::leader::{Fence, FenceLayer, LeaderConfig, Role};
+use crate::leader::{Fence, FenceLayer, LeaderConfig, LeaderUrlTemplate, Role};
 use crate::mirror::Mirror;
 use dra_node::modern::mode::{resolve, ApiMode, DraApi};
+use leader_route::LeaderRoute;
 use leader_work::{run_while_leader, start_elector, ElectorTask};
 use mode_work::{mode_work, ModeWork};
 
@@ -81,6 +85,12 @@ pub struct ProcessConfig {
     /// (the claims are looked at every half of it, at least every 15 s); `None` keeps the
     /// mirror's default of 60 s.
     pub explain_after: Option<Duration>,
+    /// With leader election: the admin URL of the replica holding the lease, where this one
+    /// forwards `/v1` requests while it is a standby.
+    pub leader_url: LeaderUrlTemplate,
+    /// The replica's name in admin answers and `continue` tokens without leader election; with
+    /// it, the Lease identity names the replica.
+    pub replica: String,
 }
 
 /// A started controller process: its parts, and the handles to stop them in order.
@@ -179,7 +189,24 @@ impl RunningController {
         let (stop, _) = watch::channel(false);
         let mut tasks = Vec::new();
 
-        let state = AppState::new(metrics.clone(), readiness.clone()).with_ledger(ledger.clone());
+        let (role, elector) = match config.leader.clone() {
+            Some(leader) => {
+                readiness.set_standby(true);
+                let (role, elector) = start_elector(kube_config, leader, &metrics, &fence)?;
+                (role, Some(elector))
+            }
+            None => (
+                watch::channel(Role::Leader {
+                    previous: None,
+                    takeover: false,
+                    transitions: 0,
+                })
+                .1,
+                None,
+            ),
+        };
+
+        let state = admin_state(&config, &metrics, &readiness, &ledger, &role, local_addr);
         let ModeWork {
             mut state,
             work,
@@ -193,22 +220,6 @@ impl RunningController {
             "admin server",
             tokio::spawn(serve_admin(listener, state, stop.subscribe())),
         ));
-
-        let (role, elector) = match config.leader.clone() {
-            Some(leader) => {
-                readiness.set_standby(true);
-                let (role, elector) = start_elector(kube_config, leader, &metrics, &fence)?;
-                (role, Some(elector))
-            }
-            None => (
-                watch::channel(Role::Leader {
-                    previous: None,
-                    takeover: false,
-                })
-                .1,
-                None,
-            ),
-        };
 
         tasks.push((
             if mode == ApiMode::V1 {
@@ -302,6 +313,31 @@ impl RunningController {
                 late.join(", ")
             )
         }
+    }
+}
+
+/// The admin API's state over `ledger`, named for this replica: with leader election its Lease
+/// identity, and `/v1` answered from the leader's ledger as `role` tells (forwarded to the
+/// leader's admin URL while this replica is a standby).
+fn admin_state(
+    config: &ProcessConfig,
+    metrics: &Arc<Metrics>,
+    readiness: &Readiness,
+    ledger: &Ledger,
+    role: &watch::Receiver<Role>,
+    local_addr: SocketAddr,
+) -> AppState {
+    let state = AppState::new(metrics.clone(), readiness.clone()).with_ledger(ledger.clone());
+    match &config.leader {
+        Some(leader) => state
+            .with_replica(leader.identity.clone())
+            .with_leadership(Arc::new(LeaderRoute {
+                role: role.clone(),
+                template: config.leader_url.clone(),
+                namespace: leader.namespace.clone(),
+                port: local_addr.port(),
+            })),
+        None => state.with_replica(config.replica.clone()),
     }
 }
 

@@ -198,7 +198,16 @@ fn claims_filter_and_page_with_limit() {
     let text = stdout(&page);
     assert_eq!(text.lines().count(), 2, "{text}");
     let stderr = String::from_utf8_lossy(&page.stderr);
-    let token = stderr.trim().rsplit(' ').next().unwrap();
+    let more = stderr
+        .lines()
+        .find(|l| l.starts_with("more claims: --limit 1 --continue "))
+        .unwrap_or_else(|| panic!("no continue hint: {stderr}"));
+    let token = more.rsplit(' ').next().unwrap();
+    assert_eq!(
+        stderr.lines().last(),
+        Some("answered by replica dra-ledger"),
+        "the replica that answered follows the answer: {stderr}"
+    );
     let next = stdout(&server.admin(&["claims", "--limit", "1", "--continue", token]));
     assert!(next.lines().nth(1).unwrap().starts_with("c2 "), "{next}");
 }
@@ -250,7 +259,9 @@ fn unknown_node_is_an_error_with_the_servers_message() {
     let server = Server::start(false);
     let stderr = failure(&server.admin(&["devices", "node-z"]));
     assert!(
-        stderr.contains("node node-z has no devices in the ledger (HTTP 404)"),
+        stderr.contains(
+            "node node-z has no devices in the ledger (HTTP 404, answered by replica dra-ledger)"
+        ),
         "{stderr}"
     );
 }
@@ -293,7 +304,10 @@ fn without_a_server_token_mutating_commands_are_refused() {
     let token = server.path("token");
     let stderr = failure(&server.admin(&["reconcile", "--token-file", token.to_str().unwrap()]));
     assert!(stderr.contains("admin token not configured"), "{stderr}");
-    assert!(stderr.contains("(HTTP 403)"), "{stderr}");
+    assert!(
+        stderr.contains("(HTTP 403, answered by replica dra-ledger)"),
+        "{stderr}"
+    );
 }
 
 #[test]

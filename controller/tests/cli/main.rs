@@ -1,5 +1,6 @@
 //! The built `dra-ledger` binary as a user runs it: its commands and flags, `demo`, `run` against
-//! `dra-ledger sim`, leader election between processes, the ledger tools and bad ledger files, the
+//! `dra-ledger sim`, leader election between processes, admin answers from the leader across
+//! replicas, the ledger tools and bad ledger files, the
 //! admin command, the admin token's absence from logs, schemathesis against the admin API, and the
 //! dashboards and alert rules (statically and against a real Prometheus).
 
@@ -18,6 +19,7 @@ mod leader;
 mod ledger;
 mod ledger_files;
 mod node;
+mod replicas;
 mod run;
 mod schemathesis;
 mod token_logging;

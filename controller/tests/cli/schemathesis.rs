@@ -1,9 +1,11 @@
 //! `schemathesis` against the admin API of a running `dra-ledger demo`, driven by the server's own
 //! `OpenAPI` document: every operation, with the bearer token so the protected ones are exercised
-//! too, and every check but `positive_data_acceptance` (a `continue` token is opaque: a string the
-//! schema allows may still not be one the server issued). Zero failures are required: no 5xx, no
-//! response outside the documented statuses, schemas and content types, no schema-violating
-//! request accepted, no protected operation answering without the token.
+//! too, every check (`--checks all`) and every phase, the stateful one following the links it
+//! infers between operations. Zero failures are required: no 5xx, no response outside the
+//! documented statuses, schemas and content types, no schema-violating request accepted, no
+//! schema-valid request refused, no protected operation answering without the token. The one
+//! setting, in `schemathesis.toml` beside this file: a `continue` of `GET /v1/claims` that the
+//! server did not issue answers 400 (or 410 from another leader's ledger), as the document says.
 //!
 //! The run is bounded by a fixed number of examples per operation and a fixed seed. Without
 //! `schemathesis` on `PATH` the test is skipped with a message, except under `CI=true`, where that
@@ -59,16 +61,12 @@ fn start_demo(token: &std::path::Path) -> Demo {
 /// Runs schemathesis against `addr` from `dir`; its exit status, stdout and stderr.
 fn run_schemathesis(dir: &std::path::Path, addr: &str) -> (ExitStatus, String, String) {
     let started = Instant::now();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cli/schemathesis.toml");
     let mut run = Command::new("schemathesis")
         .current_dir(dir)
-        .args(["--no-color", "run"])
+        .args(["--no-color", "--config-file", config, "run"])
         .arg(format!("http://{addr}/v1/openapi.json"))
-        .args([
-            "--checks",
-            "all",
-            "--exclude-checks",
-            "positive_data_acceptance",
-        ])
+        .args(["--checks", "all"])
         .args(["--max-examples", MAX_EXAMPLES, "--seed", SEED])
         .args(["--workers", "1", "--generation-database", "none"])
         .args(["--request-timeout", "30"])
@@ -91,21 +89,27 @@ fn run_schemathesis(dir: &std::path::Path, addr: &str) -> (ExitStatus, String, S
     (status, output, err.seen.join("\n"))
 }
 
-/// Every documented operation but the one serving the document, which schemathesis leaves out.
+/// Every documented operation.
 fn operations_under_test() -> u64 {
     let document = dra_api::openapi();
     document
         .paths
         .paths
-        .iter()
-        .filter(|(path, _)| path.as_str() != "/v1/openapi.json")
-        .map(|(_, item)| {
+        .values()
+        .map(|item| {
             [&item.get, &item.post, &item.put, &item.delete, &item.patch]
                 .iter()
                 .filter(|op| op.is_some())
                 .count() as u64
         })
         .sum()
+}
+
+/// The phase lines of the summary (`✅ Stateful`, `⏭  Examples`, ...).
+fn phase_passed(output: &str, phase: &str) -> bool {
+    output
+        .lines()
+        .any(|line| line.trim_start().starts_with('✅') && line.trim_end().ends_with(phase))
 }
 
 #[test]
@@ -135,6 +139,18 @@ fn schemathesis_finds_no_failure_in_the_admin_api() {
     let tested = summary_number(&output, "Tested:").expect("a summary with Tested:");
     assert_eq!(selected, operations_under_test(), "{output}");
     assert_eq!(tested, selected, "operations left untested:\n{output}");
+    for phase in ["Coverage", "Fuzzing", "Stateful"] {
+        assert!(
+            phase_passed(&output, phase),
+            "phase {phase} did not pass:\n{output}"
+        );
+    }
+    let links = output
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("API Links:"))
+        .and_then(|rest| rest.trim().split(' ').next()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(links > 0, "the stateful phase followed no link:\n{output}");
     assert!(
         !output.contains("Server Unavailable"),
         "the server stopped responding:\n{output}"

@@ -294,7 +294,8 @@ fn statefulset_runs_the_controller_with_its_flags_volumes_and_probes() {
         annotations.get("prometheus.io/port").map(String::as_str),
         Some("8080")
     );
-    assert_eq!(spec.service_name.as_deref(), Some("dra-ledger"));
+    // The governing Service is the headless one (deploy_admin_access checks it).
+    assert_eq!(spec.service_name.as_deref(), Some("dra-ledger-peers"));
 }
 
 #[test]

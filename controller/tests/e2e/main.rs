@@ -3,7 +3,8 @@
 //! preparing the claims, on 1.30 and on 1.34, where the simulated kube-scheduler allocates from
 //! the agents' slices, and the controller there only mirrors the cluster into its ledger), and
 //! the manifests under deploy/ (schemas, RBAC against the requests
-//! actually made, the flags of the `StatefulSet` and of the node agent's `DaemonSet`).
+//! actually made, the flags of the `StatefulSet` and of the node agent's `DaemonSet`, who
+//! reaches the admin port).
 
 // Test code unwraps: a failed step should fail the test loudly.
 #![allow(clippy::unwrap_used)]
@@ -12,6 +13,7 @@ mod deploy_support;
 mod e2e_support;
 mod modern_support;
 
+mod deploy_admin_access;
 mod deploy_manifests;
 mod deploy_modern;
 mod deploy_node;

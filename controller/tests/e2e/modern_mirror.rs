@@ -64,6 +64,8 @@ fn settings(dir: &Path, dra_api: DraApi) -> ProcessConfig {
         leader: None,
         dra_api,
         explain_after: Some(Duration::from_millis(300)),
+        leader_url: dra_controller::leader::LeaderUrlTemplate::default(),
+        replica: "test".to_owned(),
     }
 }
 
@@ -518,7 +520,15 @@ async fn a_standby_mirrors_nothing_until_it_holds_the_lease() {
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(get(&controller, "/readyz").await["status"], "standby");
-    assert!(node_counts(&controller).await.is_empty(), "a standby wrote");
+    assert!(
+        controller.ledger().nodes().unwrap().is_empty(),
+        "a standby wrote"
+    );
+    // Its admin API does not show its own (empty) ledger: the leader's answers, and that one
+    // is not reachable here.
+    let (status, body) = call(&controller, "GET", "/v1/nodes", false).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "leader_unreachable", "{body}");
 
     eventually("/readyz ready as the leader", WAIT, || async {
         call(&controller, "GET", "/readyz", false).await.1["status"] == "ready"

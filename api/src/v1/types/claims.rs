@@ -80,7 +80,9 @@ impl From<Allocation> for ClaimItem {
 pub struct ClaimList {
     /// The allocations.
     pub items: Vec<ClaimItem>,
-    /// Pass as `continue` for the next page; absent on the last page.
+    /// An opaque token for the next page: pass it unchanged as `continue` with the same
+    /// filters; absent on the last page. It is valid only with the ledger that issued it (the
+    /// leader's, in its term).
     #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
     pub continue_token: Option<String>,
 }

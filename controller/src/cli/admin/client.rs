@@ -1,13 +1,15 @@
 //! A small HTTP/1 client of the admin API (hyper-util's client over plain TCP): JSON requests
 //! with an optional bearer token, the server's JSON error turned into its message, and the
-//! backup streamed to a file. Knows the API only as paths and JSON; no server code.
+//! backup streamed to a file; every answer with the replica that answered it ([`AnsweredBy`],
+//! from the `Dra-Ledger-Replica` and `Dra-Ledger-Forwarded-By` headers). Knows the API only as
+//! paths, headers and JSON; no server code.
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
-use http::{header, Method, Request, StatusCode, Uri};
+use http::{header, HeaderMap, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -19,6 +21,40 @@ use tokio::io::AsyncWriteExt;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time limit of a whole backup download.
 const BACKUP_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The replica whose ledger answered a request, and the standby it was forwarded by, as the
+/// answer's headers name them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnsweredBy {
+    /// `Dra-Ledger-Replica`.
+    pub replica: Option<String>,
+    /// `Dra-Ledger-Forwarded-By`.
+    pub forwarded_by: Option<String>,
+}
+
+impl AnsweredBy {
+    fn of(headers: &HeaderMap) -> Self {
+        let text = |name: &str| {
+            headers
+                .get(name)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        };
+        AnsweredBy {
+            replica: text("dra-ledger-replica"),
+            forwarded_by: text("dra-ledger-forwarded-by"),
+        }
+    }
+
+    /// `answered by replica R` (`, forwarded by S`), or `None` when the server named none (a
+    /// node agent).
+    pub fn describe(&self) -> Option<String> {
+        let replica = self.replica.as_deref()?;
+        Some(match &self.forwarded_by {
+            Some(standby) => format!("answered by replica {replica} (forwarded by {standby})"),
+            None => format!("answered by replica {replica}"),
+        })
+    }
+}
 
 /// A client of one admin server.
 pub struct AdminClient {
@@ -111,9 +147,14 @@ impl AdminClient {
         Ok(response)
     }
 
-    /// The error of a non-success answer: the server's JSON message when there is one.
+    /// The error of a non-success answer: the server's JSON message when there is one, and the
+    /// replica that answered.
     async fn failure(response: hyper::Response<hyper::body::Incoming>) -> anyhow::Error {
         let status = response.status();
+        let by = AnsweredBy::of(response.headers())
+            .describe()
+            .map(|by| format!(", {by}"))
+            .unwrap_or_default();
         let body = response
             .into_body()
             .collect()
@@ -128,27 +169,36 @@ impl AdminClient {
             StatusCode::UNAUTHORIZED => " (pass the server's token with --token-file)",
             _ => "",
         };
-        anyhow::anyhow!("{message}{hint} (HTTP {})", status.as_u16())
+        anyhow::anyhow!("{message}{hint} (HTTP {}{by})", status.as_u16())
     }
 
-    /// `method path` answered with JSON; a non-2xx answer is an error with the server's message.
-    pub async fn json(&self, method: Method, path: &str) -> anyhow::Result<serde_json::Value> {
+    /// `method path` answered with JSON, and by whom; a non-2xx answer is an error with the
+    /// server's message.
+    pub async fn json(
+        &self,
+        method: Method,
+        path: &str,
+    ) -> anyhow::Result<(serde_json::Value, AnsweredBy)> {
         let response = self.send(method, path).await?;
         if !response.status().is_success() {
             return Err(Self::failure(response).await);
         }
+        let by = AnsweredBy::of(response.headers());
         let body = response
             .into_body()
             .collect()
             .await
             .context("reading the answer failed")?
             .to_bytes();
-        serde_json::from_slice(&body).context("the admin server answered with invalid JSON")
+        let json =
+            serde_json::from_slice(&body).context("the admin server answered with invalid JSON")?;
+        Ok((json, by))
     }
 
     /// Downloads `GET /v1/backup` to `to` (which must not exist) through a temporary file in the
-    /// same directory, so an interrupted download leaves nothing at `to`. Returns the bytes.
-    pub async fn backup(&self, to: &Path) -> anyhow::Result<u64> {
+    /// same directory, so an interrupted download leaves nothing at `to`. Returns the bytes,
+    /// and by whom.
+    pub async fn backup(&self, to: &Path) -> anyhow::Result<(u64, AnsweredBy)> {
         if to.exists() {
             bail!("{} already exists", to.display());
         }
@@ -156,6 +206,7 @@ impl AdminClient {
         if !response.status().is_success() {
             return Err(Self::failure(response).await);
         }
+        let by = AnsweredBy::of(response.headers());
         let dir = to
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -186,7 +237,7 @@ impl AdminClient {
         partial
             .persist_noclobber(to)
             .with_context(|| format!("cannot create {}", to.display()))?;
-        Ok(written)
+        Ok((written, by))
     }
 }
 
@@ -199,6 +250,22 @@ mod tests {
         assert_eq!(encode("node-a.1_~"), "node-a.1_~");
         assert_eq!(encode("a/b c"), "a%2Fb%20c");
         assert_eq!(encode("gpu-é?&="), "gpu-%C3%A9%3F%26%3D");
+    }
+
+    #[test]
+    fn answered_by_names_the_replica_and_the_standby_it_came_through() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(AnsweredBy::of(&headers).describe(), None);
+        headers.insert("dra-ledger-replica", "r-1_ab".parse().unwrap());
+        assert_eq!(
+            AnsweredBy::of(&headers).describe().as_deref(),
+            Some("answered by replica r-1_ab")
+        );
+        headers.insert("dra-ledger-forwarded-by", "r-0_cd".parse().unwrap());
+        assert_eq!(
+            AnsweredBy::of(&headers).describe().as_deref(),
+            Some("answered by replica r-1_ab (forwarded by r-0_cd)")
+        );
     }
 
     #[test]

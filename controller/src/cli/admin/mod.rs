@@ -1,7 +1,9 @@
 //! `dra-ledger admin`: the admin API of a running `dra-ledger run` or `demo` from the command
 //! line, for SREs. Each subcommand is one request (`claims` follows the paging tokens); the
 //! answer is printed as an aligned table like `kubectl get`, or with `-o json` as the server's
-//! JSON. Errors (unreachable server, 4xx/5xx with the server's message) exit 1.
+//! JSON; the replica whose ledger answered (and the standby that forwarded the request to it)
+//! is printed on stderr, so that stdout stays the answer alone. Errors (unreachable server,
+//! 4xx/5xx with the server's message and the replica that answered) exit 1.
 //!
 //! - [`client`]: the HTTP client; [`render`]: the tables; [`table`](mod@table): alignment and ages.
 //!
@@ -18,7 +20,7 @@ use anyhow::Context;
 use http::Method;
 
 use client::encode;
-pub use client::AdminClient;
+pub use client::{AdminClient, AnsweredBy};
 
 /// Page size `admin claims` asks for while following the paging tokens.
 const CLAIMS_PAGE: usize = 500;
@@ -139,8 +141,11 @@ pub fn execute(args: &AdminArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let text = runtime.block_on(answer(args))?;
+    let (text, by) = runtime.block_on(answer(args))?;
     print!("{text}");
+    if let Some(by) = by.describe() {
+        eprintln!("{by}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -206,17 +211,18 @@ fn table(command: &AdminCommand, answer: serde_json::Value) -> anyhow::Result<St
     })
 }
 
-/// The text to print for `args`.
-async fn answer(args: &AdminArgs) -> anyhow::Result<String> {
+/// The text to print for `args`, and the replica that answered.
+async fn answer(args: &AdminArgs) -> anyhow::Result<(String, AnsweredBy)> {
     let client = AdminClient::new(&args.server, args.token_file.as_deref())?;
     let json = args.output == Output::Json;
     if let Some((method, path)) = request(&args.command) {
-        let answer = client.json(method, &path).await?;
-        return if json {
-            Ok(pretty(&answer))
+        let (answer, by) = client.json(method, &path).await?;
+        let text = if json {
+            pretty(&answer)
         } else {
-            table(&args.command, answer)
+            table(&args.command, answer)?
         };
+        return Ok((text, by));
     }
     match &args.command {
         AdminCommand::Claims {
@@ -232,12 +238,13 @@ async fn answer(args: &AdminArgs) -> anyhow::Result<String> {
             claims(&client, filters, *limit, continue_token.as_deref(), json).await
         }
         AdminCommand::Backup { to } => {
-            let bytes = client.backup(to).await?;
-            Ok(if json {
+            let (bytes, by) = client.backup(to).await?;
+            let text = if json {
                 pretty(&serde_json::json!({"path": to, "bytes": bytes}))
             } else {
                 format!("wrote {bytes} bytes to {}\n", to.display())
-            })
+            };
+            Ok((text, by))
         }
         _ => unreachable!("every other subcommand is one request"),
     }
@@ -250,14 +257,16 @@ struct Filters<'a> {
     node: Option<&'a str>,
 }
 
-/// `admin claims`: one page with `--limit`, else every page.
+/// `admin claims`: one page with `--limit`, else every page; and the replica that answered
+/// (the last page's: a listing that a takeover interrupts fails with 410 instead of mixing
+/// ledgers).
 async fn claims(
     client: &AdminClient,
     filters: Filters<'_>,
     limit: Option<usize>,
     continue_token: Option<&str>,
     json: bool,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<(String, AnsweredBy)> {
     let mut query = String::new();
     if let Some(namespace) = filters.namespace {
         query = format!("{query}&namespace={}", encode(namespace));
@@ -266,13 +275,15 @@ async fn claims(
         query = format!("{query}&node={}", encode(node));
     }
     let mut items = Vec::new();
+    let mut by;
     let mut token = continue_token.map(str::to_owned);
     loop {
         let mut path = format!("/v1/claims?limit={}{query}", limit.unwrap_or(CLAIMS_PAGE));
         if let Some(token) = &token {
             path = format!("{path}&continue={}", encode(token));
         }
-        let page = client.json(Method::GET, &path).await?;
+        let (page, answered) = client.json(Method::GET, &path).await?;
+        by = answered;
         if limit.is_some() {
             if let Some(next) = page["continue"].as_str() {
                 eprintln!(
@@ -281,10 +292,10 @@ async fn claims(
                 );
             }
             if json {
-                return Ok(pretty(&page));
+                return Ok((pretty(&page), by));
             }
             let page: dra_api::v1::types::ClaimList = render::decode(page)?;
-            return Ok(render::claims(&page.items));
+            return Ok((render::claims(&page.items), by));
         }
         let page: dra_api::v1::types::ClaimList = render::decode(page)?;
         items.extend(page.items);
@@ -293,9 +304,10 @@ async fn claims(
             None => break,
         }
     }
-    if json {
-        Ok(pretty(&serde_json::json!({"items": items})))
+    let text = if json {
+        pretty(&serde_json::json!({"items": items}))
     } else {
-        Ok(render::claims(&items))
-    }
+        render::claims(&items)
+    };
+    Ok((text, by))
 }

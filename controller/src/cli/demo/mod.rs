@@ -262,6 +262,8 @@ async fn with_cluster(
             grace_period: Some(Duration::from_secs(15)),
             admin_token,
             leader: None,
+            leader_url: dra_controller::leader::LeaderUrlTemplate::default(),
+            replica: "demo".to_owned(),
             // On 1.30 the controller allocates; on 1.34 the scheduler does and the controller
             // mirrors, explaining a claim that waits for 10 s.
             dra_api: if structured {
