@@ -1,6 +1,6 @@
 //! One truth across replicas: every `/v1` request is answered from the leader's ledger. The
 //! leader (or a process without leader election) answers from its own ledger; a standby
-//! forwards the request to the leader ([`proxy`]) and passes its answer back, or answers 503
+//! forwards the request to the leader (`proxy`) and passes its answer back, or answers 503
 //! naming the leader when it cannot reach it, or when no replica holds the lease. A request that
 //! another replica forwarded (it carries [`FORWARDED_BY`]) is never forwarded again: a replica
 //! that is not the leader either answers 503 `not_leader`. `/healthz`, `/readyz` and
