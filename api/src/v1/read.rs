@@ -119,17 +119,10 @@ pub struct ClaimsQuery {
     ))]
 pub async fn list_claims(
     State(state): State<AppState>,
-    ledger: Option<Extension<LedgerTerm>>,
+    Extension(ledger): Extension<LedgerTerm>,
     parsed: Result<Query<ClaimsQuery>, QueryRejection>,
 ) -> Result<Json<ClaimList>, ErrorResponse> {
     let q = query(parsed)?;
-    let ledger = ledger.map_or_else(
-        || LedgerTerm {
-            replica: state.replica().to_owned(),
-            term: 0,
-        },
-        |Extension(ledger)| ledger,
-    );
     let namespace = q.namespace.filter(|s| !s.is_empty());
     let node = q.node.filter(|s| !s.is_empty());
     let after = match q.continue_token.as_deref().filter(|s| !s.is_empty()) {
