@@ -15,6 +15,17 @@ use crate::eventually_blocking;
 /// How long a process may take to announce that it is up.
 pub const STARTUP: Duration = Duration::from_secs(60);
 
+/// Leader election flags of `dra-ledger run` short enough for a test: a lease not renewed
+/// expires 2 s after its last renewal (renew deadline 1.5 s, retry every 200 ms).
+pub const SHORT_LEASE_ARGS: [&str; 6] = [
+    "--leader-elect-lease-duration",
+    "2s",
+    "--leader-elect-renew-deadline",
+    "1500ms",
+    "--leader-elect-retry-period",
+    "200ms",
+];
+
 /// Lines of a child's output, read on a thread.
 pub struct Lines {
     receiver: Receiver<String>,

@@ -177,10 +177,7 @@ async fn an_unreachable_leader_answers_503_naming_it_never_the_standby_ledger() 
     let answer = get(&standby, "/v1/nodes").await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answer.code(), "leader_unreachable");
-    let message = answer.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let message = answer.message();
     assert!(
         message.contains("leader-0") && message.contains(&url.authority().unwrap().to_string()),
         "{message}"
@@ -229,10 +226,7 @@ async fn a_forwarded_request_is_never_forwarded_again() {
     let answer = get(&a, "/v1/nodes").await;
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answer.code(), "not_leader");
-    let message = answer.json()["error"]["message"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let message = answer.message();
     assert!(
         message.contains("standby-1 is not the leader")
             && message.contains("the lease is held by standby-a")

@@ -25,17 +25,9 @@ use crate::chaos_support::sim::SimProcess;
 use crate::chaos_support::watcher::ClaimWatcher;
 use crate::chaos_support::workload::{self, Churn, ChurnConfig};
 use crate::chaos_support::{env_number, seed, Random};
-use testkit::process::signal_pid as signal;
+use testkit::process::{signal_pid as signal, SHORT_LEASE_ARGS};
 
-/// Lease timings short enough for a test: a lease not renewed expires after 2 s.
-const LEASE_ARGS: [&str; 6] = [
-    "--leader-elect-lease-duration",
-    "2s",
-    "--leader-elect-renew-deadline",
-    "1500ms",
-    "--leader-elect-retry-period",
-    "200ms",
-];
+/// The lease of `SHORT_LEASE_ARGS`: a lease not renewed expires after 2 s.
 const LEASE: Duration = Duration::from_secs(2);
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -67,7 +59,7 @@ impl Replica {
         let mut extra: Vec<String> = ["--workers", "4", "--leader-elect-identity", &identity]
             .map(String::from)
             .to_vec();
-        extra.extend(LEASE_ARGS.map(String::from));
+        extra.extend(SHORT_LEASE_ARGS.map(String::from));
         let spec = ControllerSpec {
             kubeconfig: self.kubeconfig.clone(),
             ledger: self.ledger.clone(),

@@ -8,12 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::cli_support::{controller_addr, http_get, signal, spawn, start_sim, wait_exit, Lines};
-
-/// Short timings so that the test takes seconds: the lease expires 2 s after its last renewal.
-const LEASE: &str = "2s";
-const RENEW_DEADLINE: &str = "1500ms";
-const RETRY: &str = "200ms";
+use crate::cli_support::{
+    controller_addr, http_get, signal, spawn_replica, start_sim, wait_exit, Lines,
+};
 
 struct Replica {
     child: Child,
@@ -25,27 +22,7 @@ struct Replica {
 impl Replica {
     fn start(dir: &Path, kubeconfig: &Path, identity: &str) -> Replica {
         let ledger = dir.join(format!("ledger-{identity}.redb"));
-        let mut child = spawn(&[
-            "run",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--ledger",
-            ledger.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            "2",
-            "--log-format",
-            "json",
-            "--leader-elect-identity",
-            identity,
-            "--leader-elect-lease-duration",
-            LEASE,
-            "--leader-elect-renew-deadline",
-            RENEW_DEADLINE,
-            "--leader-elect-retry-period",
-            RETRY,
-        ]);
+        let mut child = spawn_replica(kubeconfig, &ledger, "127.0.0.1:0", identity, &[]);
         let mut logs = Lines::new(child.stderr.take().unwrap());
         let addr = controller_addr(&mut logs);
         Replica {

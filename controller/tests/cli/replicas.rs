@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use testkit::process::{try_http_request, HttpAnswer};
 
-use crate::cli_support::{binary, signal, spawn, wait_exit, Lines};
+use crate::cli_support::{binary, signal, spawn_replica, wait_exit, Lines};
 
 const CLAIMS: usize = 3;
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -35,29 +35,13 @@ impl Replica {
     fn start(dir: &Path, kubeconfig: &Path, name: &str) -> Replica {
         let addr = free_addr();
         let ledger = dir.join(format!("{name}.redb"));
-        let mut child = spawn(&[
-            "run",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--ledger",
-            ledger.to_str().unwrap(),
-            "--listen",
+        let mut child = spawn_replica(
+            kubeconfig,
+            &ledger,
             &addr,
-            "--workers",
-            "2",
-            "--log-format",
-            "json",
-            "--leader-elect-identity",
             &addr,
-            "--leader-url-template",
-            "http://{identity}",
-            "--leader-elect-lease-duration",
-            "2s",
-            "--leader-elect-renew-deadline",
-            "1500ms",
-            "--leader-elect-retry-period",
-            "200ms",
-        ]);
+            &["--leader-url-template", "http://{identity}"],
+        );
         let logs = Lines::new(child.stderr.take().unwrap());
         let replica = Replica { child, logs, addr };
         replica.wait_for("the admin server", |r| r.get("/healthz").status == 200);

@@ -79,6 +79,11 @@ impl Answer {
     pub fn code(&self) -> String {
         self.json()["error"]["code"].as_str().unwrap().to_owned()
     }
+
+    /// The `error.message` of a JSON error body.
+    pub fn message(&self) -> String {
+        self.json()["error"]["message"].as_str().unwrap().to_owned()
+    }
 }
 
 /// Sends one request through the router without a socket.

@@ -24,6 +24,36 @@ pub fn spawn(args: &[&str]) -> Child {
     testkit::process::spawn(BINARY, args)
 }
 
+/// Spawns `dra-ledger run` as one replica with leader election against `kubeconfig`: its own
+/// ledger file, admin server on `listen`, 2 workers, JSON logs, the Lease identity `identity`
+/// and the short lease of [`testkit::process::SHORT_LEASE_ARGS`]; `extra` flags after those.
+pub fn spawn_replica(
+    kubeconfig: &Path,
+    ledger: &Path,
+    listen: &str,
+    identity: &str,
+    extra: &[&str],
+) -> Child {
+    let mut args = vec![
+        "run",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--listen",
+        listen,
+        "--workers",
+        "2",
+        "--log-format",
+        "json",
+        "--leader-elect-identity",
+        identity,
+    ];
+    args.extend(testkit::process::SHORT_LEASE_ARGS);
+    args.extend(extra);
+    spawn(&args)
+}
+
 /// Stdout of `child` as lines.
 pub fn stdout_lines(child: &mut Child) -> Lines {
     Lines::stdout(child)
