@@ -21,7 +21,7 @@ fn out_of_step(error: &impl std::fmt::Display) -> LedgerError {
 }
 
 /// Rebuilds one node of the in-memory inventory from the transaction's devices table.
-pub(crate) fn refresh_node(tx: &mut Tx<'_>, node: &str) -> Result<()> {
+pub(crate) fn refresh_node(tx: &mut Tx<'_, '_>, node: &str) -> Result<()> {
     let devices = tx.node_devices(node)?;
     if devices.is_empty() {
         tx.state.inventory.remove_node(node);
@@ -39,7 +39,7 @@ pub(crate) fn refresh_node(tx: &mut Tx<'_>, node: &str) -> Result<()> {
 
 /// Replaces the published devices of `node`.
 pub(crate) fn set_inventory(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx<'_, '_>,
     node: &str,
     devices: &[Device],
 ) -> Result<InventoryChange> {
@@ -126,7 +126,7 @@ pub(crate) fn set_inventory(
 
 /// Sets a device's cordon flag; `true` when it changed.
 pub(crate) fn set_cordon(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx<'_, '_>,
     node: &str,
     device: &str,
     cordoned: bool,
@@ -174,7 +174,7 @@ fn compatible(consumers: &[Consumer], sharing: StoredSharing) -> bool {
 
 /// Records an allocation the cluster shows, as confirmed. Devices the ledger does not know yet
 /// are recorded as missing until their node's inventory publishes them.
-pub(crate) fn import(tx: &mut Tx<'_>, request: &ImportRequest) -> Result<Allocation> {
+pub(crate) fn import(tx: &mut Tx<'_, '_>, request: &ImportRequest) -> Result<Allocation> {
     let uid = &request.claim.uid;
     check_name("claim uid", uid)?;
     check_name("node", &request.node)?;

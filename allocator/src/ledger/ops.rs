@@ -56,7 +56,7 @@ fn unsatisfiable(error: &FitError) -> LedgerError {
 
 /// A repeat of an allocation: the same devices if the parameters match, else a conflict.
 fn repeat(
-    tx: &Tx<'_>,
+    tx: &Tx<'_, '_>,
     uid: &str,
     node: Option<&str>,
     request: &EffectiveRequest,
@@ -78,7 +78,7 @@ fn repeat(
 }
 
 /// Allocates one claim on its node, or on the best node.
-pub(crate) fn allocate(tx: &mut Tx<'_>, request: &AllocateRequest) -> Result<Allocation> {
+pub(crate) fn allocate(tx: &mut Tx<'_, '_>, request: &AllocateRequest) -> Result<Allocation> {
     check_claim(&request.claim)?;
     if let Some(node) = &request.node {
         check_name("node", node)?;
@@ -113,7 +113,7 @@ pub(crate) fn allocate(tx: &mut Tx<'_>, request: &AllocateRequest) -> Result<All
 /// Allocates all claims of a pod on `node`, or none of them. Claims already allocated there with
 /// the same parameters are returned as they are.
 pub(crate) fn allocate_pod(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx<'_, '_>,
     pod_uid: &str,
     node: &str,
     claims: &[PodClaimRequest],
@@ -175,7 +175,7 @@ pub(crate) fn allocate_pod(
 /// Writes a new pending allocation: the intent, the reservation on every device, the audit entry
 /// and the in-memory inventory.
 fn record(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx<'_, '_>,
     claim: &ClaimRef,
     pod_uid: Option<&str>,
     placement: &Placement,
@@ -236,7 +236,7 @@ fn record(
 }
 
 /// Marks the allocation as seen in the cluster. Repeats are no-ops.
-pub(crate) fn confirm(tx: &mut Tx<'_>, uid: &str) -> Result<Allocation> {
+pub(crate) fn confirm(tx: &mut Tx<'_, '_>, uid: &str) -> Result<Allocation> {
     let mut record = tx
         .allocation(uid)?
         .ok_or_else(|| LedgerError::ClaimNotFound {
@@ -266,7 +266,7 @@ pub(crate) fn confirm(tx: &mut Tx<'_>, uid: &str) -> Result<Allocation> {
 }
 
 /// Frees a claim's devices. `None` when the claim had no allocation.
-pub(crate) fn release(tx: &mut Tx<'_>, uid: &str) -> Result<Option<Allocation>> {
+pub(crate) fn release(tx: &mut Tx<'_, '_>, uid: &str) -> Result<Option<Allocation>> {
     let Some(record) = tx.allocation(uid)? else {
         return Ok(None);
     };
@@ -280,7 +280,7 @@ pub(crate) fn release(tx: &mut Tx<'_>, uid: &str) -> Result<Option<Allocation>> 
 }
 
 /// Drops an allocation that never reached the cluster. `None` when the claim had none.
-pub(crate) fn abort(tx: &mut Tx<'_>, uid: &str) -> Result<Option<Allocation>> {
+pub(crate) fn abort(tx: &mut Tx<'_, '_>, uid: &str) -> Result<Option<Allocation>> {
     let Some(record) = tx.allocation(uid)? else {
         return Ok(None);
     };
@@ -300,7 +300,7 @@ pub(crate) fn abort(tx: &mut Tx<'_>, uid: &str) -> Result<Option<Allocation>> {
 
 /// Removes the allocation and its consumers; a missing device left without consumers is deleted.
 fn free(
-    tx: &mut Tx<'_>,
+    tx: &mut Tx<'_, '_>,
     uid: &str,
     record: &AllocationRecord,
     kind: IntentKind,

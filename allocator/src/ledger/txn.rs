@@ -1,15 +1,16 @@
 //! Table access inside the writer's transaction: typed get/put/remove, the journal and the audit
-//! log with their retention bounds. Every write of an operation goes through here.
+//! log with their retention bounds. Every write of an operation goes through here. The tables are
+//! opened once per batch ([`Tables`]) and shared by all of its operations.
 
-use redb::{ReadableTable, ReadableTableMetadata};
+use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::records::{
     AllocationRecord, AuditEvent, AuditRecord, DeviceRecord, IntentRecord, Resolution,
 };
 use super::store::decoded;
 use super::tables::{
-    AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, IntentId, ALLOCATIONS, AUDIT, CLAIM_INTENTS,
-    DEVICES, INTENTS, PENDING_INTENTS,
+    AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, IntentId, Stored, ALLOCATIONS, AUDIT,
+    CLAIM_INTENTS, DEVICES, INTENTS, PENDING_INTENTS,
 };
 use super::writer::Tx;
 use super::{LedgerError, Result};
@@ -17,48 +18,68 @@ use super::{LedgerError, Result};
 /// How many journal entries one operation prunes at most, so no single operation stalls.
 const PRUNE_PER_OPERATION: usize = 64;
 
-impl Tx<'_> {
+/// Every table an operation touches, open for the whole batch's transaction. Opening a table
+/// costs a lookup of its root; doing it once per batch instead of once per access keeps that out
+/// of every operation. Must be dropped before the transaction commits or aborts.
+pub(crate) struct Tables<'t> {
+    allocations: Table<'t, ClaimUid, Stored<AllocationRecord>>,
+    devices: Table<'t, DeviceKey, Stored<DeviceRecord>>,
+    intents: Table<'t, IntentId, Stored<IntentRecord>>,
+    pending: Table<'t, ClaimUid, IntentId>,
+    by_claim: Table<'t, ClaimIntentKey, ()>,
+    audit: Table<'t, AuditSeq, Stored<AuditRecord>>,
+}
+
+impl<'t> Tables<'t> {
+    /// Opens the tables inside `txn`.
+    pub(crate) fn open(txn: &'t WriteTransaction) -> Result<Self> {
+        let storage = LedgerError::storage;
+        Ok(Tables {
+            allocations: txn.open_table(ALLOCATIONS).map_err(storage)?,
+            devices: txn.open_table(DEVICES).map_err(storage)?,
+            intents: txn.open_table(INTENTS).map_err(storage)?,
+            pending: txn.open_table(PENDING_INTENTS).map_err(storage)?,
+            by_claim: txn.open_table(CLAIM_INTENTS).map_err(storage)?,
+            audit: txn.open_table(AUDIT).map_err(storage)?,
+        })
+    }
+}
+
+impl Tx<'_, '_> {
     /// Now, from the ledger's clock.
     pub(crate) fn now(&self) -> u64 {
         (self.state.clock)()
     }
 
     pub(crate) fn allocation(&self, uid: &str) -> Result<Option<AllocationRecord>> {
-        let table = self
-            .txn
-            .open_table(ALLOCATIONS)
-            .map_err(LedgerError::storage)?;
-        let value = table
+        let value = self
+            .tables
+            .allocations
             .get(ClaimUid::new(uid))
             .map_err(LedgerError::storage)?;
         value.map(|v| decoded("allocations", v.value())).transpose()
     }
 
-    pub(crate) fn put_allocation(&self, uid: &str, record: AllocationRecord) -> Result<()> {
-        let mut table = self
-            .txn
-            .open_table(ALLOCATIONS)
-            .map_err(LedgerError::storage)?;
-        table
+    pub(crate) fn put_allocation(&mut self, uid: &str, record: AllocationRecord) -> Result<()> {
+        self.tables
+            .allocations
             .insert(ClaimUid::new(uid), Ok(record))
             .map_err(LedgerError::storage)?;
         Ok(())
     }
 
-    pub(crate) fn remove_allocation(&self, uid: &str) -> Result<()> {
-        let mut table = self
-            .txn
-            .open_table(ALLOCATIONS)
-            .map_err(LedgerError::storage)?;
-        table
+    pub(crate) fn remove_allocation(&mut self, uid: &str) -> Result<()> {
+        self.tables
+            .allocations
             .remove(ClaimUid::new(uid))
             .map_err(LedgerError::storage)?;
         Ok(())
     }
 
     pub(crate) fn device(&self, node: &str, device: &str) -> Result<Option<DeviceRecord>> {
-        let table = self.txn.open_table(DEVICES).map_err(LedgerError::storage)?;
-        let value = table
+        let value = self
+            .tables
+            .devices
             .get(DeviceKey::new(node, device))
             .map_err(LedgerError::storage)?;
         value.map(|v| decoded("devices", v.value())).transpose()
@@ -66,8 +87,9 @@ impl Tx<'_> {
 
     /// All devices of `node` by name.
     pub(crate) fn node_devices(&self, node: &str) -> Result<Vec<(String, DeviceRecord)>> {
-        let table = self.txn.open_table(DEVICES).map_err(LedgerError::storage)?;
-        let range = table
+        let range = self
+            .tables
+            .devices
             .range(DeviceKey::node_start(node)..DeviceKey::node_end(node))
             .map_err(LedgerError::storage)?;
         let mut devices = Vec::new();
@@ -78,17 +100,22 @@ impl Tx<'_> {
         Ok(devices)
     }
 
-    pub(crate) fn put_device(&self, node: &str, device: &str, record: DeviceRecord) -> Result<()> {
-        let mut table = self.txn.open_table(DEVICES).map_err(LedgerError::storage)?;
-        table
+    pub(crate) fn put_device(
+        &mut self,
+        node: &str,
+        device: &str,
+        record: DeviceRecord,
+    ) -> Result<()> {
+        self.tables
+            .devices
             .insert(DeviceKey::new(node, device), Ok(record))
             .map_err(LedgerError::storage)?;
         Ok(())
     }
 
-    pub(crate) fn remove_device(&self, node: &str, device: &str) -> Result<()> {
-        let mut table = self.txn.open_table(DEVICES).map_err(LedgerError::storage)?;
-        table
+    pub(crate) fn remove_device(&mut self, node: &str, device: &str) -> Result<()> {
+        self.tables
+            .devices
             .remove(DeviceKey::new(node, device))
             .map_err(LedgerError::storage)?;
         Ok(())
@@ -98,38 +125,32 @@ impl Tx<'_> {
     /// into the pending index), then prunes the oldest resolved entries beyond retention.
     pub(crate) fn journal(&mut self, record: IntentRecord) -> Result<IntentId> {
         let id = IntentId(self.state.next_intent);
-        {
-            let mut by_claim = self
-                .txn
-                .open_table(CLAIM_INTENTS)
-                .map_err(LedgerError::storage)?;
-            by_claim
-                .insert(ClaimIntentKey::new(&record.claim_uid, id), ())
-                .map_err(LedgerError::storage)?;
-            if record.is_open() {
-                let mut pending = self
-                    .txn
-                    .open_table(PENDING_INTENTS)
-                    .map_err(LedgerError::storage)?;
-                pending
-                    .insert(ClaimUid::new(&record.claim_uid), id)
-                    .map_err(LedgerError::storage)?;
-            }
-            let mut intents = self.txn.open_table(INTENTS).map_err(LedgerError::storage)?;
-            intents
-                .insert(id, Ok(record))
+        let tables = &mut *self.tables;
+        tables
+            .by_claim
+            .insert(ClaimIntentKey::new(&record.claim_uid, id), ())
+            .map_err(LedgerError::storage)?;
+        if record.is_open() {
+            tables
+                .pending
+                .insert(ClaimUid::new(&record.claim_uid), id)
                 .map_err(LedgerError::storage)?;
         }
+        tables
+            .intents
+            .insert(id, Ok(record))
+            .map_err(LedgerError::storage)?;
         self.state.next_intent += 1;
         self.prune_intents()?;
         Ok(id)
     }
 
     /// Resolves the open allocate intent `id` and drops it from the pending index.
-    pub(crate) fn resolve(&self, id: u64, resolution: Resolution) -> Result<()> {
+    pub(crate) fn resolve(&mut self, id: u64, resolution: Resolution) -> Result<()> {
         let at = self.now();
-        let mut intents = self.txn.open_table(INTENTS).map_err(LedgerError::storage)?;
-        let record = intents
+        let tables = &mut *self.tables;
+        let record = tables
+            .intents
             .get(IntentId(id))
             .map_err(LedgerError::storage)?
             .map(|v| decoded("intents", v.value()))
@@ -140,17 +161,12 @@ impl Tx<'_> {
             )));
         };
         record.resolution = Some((resolution, at));
-        let uid = record.claim_uid.clone();
-        intents
+        let uid = ClaimUid::new(&record.claim_uid);
+        tables
+            .intents
             .insert(IntentId(id), Ok(record))
             .map_err(LedgerError::storage)?;
-        let mut pending = self
-            .txn
-            .open_table(PENDING_INTENTS)
-            .map_err(LedgerError::storage)?;
-        pending
-            .remove(ClaimUid::new(&uid))
-            .map_err(LedgerError::storage)?;
+        tables.pending.remove(uid).map_err(LedgerError::storage)?;
         Ok(())
     }
 
@@ -161,7 +177,7 @@ impl Tx<'_> {
             at_ms: self.now(),
             event,
         };
-        let mut table = self.txn.open_table(AUDIT).map_err(LedgerError::storage)?;
+        let table = &mut self.tables.audit;
         table
             .insert(seq, Ok(record))
             .map_err(LedgerError::storage)?;
@@ -178,8 +194,9 @@ impl Tx<'_> {
     }
 
     fn prune_intents(&mut self) -> Result<()> {
-        let mut intents = self.txn.open_table(INTENTS).map_err(LedgerError::storage)?;
-        let excess = intents
+        let tables = &mut *self.tables;
+        let excess = tables
+            .intents
             .len()
             .map_err(LedgerError::storage)?
             .saturating_sub(self.state.retention.intents);
@@ -187,7 +204,7 @@ impl Tx<'_> {
             return Ok(());
         }
         let mut doomed = Vec::new();
-        for entry in intents.iter().map_err(LedgerError::storage)? {
+        for entry in tables.intents.iter().map_err(LedgerError::storage)? {
             if doomed.len() as u64 >= excess || doomed.len() >= PRUNE_PER_OPERATION {
                 break;
             }
@@ -197,13 +214,10 @@ impl Tx<'_> {
                 doomed.push((key.value(), record.claim_uid));
             }
         }
-        let mut by_claim = self
-            .txn
-            .open_table(CLAIM_INTENTS)
-            .map_err(LedgerError::storage)?;
         for (id, uid) in doomed {
-            intents.remove(id).map_err(LedgerError::storage)?;
-            by_claim
+            tables.intents.remove(id).map_err(LedgerError::storage)?;
+            tables
+                .by_claim
                 .remove(ClaimIntentKey::new(&uid, id))
                 .map_err(LedgerError::storage)?;
         }

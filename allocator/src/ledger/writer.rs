@@ -18,10 +18,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use redb::{Database, ReadableDatabase, WriteTransaction};
+use redb::{Database, ReadableDatabase};
 
 use super::stats::{CommitSample, StatsRecorder};
 use super::store::{self, Clock};
+use super::txn::Tables;
 use super::{CommitGuard, LedgerError, Result};
 use crate::fit::Inventory;
 
@@ -53,16 +54,16 @@ impl WriterState {
     }
 }
 
-/// One operation inside a write transaction: the transaction and the writer's state.
-pub(crate) struct Tx<'a> {
-    pub(crate) txn: &'a WriteTransaction,
+/// One operation inside a write transaction: the batch's open tables and the writer's state.
+pub(crate) struct Tx<'a, 't> {
+    pub(crate) tables: &'a mut Tables<'t>,
     pub(crate) state: &'a mut WriterState,
 }
 
 /// A queued operation with its reply channel.
 pub(crate) trait Job: Send {
     /// Applies the operation; `false` when the transaction must be abandoned.
-    fn apply(&mut self, tx: &mut Tx<'_>) -> bool;
+    fn apply(&mut self, tx: &mut Tx<'_, '_>) -> bool;
     /// Sends the reply; `outcome` is the error of the batch's commit when it failed or was
     /// refused, in which case the operation took no effect.
     fn finish(self: Box<Self>, outcome: Result<()>);
@@ -77,9 +78,9 @@ struct Op<T, F> {
 impl<T, F> Job for Op<T, F>
 where
     T: Send,
-    F: FnMut(&mut Tx<'_>) -> Result<T> + Send,
+    F: FnMut(&mut Tx<'_, '_>) -> Result<T> + Send,
 {
-    fn apply(&mut self, tx: &mut Tx<'_>) -> bool {
+    fn apply(&mut self, tx: &mut Tx<'_, '_>) -> bool {
         let result = (self.run)(tx);
         let keep = !matches!(&result, Err(error) if error.is_storage());
         self.result = Some(result);
@@ -145,7 +146,7 @@ impl WriterHandle {
     pub(crate) fn submit<T, F>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnMut(&mut Tx<'_>) -> Result<T> + Send + 'static,
+        F: FnMut(&mut Tx<'_, '_>) -> Result<T> + Send + 'static,
     {
         let (reply, answer) = mpsc::sync_channel(1);
         let job: Box<dyn Job> = Box::new(Op {
@@ -245,10 +246,20 @@ impl Writer {
                     return Ok(());
                 }
             };
+            let mut tables = match Tables::open(&txn) {
+                Ok(tables) => tables,
+                Err(error) => {
+                    // The transaction aborts when dropped on return.
+                    fail_all(batch, &error.to_string(), |reason| LedgerError::Commit {
+                        reason,
+                    });
+                    return Ok(());
+                }
+            };
             let mut poisoned = None;
             for (i, job) in batch.iter_mut().enumerate() {
                 let mut tx = Tx {
-                    txn: &txn,
+                    tables: &mut tables,
                     state: &mut *state,
                 };
                 if !job.apply(&mut tx) {
@@ -256,6 +267,7 @@ impl Writer {
                     break;
                 }
             }
+            drop(tables);
             if let Some(i) = poisoned {
                 drop(txn.abort());
                 state.reload(db)?;
