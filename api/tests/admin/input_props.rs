@@ -24,6 +24,7 @@ fn expected_code(status: StatusCode) -> Option<&'static str> {
         404 => "not_found",
         405 => "method_not_allowed",
         409 => "conflict",
+        410 => "expired",
         413 => "payload_too_large",
         _ => return None,
     })
@@ -150,7 +151,7 @@ fn raw_query() -> impl Strategy<Value = String> {
 }
 
 #[test]
-fn arbitrary_query_strings_on_the_listings_are_200_or_json_400() {
+fn arbitrary_query_strings_on_the_listings_are_200_or_json_400_or_410_for_an_old_continue() {
     let Fixture { state, .. } = fixture();
     let rt = runtime();
     let strategy = (
@@ -162,7 +163,13 @@ fn arbitrary_query_strings_on_the_listings_are_200_or_json_400() {
             let uri = format!("{path}?{query}");
             prop_assume!(uri.parse::<axum::http::Uri>().is_ok());
             let answer = rt.block_on(send(router(state.clone()), Method::GET, &uri, None, None));
-            check_answer(&answer, &[StatusCode::OK, StatusCode::BAD_REQUEST], &uri)?;
+            // A well-formed token of an older version (one of the samples) is expired: 410.
+            let allowed: &[StatusCode] = if query.contains("continue") {
+                &[StatusCode::OK, StatusCode::BAD_REQUEST, StatusCode::GONE]
+            } else {
+                &[StatusCode::OK, StatusCode::BAD_REQUEST]
+            };
+            check_answer(&answer, allowed, &uri)?;
             if answer.status == StatusCode::OK {
                 let body: serde_json::Value = serde_json::from_slice(&answer.body)
                     .map_err(|e| TestCaseError::fail(format!("{uri}: {e}")))?;
