@@ -126,6 +126,58 @@ pub struct Subscription {
     pub receiver: broadcast::Receiver<Arc<StoredEvent>>,
 }
 
+/// Where a page of a list starts and at which revision it reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PageRange<'a> {
+    /// Only objects of this namespace.
+    pub namespace: Option<&'a str>,
+    /// Only objects after this `(namespace, name)` key.
+    pub after: Option<&'a (String, String)>,
+    /// The revision to read at; `None` for the present.
+    pub rv: Option<u64>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct Page {
+    /// The objects of the page, in key order.
+    pub items: Vec<Arc<Value>>,
+    /// Objects after the page that the filter accepts.
+    pub rest: usize,
+    /// The revision the page was read at.
+    pub rv: u64,
+}
+
+type Key = (String, String);
+
+/// The present objects with the keys of `undone` replaced by their older state (`None`: not
+/// there yet), in key order.
+fn merged<'m>(
+    present: impl Iterator<Item = (&'m Key, &'m Arc<Value>)>,
+    undone: impl Iterator<Item = (&'m Key, &'m Option<Arc<Value>>)>,
+) -> impl Iterator<Item = (&'m Key, &'m Arc<Value>)> {
+    let mut present = present.peekable();
+    let mut undone = undone.peekable();
+    std::iter::from_fn(move || loop {
+        let order = match (present.peek(), undone.peek()) {
+            (None, None) => return None,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some((p, _)), Some((u, _))) => p.cmp(u),
+        };
+        match order {
+            std::cmp::Ordering::Less => return present.next(),
+            std::cmp::Ordering::Equal => {
+                present.next();
+            }
+            std::cmp::Ordering::Greater => {}
+        }
+        if let Some((key, Some(object))) = undone.next() {
+            return Some((key, object));
+        }
+    })
+}
+
 impl Store {
     /// An empty store retaining `history_limit` events for watch resumption.
     pub fn new(registry: Registry, history_limit: usize) -> Self {
@@ -209,52 +261,67 @@ impl Store {
         (items, inner.rv)
     }
 
-    /// Like [`Store::list`], but the objects as they were at resourceVersion `rv`: the retained
-    /// events after `rv` are undone, newest first. `None` when `rv` is older than the retained
-    /// history (the caller answers 410); `rv` at or past the current version lists the present.
-    pub fn list_at(
+    /// One page of a list: up to `limit` objects that `keep` accepts, in key order, optionally
+    /// in one namespace, starting after `after` (`(namespace, name)`), as they were at
+    /// resourceVersion `rv` (`None` or a version at or past the current one: the present). The
+    /// retained events after `rv` are undone on the keys they touched only, so a page costs its
+    /// own objects plus a count of the rest, not a copy of the collection. `None` when `rv` is
+    /// older than the retained history (the caller answers 410).
+    pub fn list_page(
         &self,
         key: &str,
-        namespace: Option<&str>,
-        after: Option<&(String, String)>,
-        rv: u64,
-    ) -> Option<Vec<Arc<Value>>> {
+        range: PageRange<'_>,
+        limit: Option<usize>,
+        keep: impl Fn(&Value) -> bool,
+    ) -> Option<Page> {
         use std::ops::Bound;
         let inner = self.lock();
-        if rv < inner.compacted_rv {
+        let rv = range.rv.filter(|rv| *rv < inner.rv);
+        if rv.is_some_and(|rv| rv < inner.compacted_rv) {
             return None;
         }
-        let mut map = inner.objects.get(key).cloned().unwrap_or_default();
-        for event in inner.history.iter().rev().take_while(|e| e.rv > rv) {
-            if *event.key != *key {
-                continue;
-            }
-            let name = event.object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let at = (event.namespace.clone(), name);
-            match (&event.kind, &event.old) {
-                (EventType::Added, _) => {
-                    map.remove(&at);
+        // The state at `rv` of every key changed since: the oldest undo wins.
+        let mut undone: BTreeMap<(String, String), Option<Arc<Value>>> = BTreeMap::new();
+        if let Some(rv) = rv {
+            for event in inner.history.iter().rev().take_while(|e| e.rv > rv) {
+                if *event.key != *key {
+                    continue;
                 }
-                (EventType::Modified | EventType::Deleted, Some(old)) => {
-                    map.insert(at, old.clone());
-                }
-                (EventType::Modified | EventType::Deleted, None) => {}
+                let name = event.object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let before = match event.kind {
+                    EventType::Added => None,
+                    EventType::Modified | EventType::Deleted => event.old.clone(),
+                };
+                undone.insert((event.namespace.clone(), name), before);
             }
         }
-        let lower = match (after, namespace) {
+        let lower = match (range.after, range.namespace) {
             (Some(a), _) => Bound::Excluded(a.clone()),
             (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
             (None, None) => Bound::Unbounded,
         };
-        Some(
-            map.range((lower, Bound::Unbounded))
-                .take_while(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
-                .map(|(_, v)| v.clone())
-                .collect(),
+        let empty = ObjectMap::new();
+        let present = inner.objects.get(key).unwrap_or(&empty);
+        let mut objects = merged(
+            present.range((lower.clone(), Bound::Unbounded)),
+            undone.range((lower, Bound::Unbounded)),
         )
+        .take_while(|((ns, _), _)| range.namespace.is_none_or(|want| want == ns))
+        .filter(|(_, object)| keep(object));
+        let items: Vec<Arc<Value>> = objects
+            .by_ref()
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|(_, object)| object.clone())
+            .collect();
+        let rest = objects.count();
+        Some(Page {
+            items,
+            rest,
+            rv: rv.unwrap_or(inner.rv),
+        })
     }
 
     /// Number of objects of a resource in one namespace (or all).

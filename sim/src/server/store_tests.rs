@@ -121,3 +121,93 @@ fn list_pages_resume_after_a_key_within_a_namespace() {
     assert_eq!(names, vec!["b", "c"]);
     assert_eq!(s.list("/configmaps", None, None).0.len(), 4);
 }
+
+fn names_and_data(items: &[Arc<Value>]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_owned(),
+                o["data"]["k"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn pages_at_an_older_revision_undo_later_changes_key_by_key() {
+    let s = store(100);
+    for name in ["a", "b", "c"] {
+        s.create("/configmaps", "ns", name, "", "configmaps", cm(name, "1"))
+            .unwrap();
+    }
+    let then = s.current_rv();
+    // After `then`: b changes twice, c goes, aa and d arrive, and another namespace changes.
+    put(&s, "b", "2");
+    put(&s, "b", "3");
+    s.modify("/configmaps", "ns", "c", StatusError::no_route, |_| {
+        Ok(Change::Remove)
+    })
+    .unwrap();
+    for name in ["aa", "d"] {
+        s.create("/configmaps", "ns", name, "", "configmaps", cm(name, "9"))
+            .unwrap();
+    }
+    let all = |_: &Value| true;
+    let at_then = |after| PageRange {
+        namespace: Some("ns"),
+        after,
+        rv: Some(then),
+    };
+    let first = s
+        .list_page("/configmaps", at_then(None), Some(2), all)
+        .unwrap();
+    assert_eq!(
+        names_and_data(&first.items),
+        [("a".into(), "1".into()), ("b".into(), "1".into())]
+    );
+    assert_eq!((first.rest, first.rv), (1, then));
+    let b = ("ns".to_string(), "b".to_string());
+    let second = s
+        .list_page("/configmaps", at_then(Some(&b)), Some(2), all)
+        .unwrap();
+    assert_eq!(names_and_data(&second.items), [("c".into(), "1".into())]);
+    assert_eq!(second.rest, 0);
+
+    let now = s
+        .list_page("/configmaps", PageRange::default(), None, all)
+        .unwrap();
+    assert_eq!(
+        names_and_data(&now.items),
+        [
+            ("a".into(), "1".into()),
+            ("aa".into(), "9".into()),
+            ("b".into(), "3".into()),
+            ("d".into(), "9".into())
+        ]
+    );
+    assert_eq!((now.rest, now.rv), (0, s.current_rv()));
+    // The filter applies to the page and to the count of the rest.
+    let not_a = |o: &Value| o["metadata"]["name"] != "a";
+    let filtered = s
+        .list_page("/configmaps", at_then(None), Some(1), not_a)
+        .unwrap();
+    assert_eq!(names_and_data(&filtered.items), [("b".into(), "1".into())]);
+    assert_eq!(filtered.rest, 1);
+}
+
+#[test]
+fn a_page_older_than_the_retained_history_is_none() {
+    let s = store(2);
+    s.create("/configmaps", "ns", "a", "", "configmaps", cm("a", "1"))
+        .unwrap();
+    let then = s.current_rv();
+    for data in ["2", "3", "4"] {
+        put(&s, "a", data);
+    }
+    let range = PageRange {
+        rv: Some(then),
+        ..PageRange::default()
+    };
+    assert!(s.list_page("/configmaps", range, None, |_| true).is_none());
+}

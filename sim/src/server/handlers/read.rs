@@ -13,6 +13,7 @@ use crate::server::error::{Result, StatusError};
 use crate::server::render::{self, Format};
 use crate::server::route::ResourceRequest;
 use crate::server::selectors::{FieldSelector, LabelSelector};
+use crate::server::store::PageRange;
 
 pub(super) fn format_of(headers: &HeaderMap, params: &Params) -> Format {
     let accept = headers
@@ -154,43 +155,44 @@ pub(super) fn list(
         .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
     let key = info.storage_key();
     let namespace = filter.namespace.as_deref();
-    let (present, current_rv) = state.store.list(&key, namespace, None);
-    let (all, list_rv) = match params.get("continue") {
-        Some(token) => {
-            let (rv, ns, name) = decode_token(token)?;
-            let after = (ns, name);
-            let items = state
-                .store
-                .list_at(&key, namespace, Some(&after), rv)
-                .ok_or_else(|| StatusError::Gone(CONTINUE_EXPIRED.into()))?;
-            (items, rv)
-        }
-        None => match exact_revision(params, limit.is_some(), current_rv)? {
-            Some(rv) if rv < current_rv => {
-                let items = state
-                    .store
-                    .list_at(&key, namespace, None, rv)
-                    .ok_or_else(|| StatusError::Gone(LIST_EXPIRED.into()))?;
-                (items, rv)
-            }
-            _ => (present, current_rv),
-        },
+    let after;
+    let (range, expired) = if let Some(token) = params.get("continue") {
+        let (rv, ns, name) = decode_token(token)?;
+        after = (ns, name);
+        let range = PageRange {
+            namespace,
+            after: Some(&after),
+            rv: Some(rv),
+        };
+        (range, CONTINUE_EXPIRED)
+    } else {
+        let rv = exact_revision(params, limit.is_some(), state.store.current_rv())?;
+        let range = PageRange {
+            namespace,
+            after: None,
+            rv,
+        };
+        (range, LIST_EXPIRED)
     };
-    let mut items: Vec<Arc<Value>> = Vec::new();
+    let page = state
+        .store
+        .list_page(&key, range, limit, |o| filter.matches(o))
+        .ok_or_else(|| StatusError::Gone(expired.into()))?;
+    let list_rv = page.rv;
+    let items: Vec<Arc<Value>> = page
+        .items
+        .into_iter()
+        .map(|obj| {
+            if crate::server::convert::needs_presenting(info, &obj) {
+                Arc::new(with_gvk(info, &obj))
+            } else {
+                obj
+            }
+        })
+        .collect();
     let mut token = None;
     let mut remaining = None;
-    let mut iter = all.iter().filter(|o| filter.matches(o));
-    for obj in iter.by_ref() {
-        if crate::server::convert::needs_presenting(info, obj) {
-            items.push(Arc::new(with_gvk(info, obj)));
-        } else {
-            items.push(obj.clone());
-        }
-        if limit.is_some_and(|l| items.len() >= l) {
-            break;
-        }
-    }
-    let rest = iter.count();
+    let rest = page.rest;
     if rest > 0 {
         let last = items
             .last()
