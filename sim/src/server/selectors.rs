@@ -121,8 +121,16 @@ impl LabelSelector {
         Ok(Self { reqs })
     }
 
-    /// Whether the object's `metadata.labels` satisfy every requirement.
+    /// Whether the selector has no requirements (it selects everything).
+    pub fn is_empty(&self) -> bool {
+        self.reqs.is_empty()
+    }
+
+    /// Whether `object`'s labels satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
+        if self.reqs.is_empty() {
+            return true;
+        }
         let labels = object
             .pointer("/metadata/labels")
             .and_then(Value::as_object);
@@ -223,7 +231,12 @@ impl FieldSelector {
         Ok(Self { reqs })
     }
 
-    /// Whether the object satisfies every requirement.
+    /// Whether the selector has no requirements (it selects everything).
+    pub fn is_empty(&self) -> bool {
+        self.reqs.is_empty()
+    }
+
+    /// Whether `object`'s fields satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
         self.reqs.iter().all(|(field, neg, want)| {
             let got = field_value(object, field);

@@ -174,9 +174,11 @@ pub(super) fn list(
         };
         (range, LIST_EXPIRED)
     };
+    // The range keeps to the namespace: without selectors every object in it is listed.
+    let selects_all = filter.labels.is_empty() && filter.fields.is_empty();
     let page = state
         .store
-        .list_page(&key, range, limit, |o| filter.matches(o))
+        .list_page(&key, range, limit, |o| selects_all || filter.matches(o))
         .ok_or_else(|| StatusError::Gone(expired.into()))?;
     let list_rv = page.rv;
     let items: Vec<Arc<Value>> = page
