@@ -70,10 +70,12 @@ async fn reconcile_loop(driver: &LedgerDriver) {
     }
 }
 
-/// What the watch knows: this driver's slices by name, and the devices last written per node.
+/// What the watch knows: this driver's slices by name (and their names by node), and the
+/// devices last written per node.
 struct InventorySync {
     driver: Arc<LedgerDriver>,
     slices: BTreeMap<String, ResourceSlice>,
+    by_node: BTreeMap<String, BTreeSet<String>>,
     written: BTreeMap<String, Vec<Device>>,
     dirty: BTreeSet<String>,
 }
@@ -81,9 +83,11 @@ struct InventorySync {
 impl InventorySync {
     fn devices_of(&self, node: &str) -> Vec<Device> {
         let on_node = self
-            .slices
-            .values()
-            .filter(|s| slice_node(&self.driver.config.driver_name, s) == Some(node));
+            .by_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|name| self.slices.get(name));
         let (mut nodes, skipped) = devices_by_node(&self.driver.config.driver_name, on_node);
         for s in skipped {
             warn!(node = %s.node, device = %s.device, attribute = %s.attribute, reason = %s.reason, "Dropped device attribute");
@@ -117,21 +121,33 @@ impl InventorySync {
 
     fn apply(&mut self, slice: ResourceSlice) {
         let name = slice.name_any();
-        if let Some(old) = self.slices.remove(&name) {
-            if let Some(node) = slice_node(&self.driver.config.driver_name, &old) {
-                self.dirty.insert(node.to_owned());
-            }
-        }
+        self.forget(&name);
         if let Some(node) = slice_node(&self.driver.config.driver_name, &slice) {
             self.dirty.insert(node.to_owned());
+            self.by_node
+                .entry(node.to_owned())
+                .or_default()
+                .insert(name.clone());
             self.slices.insert(name, slice);
         }
     }
 
     fn delete(&mut self, slice: &ResourceSlice) {
-        if let Some(old) = self.slices.remove(&slice.name_any()) {
-            if let Some(node) = slice_node(&self.driver.config.driver_name, &old) {
-                self.dirty.insert(node.to_owned());
+        self.forget(&slice.name_any());
+    }
+
+    /// Drops the slice called `name`, marking its node dirty.
+    fn forget(&mut self, name: &str) {
+        let Some(old) = self.slices.remove(name) else {
+            return;
+        };
+        if let Some(node) = slice_node(&self.driver.config.driver_name, &old) {
+            self.dirty.insert(node.to_owned());
+            if let Some(names) = self.by_node.get_mut(node) {
+                names.remove(name);
+                if names.is_empty() {
+                    self.by_node.remove(node);
+                }
             }
         }
     }
@@ -159,6 +175,7 @@ impl InventorySync {
         self.dirty.extend(self.written.keys().cloned());
         self.written.clear();
         self.slices.clear();
+        self.by_node.clear();
         for slice in listed.into_values() {
             self.apply(slice);
         }
@@ -181,6 +198,7 @@ pub async fn sync_inventory(
     let mut sync = InventorySync {
         driver: driver.clone(),
         slices: BTreeMap::new(),
+        by_node: BTreeMap::new(),
         written: BTreeMap::new(),
         dirty: BTreeSet::new(),
     };
