@@ -36,8 +36,8 @@ impl PatchKind {
 }
 
 /// Applies a patch body to `current` and returns the patched object.
-pub fn apply(info: &ResourceInfo, kind: PatchKind, current: &Value, body: &[u8]) -> Result<Value> {
-    let mut doc = current.clone();
+pub fn apply(info: &ResourceInfo, kind: PatchKind, current: Value, body: &[u8]) -> Result<Value> {
+    let mut doc = current;
     match kind {
         PatchKind::Json => {
             let ops: json_patch::Patch = serde_json::from_slice(body)
@@ -46,7 +46,7 @@ pub fn apply(info: &ResourceInfo, kind: PatchKind, current: &Value, body: &[u8])
                 message: format!(
                     "the server rejected our request due to an error in our request: {e}"
                 ),
-                details: (info.kind.clone(), name_of(current), info.group.clone()),
+                details: (info.kind.clone(), name_of(&doc), info.group.clone()),
                 causes: Vec::new(),
             })?;
         }

@@ -8,8 +8,9 @@
 
 use dra_framework::sync::{LockExt, RwLockExt};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
+use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -56,6 +57,9 @@ pub struct StoredEvent {
     pub object: Arc<Value>,
     /// Object before the change, if any (lets selector-filtered watches detect objects leaving a selection).
     pub old: Option<Arc<Value>>,
+    /// `object` serialized as JSON, by the first watcher that sends it as stored; the others
+    /// reuse it.
+    pub encoded: OnceLock<Bytes>,
 }
 
 /// What a read-modify-write closure decided.
@@ -490,6 +494,7 @@ impl Store {
             namespace: namespace.to_string(),
             object,
             old,
+            encoded: OnceLock::new(),
         });
         inner.history.push_back(event.clone());
         while inner.history.len() > inner.history_limit {

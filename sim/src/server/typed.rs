@@ -32,7 +32,7 @@ pub(super) fn decode_as<K: DeserializeOwned + Serialize>(
     version: &str,
     obj: &Value,
 ) -> Result<Value> {
-    let typed: K = serde_json::from_value(obj.clone()).map_err(|e| {
+    let typed = K::deserialize(obj).map_err(|e| {
         StatusError::BadRequest(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}"
         ))

@@ -8,14 +8,13 @@ use rand::Rng;
 use serde_json::{json, Value};
 
 use super::params::decode_body;
-use super::read::{format_of, with_gvk};
+use super::read::format_of;
 use super::write::now;
-use super::{json_response, AppState, Params};
+use super::{object_response, AppState, Params};
 use crate::server::convert;
 use crate::server::crd;
 use crate::server::defaults;
 use crate::server::error::{FieldCause, Result, StatusError};
-use crate::server::render;
 use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
 use crate::server::typed;
@@ -188,8 +187,8 @@ pub(super) fn create(
                 &name,
             ));
         }
-        let rendered = render::object(format_of(headers, params), info, &with_gvk(info, &obj));
-        return Ok(json_response(StatusCode::CREATED, &rendered));
+        let format = format_of(headers, params);
+        return Ok(object_response(StatusCode::CREATED, format, info, &obj));
     }
     let stored = state.store.create(
         &info.storage_key(),
@@ -202,8 +201,6 @@ pub(super) fn create(
     if is_crd {
         crd::register(&state.store, &stored);
     }
-    Ok(json_response(
-        StatusCode::CREATED,
-        &render::object(format_of(headers, params), info, &with_gvk(info, &stored)),
-    ))
+    let format = format_of(headers, params);
+    Ok(object_response(StatusCode::CREATED, format, info, &stored))
 }

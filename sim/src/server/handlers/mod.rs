@@ -21,9 +21,12 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, Uri};
 use serde_json::Value;
 
+use super::convert;
 use super::discovery;
 use super::error::{Result, StatusError};
 use super::faults::{FaultInjector, WriteFault};
+use super::render::{self, Format};
+use super::resources::ResourceInfo;
 use super::route::{self, ResourceRequest, Target};
 use super::store::Store;
 
@@ -183,6 +186,37 @@ async fn resource(
 }
 
 /// A JSON response with a status code.
+/// One stored object as `format` renders it for a client of `info`'s version. In the common case
+/// (JSON, a version that shows the object as stored) it is serialized in place, without a copy.
+pub(crate) fn object_body(format: Format, info: &ResourceInfo, stored: &Value) -> Vec<u8> {
+    let encoded = match format {
+        Format::Json if !convert::needs_presenting(info, stored) => serde_json::to_vec(stored),
+        Format::Json => serde_json::to_vec(&convert::present(info, stored)),
+        other => serde_json::to_vec(&render::object(
+            other,
+            info,
+            &convert::present(info, stored),
+        )),
+    };
+    // A `Value` always serializes: its map keys are strings.
+    encoded.unwrap_or_default()
+}
+
+/// A response with one stored object (see [`object_body`]).
+pub(crate) fn object_response(
+    code: StatusCode,
+    format: Format,
+    info: &ResourceInfo,
+    stored: &Value,
+) -> Response {
+    (
+        code,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        object_body(format, info, stored),
+    )
+        .into_response()
+}
+
 pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
     (
         code,

@@ -8,7 +8,7 @@ use axum::response::Response;
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
 
-use super::{json_response, AppState, Params};
+use super::{json_response, object_response, AppState, Params};
 use crate::server::error::{Result, StatusError};
 use crate::server::render::{self, Format};
 use crate::server::route::ResourceRequest;
@@ -36,10 +36,8 @@ pub(super) fn get(
         .store
         .get(&info.storage_key(), ns, name)
         .ok_or_else(|| StatusError::not_found(&info.plural, &info.group, name))?;
-    Ok(json_response(
-        StatusCode::OK,
-        &render::object(format_of(headers, params), info, &with_gvk(info, &obj)),
-    ))
+    let format = format_of(headers, params);
+    Ok(object_response(StatusCode::OK, format, info, &obj))
 }
 
 /// Sets `apiVersion` for the requested version (objects are shared between served versions).

@@ -15,7 +15,8 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::read::{format_of, with_gvk, Filter};
-use super::{AppState, Params};
+use super::{object_body, AppState, Params};
+use crate::server::convert::needs_presenting;
 use crate::server::error::{Result, StatusError};
 use crate::server::render::{self, Format};
 use crate::server::resources::ResourceInfo;
@@ -32,6 +33,17 @@ struct Watcher {
     tx: mpsc::Sender<std::result::Result<Bytes, std::io::Error>>,
 }
 
+/// One watch event line, `{"type":..,"object":..}` and a newline, around an encoded object.
+fn event_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut line = Vec::with_capacity(object.len() + kind.len() + 24);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object);
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
+}
+
 impl Watcher {
     fn encode(&mut self, kind: &str, obj: &Value) -> Bytes {
         let object = match self.format {
@@ -43,13 +55,17 @@ impl Watcher {
                     self.first_table,
                 );
                 self.first_table = false;
-                row
+                serde_json::to_vec(&row).unwrap_or_default()
             }
-            f => render::object(f, &self.info, &with_gvk(&self.info, obj)),
+            f => object_body(f, &self.info, obj),
         };
-        let mut line = json!({"type": kind, "object": object}).to_string();
-        line.push('\n');
-        Bytes::from(line)
+        event_line(kind, &object)
+    }
+
+    /// Whether this watcher sends an object exactly as stored (so every such watcher can share
+    /// one encoding of it).
+    fn sends_as_stored(&self, obj: &Value) -> bool {
+        self.format == Format::Json && !needs_presenting(&self.info, obj)
     }
 
     async fn send(&mut self, kind: &str, obj: &Value) -> bool {
@@ -86,8 +102,15 @@ impl Watcher {
             (EventType::Modified | EventType::Deleted, _, _) if before || now => "DELETED",
             _ => return true,
         };
-        let obj = event.object.clone();
-        self.send(kind, &obj).await
+        let bytes = if self.sends_as_stored(&event.object) {
+            let object = event.encoded.get_or_init(|| {
+                Bytes::from(serde_json::to_vec(&*event.object).unwrap_or_default())
+            });
+            event_line(kind, object)
+        } else {
+            self.encode(kind, &event.object)
+        };
+        self.tx.send(Ok(bytes)).await.is_ok()
     }
 }
 

@@ -8,17 +8,16 @@ use std::sync::Arc;
 
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::create::{check_namespace, check_type};
 use super::params::decode_body;
 use super::read::{format_of, with_gvk};
-use super::{json_response, AppState, Params};
+use super::{object_response, AppState, Params};
 use crate::server::convert;
 use crate::server::crd;
 use crate::server::error::{FieldCause, Result, StatusError};
 use crate::server::patch::{self, PatchKind};
-use crate::server::render;
 use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
 use crate::server::store::{Change, Written};
@@ -34,12 +33,18 @@ fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
     obj["metadata"][field].as_str().unwrap_or_default()
 }
 
-fn without(obj: &Value, keys: &[&str]) -> Map<String, Value> {
-    let mut m = obj.as_object().cloned().unwrap_or_default();
-    for k in keys {
-        m.remove(*k);
-    }
-    m
+/// Whether `a` and `b` are equal but for their `metadata` and `status` (a change of anything
+/// else bumps the generation).
+fn same_but_metadata_and_status(a: &Value, b: &Value) -> bool {
+    let counted = |k: &str| k != "metadata" && k != "status";
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let len = |m: &serde_json::Map<String, Value>| m.keys().filter(|k| counted(k)).count();
+    len(a) == len(b)
+        && a.iter()
+            .filter(|(k, _)| counted(k))
+            .all(|(k, v)| b.get(k) == Some(v))
 }
 
 /// Computes what an update of `current` to `incoming` stores, applying the status subresource rules,
@@ -117,9 +122,7 @@ pub(super) fn merge_update(
         incoming["kind"] = current["kind"].clone();
         incoming
     };
-    if info.tracks_generation()
-        && without(&new, &["metadata", "status"]) != without(current, &["metadata", "status"])
-    {
+    if info.tracks_generation() && !same_but_metadata_and_status(&new, current) {
         let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
         new["metadata"]["generation"] = json!(generation);
     }
@@ -162,11 +165,8 @@ fn finish_write(
             Written::Unchanged(_) => {}
         }
     }
-    let obj = with_gvk(info, written.object());
-    json_response(
-        StatusCode::OK,
-        &render::object(format_of(headers, params), info, &obj),
-    )
+    let format = format_of(headers, params);
+    object_response(StatusCode::OK, format, info, written.object())
 }
 
 fn run_update(
@@ -254,7 +254,7 @@ pub(super) fn patch(
     let written = run_update(state, req, params, |current| {
         let patched = convert::to_storage(
             &info,
-            patch::apply(&info, kind, &with_gvk(&info, current), body)?,
+            patch::apply(&info, kind, with_gvk(&info, current), body)?,
         );
         if patched["metadata"]["name"] != current["metadata"]["name"] {
             return Err(StatusError::BadRequest(
