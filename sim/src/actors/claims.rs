@@ -22,6 +22,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
 use super::error::{is_not_found, ActorError, Result};
+use super::indexes::OwnedClaims;
 use super::runtime::{Change, Next, WorkQueue};
 use super::writes::{read_modify_write, with_retry, Part};
 use super::{pod_claim_names, ObjectKey, POD_CLAIM_NAME_ANNOTATION};
@@ -32,6 +33,8 @@ pub struct ClaimController {
     pods: Store<Pod>,
     claims: Store<ResourceClaim>,
     templates: Store<ResourceClaimTemplate>,
+    /// The claims of the store by the UID of the pod that controls them.
+    owned: OwnedClaims,
     /// Pods whose template claims may need creating.
     pub pod_queue: Arc<WorkQueue<ObjectKey>>,
     /// Claims whose reservations may need cleaning.
@@ -167,6 +170,7 @@ impl ClaimController {
             pods,
             claims,
             templates,
+            owned: OwnedClaims::new(),
             pod_queue: WorkQueue::new(),
             claim_queue: WorkQueue::new(),
         }
@@ -202,8 +206,16 @@ impl ClaimController {
 
     /// Routes a claim change to the claim queue.
     pub fn on_claim(&self, change: &Change<'_, ResourceClaim>) {
-        if let Change::Applied(claim) = change {
-            self.claim_queue.add(ObjectKey::of(&claim.metadata));
+        match change {
+            Change::Applied(claim) => {
+                self.owned.applied(&claim.metadata);
+                self.claim_queue.add(ObjectKey::of(&claim.metadata));
+            }
+            Change::Deleted(claim) => self.owned.deleted(&claim.metadata),
+            Change::Resynced => {
+                let claims = self.claims.state();
+                self.owned.reset(claims.iter().map(|c| &c.metadata));
+            }
         }
     }
 
@@ -257,15 +269,19 @@ impl ClaimController {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
         // A claim created before a crash or a failed status write is adopted, not duplicated.
-        let existing = self.claims.find(|claim| {
-            claim.metadata.namespace.as_deref() == Some(namespace.as_str())
-                && owning_pod(claim).is_some_and(|(_, uid)| uid == pod_uid)
-                && claim
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION))
-                    .is_some_and(|n| n == pod_claim_name)
+        let existing = self.owned.of_pod(&pod_uid).into_iter().find_map(|key| {
+            let claim = self
+                .claims
+                .get(&ObjectRef::new(&key.name).within(&key.namespace))?;
+            let made_for = claim
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION));
+            (key.namespace == namespace
+                && owning_pod(&claim).is_some_and(|(_, uid)| uid == pod_uid)
+                && made_for.is_some_and(|n| n == pod_claim_name))
+            .then_some(claim)
         });
         if let Some(claim) = existing {
             return Ok(claim.metadata.name.clone().unwrap_or_default());

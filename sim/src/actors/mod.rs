@@ -15,6 +15,7 @@ pub mod claims;
 pub mod error;
 pub mod events;
 pub mod gc;
+pub mod indexes;
 pub mod kubelet;
 pub mod plugins;
 pub mod pod_shape;

@@ -4,6 +4,10 @@
 //!
 //! I/O only, through `kube::Client`; no decisions.
 
+use dra_framework::sync::LockExt;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -14,6 +18,30 @@ use super::error::{is_conflict, is_not_found, is_transient, ActorError, Result};
 use super::runtime::backoff_delay;
 use super::writes::{with_retry, ATTEMPTS};
 use super::ObjectKey;
+
+/// The text of the last event a scheduler posted about each pod (by UID), so that a cycle that
+/// repeats posts nothing new: a pod that keeps waiting for the same reason, or a pod bound again
+/// by a cycle that ran before the informer showed the first binding (the bind then finds the pod
+/// bound, as upstream's assumed-pod cache would have kept the cycle from running).
+#[derive(Debug, Default)]
+pub struct LastEvents(Mutex<HashMap<String, String>>);
+
+impl LastEvents {
+    /// Whether `text` differs from the last text recorded for the pod; records it.
+    pub fn is_new(&self, pod_uid: &str, text: &str) -> bool {
+        let mut last = self.0.lock_or_recover();
+        if last.get(pod_uid).is_some_and(|t| t == text) {
+            return false;
+        }
+        last.insert(pod_uid.to_owned(), text.to_owned());
+        true
+    }
+
+    /// Forgets a deleted pod.
+    pub fn forget(&self, pod_uid: &str) {
+        self.0.lock_or_recover().remove(pod_uid);
+    }
+}
 
 /// The scheduler name the simulated schedulers answer to and report as.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";

@@ -30,7 +30,9 @@ use kube::{Api, Client};
 
 use super::claims::pod_owner_reference;
 use super::error::{is_conflict, is_not_found, ActorError, Result};
+use super::indexes::{NodeLoad, Placement};
 use super::runtime::{Change, Next, WorkQueue};
+use super::scheduling::LastEvents;
 use super::writes::{read_modify_write, with_retry, Part};
 use super::{pod_claim_names, scheduling, ObjectKey};
 use plan::{decide_explained, reserved_for, resolve, Decision, Snapshot, MAX_RESERVED_FOR};
@@ -53,10 +55,17 @@ pub struct Scheduler {
     classes: Store<ResourceClass>,
     /// Claim -> the unbound pods that use it, so that a claim change wakes only its pods.
     claim_users: Mutex<HashMap<ObjectKey, HashSet<ObjectKey>>>,
-    /// Pod UID -> the last `FailedScheduling` text posted for it.
-    last_failure: Mutex<HashMap<String, String>>,
+    /// The last `FailedScheduling` or `Scheduled` text posted for each pod.
+    last_event: LastEvents,
+    /// Pods per node: those bound there plus those whose scheduling context selected it.
+    load: NodeLoad,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
+}
+
+/// The node a pod is bound to.
+fn bound_node(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 
 fn forget_user(users: &mut HashMap<ObjectKey, HashSet<ObjectKey>>, pod: &Pod, key: &ObjectKey) {
@@ -82,7 +91,7 @@ impl Scheduler {
         classes: Store<ResourceClass>,
     ) -> Self {
         Self {
-            last_failure: Mutex::new(HashMap::new()),
+            last_event: LastEvents::default(),
             client,
             pods,
             nodes,
@@ -90,6 +99,7 @@ impl Scheduler {
             contexts,
             classes,
             claim_users: Mutex::new(HashMap::new()),
+            load: NodeLoad::new(),
             queue: WorkQueue::new(),
         }
     }
@@ -99,6 +109,8 @@ impl Scheduler {
         match change {
             Change::Applied(pod) => {
                 let key = ObjectKey::of(&pod.metadata);
+                self.load
+                    .place(Placement::Bound, key.clone(), bound_node(pod));
                 let mut users = self.claim_users.lock_or_recover();
                 if wants(pod) {
                     for name in pod_claim_names(pod) {
@@ -113,12 +125,20 @@ impl Scheduler {
             }
             Change::Deleted(pod) => {
                 let key = ObjectKey::of(&pod.metadata);
+                self.load.place(Placement::Bound, key.clone(), None);
                 forget_user(&mut self.claim_users.lock_or_recover(), pod, &key);
                 if let Some(uid) = &pod.metadata.uid {
-                    self.last_failure.lock_or_recover().remove(uid);
+                    self.last_event.forget(uid);
                 }
             }
-            Change::Resynced => {}
+            Change::Resynced => {
+                let pods = self.pods.state();
+                let bound = pods.iter().map(|pod| {
+                    let node = bound_node(pod).map(str::to_owned);
+                    (ObjectKey::of(&pod.metadata), node)
+                });
+                self.load.reset(Placement::Bound, bound);
+            }
         }
     }
 
@@ -141,8 +161,26 @@ impl Scheduler {
 
     /// Queues the pod of a changed scheduling context.
     pub fn on_context(&self, change: &Change<'_, PodSchedulingContext>) {
-        if let Change::Applied(ctx) | Change::Deleted(ctx) = change {
-            self.queue.add(ObjectKey::of(&ctx.metadata));
+        match change {
+            Change::Applied(ctx) => {
+                let key = ObjectKey::of(&ctx.metadata);
+                let node = ctx.spec.selected_node.as_deref();
+                self.load.place(Placement::Selected, key.clone(), node);
+                self.queue.add(key);
+            }
+            Change::Deleted(ctx) => {
+                let key = ObjectKey::of(&ctx.metadata);
+                self.load.place(Placement::Selected, key.clone(), None);
+                self.queue.add(key);
+            }
+            Change::Resynced => {
+                let contexts = self.contexts.state();
+                let selected = contexts.iter().map(|ctx| {
+                    let node = ctx.spec.selected_node.clone();
+                    (ObjectKey::of(&ctx.metadata), node)
+                });
+                self.load.reset(Placement::Selected, selected);
+            }
         }
     }
 
@@ -160,18 +198,7 @@ impl Scheduler {
     /// choice among equally scored nodes does in kube-scheduler, instead of sending all of them to
     /// the same first node.
     fn node_load(&self) -> HashMap<String, usize> {
-        let mut load = HashMap::new();
-        for pod in self.pods.state() {
-            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                *load.entry(node).or_insert(0) += 1;
-            }
-        }
-        for context in self.contexts.state() {
-            if let Some(node) = context.spec.selected_node.clone().filter(|n| !n.is_empty()) {
-                *load.entry(node).or_insert(0) += 1;
-            }
-        }
-        load
+        self.load.counts()
     }
 
     /// One scheduling cycle for the pod.
@@ -286,13 +313,9 @@ impl Scheduler {
 
     /// Posts `FailedScheduling` with `text` unless it is the text last posted for the pod.
     async fn failed_scheduling(&self, pod: &Pod, text: String) {
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        {
-            let mut last = self.last_failure.lock_or_recover();
-            if last.get(&uid) == Some(&text) {
-                return;
-            }
-            last.insert(uid, text.clone());
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        if !self.last_event.is_new(uid, &text) {
+            return;
         }
         self.post_event(
             pod,
@@ -306,12 +329,13 @@ impl Scheduler {
 
     /// Posts `Scheduled` for a pod bound to `node`.
     async fn scheduled(&self, pod: &Pod, node: &str) {
-        if let Some(uid) = &pod.metadata.uid {
-            self.last_failure.lock_or_recover().remove(uid);
-        }
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let text = explain::scheduled(namespace, name, node);
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        if !self.last_event.is_new(uid, &text) {
+            return;
+        }
         self.post_event(pod, "Normal", explain::SCHEDULED, "Binding", text)
             .await;
     }

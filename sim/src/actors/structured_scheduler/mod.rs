@@ -32,7 +32,7 @@ use super::resource_v1::{
     ConsumerReference, DeviceClass, ResourceClaim, ResourceSlice, DELETE_PROTECTION_FINALIZER,
 };
 use super::runtime::{Change, Next, WorkQueue};
-use super::scheduling::{self, wants};
+use super::scheduling::{self, wants, LastEvents};
 use super::writes::{read_modify_write, Part};
 use super::ObjectKey;
 use allocator::DeviceId;
@@ -67,8 +67,8 @@ pub struct StructuredScheduler {
     cel: CelEnv,
     /// Held while a cycle decides and records what it decided.
     in_flight: Mutex<InFlight>,
-    /// Pod UID -> the last `FailedScheduling` text posted for it.
-    last_failure: Mutex<HashMap<String, String>>,
+    /// The last `FailedScheduling` or `Scheduled` text posted for each pod.
+    last_event: LastEvents,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
 }
@@ -103,7 +103,7 @@ impl StructuredScheduler {
             classes,
             cel: CelEnv::new(),
             in_flight: Mutex::new(InFlight::default()),
-            last_failure: Mutex::new(HashMap::new()),
+            last_event: LastEvents::default(),
             queue: WorkQueue::new(),
         }
     }
@@ -114,7 +114,7 @@ impl StructuredScheduler {
             Change::Applied(pod) if wants(pod) => self.queue.add(ObjectKey::of(&pod.metadata)),
             Change::Deleted(pod) => {
                 if let Some(uid) = &pod.metadata.uid {
-                    self.last_failure.lock_or_recover().remove(uid);
+                    self.last_event.forget(uid);
                     self.in_flight.lock_or_recover().binds.remove(uid);
                 }
             }
@@ -250,13 +250,9 @@ impl StructuredScheduler {
 
     /// Posts `FailedScheduling` with `text` unless it is the text last posted for the pod.
     async fn failed_scheduling(&self, pod: &Pod, text: String) {
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        {
-            let mut last = self.last_failure.lock_or_recover();
-            if last.get(&uid) == Some(&text) {
-                return;
-            }
-            last.insert(uid, text.clone());
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        if !self.last_event.is_new(uid, &text) {
+            return;
         }
         let reason = explain::FAILED_SCHEDULING;
         scheduling::post_event(&self.client, pod, "Warning", reason, "Scheduling", text).await;
@@ -290,11 +286,11 @@ impl StructuredScheduler {
             return Ok(Next::Done);
         }
         tracing::debug!(pod = %key, node, "Bound pod");
-        if let Some(uid) = &pod.metadata.uid {
-            self.last_failure.lock_or_recover().remove(uid);
-        }
         let namespace = key.namespace.as_str();
         let text = explain::scheduled(namespace, &key.name, node);
+        if !self.last_event.is_new(pod_uid, &text) {
+            return Ok(Next::Done);
+        }
         scheduling::post_event(
             &self.client,
             pod,

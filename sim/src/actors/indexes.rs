@@ -1,0 +1,271 @@
+//! Indexes the actors keep beside their informer stores, updated on each change instead of
+//! recomputed over the whole store at every sync (which made a cycle cost grow with the cluster):
+//!
+//! - [`NodeLoad`]: pods per node as the schedulers' spreading counts them (pods bound there, and on
+//!   1.30 the nodes their scheduling contexts selected);
+//! - [`OwnedClaims`]: the claims a pod controls, by pod UID, as upstream's resourceclaim controller
+//!   indexes them to adopt a claim it created before a crash instead of creating a second one.
+//!
+//! Plain data behind a mutex; must not do I/O.
+
+use dra_framework::sync::LockExt;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::claims::owning_pod_of;
+use super::ObjectKey;
+
+/// What put a pod on a node for [`NodeLoad`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// The pod is bound to the node (`spec.nodeName`).
+    Bound,
+    /// The pod's scheduling context selected the node (`spec.selectedNode`).
+    Selected,
+}
+
+#[derive(Debug, Default)]
+struct LoadState {
+    placed: HashMap<(Placement, ObjectKey), String>,
+    per_node: HashMap<String, usize>,
+}
+
+impl LoadState {
+    fn remove(&mut self, entry: &(Placement, ObjectKey)) {
+        if let Some(node) = self.placed.remove(entry) {
+            if let Some(count) = self.per_node.get_mut(&node) {
+                *count -= 1;
+                if *count == 0 {
+                    self.per_node.remove(&node);
+                }
+            }
+        }
+    }
+
+    fn place(&mut self, placement: Placement, key: ObjectKey, node: Option<&str>) {
+        let entry = (placement, key);
+        match node.filter(|n| !n.is_empty()) {
+            Some(node) => {
+                if self.placed.get(&entry).is_some_and(|n| n == node) {
+                    return;
+                }
+                self.remove(&entry);
+                *self.per_node.entry(node.to_owned()).or_insert(0) += 1;
+                self.placed.insert(entry, node.to_owned());
+            }
+            None => self.remove(&entry),
+        }
+    }
+}
+
+/// Pods per node, counted once per pod and placement.
+#[derive(Debug, Default)]
+pub struct NodeLoad {
+    state: Mutex<LoadState>,
+}
+
+impl NodeLoad {
+    /// No pod on any node.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that `key` is placed on `node` by `placement` (`None` or empty: on no node).
+    pub fn place(&self, placement: Placement, key: ObjectKey, node: Option<&str>) {
+        self.state.lock_or_recover().place(placement, key, node);
+    }
+
+    /// Replaces every entry of `placement` with `entries` (after a relist, which reports no
+    /// deletions missed while the watch was down).
+    pub fn reset(
+        &self,
+        placement: Placement,
+        entries: impl IntoIterator<Item = (ObjectKey, Option<String>)>,
+    ) {
+        let mut state = self.state.lock_or_recover();
+        let stale: Vec<_> = state
+            .placed
+            .keys()
+            .filter(|(p, _)| *p == placement)
+            .cloned()
+            .collect();
+        for entry in &stale {
+            state.remove(entry);
+        }
+        for (key, node) in entries {
+            state.place(placement, key, node.as_deref());
+        }
+    }
+
+    /// The count of every node with at least one pod.
+    pub fn counts(&self) -> HashMap<String, usize> {
+        self.state.lock_or_recover().per_node.clone()
+    }
+}
+
+#[derive(Debug, Default)]
+struct OwnedState {
+    by_pod: HashMap<String, HashSet<ObjectKey>>,
+    owner_of: HashMap<ObjectKey, String>,
+}
+
+impl OwnedState {
+    fn forget(&mut self, key: &ObjectKey) {
+        if let Some(uid) = self.owner_of.remove(key) {
+            if let Some(set) = self.by_pod.get_mut(&uid) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_pod.remove(&uid);
+                }
+            }
+        }
+    }
+
+    fn record(&mut self, meta: &ObjectMeta) {
+        let key = ObjectKey::of(meta);
+        let owner = owning_pod_of(meta).map(|(_, uid)| uid);
+        if self.owner_of.get(&key) == owner.as_ref() {
+            return;
+        }
+        self.forget(&key);
+        if let Some(uid) = owner {
+            self.by_pod
+                .entry(uid.clone())
+                .or_default()
+                .insert(key.clone());
+            self.owner_of.insert(key, uid);
+        }
+    }
+}
+
+/// Claims by the UID of the pod that controls them.
+#[derive(Debug, Default)]
+pub struct OwnedClaims {
+    state: Mutex<OwnedState>,
+}
+
+impl OwnedClaims {
+    /// No claim known.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records a created or changed claim.
+    pub fn applied(&self, meta: &ObjectMeta) {
+        self.state.lock_or_recover().record(meta);
+    }
+
+    /// Forgets a deleted claim.
+    pub fn deleted(&self, meta: &ObjectMeta) {
+        self.state.lock_or_recover().forget(&ObjectKey::of(meta));
+    }
+
+    /// Replaces the index with the claims of a relist.
+    pub fn reset<'a>(&self, claims: impl IntoIterator<Item = &'a ObjectMeta>) {
+        let mut state = self.state.lock_or_recover();
+        *state = OwnedState::default();
+        for meta in claims {
+            state.record(meta);
+        }
+    }
+
+    /// The claims controlled by the pod with this UID.
+    pub fn of_pod(&self, pod_uid: &str) -> Vec<ObjectKey> {
+        self.state
+            .lock_or_recover()
+            .by_pod
+            .get(pod_uid)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::new("default", name)
+    }
+
+    #[test]
+    fn a_pod_counts_once_per_placement_and_moves_with_its_node() {
+        let load = NodeLoad::new();
+        load.place(Placement::Selected, key("a"), Some("n1"));
+        load.place(Placement::Selected, key("a"), Some("n1"));
+        load.place(Placement::Bound, key("a"), Some("n1"));
+        load.place(Placement::Selected, key("b"), Some("n1"));
+        assert_eq!(load.counts()["n1"], 3);
+        load.place(Placement::Selected, key("b"), Some("n2"));
+        assert_eq!(load.counts()["n1"], 2);
+        assert_eq!(load.counts()["n2"], 1);
+        load.place(Placement::Selected, key("a"), None);
+        load.place(Placement::Selected, key("b"), Some(""));
+        assert_eq!(
+            load.counts().get("n2"),
+            None,
+            "a node without pods is left out"
+        );
+        assert_eq!(load.counts()["n1"], 1);
+    }
+
+    #[test]
+    fn reset_replaces_only_its_own_placement() {
+        let load = NodeLoad::new();
+        load.place(Placement::Bound, key("a"), Some("n1"));
+        load.place(Placement::Selected, key("b"), Some("n1"));
+        load.place(Placement::Bound, key("gone"), Some("n2"));
+        load.reset(
+            Placement::Bound,
+            [(key("a"), Some("n1".to_owned())), (key("c"), None)],
+        );
+        let counts = load.counts();
+        assert_eq!(counts["n1"], 2);
+        assert_eq!(
+            counts.get("n2"),
+            None,
+            "a pod missing from the relist is dropped"
+        );
+    }
+
+    fn claim(name: &str, owner: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            owner_references: owner.map(|uid| {
+                vec![OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    name: "pod".into(),
+                    uid: uid.into(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]
+            }),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn claims_are_found_by_their_controlling_pod_until_deleted() {
+        let owned = OwnedClaims::new();
+        owned.applied(&claim("a", Some("uid-1")));
+        owned.applied(&claim("b", Some("uid-1")));
+        owned.applied(&claim("c", Some("uid-2")));
+        owned.applied(&claim("free", None));
+        let mut of_one = owned.of_pod("uid-1");
+        of_one.sort();
+        assert_eq!(of_one, vec![key("a"), key("b")]);
+        owned.deleted(&claim("a", Some("uid-1")));
+        assert_eq!(owned.of_pod("uid-1"), vec![key("b")]);
+        // An owner reference that changes moves the claim.
+        owned.applied(&claim("b", Some("uid-2")));
+        assert!(owned.of_pod("uid-1").is_empty());
+        assert_eq!(owned.of_pod("uid-2").len(), 2);
+        owned.reset([&claim("c", Some("uid-2"))]);
+        assert_eq!(owned.of_pod("uid-2"), vec![key("c")]);
+    }
+}
