@@ -4,7 +4,8 @@
 //! - [`NodeLoad`]: pods per node as the schedulers' spreading counts them (pods bound there, and on
 //!   1.30 the nodes their scheduling contexts selected);
 //! - [`OwnedClaims`]: the claims a pod controls, by pod UID, as upstream's resourceclaim controller
-//!   indexes them to adopt a claim it created before a crash instead of creating a second one.
+//!   indexes them to adopt a claim it created before a crash instead of creating a second one;
+//! - [`ClaimUsers`]: the pods that use a claim, so that a claim change wakes only them.
 //!
 //! Plain data behind a mutex; must not do I/O.
 
@@ -182,6 +183,85 @@ impl OwnedClaims {
     }
 }
 
+#[derive(Debug, Default)]
+struct UsersState {
+    by_claim: HashMap<ObjectKey, HashSet<ObjectKey>>,
+    claims_of: HashMap<ObjectKey, Vec<ObjectKey>>,
+}
+
+impl UsersState {
+    fn remove(&mut self, pod: &ObjectKey) {
+        for claim in self.claims_of.remove(pod).unwrap_or_default() {
+            if let Some(set) = self.by_claim.get_mut(&claim) {
+                set.remove(pod);
+                if set.is_empty() {
+                    self.by_claim.remove(&claim);
+                }
+            }
+        }
+    }
+
+    fn set(&mut self, pod: ObjectKey, claims: Vec<ObjectKey>) {
+        if self.claims_of.get(&pod) == Some(&claims) {
+            return;
+        }
+        self.remove(&pod);
+        if claims.is_empty() {
+            return;
+        }
+        for claim in &claims {
+            self.by_claim
+                .entry(claim.clone())
+                .or_default()
+                .insert(pod.clone());
+        }
+        self.claims_of.insert(pod, claims);
+    }
+}
+
+/// The pods that use each claim (by the claim names they resolve to), as upstream's pod index by
+/// claim: a claim change reaches only its pods.
+#[derive(Debug, Default)]
+pub struct ClaimUsers {
+    state: Mutex<UsersState>,
+}
+
+impl ClaimUsers {
+    /// No pod known.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that `pod` uses `claims` (none: forgets the pod).
+    pub fn set(&self, pod: ObjectKey, claims: Vec<ObjectKey>) {
+        self.state.lock_or_recover().set(pod, claims);
+    }
+
+    /// Forgets a pod.
+    pub fn remove(&self, pod: &ObjectKey) {
+        self.state.lock_or_recover().remove(pod);
+    }
+
+    /// Replaces the index with the pods of a relist.
+    pub fn reset(&self, pods: impl IntoIterator<Item = (ObjectKey, Vec<ObjectKey>)>) {
+        let mut state = self.state.lock_or_recover();
+        *state = UsersState::default();
+        for (pod, claims) in pods {
+            state.set(pod, claims);
+        }
+    }
+
+    /// The pods that use `claim`.
+    pub fn of(&self, claim: &ObjectKey) -> Vec<ObjectKey> {
+        self.state
+            .lock_or_recover()
+            .by_claim
+            .get(claim)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,5 +347,23 @@ mod tests {
         assert_eq!(owned.of_pod("uid-2").len(), 2);
         owned.reset([&claim("c", Some("uid-2"))]);
         assert_eq!(owned.of_pod("uid-2"), vec![key("c")]);
+    }
+
+    #[test]
+    fn a_claim_change_reaches_the_pods_that_use_it() {
+        let users = ClaimUsers::new();
+        users.set(key("p1"), vec![key("c1"), key("c2")]);
+        users.set(key("p2"), vec![key("c2")]);
+        let mut of_c2 = users.of(&key("c2"));
+        of_c2.sort();
+        assert_eq!(of_c2, vec![key("p1"), key("p2")]);
+        users.set(key("p1"), vec![key("c1")]);
+        assert_eq!(users.of(&key("c2")), vec![key("p2")]);
+        users.remove(&key("p2"));
+        assert!(users.of(&key("c2")).is_empty());
+        users.set(key("p1"), Vec::new());
+        assert!(users.of(&key("c1")).is_empty());
+        users.reset([(key("p3"), vec![key("c3")])]);
+        assert_eq!(users.of(&key("c3")), vec![key("p3")]);
     }
 }

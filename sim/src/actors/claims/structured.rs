@@ -28,6 +28,7 @@ use crate::actors::claim_refs::{
 };
 use crate::actors::error::{is_not_found, ActorError, Result};
 use crate::actors::events::{post_pod_warning, Reporter};
+use crate::actors::indexes::{ClaimUsers, OwnedClaims};
 use crate::actors::resource_v1::{ResourceClaim, ResourceClaimTemplate};
 use crate::actors::runtime::{Change, Next, WorkQueue};
 use crate::actors::writes::{read_modify_write, with_retry, Part};
@@ -51,10 +52,23 @@ pub struct StructuredClaimController {
     /// upstream controller's mutation cache): a retried sync adopts them instead of creating
     /// another.
     created: Mutex<HashMap<String, Vec<ResourceClaim>>>,
+    /// The claims of the store by the UID of the pod that controls them.
+    owned: OwnedClaims,
+    /// The pods of the store that use each claim.
+    users: ClaimUsers,
     /// Pods to sync.
     pub pod_queue: Arc<WorkQueue<ObjectKey>>,
     /// Claims to sync.
     pub claim_queue: Arc<WorkQueue<ObjectKey>>,
+}
+
+/// The claims a pod uses, by the names its spec and status resolve to.
+fn claim_keys(pod: &Pod) -> Vec<ObjectKey> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    resolved_claim_names(pod)
+        .iter()
+        .map(|name| ObjectKey::new(namespace, name))
+        .collect()
 }
 
 /// The claims to create and record: `(pod claim name, claim name)`.
@@ -82,6 +96,8 @@ impl StructuredClaimController {
             templates,
             deleted: Mutex::new(DeletedPods::default()),
             created: Mutex::new(HashMap::new()),
+            owned: OwnedClaims::new(),
+            users: ClaimUsers::new(),
             pod_queue: WorkQueue::new(),
             claim_queue: WorkQueue::new(),
         }
@@ -108,8 +124,13 @@ impl StructuredClaimController {
     /// it needs work.
     pub fn on_pod(&self, change: &Change<'_, Pod>) {
         match change {
-            Change::Applied(pod) => self.route_pod(pod, false),
+            Change::Applied(pod) => {
+                self.users
+                    .set(ObjectKey::of(&pod.metadata), claim_keys(pod));
+                self.route_pod(pod, false);
+            }
             Change::Deleted(pod) => {
+                self.users.remove(&ObjectKey::of(&pod.metadata));
                 if let Some(uid) = &pod.metadata.uid {
                     self.deleted.lock_or_recover().add(uid);
                     self.created.lock_or_recover().remove(uid);
@@ -117,6 +138,11 @@ impl StructuredClaimController {
                 self.route_pod(pod, true);
             }
             Change::Resynced => {
+                let pods = self.pods.state();
+                let users = pods
+                    .iter()
+                    .map(|pod| (ObjectKey::of(&pod.metadata), claim_keys(pod)));
+                self.users.reset(users.collect::<Vec<_>>());
                 // Pods deleted while the watch was down produced no deletion.
                 for claim in self.claims.state() {
                     self.claim_queue.add(ObjectKey::of(&claim.metadata));
@@ -149,17 +175,24 @@ impl StructuredClaimController {
     pub fn on_claim(&self, change: &Change<'_, ResourceClaim>) {
         let claim = match change {
             Change::Applied(claim) => {
+                self.owned.applied(&claim.metadata);
                 self.claim_queue.add(ObjectKey::of(&claim.metadata));
                 claim
             }
-            Change::Deleted(claim) => claim,
-            Change::Resynced => return,
+            Change::Deleted(claim) => {
+                self.owned.deleted(&claim.metadata);
+                claim
+            }
+            Change::Resynced => {
+                let claims = self.claims.state();
+                self.owned.reset(claims.iter().map(|c| &c.metadata));
+                return;
+            }
         };
-        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
-        let name = claim.metadata.name.as_deref().unwrap_or_default();
-        for pod in self.pods.state() {
-            if pod.metadata.namespace.as_deref() == Some(namespace)
-                && resolved_claim_names(&pod).iter().any(|n| n == name)
+        for key in self.users.of(&ObjectKey::of(&claim.metadata)) {
+            if let Some(pod) = self
+                .pods
+                .get(&ObjectRef::new(&key.name).within(&key.namespace))
             {
                 self.route_pod(&pod, false);
             }
@@ -284,7 +317,13 @@ impl StructuredClaimController {
                     .and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION))
                     .is_some_and(|n| n == pod_claim)
         };
-        if let Some(claim) = self.claims.find(|c| matches(c)) {
+        let stored = self.owned.of_pod(pod_uid).into_iter().find_map(|key| {
+            let claim = self
+                .claims
+                .get(&ObjectRef::new(&key.name).within(&key.namespace))?;
+            matches(&claim).then_some(claim)
+        });
+        if let Some(claim) = stored {
             return Some((*claim).clone());
         }
         self.created

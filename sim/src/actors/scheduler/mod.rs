@@ -13,9 +13,8 @@
 pub mod explain;
 pub mod plan;
 
-use dra_framework::sync::LockExt;
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -30,7 +29,7 @@ use kube::{Api, Client};
 
 use super::claims::pod_owner_reference;
 use super::error::{is_conflict, is_not_found, ActorError, Result};
-use super::indexes::{NodeLoad, Placement};
+use super::indexes::{ClaimUsers, NodeLoad, Placement};
 use super::runtime::{Change, Next, WorkQueue};
 use super::scheduling::LastEvents;
 use super::writes::{read_modify_write, with_retry, Part};
@@ -54,7 +53,7 @@ pub struct Scheduler {
     contexts: Store<PodSchedulingContext>,
     classes: Store<ResourceClass>,
     /// Claim -> the unbound pods that use it, so that a claim change wakes only its pods.
-    claim_users: Mutex<HashMap<ObjectKey, HashSet<ObjectKey>>>,
+    claim_users: ClaimUsers,
     /// The last `FailedScheduling` or `Scheduled` text posted for each pod.
     last_event: LastEvents,
     /// Pods per node: those bound there plus those whose scheduling context selected it.
@@ -68,16 +67,15 @@ fn bound_node(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 
-fn forget_user(users: &mut HashMap<ObjectKey, HashSet<ObjectKey>>, pod: &Pod, key: &ObjectKey) {
-    for name in pod_claim_names(pod) {
-        let claim = ObjectKey::new(&key.namespace, &name);
-        if let Some(set) = users.get_mut(&claim) {
-            set.remove(key);
-            if set.is_empty() {
-                users.remove(&claim);
-            }
-        }
+/// The claims a pod the scheduler waits on uses (none for a pod it does not schedule).
+fn waiting_claims(pod: &Pod, key: &ObjectKey) -> Vec<ObjectKey> {
+    if !wants(pod) {
+        return Vec::new();
     }
+    pod_claim_names(pod)
+        .iter()
+        .map(|name| ObjectKey::new(&key.namespace, name))
+        .collect()
 }
 
 impl Scheduler {
@@ -98,7 +96,7 @@ impl Scheduler {
             claims,
             contexts,
             classes,
-            claim_users: Mutex::new(HashMap::new()),
+            claim_users: ClaimUsers::new(),
             load: NodeLoad::new(),
             queue: WorkQueue::new(),
         }
@@ -111,22 +109,15 @@ impl Scheduler {
                 let key = ObjectKey::of(&pod.metadata);
                 self.load
                     .place(Placement::Bound, key.clone(), bound_node(pod));
-                let mut users = self.claim_users.lock_or_recover();
+                self.claim_users.set(key.clone(), waiting_claims(pod, &key));
                 if wants(pod) {
-                    for name in pod_claim_names(pod) {
-                        let claim = ObjectKey::new(&key.namespace, &name);
-                        users.entry(claim).or_default().insert(key.clone());
-                    }
-                    drop(users);
                     self.queue.add(key);
-                } else {
-                    forget_user(&mut users, pod, &key);
                 }
             }
             Change::Deleted(pod) => {
                 let key = ObjectKey::of(&pod.metadata);
                 self.load.place(Placement::Bound, key.clone(), None);
-                forget_user(&mut self.claim_users.lock_or_recover(), pod, &key);
+                self.claim_users.remove(&key);
                 if let Some(uid) = &pod.metadata.uid {
                     self.last_event.forget(uid);
                 }
@@ -138,6 +129,11 @@ impl Scheduler {
                     (ObjectKey::of(&pod.metadata), node)
                 });
                 self.load.reset(Placement::Bound, bound);
+                self.claim_users.reset(pods.iter().map(|pod| {
+                    let key = ObjectKey::of(&pod.metadata);
+                    let claims = waiting_claims(pod, &key);
+                    (key, claims)
+                }));
             }
         }
     }
@@ -148,13 +144,7 @@ impl Scheduler {
             Change::Applied(claim) | Change::Deleted(claim) => claim,
             Change::Resynced => return self.queue_all_waiting(),
         };
-        let users = self
-            .claim_users
-            .lock_or_recover()
-            .get(&ObjectKey::of(&claim.metadata))
-            .cloned()
-            .unwrap_or_default();
-        for key in users {
+        for key in self.claim_users.of(&ObjectKey::of(&claim.metadata)) {
             self.queue.add(key);
         }
     }

@@ -53,7 +53,7 @@ pub struct Inventory<'a> {
     /// `DeviceClass` lookup by name.
     pub class: &'a dyn Fn(&str) -> Option<Arc<DeviceClass>>,
     /// Devices allocated in any claim or in flight.
-    pub allocated: &'a HashSet<DeviceId>,
+    pub allocated: &'a dyn Fn(&DeviceId) -> bool,
     /// The selector environment.
     pub cel: &'a CelEnv,
 }
@@ -476,7 +476,7 @@ impl<'a> Search<'a, '_> {
                 .get(id)
                 .is_some_and(|claims| claims.contains(&at.claim))
         } else {
-            self.inventory.allocated.contains(id) || self.allocating.contains_key(id)
+            (self.inventory.allocated)(id) || self.allocating.contains_key(id)
         }
     }
 

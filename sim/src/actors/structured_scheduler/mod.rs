@@ -14,6 +14,7 @@
 pub mod allocator;
 pub mod cel_env;
 pub mod explain;
+mod in_use;
 pub mod plan;
 pub mod quantity;
 pub mod semver_lib;
@@ -27,7 +28,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
+use super::claim_refs::resolved_claim_names;
 use super::error::{ActorError, Result};
+use super::indexes::{ClaimUsers, NodeLoad, Placement};
 use super::resource_v1::{
     ConsumerReference, DeviceClass, ResourceClaim, ResourceSlice, DELETE_PROTECTION_FINALIZER,
 };
@@ -37,6 +40,7 @@ use super::writes::{read_modify_write, Part};
 use super::ObjectKey;
 use allocator::DeviceId;
 use cel_env::CelEnv;
+use in_use::DevicesInUse;
 use plan::{decide, ClaimWrite, Decision, Snapshot};
 
 /// How long a pod that fits no node waits before it is looked at again without a change
@@ -54,6 +58,8 @@ struct InFlight {
     claims: HashMap<String, Vec<DeviceId>>,
     /// Pod UID -> the node it is being bound to.
     binds: HashMap<String, String>,
+    /// The devices of the allocations the claim informer shows.
+    stored: DevicesInUse,
 }
 
 /// The scheduler actor.
@@ -69,8 +75,18 @@ pub struct StructuredScheduler {
     in_flight: Mutex<InFlight>,
     /// The last `FailedScheduling` or `Scheduled` text posted for each pod.
     last_event: LastEvents,
+    /// Pods bound per node.
+    load: NodeLoad,
+    /// The pods this scheduler waits on, and the claims each uses.
+    waiting: Mutex<HashSet<ObjectKey>>,
+    claim_users: ClaimUsers,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
+}
+
+/// The node a pod is bound to.
+fn bound_node(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 
 fn devices_of(claim: &ResourceClaim) -> Vec<DeviceId> {
@@ -104,49 +120,107 @@ impl StructuredScheduler {
             cel: CelEnv::new(),
             in_flight: Mutex::new(InFlight::default()),
             last_event: LastEvents::default(),
+            load: NodeLoad::new(),
+            waiting: Mutex::new(HashSet::new()),
+            claim_users: ClaimUsers::new(),
             queue: WorkQueue::new(),
         }
     }
 
-    /// Queues a changed pod that needs scheduling.
+    /// Queues a changed pod that needs scheduling, and keeps the node load, the waiting pods
+    /// and the claims they use up to date.
     pub fn on_pod(&self, change: &Change<'_, Pod>) {
         match change {
-            Change::Applied(pod) if wants(pod) => self.queue.add(ObjectKey::of(&pod.metadata)),
+            Change::Applied(pod) => {
+                let key = ObjectKey::of(&pod.metadata);
+                self.track(pod, &key);
+                if wants(pod) {
+                    self.queue.add(key);
+                }
+            }
             Change::Deleted(pod) => {
+                let key = ObjectKey::of(&pod.metadata);
+                self.load.place(Placement::Bound, key.clone(), None);
+                self.waiting.lock_or_recover().remove(&key);
+                self.claim_users.remove(&key);
                 if let Some(uid) = &pod.metadata.uid {
                     self.last_event.forget(uid);
                     self.in_flight.lock_or_recover().binds.remove(uid);
                 }
             }
-            _ => {}
+            Change::Resynced => {
+                let pods = self.pods.state();
+                self.waiting.lock_or_recover().clear();
+                self.claim_users.reset(Vec::new());
+                let bound = pods.iter().map(|pod| {
+                    let key = ObjectKey::of(&pod.metadata);
+                    self.track(pod, &key);
+                    (key, bound_node(pod).map(str::to_owned))
+                });
+                self.load.reset(Placement::Bound, bound.collect::<Vec<_>>());
+            }
+        }
+    }
+
+    /// Records where a pod is bound and, while this scheduler waits on it, the claims it uses.
+    fn track(&self, pod: &Pod, key: &ObjectKey) {
+        self.load
+            .place(Placement::Bound, key.clone(), bound_node(pod));
+        if wants(pod) {
+            self.waiting.lock_or_recover().insert(key.clone());
+            let claims = resolved_claim_names(pod)
+                .iter()
+                .map(|name| ObjectKey::new(&key.namespace, name))
+                .collect();
+            self.claim_users.set(key.clone(), claims);
+        } else {
+            self.waiting.lock_or_recover().remove(key);
+            self.claim_users.remove(key);
         }
     }
 
     /// A changed claim: an in-flight allocation the informer now shows (or a deleted claim)
-    /// stops being in flight; waiting pods look again, as devices may have been freed.
+    /// stops being in flight; the pods that use the claim look again, and every waiting pod
+    /// does when the change freed a device (as upstream's queueing hint for claims).
     pub fn on_claim(&self, change: &Change<'_, ResourceClaim>) {
-        match change {
-            Change::Applied(claim) if claim.is_allocated() => {
-                if let Some(uid) = &claim.metadata.uid {
-                    self.in_flight.lock_or_recover().claims.remove(uid);
+        let (claim, freed) = match change {
+            Change::Applied(claim) => {
+                let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+                let mut in_flight = self.in_flight.lock_or_recover();
+                if claim.is_allocated() {
+                    in_flight.claims.remove(uid);
                 }
+                (claim, in_flight.stored.set(uid, devices_of(claim)))
             }
             Change::Deleted(claim) => {
-                if let Some(uid) = &claim.metadata.uid {
-                    self.in_flight.lock_or_recover().claims.remove(uid);
-                }
+                let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+                let mut in_flight = self.in_flight.lock_or_recover();
+                in_flight.claims.remove(uid);
+                (claim, in_flight.stored.clear(uid))
             }
-            _ => {}
+            Change::Resynced => {
+                let claims = self.claims.state();
+                let stored = claims.iter().map(|c| {
+                    let uid = c.metadata.uid.clone().unwrap_or_default();
+                    (uid, devices_of(c))
+                });
+                self.in_flight.lock_or_recover().stored.reset(stored);
+                return self.queue_all_waiting();
+            }
+        };
+        if freed {
+            return self.queue_all_waiting();
         }
-        self.queue_all_waiting();
+        for key in self.claim_users.of(&ObjectKey::of(&claim.metadata)) {
+            self.queue.add(key);
+        }
     }
 
-    /// Queues every waiting pod (nodes, slices, classes or claims changed).
+    /// Queues every waiting pod (nodes, slices, classes changed, or devices freed).
     pub fn queue_all_waiting(&self) {
-        for pod in self.pods.state() {
-            if wants(&pod) {
-                self.queue.add(ObjectKey::of(&pod.metadata));
-            }
+        let waiting: Vec<ObjectKey> = self.waiting.lock_or_recover().iter().cloned().collect();
+        for key in waiting {
+            self.queue.add(key);
         }
     }
 
@@ -198,15 +272,7 @@ impl StructuredScheduler {
     /// as in flight before the lock is released.
     fn decide_and_reserve(&self, pod: &Pod, key: &ObjectKey, pod_uid: &str) -> Decision {
         let mut in_flight = self.in_flight.lock_or_recover();
-        let claims = self.claims.state();
-        let mut allocated: HashSet<DeviceId> = claims.iter().flat_map(|c| devices_of(c)).collect();
-        allocated.extend(in_flight.claims.values().flatten().cloned());
-        let mut load: HashMap<String, usize> = HashMap::new();
-        for pod in self.pods.state() {
-            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                *load.entry(node).or_default() += 1;
-            }
-        }
+        let mut load = self.load.counts();
         for node in in_flight.binds.values() {
             *load.entry(node.clone()).or_default() += 1;
         }
@@ -218,6 +284,9 @@ impl StructuredScheduler {
         };
         let class = |name: &str| self.classes.get(&ObjectRef::new(name));
         let flying = |uid: &str| in_flight.claims.contains_key(uid);
+        let allocated = |id: &DeviceId| {
+            in_flight.stored.contains(id) || in_flight.claims.values().any(|d| d.contains(id))
+        };
         let load_of = |node: &str| load.get(node).copied().unwrap_or(0);
         let decision = decide(&Snapshot {
             pod,

@@ -9,7 +9,6 @@
 //!
 //! Pure logic: no I/O, no async, no kube client.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -38,7 +37,7 @@ pub struct Snapshot<'a> {
     /// `DeviceClass` lookup by name.
     pub class: &'a dyn Fn(&str) -> Option<Arc<DeviceClass>>,
     /// Devices allocated in any claim or in flight.
-    pub allocated: &'a HashSet<DeviceId>,
+    pub allocated: &'a dyn Fn(&DeviceId) -> bool,
     /// The selector environment.
     pub cel: &'a CelEnv,
     /// Pods bound or being bound to a node.

@@ -102,7 +102,7 @@ impl Case {
         let inventory = Inventory {
             slices: &self.slices,
             class: &lookup,
-            allocated: &self.allocated,
+            allocated: &|id| self.allocated.contains(id),
             cel: &self.cel,
         };
         let parsed: Vec<DeviceClaim> = specs.iter().map(claim).collect();

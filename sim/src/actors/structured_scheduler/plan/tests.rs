@@ -116,7 +116,7 @@ fn run(
         nodes,
         slices,
         class: &class,
-        allocated: &HashSet::new(),
+        allocated: &|_| false,
         cel: &cel,
         load: &load,
     })
