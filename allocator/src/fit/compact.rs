@@ -1,10 +1,9 @@
-//! Compact per-node data the fitting search reads: interned attribute names and values, each
-//! device's occupancy, and one block per node holding both, kept in step with the public
-//! [`NodeView`]. Pure data; no I/O.
+//! Interned attribute names and values, and each device's occupancy as the fitting search reads
+//! it (the per-node search blocks that hold both live in `block.rs`). Pure data; no I/O.
 
 use std::collections::HashMap;
 
-use super::inventory::{Consumers, DeviceView, NodeView};
+use super::inventory::{Consumers, DeviceView};
 use crate::model::{AttributeValue, Attributes, Sharing};
 
 /// The values one attribute takes across the inventory, each with a dense id.
@@ -29,12 +28,14 @@ impl ValueTable {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Interner {
     names: HashMap<String, u32>,
+    /// Attribute names by id.
+    list: Vec<String>,
     values: Vec<ValueTable>,
 }
 
 impl Interner {
     /// Interns every attribute of `attributes`, returning `(attribute id, value id)` pairs.
-    fn intern(&mut self, attributes: &Attributes) -> Vec<(u32, u32)> {
+    pub(crate) fn intern(&mut self, attributes: &Attributes) -> Vec<(u32, u32)> {
         attributes
             .iter()
             .map(|(name, value)| {
@@ -42,6 +43,7 @@ impl Interner {
                 let attribute = *self.names.entry(name.clone()).or_insert(next);
                 if attribute as usize == self.values.len() {
                     self.values.push(ValueTable::default());
+                    self.list.push(name.clone());
                 }
                 let table = &mut self.values[attribute as usize];
                 let next = u32::try_from(table.list.len()).expect("fewer than 2^32 values");
@@ -62,10 +64,18 @@ impl Interner {
     pub(crate) fn values(&self, attribute: u32) -> &ValueTable {
         &self.values[attribute as usize]
     }
-}
 
-/// Marks an attribute a device does not carry in a node's search block.
-const NO_VALUE: u32 = u32::MAX;
+    /// How many attribute names are interned (ids are `0..width()`).
+    pub(crate) fn width(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The id of `attribute`'s value on a device with `attributes`, if it carries one.
+    pub(crate) fn value_id(&self, attribute: u32, attributes: &Attributes) -> Option<u32> {
+        let value = attributes.get(self.list.get(attribute as usize)?)?;
+        self.values[attribute as usize].ids.get(value).copied()
+    }
+}
 
 /// A device's occupancy by the ledger's state: what the fitting search starts from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,7 +91,7 @@ pub(crate) struct Usage {
 }
 
 impl Usage {
-    fn of(device: &DeviceView) -> Self {
+    pub(crate) fn of(device: &DeviceView) -> Self {
         let mut usage = Usage {
             blocked: device.cordoned || device.missing,
             exclusive: false,
@@ -121,96 +131,5 @@ impl Usage {
                 self.cap = self.cap.min(max_consumers);
             }
         }
-    }
-}
-
-/// One node: the public view plus a compact block the search reads (kept in step with the
-/// view): per device a row of its occupancy followed by the value id of every attribute id
-/// known when the node was inserted ([`NO_VALUE`] when absent).
-#[derive(Clone, Debug)]
-pub(crate) struct NodeEntry {
-    pub(crate) view: NodeView,
-    /// Attribute ids with a column in `hot`.
-    width: usize,
-    /// Rows of `ROW_HEAD + width` words, one per device in `view.devices` order.
-    hot: Vec<u32>,
-    pub(crate) in_use: usize,
-}
-
-/// Words before the attribute columns of a row: flags, shared consumers, cap.
-const ROW_HEAD: usize = 3;
-const BLOCKED: u32 = 1;
-const EXCLUSIVE: u32 = 2;
-
-impl NodeEntry {
-    pub(crate) fn new(view: NodeView, interner: &mut Interner) -> Self {
-        let pairs: Vec<Vec<(u32, u32)>> = view
-            .devices
-            .iter()
-            .map(|d| interner.intern(&d.device.attributes))
-            .collect();
-        let width = interner.names.len();
-        let row = ROW_HEAD + width;
-        let mut hot = vec![NO_VALUE; row * view.devices.len()];
-        for (d, pairs) in pairs.iter().enumerate() {
-            for &(attribute, value) in pairs {
-                hot[d * row + ROW_HEAD + attribute as usize] = value;
-            }
-        }
-        let mut entry = NodeEntry {
-            in_use: view.in_use(),
-            view,
-            width,
-            hot,
-        };
-        for i in 0..entry.view.devices.len() {
-            entry.refresh(i);
-        }
-        entry
-    }
-
-    /// Reads one word of every cache line of the search block so that the lines are on their
-    /// way while other candidates are resolved (a prefetch hint; the values are not used).
-    pub(crate) fn warm(&self) {
-        for word in self.hot.iter().step_by(16) {
-            std::hint::black_box(*word);
-        }
-    }
-
-    fn row(&self) -> usize {
-        ROW_HEAD + self.width
-    }
-
-    /// The occupancy of device `d` by the ledger's state.
-    pub(crate) fn usage(&self, d: usize) -> Usage {
-        let at = d * self.row();
-        let flags = self.hot[at];
-        Usage {
-            blocked: flags & BLOCKED != 0,
-            exclusive: flags & EXCLUSIVE != 0,
-            shared: self.hot[at + 1],
-            cap: self.hot[at + 2],
-        }
-    }
-
-    /// The value id of `attribute` on device `d`.
-    pub(crate) fn value_of(&self, d: usize, attribute: u32) -> Option<u32> {
-        let attribute = attribute as usize;
-        if attribute >= self.width {
-            return None;
-        }
-        let value = self.hot[d * self.row() + ROW_HEAD + attribute];
-        (value != NO_VALUE).then_some(value)
-    }
-
-    /// Recomputes the occupancy of device `i` (and the node's count in use) from the view.
-    pub(crate) fn refresh(&mut self, i: usize) {
-        let usage = Usage::of(&self.view.devices[i]);
-        let at = i * self.row();
-        self.hot[at] =
-            (u32::from(usage.blocked) * BLOCKED) | (u32::from(usage.exclusive) * EXCLUSIVE);
-        self.hot[at + 1] = usage.shared;
-        self.hot[at + 2] = usage.cap;
-        self.in_use = self.view.in_use();
     }
 }

@@ -15,6 +15,8 @@
 //! node gives up and reports it as "too many combinations to check" (interchangeable devices are
 //! tried once, so realistic nodes stay far below that).
 
+mod backtrack;
+mod block;
 mod choose;
 mod compact;
 mod index;
