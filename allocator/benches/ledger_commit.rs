@@ -57,12 +57,14 @@ fn one_device() -> EffectiveRequest {
 }
 
 /// A file whose `sync_data` waits `EMULATED_SYNC` instead of syncing, counting the syncs and
-/// the time they took (a sleep overshoots by the timer slack).
+/// the time they took. A sleep overshoots by the timer slack and the wake-up, so each one is
+/// shortened by the mean overshoot seen so far.
 #[derive(Debug)]
 struct EmulatedSync {
     file: FileBackend,
     syncs: Arc<AtomicU64>,
     sync_nanos: Arc<AtomicU64>,
+    overshoot_nanos: AtomicU64,
 }
 
 impl StorageBackend for EmulatedSync {
@@ -80,9 +82,17 @@ impl StorageBackend for EmulatedSync {
 
     fn sync_data(&self) -> Result<(), io::Error> {
         let started = Instant::now();
-        thread::sleep(EMULATED_SYNC);
-        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.sync_nanos.fetch_add(nanos, Ordering::Relaxed);
+        let overshoot = Duration::from_nanos(self.overshoot_nanos.load(Ordering::Relaxed));
+        let asked = EMULATED_SYNC.saturating_sub(overshoot);
+        thread::sleep(asked);
+        let took = started.elapsed();
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        // A moving mean over about 16 syncs.
+        let seen = nanos(took.saturating_sub(asked));
+        let mean = nanos(overshoot);
+        self.overshoot_nanos
+            .store(mean - mean / 16 + seen / 16, Ordering::Relaxed);
+        self.sync_nanos.fetch_add(nanos(took), Ordering::Relaxed);
         self.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -110,6 +120,7 @@ fn emulated_ledger(path: &Path) -> (Ledger, Arc<AtomicU64>, Arc<AtomicU64>) {
         file: FileBackend::new(file).expect("file backend"),
         syncs: Arc::clone(&syncs),
         sync_nanos: Arc::clone(&sync_nanos),
+        overshoot_nanos: AtomicU64::new(0),
     };
     let ledger = Ledger::open_backend(backend, DRIVER, LedgerOptions::default())
         .expect("open emulated ledger");
