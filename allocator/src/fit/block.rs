@@ -60,11 +60,13 @@ impl<'a> Block<'a> {
     }
 
     /// How many devices the node has.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.devices
     }
 
     /// How many devices have at least one consumer.
+    #[inline]
     pub(crate) fn in_use(&self) -> usize {
         self.words[3] as usize
     }
@@ -75,6 +77,7 @@ impl<'a> Block<'a> {
     }
 
     /// Whether the node is named `name`.
+    #[inline]
     pub(crate) fn name_is(&self, name: &str) -> bool {
         let bytes = name.as_bytes();
         if self.words[2] as usize != bytes.len() {
@@ -98,6 +101,7 @@ impl<'a> Block<'a> {
     }
 
     /// The occupancy of device `d` by the ledger's state.
+    #[inline]
     pub(crate) fn usage(&self, d: usize) -> Usage {
         let at = self.usage_at + ROW * d;
         let flags = self.words[at];
@@ -110,6 +114,7 @@ impl<'a> Block<'a> {
     }
 
     /// The value of `attribute` on device `d`.
+    #[inline]
     pub(crate) fn cell(&self, d: usize, attribute: u32) -> Cell {
         let attribute = attribute as usize;
         if attribute >= self.width {
@@ -149,11 +154,13 @@ impl<'a> NodeRef<'a> {
     }
 
     /// The node's slot in the inventory (stable while the node is in it).
+    #[inline]
     pub(crate) fn slot(&self) -> usize {
         self.slot
     }
 
     /// The node's public view.
+    #[inline]
     pub(crate) fn view(&self) -> &'a NodeView {
         self.views[self.slot]
             .as_ref()
@@ -161,6 +168,7 @@ impl<'a> NodeRef<'a> {
     }
 
     /// The value id of `attribute` on device `d`, if the device carries the attribute.
+    #[inline]
     pub(crate) fn value_id(&self, interner: &Interner, d: usize, attribute: u32) -> Option<u32> {
         match self.block.cell(d, attribute) {
             Cell::Missing => None,

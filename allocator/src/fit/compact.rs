@@ -18,6 +18,7 @@ impl ValueTable {
         self.list.len()
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: u32) -> &AttributeValue {
         &self.list[id as usize]
     }
@@ -61,6 +62,7 @@ impl Interner {
         self.names.get(name).copied()
     }
 
+    #[inline]
     pub(crate) fn values(&self, attribute: u32) -> &ValueTable {
         &self.values[attribute as usize]
     }
@@ -113,6 +115,7 @@ impl Usage {
     }
 
     /// Whether a request with `sharing` may take the device now.
+    #[inline]
     pub(crate) fn usable(self, sharing: Sharing) -> bool {
         !self.blocked
             && !self.exclusive
@@ -123,6 +126,7 @@ impl Usage {
     }
 
     /// Records one more consumer with `sharing`.
+    #[inline]
     pub(crate) fn take(&mut self, sharing: Sharing) {
         match sharing {
             Sharing::Exclusive => self.exclusive = true,
