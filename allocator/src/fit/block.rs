@@ -47,6 +47,7 @@ pub(crate) struct Block<'a> {
 }
 
 impl<'a> Block<'a> {
+    #[inline]
     fn new(words: &'a [u32]) -> Self {
         let devices = words[0] as usize;
         let usage_at = HEAD + (words[2] as usize).div_ceil(4);
@@ -194,6 +195,7 @@ pub(crate) struct Blocks {
 
 impl Blocks {
     /// The block of `slot`; the slot must have one.
+    #[inline]
     pub(crate) fn block(&self, slot: usize) -> Block<'_> {
         Block::new(&self.words[self.offsets[slot] as usize..])
     }

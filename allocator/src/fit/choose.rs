@@ -79,7 +79,9 @@ pub fn unsuitable_nodes<S: AsRef<str>>(
         return Vec::new();
     }
     let mut prepared = Prepared::new(claims, inventory.interner());
-    let mut result: Vec<UnsuitableNode> = Vec::with_capacity(candidates.len());
+    // Grown as needed: a large allocation up front makes glibc consolidate every small block the
+    // caller freed since the last check (the previous result's strings) on the spot.
+    let mut result: Vec<UnsuitableNode> = Vec::new();
     let mut seen = Seen::new(inventory.slots());
     // Candidates are resolved a batch ahead of the search so that the independent lookups
     // overlap their memory latency; a fixed batch keeps this free of allocations.

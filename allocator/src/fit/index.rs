@@ -32,6 +32,7 @@ impl Hasher for Fnv {
 pub(crate) type FnvBuild = BuildHasherDefault<Fnv>;
 
 /// The tag of a node name in the table: FNV-1a folded to 32 bits.
+#[inline]
 pub(crate) fn name_tag(name: &str) -> u32 {
     let mut fnv = Fnv::default();
     fnv.write(name.as_bytes());
@@ -70,6 +71,7 @@ impl NodeIndex {
     }
 
     /// The home position of `tag` (Fibonacci hashing spreads FNV's weak low bits).
+    #[inline]
     fn home(&self, tag: u32) -> usize {
         let bits = self.table.len().trailing_zeros();
         (u64::from(tag).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
@@ -77,6 +79,13 @@ impl NodeIndex {
 
     /// The slot whose name has `tag` and for which `is_name` says yes.
     pub(crate) fn get(&self, tag: u32, is_name: impl Fn(usize) -> bool) -> Option<usize> {
+        self.find(tag, |slot| is_name(slot).then_some(slot))
+    }
+
+    /// The first answer of `probe` for the slots under `tag` (it answers `None` for a slot
+    /// whose name differs).
+    #[inline]
+    pub(crate) fn find<T>(&self, tag: u32, probe: impl Fn(usize) -> Option<T>) -> Option<T> {
         if self.table.is_empty() {
             return None;
         }
@@ -87,8 +96,10 @@ impl NodeIndex {
             if entry == EMPTY {
                 return None;
             }
-            if tag_of(entry) == tag && is_name(slot_of(entry)) {
-                return Some(slot_of(entry));
+            if tag_of(entry) == tag {
+                if let Some(found) = probe(slot_of(entry)) {
+                    return Some(found);
+                }
             }
             at = (at + 1) & mask;
         }

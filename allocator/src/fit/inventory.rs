@@ -334,7 +334,12 @@ impl Inventory {
 
     /// The node named `node`, as the search reads it.
     pub(crate) fn entry(&self, node: &str) -> Option<NodeRef<'_>> {
-        self.slot(node).map(|slot| self.entry_at(slot))
+        self.index.find(name_tag(node), |slot| {
+            let block = self.blocks.block(slot);
+            block
+                .name_is(node)
+                .then(|| NodeRef::new(block, &self.views, slot))
+        })
     }
 
     fn entry_at(&self, slot: usize) -> NodeRef<'_> {
