@@ -100,7 +100,7 @@ pub fn unsuitable_nodes<S: AsRef<str>>(
                 None if seen.first_unknown(node) => result.push(unknown(node)),
                 Some(entry) if seen.first_slot(entry.slot()) => {
                     let verdict =
-                        prepared.fits(inventory.interner(), &entry, reservations.on_node(node));
+                        prepared.fits(inventory.interner(), &entry, reservations.on(node));
                     if let Err(failure) = verdict {
                         result.push(unsuitable(node, claims, failure));
                     }
@@ -190,7 +190,7 @@ pub fn choose_for_pod(
         .ok_or_else(|| FitError::Unsuitable(unknown(node)))?;
     let mut prepared = Prepared::new(claims, inventory.interner());
     let chosen = prepared
-        .place(inventory.interner(), &entry, reservations.on_node(node))
+        .place(inventory.interner(), &entry, reservations.on(node))
         .map_err(|f| FitError::Unsuitable(unsuitable(node, claims, f)))?;
     Ok(placements(&entry, chosen))
 }
@@ -264,7 +264,7 @@ fn best_node(
     let mut first_failure: Option<UnsuitableNode> = None;
     for entry in &entries {
         let node = entry.view().name.as_str();
-        match prepared.place(inventory.interner(), entry, reservations.on_node(node)) {
+        match prepared.place(inventory.interner(), entry, reservations.on(node)) {
             Ok(chosen) => return Ok(placements(entry, chosen).remove(0)),
             Err(f) => {
                 if first_failure.is_none() {

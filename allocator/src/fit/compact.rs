@@ -94,6 +94,11 @@ pub(crate) struct Usage {
 
 impl Usage {
     pub(crate) fn of(device: &DeviceView) -> Self {
+        Self::of_holders(device, |_| true)
+    }
+
+    /// The occupancy by the consumers whose claim UID `counts`.
+    pub(crate) fn of_holders(device: &DeviceView, counts: impl Fn(&str) -> bool) -> Self {
         let mut usage = Usage {
             blocked: device.cordoned || device.missing,
             exclusive: false,
@@ -102,9 +107,9 @@ impl Usage {
         };
         match &device.consumers {
             Consumers::None => {}
-            Consumers::Exclusive { .. } => usage.exclusive = true,
+            Consumers::Exclusive { claim_uid } => usage.exclusive = counts(claim_uid),
             Consumers::Shared(list) => {
-                for c in list {
+                for c in list.iter().filter(|c| counts(&c.claim_uid)) {
                     usage.take(Sharing::Shared {
                         max_consumers: c.max_consumers,
                     });

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::backtrack::Search;
 use super::compact::{Interner, Usage};
 use super::inventory::NodeRef;
-use super::NamedRequest;
+use super::{NamedRequest, NodeReservations};
 use crate::model::{CompiledRequirement, Policy, Requirement, Sharing};
 
 /// Reason texts after "<free> of <count>".
@@ -213,7 +213,7 @@ impl<'a> Prepared<'a> {
         &mut self,
         interner: &Interner,
         entry: &NodeRef<'_>,
-        reservations: &[(String, Sharing)],
+        reservations: NodeReservations<'_>,
     ) -> Result<Vec<Vec<usize>>, Failure> {
         self.fits(interner, entry, reservations)?;
         let mut result = vec![Vec::new(); self.claims.len()];
@@ -229,7 +229,7 @@ impl<'a> Prepared<'a> {
         &mut self,
         interner: &Interner,
         entry: &NodeRef<'_>,
-        reservations: &[(String, Sharing)],
+        reservations: NodeReservations<'_>,
     ) -> Result<(), Failure> {
         self.base_usage(entry, reservations);
         for input in 0..self.claims.len() {
@@ -292,11 +292,23 @@ impl<'a> Prepared<'a> {
         }
     }
 
-    fn base_usage(&mut self, entry: &NodeRef<'_>, reservations: &[(String, Sharing)]) {
+    fn base_usage(&mut self, entry: &NodeRef<'_>, reservations: NodeReservations<'_>) {
         self.usage.clear();
         self.usage
             .extend((0..entry.block.len()).map(|d| entry.block.usage(d)));
-        for (device, sharing) in reservations {
+        for (device, _) in reservations.released {
+            let view = entry.view();
+            if let Some(i) = view.position(device) {
+                let device = &view.devices[i];
+                self.usage[i] = Usage::of_holders(device, |holder| {
+                    !reservations
+                        .released
+                        .iter()
+                        .any(|(d, uid)| *d == device.device.name && uid == holder)
+                });
+            }
+        }
+        for (device, sharing) in reservations.taken {
             if let Some(i) = entry.view().position(device) {
                 self.usage[i].take(*sharing);
             }

@@ -573,3 +573,53 @@ fn selectors_match_values_of_attributes_with_more_ids_than_a_search_cell_holds()
         "claim pair: 0 of 2 devices free matching serial In [69998, 69999]"
     );
 }
+
+#[test]
+fn released_holds_count_as_free_exactly_as_if_the_consumers_were_removed() {
+    // (consumers of device a, holds released on a)
+    let table: Vec<(Consumers, Vec<&str>)> = vec![
+        (exclusive("u1"), vec!["u1"]),
+        (exclusive("u1"), vec!["u2"]),
+        (shared(&[1, 4]), vec!["s0"]),
+        (shared(&[1, 4]), vec!["s1"]),
+        (shared(&[2, 2]), vec!["s0", "s1"]),
+        (Consumers::None, vec!["u1"]),
+    ];
+    let two = req(2);
+    let one_shared = req(1).shared(2);
+    for (consumers, released) in table {
+        let held = one_node(vec![
+            used(gpu("a", "H200", 0), consumers.clone()),
+            gpu("b", "H200", 0),
+        ]);
+        let mut freed = held.clone();
+        let mut reservations = Reservations::new();
+        for uid in &released {
+            freed.remove_consumer("n1", "a", uid).unwrap();
+            reservations.release("n1", "a", uid);
+        }
+        // A released hold on a device or node the inventory lacks changes nothing.
+        reservations.release("n1", "zz", "u1");
+        reservations.release("n9", "a", "u1");
+        for request in [&two, &one_shared] {
+            let claims = [NamedRequest {
+                name: "c",
+                request: &request.0,
+            }];
+            let candidates = ["n1"];
+            assert_eq!(
+                unsuitable_nodes(&held, &claims, &candidates, &reservations),
+                unsuitable_nodes(&freed, &claims, &candidates, &Reservations::new()),
+                "{consumers:?} released {released:?}"
+            );
+            assert_eq!(
+                choose_for_pod(&held, "n1", &claims, &reservations),
+                choose_for_pod(&freed, "n1", &claims, &Reservations::new()),
+            );
+        }
+        assert_eq!(
+            held.node("n1").unwrap().device("a").unwrap().consumers,
+            consumers
+        );
+    }
+}
