@@ -32,7 +32,7 @@ fn push_number(out: &mut String, mut n: usize) {
 
 /// A reason of the form `claim <name>: <free> of <count> devices free[...] matching <selector>`,
 /// built by appending: the gang check writes one per rejected node.
-fn too_few(name: &str, claim: &Claim, input: usize, free: usize, what: &str) -> Failure {
+fn shortfall_failure(name: &str, claim: &Claim, input: usize, free: usize, what: &str) -> Failure {
     let mut reason = String::with_capacity(
         name.len() + what.len() + claim.matching.len() + claim.same_name.len() + 40,
     );
@@ -107,6 +107,13 @@ fn matching_text(selector: &[Requirement]) -> String {
     text
 }
 
+/// Too few devices for one request: how many there were, and the reason text after the count.
+#[derive(Clone, Copy)]
+struct Shortfall {
+    free: usize,
+    what: &'static str,
+}
+
 /// Why a node was rejected, before it is tied to a node name.
 pub(crate) struct Failure {
     pub(crate) claim: Option<usize>,
@@ -158,6 +165,9 @@ pub(crate) struct Prepared<'a> {
     chosen: Vec<Vec<usize>>,
     /// Per device and plan: the device's group in the plan plus one, or 0 (see `Search`).
     membership: Vec<u32>,
+    /// Reasons written so far in this check, by request and shortfall: nodes that fail alike
+    /// get copies of one text instead of each writing it anew.
+    reasons: Vec<(usize, usize, &'static str, String)>,
 }
 
 impl<'a> Prepared<'a> {
@@ -205,6 +215,7 @@ impl<'a> Prepared<'a> {
             groups: Vec::new(),
             chosen: Vec::new(),
             membership: Vec::new(),
+            reasons: Vec::new(),
         }
     }
 
@@ -233,7 +244,9 @@ impl<'a> Prepared<'a> {
     ) -> Result<(), Failure> {
         self.base_usage(entry, reservations);
         for input in 0..self.claims.len() {
-            self.plan(input, interner, entry)?;
+            if let Err(shortfall) = self.plan(input, interner, entry) {
+                return Err(self.too_few(input, shortfall));
+            }
         }
         self.check_exclusive_totals()?;
         let mut order = std::mem::take(&mut self.order);
@@ -274,6 +287,29 @@ impl<'a> Prepared<'a> {
             claim: Some(claim),
             reason,
         })
+    }
+
+    /// The failure of request `input` for `shortfall`, its text copied from an earlier node that
+    /// fell short alike when there was one.
+    fn too_few(&mut self, input: usize, shortfall: Shortfall) -> Failure {
+        let Shortfall { free, what } = shortfall;
+        let known = self
+            .reasons
+            .iter()
+            .find(|(i, f, w, _)| *i == input && *f == free && *w == what);
+        let reason = if let Some((_, _, _, text)) = known {
+            text.clone()
+        } else {
+            let failure =
+                shortfall_failure(self.names[input], &self.claims[input], input, free, what);
+            self.reasons
+                .push((input, free, what, failure.reason.clone()));
+            failure.reason
+        };
+        Failure {
+            claim: Some(input),
+            reason,
+        }
     }
 
     /// Records each device's group in every plan, so that the search compares two devices'
@@ -322,7 +358,7 @@ impl<'a> Prepared<'a> {
         input: usize,
         interner: &Interner,
         entry: &NodeRef<'_>,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Shortfall> {
         let claim = &self.claims[input];
         let checks = &mut self.selectors[claim.selector];
         let plan = &mut self.plans[input];
@@ -351,8 +387,7 @@ impl<'a> Prepared<'a> {
             });
         }
         let count = claim.count;
-        let failure =
-            |free: usize, what: &str| too_few(self.names[input], claim, input, free, what);
+        let failure = |free: usize, what: &'static str| Shortfall { free, what };
         if let Same::Unset = claim.same {
             if plan.devices.len() < count {
                 return Err(failure(plan.devices.len(), DEVICES_FREE));
