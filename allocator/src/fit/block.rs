@@ -10,13 +10,8 @@ use super::inventory::NodeView;
 
 /// Header words: device count, attribute columns, name length in bytes, devices in use.
 const HEAD: usize = 4;
-/// Words per device in the occupancy rows: flags with the shared count, then the cap.
+/// Words per device in the occupancy rows: a [`Usage`] as it stores itself.
 const ROW: usize = 2;
-const BLOCKED: u32 = 1;
-const EXCLUSIVE: u32 = 2;
-/// The shared count sits above the two flag bits.
-const SHARED_SHIFT: u32 = 2;
-const SHARED_MAX: u32 = u32::MAX >> SHARED_SHIFT;
 /// The cell of a device that does not carry the attribute.
 const MISSING: u16 = u16::MAX;
 /// The cell of a value whose id does not fit in 16 bits (an attribute with more than 65,533
@@ -101,17 +96,12 @@ impl<'a> Block<'a> {
         words[i] == u32::from_le_bytes(last)
     }
 
-    /// The occupancy of device `d` by the ledger's state.
+    /// The occupancy of every device, in device order.
     #[inline]
-    pub(crate) fn usage(&self, d: usize) -> Usage {
-        let at = self.usage_at + ROW * d;
-        let flags = self.words[at];
-        Usage {
-            blocked: flags & BLOCKED != 0,
-            exclusive: flags & EXCLUSIVE != 0,
-            shared: flags >> SHARED_SHIFT,
-            cap: self.words[at + 1],
-        }
+    pub(crate) fn usages(&self) -> impl Iterator<Item = Usage> + '_ {
+        self.words[self.usage_at..self.usage_at + ROW * self.devices]
+            .chunks_exact(ROW)
+            .map(|row| Usage::from_words(row[0], row[1]))
     }
 
     /// The value of `attribute` on device `d`.
@@ -255,10 +245,7 @@ impl Blocks {
     pub(crate) fn set_usage(&mut self, slot: usize, d: usize, usage: Usage) {
         let start = self.offsets[slot] as usize;
         let at = start + self.block(slot).usage_at + ROW * d;
-        self.words[at] = (u32::from(usage.blocked) * BLOCKED)
-            | (u32::from(usage.exclusive) * EXCLUSIVE)
-            | (usage.shared.min(SHARED_MAX) << SHARED_SHIFT);
-        self.words[at + 1] = usage.cap;
+        self.words[at..at + ROW].copy_from_slice(&usage.words());
     }
 
     /// Records how many devices of `slot` are in use.
@@ -353,7 +340,7 @@ mod tests {
             if slot % 2 == 0 {
                 expected.take(Sharing::Shared { max_consumers: 3 });
             }
-            assert_eq!(block.usage(0), expected);
+            assert_eq!(block.usages().next(), Some(expected));
             for d in [0, 150, 299] {
                 let id = interner.value_id(serial, &view.devices[d].device.attributes);
                 match block.cell(d, serial) {

@@ -79,35 +79,48 @@ impl Interner {
     }
 }
 
-/// A device's occupancy by the ledger's state: what the fitting search starts from.
+/// Cordoned or missing: nobody new may take the device.
+const BLOCKED: u32 = 1;
+/// Held (or reserved) exclusively.
+const EXCLUSIVE: u32 = 2;
+/// The shared consumer count sits above the two flag bits (and stops at `SHARED_MAX`).
+const SHARED_SHIFT: u32 = 2;
+const SHARED_MAX: u32 = u32::MAX >> SHARED_SHIFT;
+
+/// A device's occupancy by the ledger's state: what the fitting search starts from. Two words,
+/// as the search blocks store them, so that reading a node's occupancy is a copy: the flags
+/// with the number of shared consumers, and the smallest `maxConsumers` among those consumers
+/// (`u32::MAX` when none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Usage {
-    /// Cordoned or missing: nobody new may take it.
-    pub(crate) blocked: bool,
-    /// Held (or reserved) exclusively.
-    pub(crate) exclusive: bool,
-    /// Shared consumers.
-    pub(crate) shared: u32,
-    /// Smallest `maxConsumers` among the shared consumers (`u32::MAX` when none).
-    pub(crate) cap: u32,
+    flags: u32,
+    cap: u32,
 }
 
 impl Usage {
+    /// Free and not blocked.
+    const FREE: Usage = Usage {
+        flags: 0,
+        cap: u32::MAX,
+    };
+
     pub(crate) fn of(device: &DeviceView) -> Self {
         Self::of_holders(device, |_| true)
     }
 
     /// The occupancy by the consumers whose claim UID `counts`.
     pub(crate) fn of_holders(device: &DeviceView, counts: impl Fn(&str) -> bool) -> Self {
-        let mut usage = Usage {
-            blocked: device.cordoned || device.missing,
-            exclusive: false,
-            shared: 0,
-            cap: u32::MAX,
-        };
+        let mut usage = Usage::FREE;
+        if device.cordoned || device.missing {
+            usage.flags |= BLOCKED;
+        }
         match &device.consumers {
             Consumers::None => {}
-            Consumers::Exclusive { claim_uid } => usage.exclusive = counts(claim_uid),
+            Consumers::Exclusive { claim_uid } => {
+                if counts(claim_uid) {
+                    usage.flags |= EXCLUSIVE;
+                }
+            }
             Consumers::Shared(list) => {
                 for c in list.iter().filter(|c| counts(&c.claim_uid)) {
                     usage.take(Sharing::Shared {
@@ -119,24 +132,46 @@ impl Usage {
         usage
     }
 
+    /// The two words as stored in a search block.
+    #[inline]
+    pub(crate) fn words(self) -> [u32; 2] {
+        [self.flags, self.cap]
+    }
+
+    /// The occupancy stored as `words` in a search block.
+    #[inline]
+    pub(crate) fn from_words(flags: u32, cap: u32) -> Self {
+        Usage { flags, cap }
+    }
+
+    /// How many shared consumers hold the device.
+    #[inline]
+    pub(crate) fn shared(self) -> u32 {
+        self.flags >> SHARED_SHIFT
+    }
+
     /// Whether a request with `sharing` may take the device now.
     #[inline]
     pub(crate) fn usable(self, sharing: Sharing) -> bool {
-        !self.blocked
-            && !self.exclusive
-            && match sharing {
-                Sharing::Exclusive => self.shared == 0,
-                Sharing::Shared { max_consumers } => self.shared < max_consumers.min(self.cap),
+        match sharing {
+            // Neither blocked, nor held exclusively, nor shared.
+            Sharing::Exclusive => self.flags == 0,
+            Sharing::Shared { max_consumers } => {
+                self.flags & (BLOCKED | EXCLUSIVE) == 0
+                    && self.shared() < max_consumers.min(self.cap)
             }
+        }
     }
 
     /// Records one more consumer with `sharing`.
     #[inline]
     pub(crate) fn take(&mut self, sharing: Sharing) {
         match sharing {
-            Sharing::Exclusive => self.exclusive = true,
+            Sharing::Exclusive => self.flags |= EXCLUSIVE,
             Sharing::Shared { max_consumers } => {
-                self.shared += 1;
+                if self.shared() < SHARED_MAX {
+                    self.flags += 1 << SHARED_SHIFT;
+                }
                 self.cap = self.cap.min(max_consumers);
             }
         }

@@ -330,8 +330,7 @@ impl<'a> Prepared<'a> {
 
     fn base_usage(&mut self, entry: &NodeRef<'_>, reservations: NodeReservations<'_>) {
         self.usage.clear();
-        self.usage
-            .extend((0..entry.block.len()).map(|d| entry.block.usage(d)));
+        self.usage.extend(entry.block.usages());
         for (device, _) in reservations.released {
             let view = entry.view();
             if let Some(i) = view.position(device) {
@@ -375,7 +374,7 @@ impl<'a> Prepared<'a> {
             // Pack fills devices that are already shared; Spread prefers the least shared.
             let usage = &self.usage;
             plan.devices.sort_by_key(|&d| {
-                let n = usage[d].shared;
+                let n = usage[d].shared();
                 (
                     if claim.policy == Policy::Pack {
                         u32::MAX - n
