@@ -3,9 +3,14 @@
 //! Besides criterion's timings (1 and 16 callers), prints ops/s for each number of callers, its
 //! ratio to the single caller of the same run and the mean batch size of the group commit; then
 //! the same runs on redb's in-memory backend (no sync), where the time per operation inside a
-//! batch is the writer's own work.
+//! batch is the writer's own work; then on a file whose sync is replaced by a wait of
+//! `EMULATED_SYNC` (a disk that syncs in 0.35 ms, whatever disk the bench runs on; writes still
+//! go to the file, nothing is durable).
 
+use std::fs::OpenOptions;
 use std::hint::black_box;
+use std::io;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -14,7 +19,11 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger, LedgerOptions};
 use dra_allocator::model::{AttributeValue, Device, EffectiveRequest, Policy, Sharing};
-use redb::backends::InMemoryBackend;
+use redb::backends::{FileBackend, InMemoryBackend};
+use redb::StorageBackend;
+
+/// How long a sync of the emulated disk takes.
+const EMULATED_SYNC: Duration = Duration::from_micros(350);
 
 const DRIVER: &str = "gpu.example.com";
 /// 64 devices: each of the 64 callers holds at most one at a time.
@@ -45,6 +54,77 @@ fn one_device() -> EffectiveRequest {
         policy: Policy::Pack,
         same_attribute: None,
     }
+}
+
+/// A file whose `sync_data` waits `EMULATED_SYNC` instead of syncing, counting the syncs and
+/// the time they took. A sleep overshoots by the timer slack and the wake-up, so each one is
+/// shortened by the mean overshoot seen so far.
+#[derive(Debug)]
+struct EmulatedSync {
+    file: FileBackend,
+    syncs: Arc<AtomicU64>,
+    sync_nanos: Arc<AtomicU64>,
+    overshoot_nanos: AtomicU64,
+}
+
+impl StorageBackend for EmulatedSync {
+    fn len(&self) -> Result<u64, io::Error> {
+        self.file.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
+        self.file.read(offset, out)
+    }
+
+    fn set_len(&self, len: u64) -> Result<(), io::Error> {
+        self.file.set_len(len)
+    }
+
+    fn sync_data(&self) -> Result<(), io::Error> {
+        let started = Instant::now();
+        let overshoot = Duration::from_nanos(self.overshoot_nanos.load(Ordering::Relaxed));
+        let asked = EMULATED_SYNC.saturating_sub(overshoot);
+        thread::sleep(asked);
+        let took = started.elapsed();
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        // A moving mean over about 16 syncs.
+        let seen = nanos(took.saturating_sub(asked));
+        let mean = nanos(overshoot);
+        self.overshoot_nanos
+            .store(mean - mean / 16 + seen / 16, Ordering::Relaxed);
+        self.sync_nanos.fetch_add(nanos(took), Ordering::Relaxed);
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
+        self.file.write(offset, data)
+    }
+
+    fn close(&self) -> Result<(), io::Error> {
+        self.file.close()
+    }
+}
+
+/// A ledger on `path` whose syncs take `EMULATED_SYNC`, with the sync counters.
+fn emulated_ledger(path: &Path) -> (Ledger, Arc<AtomicU64>, Arc<AtomicU64>) {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .expect("bench file");
+    let (syncs, sync_nanos) = (Arc::default(), Arc::default());
+    let backend = EmulatedSync {
+        file: FileBackend::new(file).expect("file backend"),
+        syncs: Arc::clone(&syncs),
+        sync_nanos: Arc::clone(&sync_nanos),
+        overshoot_nanos: AtomicU64::new(0),
+    };
+    let ledger = Ledger::open_backend(backend, DRIVER, LedgerOptions::default())
+        .expect("open emulated ledger");
+    (ledger, syncs, sync_nanos)
 }
 
 /// One durable allocate followed by one durable release of a fresh claim.
@@ -120,6 +200,14 @@ fn bench(c: &mut Criterion) {
     let memory = Ledger::open_backend(InMemoryBackend::new(), DRIVER, LedgerOptions::default())
         .expect("open in-memory ledger");
     report("in-memory backend, no sync", &with_inventory(memory), &next);
+    let (emulated, syncs, sync_nanos) = emulated_ledger(&dir.path().join("emulated.redb"));
+    let what = format!("file, sync emulated at {} µs", EMULATED_SYNC.as_micros());
+    report(&what, &with_inventory(emulated), &next);
+    let syncs_done = syncs.load(Ordering::Relaxed).max(1);
+    println!(
+        "ledger_commit ({what}): a sync took {:.0} µs on average ({syncs_done} syncs)",
+        sync_nanos.load(Ordering::Relaxed) as f64 / syncs_done as f64 / 1e3
+    );
 }
 
 /// Prints ops/s for 1, 4, 16 and 64 callers with the ratio to 1 caller, the mean batch size and

@@ -5,8 +5,8 @@
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
-use super::compact::NodeEntry;
 use super::index::FnvBuild;
+use super::inventory::NodeRef;
 use super::search::{Failure, Prepared};
 use super::{FitError, Inventory, NamedRequest, Placement, Reservations, Result, UnsuitableNode};
 use crate::model::Policy;
@@ -79,50 +79,79 @@ pub fn unsuitable_nodes<S: AsRef<str>>(
         return Vec::new();
     }
     let mut prepared = Prepared::new(claims, inventory.interner());
+    // Grown as needed: a large allocation up front makes glibc consolidate every small block the
+    // caller freed since the last check (the previous result's strings) on the spot.
     let mut result: Vec<UnsuitableNode> = Vec::new();
-    let mut seen: HashSet<&str, FnvBuild> =
-        HashSet::with_capacity_and_hasher(candidates.len(), FnvBuild::default());
+    let mut seen = Seen::new(inventory.slots());
     // Candidates are resolved a batch ahead of the search so that the independent lookups
     // overlap their memory latency; a fixed batch keeps this free of allocations.
-    let mut batch: [(&str, Option<&NodeEntry>); BATCH] = [("", None); BATCH];
-    let mut fresh = candidates
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|node| seen.insert(node))
-        .peekable();
-    while fresh.peek().is_some() {
-        let mut filled = 0;
-        for (slot, node) in batch.iter_mut().zip(fresh.by_ref()) {
+    let mut batch: [(&str, Option<NodeRef<'_>>); BATCH] = [("", None); BATCH];
+    for chunk in candidates.chunks(BATCH) {
+        for (slot, node) in batch.iter_mut().zip(chunk) {
+            let node = node.as_ref();
             let entry = inventory.entry(node);
-            if let Some(entry) = entry {
-                entry.warm();
+            if let Some(entry) = &entry {
+                entry.block.touch();
             }
             *slot = (node, entry);
-            filled += 1;
         }
-        for &(node, entry) in &batch[..filled] {
-            let verdict = match entry {
-                None => Err(unknown(node)),
-                Some(entry) => prepared
-                    .fits(inventory.interner(), entry, reservations.on_node(node))
-                    .map_err(|f| unsuitable(node, claims, f)),
-            };
-            if let Err(u) = verdict {
-                result.push(u);
+        for &(node, entry) in &batch[..chunk.len()] {
+            match entry {
+                None if seen.first_unknown(node) => result.push(unknown(node)),
+                Some(entry) if seen.first_slot(entry.slot()) => {
+                    let verdict =
+                        prepared.fits(inventory.interner(), &entry, reservations.on(node));
+                    if let Err(failure) = verdict {
+                        result.push(unsuitable(node, claims, failure));
+                    }
+                }
+                _ => {}
             }
         }
     }
     result
 }
 
-fn placements(entry: &NodeEntry, chosen: Vec<Vec<usize>>) -> Vec<Placement> {
+/// The candidates a gang check has looked at: inventory slots in a bit set, names the inventory
+/// does not know in a set made only when one turns up.
+struct Seen<'a> {
+    slots: Vec<u64>,
+    unknown: Option<HashSet<&'a str, FnvBuild>>,
+}
+
+impl<'a> Seen<'a> {
+    fn new(slots: usize) -> Self {
+        Seen {
+            slots: vec![0; slots.div_ceil(64)],
+            unknown: None,
+        }
+    }
+
+    /// Whether `slot` is seen for the first time (and marks it seen).
+    fn first_slot(&mut self, slot: usize) -> bool {
+        let (word, bit) = (slot / 64, 1u64 << (slot % 64));
+        let first = self.slots[word] & bit == 0;
+        self.slots[word] |= bit;
+        first
+    }
+
+    /// Whether the unknown `node` is seen for the first time (and marks it seen).
+    fn first_unknown(&mut self, node: &'a str) -> bool {
+        self.unknown
+            .get_or_insert_with(HashSet::default)
+            .insert(node)
+    }
+}
+
+fn placements(entry: &NodeRef<'_>, chosen: Vec<Vec<usize>>) -> Vec<Placement> {
+    let view = entry.view();
     chosen
         .into_iter()
         .map(|devices| Placement {
-            node: entry.view.name.clone(),
+            node: view.name.clone(),
             devices: devices
                 .into_iter()
-                .map(|d| entry.view.devices[d].device.name.clone())
+                .map(|d| view.devices[d].device.name.clone())
                 .collect(),
         })
         .collect()
@@ -161,9 +190,9 @@ pub fn choose_for_pod(
         .ok_or_else(|| FitError::Unsuitable(unknown(node)))?;
     let mut prepared = Prepared::new(claims, inventory.interner());
     let chosen = prepared
-        .place(inventory.interner(), entry, reservations.on_node(node))
+        .place(inventory.interner(), &entry, reservations.on(node))
         .map_err(|f| FitError::Unsuitable(unsuitable(node, claims, f)))?;
-    Ok(placements(entry, chosen))
+    Ok(placements(&entry, chosen))
 }
 
 /// Chooses devices for one request on `node`.
@@ -200,41 +229,42 @@ pub fn choose_node_among<S: AsRef<str>>(
     candidates: &[S],
     reservations: &Reservations,
 ) -> Result<Placement> {
-    let mut entries: Vec<&NodeEntry> = candidates
+    let mut entries: Vec<NodeRef<'_>> = candidates
         .iter()
         .filter_map(|c| inventory.entry(c.as_ref()))
         .collect();
-    entries.sort_by(|a, b| a.view.name.cmp(&b.view.name));
-    entries.dedup_by(|a, b| a.view.name == b.view.name);
+    entries.sort_by(|a, b| a.view().name.cmp(&b.view().name));
+    entries.dedup_by_key(|e| e.slot());
     best_node(inventory, claim, entries, reservations)
 }
 
 /// Orders nodes by fraction of devices in use: descending for Pack, ascending for Spread;
 /// then by name.
-fn by_policy(policy: Policy, a: &NodeEntry, b: &NodeEntry) -> Ordering {
+fn by_policy(policy: Policy, a: &NodeRef<'_>, b: &NodeRef<'_>) -> Ordering {
     // in_use_a / total_a compared with in_use_b / total_b without division.
-    let fraction = (a.in_use * b.view.devices.len()).cmp(&(b.in_use * a.view.devices.len()));
+    let (a_block, b_block) = (a.block, b.block);
+    let fraction = (a_block.in_use() * b_block.len()).cmp(&(b_block.in_use() * a_block.len()));
     let fraction = match policy {
         Policy::Pack => fraction.reverse(),
         Policy::Spread => fraction,
     };
-    fraction.then_with(|| a.view.name.cmp(&b.view.name))
+    fraction.then_with(|| a.view().name.cmp(&b.view().name))
 }
 
 fn best_node(
     inventory: &Inventory,
     claim: NamedRequest<'_>,
-    mut entries: Vec<&NodeEntry>,
+    mut entries: Vec<NodeRef<'_>>,
     reservations: &Reservations,
 ) -> Result<Placement> {
-    entries.retain(|e| !e.view.devices.is_empty());
+    entries.retain(|e| e.block.len() > 0);
     entries.sort_by(|a, b| by_policy(claim.request.policy, a, b));
     let claims = [claim];
     let mut prepared = Prepared::new(&claims, inventory.interner());
     let mut first_failure: Option<UnsuitableNode> = None;
     for entry in &entries {
-        let node = entry.view.name.as_str();
-        match prepared.place(inventory.interner(), entry, reservations.on_node(node)) {
+        let node = entry.view().name.as_str();
+        match prepared.place(inventory.interner(), entry, reservations.on(node)) {
             Ok(chosen) => return Ok(placements(entry, chosen).remove(0)),
             Err(f) => {
                 if first_failure.is_none() {

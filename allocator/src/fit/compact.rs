@@ -1,10 +1,9 @@
-//! Compact per-node data the fitting search reads: interned attribute names and values, each
-//! device's occupancy, and one block per node holding both, kept in step with the public
-//! [`NodeView`]. Pure data; no I/O.
+//! Interned attribute names and values, and each device's occupancy as the fitting search reads
+//! it (the per-node search blocks that hold both live in `block.rs`). Pure data; no I/O.
 
 use std::collections::HashMap;
 
-use super::inventory::{Consumers, DeviceView, NodeView};
+use super::inventory::{Consumers, DeviceView};
 use crate::model::{AttributeValue, Attributes, Sharing};
 
 /// The values one attribute takes across the inventory, each with a dense id.
@@ -19,6 +18,7 @@ impl ValueTable {
         self.list.len()
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: u32) -> &AttributeValue {
         &self.list[id as usize]
     }
@@ -29,12 +29,14 @@ impl ValueTable {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Interner {
     names: HashMap<String, u32>,
+    /// Attribute names by id.
+    list: Vec<String>,
     values: Vec<ValueTable>,
 }
 
 impl Interner {
     /// Interns every attribute of `attributes`, returning `(attribute id, value id)` pairs.
-    fn intern(&mut self, attributes: &Attributes) -> Vec<(u32, u32)> {
+    pub(crate) fn intern(&mut self, attributes: &Attributes) -> Vec<(u32, u32)> {
         attributes
             .iter()
             .map(|(name, value)| {
@@ -42,6 +44,7 @@ impl Interner {
                 let attribute = *self.names.entry(name.clone()).or_insert(next);
                 if attribute as usize == self.values.len() {
                     self.values.push(ValueTable::default());
+                    self.list.push(name.clone());
                 }
                 let table = &mut self.values[attribute as usize];
                 let next = u32::try_from(table.list.len()).expect("fewer than 2^32 values");
@@ -59,40 +62,67 @@ impl Interner {
         self.names.get(name).copied()
     }
 
+    #[inline]
     pub(crate) fn values(&self, attribute: u32) -> &ValueTable {
         &self.values[attribute as usize]
     }
+
+    /// How many attribute names are interned (ids are `0..width()`).
+    pub(crate) fn width(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The id of `attribute`'s value on a device with `attributes`, if it carries one.
+    pub(crate) fn value_id(&self, attribute: u32, attributes: &Attributes) -> Option<u32> {
+        let value = attributes.get(self.list.get(attribute as usize)?)?;
+        self.values[attribute as usize].ids.get(value).copied()
+    }
 }
 
-/// Marks an attribute a device does not carry in a node's search block.
-const NO_VALUE: u32 = u32::MAX;
+/// Cordoned or missing: nobody new may take the device.
+const BLOCKED: u32 = 1;
+/// Held (or reserved) exclusively.
+const EXCLUSIVE: u32 = 2;
+/// The shared consumer count sits above the two flag bits (and stops at `SHARED_MAX`).
+const SHARED_SHIFT: u32 = 2;
+const SHARED_MAX: u32 = u32::MAX >> SHARED_SHIFT;
 
-/// A device's occupancy by the ledger's state: what the fitting search starts from.
+/// A device's occupancy by the ledger's state: what the fitting search starts from. Two words,
+/// as the search blocks store them, so that reading a node's occupancy is a copy: the flags
+/// with the number of shared consumers, and the smallest `maxConsumers` among those consumers
+/// (`u32::MAX` when none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Usage {
-    /// Cordoned or missing: nobody new may take it.
-    pub(crate) blocked: bool,
-    /// Held (or reserved) exclusively.
-    pub(crate) exclusive: bool,
-    /// Shared consumers.
-    pub(crate) shared: u32,
-    /// Smallest `maxConsumers` among the shared consumers (`u32::MAX` when none).
-    pub(crate) cap: u32,
+    flags: u32,
+    cap: u32,
 }
 
 impl Usage {
-    fn of(device: &DeviceView) -> Self {
-        let mut usage = Usage {
-            blocked: device.cordoned || device.missing,
-            exclusive: false,
-            shared: 0,
-            cap: u32::MAX,
-        };
+    /// Free and not blocked.
+    const FREE: Usage = Usage {
+        flags: 0,
+        cap: u32::MAX,
+    };
+
+    pub(crate) fn of(device: &DeviceView) -> Self {
+        Self::of_holders(device, |_| true)
+    }
+
+    /// The occupancy by the consumers whose claim UID `counts`.
+    pub(crate) fn of_holders(device: &DeviceView, counts: impl Fn(&str) -> bool) -> Self {
+        let mut usage = Usage::FREE;
+        if device.cordoned || device.missing {
+            usage.flags |= BLOCKED;
+        }
         match &device.consumers {
             Consumers::None => {}
-            Consumers::Exclusive { .. } => usage.exclusive = true,
+            Consumers::Exclusive { claim_uid } => {
+                if counts(claim_uid) {
+                    usage.flags |= EXCLUSIVE;
+                }
+            }
             Consumers::Shared(list) => {
-                for c in list {
+                for c in list.iter().filter(|c| counts(&c.claim_uid)) {
                     usage.take(Sharing::Shared {
                         max_consumers: c.max_consumers,
                     });
@@ -102,115 +132,48 @@ impl Usage {
         usage
     }
 
+    /// The two words as stored in a search block.
+    #[inline]
+    pub(crate) fn words(self) -> [u32; 2] {
+        [self.flags, self.cap]
+    }
+
+    /// The occupancy stored as `words` in a search block.
+    #[inline]
+    pub(crate) fn from_words(flags: u32, cap: u32) -> Self {
+        Usage { flags, cap }
+    }
+
+    /// How many shared consumers hold the device.
+    #[inline]
+    pub(crate) fn shared(self) -> u32 {
+        self.flags >> SHARED_SHIFT
+    }
+
     /// Whether a request with `sharing` may take the device now.
+    #[inline]
     pub(crate) fn usable(self, sharing: Sharing) -> bool {
-        !self.blocked
-            && !self.exclusive
-            && match sharing {
-                Sharing::Exclusive => self.shared == 0,
-                Sharing::Shared { max_consumers } => self.shared < max_consumers.min(self.cap),
+        match sharing {
+            // Neither blocked, nor held exclusively, nor shared.
+            Sharing::Exclusive => self.flags == 0,
+            Sharing::Shared { max_consumers } => {
+                self.flags & (BLOCKED | EXCLUSIVE) == 0
+                    && self.shared() < max_consumers.min(self.cap)
             }
+        }
     }
 
     /// Records one more consumer with `sharing`.
+    #[inline]
     pub(crate) fn take(&mut self, sharing: Sharing) {
         match sharing {
-            Sharing::Exclusive => self.exclusive = true,
+            Sharing::Exclusive => self.flags |= EXCLUSIVE,
             Sharing::Shared { max_consumers } => {
-                self.shared += 1;
+                if self.shared() < SHARED_MAX {
+                    self.flags += 1 << SHARED_SHIFT;
+                }
                 self.cap = self.cap.min(max_consumers);
             }
         }
-    }
-}
-
-/// One node: the public view plus a compact block the search reads (kept in step with the
-/// view): per device a row of its occupancy followed by the value id of every attribute id
-/// known when the node was inserted ([`NO_VALUE`] when absent).
-#[derive(Clone, Debug)]
-pub(crate) struct NodeEntry {
-    pub(crate) view: NodeView,
-    /// Attribute ids with a column in `hot`.
-    width: usize,
-    /// Rows of `ROW_HEAD + width` words, one per device in `view.devices` order.
-    hot: Vec<u32>,
-    pub(crate) in_use: usize,
-}
-
-/// Words before the attribute columns of a row: flags, shared consumers, cap.
-const ROW_HEAD: usize = 3;
-const BLOCKED: u32 = 1;
-const EXCLUSIVE: u32 = 2;
-
-impl NodeEntry {
-    pub(crate) fn new(view: NodeView, interner: &mut Interner) -> Self {
-        let pairs: Vec<Vec<(u32, u32)>> = view
-            .devices
-            .iter()
-            .map(|d| interner.intern(&d.device.attributes))
-            .collect();
-        let width = interner.names.len();
-        let row = ROW_HEAD + width;
-        let mut hot = vec![NO_VALUE; row * view.devices.len()];
-        for (d, pairs) in pairs.iter().enumerate() {
-            for &(attribute, value) in pairs {
-                hot[d * row + ROW_HEAD + attribute as usize] = value;
-            }
-        }
-        let mut entry = NodeEntry {
-            in_use: view.in_use(),
-            view,
-            width,
-            hot,
-        };
-        for i in 0..entry.view.devices.len() {
-            entry.refresh(i);
-        }
-        entry
-    }
-
-    /// Reads one word of every cache line of the search block so that the lines are on their
-    /// way while other candidates are resolved (a prefetch hint; the values are not used).
-    pub(crate) fn warm(&self) {
-        for word in self.hot.iter().step_by(16) {
-            std::hint::black_box(*word);
-        }
-    }
-
-    fn row(&self) -> usize {
-        ROW_HEAD + self.width
-    }
-
-    /// The occupancy of device `d` by the ledger's state.
-    pub(crate) fn usage(&self, d: usize) -> Usage {
-        let at = d * self.row();
-        let flags = self.hot[at];
-        Usage {
-            blocked: flags & BLOCKED != 0,
-            exclusive: flags & EXCLUSIVE != 0,
-            shared: self.hot[at + 1],
-            cap: self.hot[at + 2],
-        }
-    }
-
-    /// The value id of `attribute` on device `d`.
-    pub(crate) fn value_of(&self, d: usize, attribute: u32) -> Option<u32> {
-        let attribute = attribute as usize;
-        if attribute >= self.width {
-            return None;
-        }
-        let value = self.hot[d * self.row() + ROW_HEAD + attribute];
-        (value != NO_VALUE).then_some(value)
-    }
-
-    /// Recomputes the occupancy of device `i` (and the node's count in use) from the view.
-    pub(crate) fn refresh(&mut self, i: usize) {
-        let usage = Usage::of(&self.view.devices[i]);
-        let at = i * self.row();
-        self.hot[at] =
-            (u32::from(usage.blocked) * BLOCKED) | (u32::from(usage.exclusive) * EXCLUSIVE);
-        self.hot[at + 1] = usage.shared;
-        self.hot[at + 2] = usage.cap;
-        self.in_use = self.view.in_use();
     }
 }

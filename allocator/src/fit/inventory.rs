@@ -1,14 +1,16 @@
 //! The in-memory inventory the fitting logic reads: every node's devices with their cordon and
 //! missing flags and current consumers, as the ledger records them. Lookup by node name is
-//! O(1) (see `index.rs`); the compact data the search reads lives in `compact.rs`. Pure data;
-//! no I/O.
+//! O(1) (see `index.rs`); the compact data the search reads lives in one arena (`block.rs`),
+//! the public [`NodeView`]s beside it. Pure data; no I/O.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::compact::{Interner, NodeEntry};
-use super::index::NodeIndex;
+use super::block::Blocks;
+pub(crate) use super::block::NodeRef;
+use super::compact::{Interner, Usage};
+use super::index::{name_tag, NodeIndex};
 use super::FitError;
 use crate::model::{Device, Sharing};
 
@@ -131,8 +133,12 @@ impl NodeView {
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
     index: NodeIndex,
-    /// Entries by slot of `index`; `None` for removed nodes.
-    entries: Vec<Option<NodeEntry>>,
+    /// Views by slot; `None` for free slots.
+    views: Vec<Option<NodeView>>,
+    /// The search data by slot.
+    blocks: Blocks,
+    /// Slots of removed nodes, for reuse.
+    free: Vec<usize>,
     /// Slot by node name, for ordered iteration.
     order: BTreeMap<String, usize>,
     interner: Interner,
@@ -167,32 +173,42 @@ impl Inventory {
                 device: pair[0].device.name.clone(),
             });
         }
-        let (slot, added) = self.index.insert(&view.name);
-        if added {
+        let slot = if let Some(slot) = self.slot(&view.name) {
+            slot
+        } else {
+            let slot = self.free.pop().unwrap_or(self.views.len());
+            if slot == self.views.len() {
+                self.views.push(None);
+            }
+            self.index.insert(name_tag(&view.name), slot);
             self.order.insert(view.name.clone(), slot);
-        }
-        if slot == self.entries.len() {
-            self.entries.push(None);
-        }
-        self.entries[slot] = Some(NodeEntry::new(view, &mut self.interner));
+            slot
+        };
+        self.blocks.write(slot, &view, &mut self.interner);
+        self.views[slot] = Some(view);
         Ok(())
     }
 
     /// Removes a node, returning its view.
     pub fn remove_node(&mut self, node: &str) -> Option<NodeView> {
-        let slot = self.index.remove(node)?;
+        let slot = self.slot(node)?;
+        self.index.remove(name_tag(node), slot);
         self.order.remove(node);
-        self.entries[slot].take().map(|e| e.view)
+        self.blocks.release(slot);
+        self.free.push(slot);
+        self.views[slot].take()
     }
 
     /// The node named `node`.
     pub fn node(&self, node: &str) -> Option<&NodeView> {
-        self.entry(node).map(|e| &e.view)
+        self.slot(node).and_then(|slot| self.views[slot].as_ref())
     }
 
     /// All nodes in name order.
     pub fn nodes(&self) -> impl Iterator<Item = &NodeView> {
-        self.entries().map(|e| &e.view)
+        self.order
+            .values()
+            .filter_map(|&slot| self.views[slot].as_ref())
     }
 
     /// How many nodes.
@@ -212,13 +228,11 @@ impl Inventory {
         device: &str,
         consumers: Consumers,
     ) -> Result<(), FitError> {
-        let entry = self.entry_mut(node)?;
-        let i = Self::position(entry, node, device)?;
-        entry.view.devices[i].consumers = consumers;
-        entry.refresh(i);
+        let (slot, i) = self.device_slot(node, device)?;
+        self.view_mut(slot).devices[i].consumers = consumers;
+        self.refresh(slot, i);
         Ok(())
     }
-
     /// Adds one consumer to a device (a repeat of the same claim is ignored). Fails when an
     /// exclusive holder exists, or when adding exclusively to a device in use.
     pub fn add_consumer(
@@ -228,9 +242,8 @@ impl Inventory {
         claim_uid: &str,
         sharing: Sharing,
     ) -> Result<(), FitError> {
-        let entry = self.entry_mut(node)?;
-        let i = Self::position(entry, node, device)?;
-        let current = &entry.view.devices[i].consumers;
+        let (slot, i) = self.device_slot(node, device)?;
+        let current = &self.view_at(slot).devices[i].consumers;
         let next = match (current, sharing) {
             (Consumers::Exclusive { claim_uid: holder }, _) if holder == claim_uid => return Ok(()),
             (Consumers::Shared(list), Sharing::Shared { .. })
@@ -272,9 +285,8 @@ impl Inventory {
         device: &str,
         claim_uid: &str,
     ) -> Result<(), FitError> {
-        let entry = self.entry_mut(node)?;
-        let i = Self::position(entry, node, device)?;
-        let next = match &entry.view.devices[i].consumers {
+        let (slot, i) = self.device_slot(node, device)?;
+        let next = match &self.view_at(slot).devices[i].consumers {
             Consumers::Exclusive { claim_uid: holder } if holder == claim_uid => Consumers::None,
             Consumers::Shared(list) => {
                 let rest: Vec<_> = list
@@ -300,51 +312,88 @@ impl Inventory {
         device: &str,
         cordoned: bool,
     ) -> Result<(), FitError> {
-        let entry = self.entry_mut(node)?;
-        let i = Self::position(entry, node, device)?;
-        entry.view.devices[i].cordoned = cordoned;
-        entry.refresh(i);
+        let (slot, i) = self.device_slot(node, device)?;
+        self.view_mut(slot).devices[i].cordoned = cordoned;
+        self.refresh(slot, i);
         Ok(())
     }
 
     /// Sets a device's missing flag.
     pub fn set_missing(&mut self, node: &str, device: &str, missing: bool) -> Result<(), FitError> {
-        let entry = self.entry_mut(node)?;
-        let i = Self::position(entry, node, device)?;
-        entry.view.devices[i].missing = missing;
-        entry.refresh(i);
+        let (slot, i) = self.device_slot(node, device)?;
+        self.view_mut(slot).devices[i].missing = missing;
+        self.refresh(slot, i);
         Ok(())
     }
 
-    pub(crate) fn entry(&self, node: &str) -> Option<&NodeEntry> {
-        self.entries[self.index.get(node)?].as_ref()
+    /// The slot of `node`.
+    fn slot(&self, node: &str) -> Option<usize> {
+        self.index
+            .get(name_tag(node), |slot| self.blocks.block(slot).name_is(node))
+    }
+
+    /// The node named `node`, as the search reads it.
+    pub(crate) fn entry(&self, node: &str) -> Option<NodeRef<'_>> {
+        self.index.find(name_tag(node), |slot| {
+            let block = self.blocks.block(slot);
+            block
+                .name_is(node)
+                .then(|| NodeRef::new(block, &self.views, slot))
+        })
+    }
+
+    fn entry_at(&self, slot: usize) -> NodeRef<'_> {
+        NodeRef::new(self.blocks.block(slot), &self.views, slot)
     }
 
     /// Entries in node-name order.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = &NodeEntry> {
-        self.order
-            .values()
-            .filter_map(|&slot| self.entries[slot].as_ref())
+    pub(crate) fn entries(&self) -> impl Iterator<Item = NodeRef<'_>> {
+        self.order.values().map(|&slot| self.entry_at(slot))
+    }
+
+    /// How many slots there are (node slots are below this).
+    pub(crate) fn slots(&self) -> usize {
+        self.views.len()
     }
 
     pub(crate) fn interner(&self) -> &Interner {
         &self.interner
     }
 
-    fn entry_mut(&mut self, node: &str) -> Result<&mut NodeEntry, FitError> {
-        self.index
-            .get(node)
-            .and_then(|slot| self.entries[slot].as_mut())
-            .ok_or_else(|| FitError::UnknownNode(node.to_owned()))
+    fn view_at(&self, slot: usize) -> &NodeView {
+        self.views[slot]
+            .as_ref()
+            .expect("a slot of the index has a view")
     }
 
-    fn position(entry: &NodeEntry, node: &str, device: &str) -> Result<usize, FitError> {
-        entry
-            .view
+    fn view_mut(&mut self, slot: usize) -> &mut NodeView {
+        self.views[slot]
+            .as_mut()
+            .expect("a slot of the index has a view")
+    }
+
+    /// The slot of `node` and the position of `device` among its devices.
+    fn device_slot(&self, node: &str, device: &str) -> Result<(usize, usize), FitError> {
+        let slot = self
+            .slot(node)
+            .ok_or_else(|| FitError::UnknownNode(node.to_owned()))?;
+        let view = self.views[slot]
+            .as_ref()
+            .ok_or_else(|| FitError::UnknownNode(node.to_owned()))?;
+        let i = view
             .position(device)
             .ok_or_else(|| FitError::UnknownDevice {
                 node: node.to_owned(),
                 device: device.to_owned(),
-            })
+            })?;
+        Ok((slot, i))
+    }
+
+    /// Brings the block of `slot` in step with device `i` of its view.
+    fn refresh(&mut self, slot: usize, i: usize) {
+        let view = self.view_at(slot);
+        let (usage, in_use) = (Usage::of(&view.devices[i]), view.in_use());
+        self.blocks.set_usage(slot, i, usage);
+        self.blocks.set_in_use(slot, in_use);
     }
 }

@@ -15,6 +15,8 @@
 //! node gives up and reports it as "too many combinations to check" (interchangeable devices are
 //! tried once, so realistic nodes stay far below that).
 
+mod backtrack;
+mod block;
 mod choose;
 mod compact;
 mod index;
@@ -117,10 +119,22 @@ impl fmt::Display for UnsuitableNode {
     }
 }
 
-/// Devices promised to other pods' pending allocations; they count as taken.
+/// Devices promised to other pods' pending allocations, which count as taken, and holds to leave
+/// out, whose devices count as if those claims did not hold them (a pod's own earlier, possibly
+/// stale, allocations in its gang check).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Reservations {
     by_node: HashMap<String, Vec<(String, Sharing)>>,
+    released: HashMap<String, Vec<(String, String)>>,
+}
+
+/// The reservations and released holds on one node.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NodeReservations<'r> {
+    /// `(device, sharing)` promised to other pods.
+    pub(crate) taken: &'r [(String, Sharing)],
+    /// `(device, claim UID)` holds to leave out.
+    pub(crate) released: &'r [(String, String)],
 }
 
 impl Reservations {
@@ -137,13 +151,36 @@ impl Reservations {
             .push((device.to_owned(), sharing));
     }
 
+    /// Records that the hold of claim `claim_uid` on `device` of `node` is left out: the device
+    /// counts as if that claim did not hold it. A device or holder the inventory does not have
+    /// is ignored.
+    pub fn release(&mut self, node: &str, device: &str, claim_uid: &str) {
+        self.released
+            .entry(node.to_owned())
+            .or_default()
+            .push((device.to_owned(), claim_uid.to_owned()));
+    }
+
     /// The reservations on `node`.
     pub fn on_node(&self, node: &str) -> &[(String, Sharing)] {
         self.by_node.get(node).map_or(&[], Vec::as_slice)
     }
 
-    /// Whether nothing is reserved.
+    /// The released holds on `node`, as `(device, claim UID)`.
+    pub fn released_on_node(&self, node: &str) -> &[(String, String)] {
+        self.released.get(node).map_or(&[], Vec::as_slice)
+    }
+
+    /// Everything recorded for `node`.
+    pub(crate) fn on(&self, node: &str) -> NodeReservations<'_> {
+        NodeReservations {
+            taken: self.on_node(node),
+            released: self.released_on_node(node),
+        }
+    }
+
+    /// Whether nothing is reserved or released.
     pub fn is_empty(&self) -> bool {
-        self.by_node.is_empty()
+        self.by_node.is_empty() && self.released.is_empty()
     }
 }

@@ -3,9 +3,13 @@
 //! (with symmetry breaking between interchangeable devices) for all requests at once.
 //! Pure; works on borrowed inventory data and reuses its buffers from node to node.
 
-use super::compact::{Interner, NodeEntry, Usage};
-use super::NamedRequest;
-use crate::model::{CompiledRequirement, Policy, Sharing};
+use std::fmt::Write as _;
+
+use super::backtrack::Search;
+use super::compact::{Interner, Usage};
+use super::inventory::NodeRef;
+use super::{NamedRequest, NodeReservations};
+use crate::model::{CompiledRequirement, Policy, Requirement, Sharing};
 
 /// Reason texts after "<free> of <count>".
 const DEVICES_FREE: &str = " devices free";
@@ -28,7 +32,7 @@ fn push_number(out: &mut String, mut n: usize) {
 
 /// A reason of the form `claim <name>: <free> of <count> devices free[...] matching <selector>`,
 /// built by appending: the gang check writes one per rejected node.
-fn too_few(name: &str, claim: &Claim, input: usize, free: usize, what: &str) -> Failure {
+fn shortfall_failure(name: &str, claim: &Claim, input: usize, free: usize, what: &str) -> Failure {
     let mut reason = String::with_capacity(
         name.len() + what.len() + claim.matching.len() + claim.same_name.len() + 40,
     );
@@ -49,9 +53,6 @@ fn too_few(name: &str, claim: &Claim, input: usize, free: usize, what: &str) -> 
     }
 }
 
-/// Search steps per node before the search gives up and reports the node unsuitable.
-const STEP_BUDGET: u32 = 50_000;
-
 /// One requirement with its answers memoised per interned value of its attribute.
 struct Check {
     attribute: Option<u32>,
@@ -63,27 +64,54 @@ struct Check {
 }
 
 impl Check {
-    fn matches(&mut self, interner: &Interner, entry: &NodeEntry, d: usize) -> bool {
+    fn new(requirement: &Requirement, interner: &Interner) -> Self {
+        let compiled = CompiledRequirement::new(requirement);
+        let attribute = interner.attribute(&requirement.attribute);
+        Check {
+            attribute,
+            when_missing: compiled.matches_value(None),
+            requirement: compiled,
+            // The inventory does not change during a check, so neither does the value count.
+            memo: vec![0; attribute.map_or(0, |a| interner.values(a).len())],
+        }
+    }
+
+    fn matches(&mut self, interner: &Interner, entry: &NodeRef<'_>, d: usize) -> bool {
         let Some(attribute) = self.attribute else {
             return self.when_missing;
         };
-        let Some(value) = entry.value_of(d, attribute) else {
+        let Some(value) = entry.value_id(interner, d, attribute) else {
             return self.when_missing;
         };
-        let values = interner.values(attribute);
-        if self.memo.is_empty() {
-            self.memo = vec![0; values.len()];
-        }
         match self.memo[value as usize] {
             1 => true,
             2 => false,
             _ => {
-                let hit = self.requirement.matches_value(Some(values.get(value)));
+                let value_text = interner.values(attribute).get(value);
+                let hit = self.requirement.matches_value(Some(value_text));
                 self.memo[value as usize] = if hit { 1 } else { 2 };
                 hit
             }
         }
     }
+}
+
+/// `" matching <selector>"` as [`crate::model::EffectiveRequest::selector_text`] writes the
+/// selector, or empty for an empty selector; built in one string.
+fn matching_text(selector: &[Requirement]) -> String {
+    let mut text = String::new();
+    for (i, requirement) in selector.iter().enumerate() {
+        text.push_str(if i == 0 { " matching " } else { ", " });
+        let _ = write!(text, "{requirement}");
+    }
+    text
+}
+
+/// Too few devices for one request: how many there were, and the reason text after the count.
+#[derive(Clone, Copy)]
+struct Shortfall {
+    free: usize,
+    what: &'static str,
 }
 
 /// Why a node was rejected, before it is tied to a node name.
@@ -95,9 +123,9 @@ pub(crate) struct Failure {
 /// One request's candidate devices on the current node: `devices` split into groups (one per
 /// `sameAttribute` value, or a single group) by `bounds`.
 #[derive(Default)]
-struct Plan {
-    devices: Vec<usize>,
-    bounds: Vec<(usize, usize)>,
+pub(super) struct Plan {
+    pub(super) devices: Vec<usize>,
+    pub(super) bounds: Vec<(usize, usize)>,
 }
 
 /// A request's `sameAttribute`, resolved against the interned attribute names.
@@ -112,9 +140,9 @@ enum Same {
 }
 
 /// What a request needs, resolved against the inventory once per check.
-struct Claim {
-    sharing: Sharing,
-    count: usize,
+pub(super) struct Claim {
+    pub(super) sharing: Sharing,
+    pub(super) count: usize,
     policy: Policy,
     selector: usize,
     same: Same,
@@ -135,6 +163,11 @@ pub(crate) struct Prepared<'a> {
     grouping: Vec<(u32, usize)>,
     groups: Vec<(usize, usize, usize)>,
     chosen: Vec<Vec<usize>>,
+    /// Per device and plan: the device's group in the plan plus one, or 0 (see `Search`).
+    membership: Vec<u32>,
+    /// Reasons written so far in this check, by request and shortfall: nodes that fail alike
+    /// get copies of one text instead of each writing it anew.
+    reasons: Vec<(usize, usize, &'static str, String)>,
 }
 
 impl<'a> Prepared<'a> {
@@ -153,20 +186,11 @@ impl<'a> Prepared<'a> {
                     request
                         .selector
                         .iter()
-                        .map(|r| {
-                            let requirement = CompiledRequirement::new(r);
-                            Check {
-                                attribute: interner.attribute(&r.attribute),
-                                when_missing: requirement.matches_value(None),
-                                requirement,
-                                memo: Vec::new(),
-                            }
-                        })
+                        .map(|r| Check::new(r, interner))
                         .collect(),
                 );
                 selectors.len() - 1
             };
-            let text = request.selector_text();
             compiled.push(Claim {
                 sharing: request.sharing,
                 count: usize::from(request.count),
@@ -177,11 +201,7 @@ impl<'a> Prepared<'a> {
                     Some(a) => interner.attribute(a).map_or(Same::Unknown, Same::Attribute),
                 },
                 same_name: request.same_attribute.clone().unwrap_or_default(),
-                matching: if text.is_empty() {
-                    text
-                } else {
-                    format!(" matching {text}")
-                },
+                matching: matching_text(&request.selector),
             });
         }
         Prepared {
@@ -194,6 +214,8 @@ impl<'a> Prepared<'a> {
             grouping: Vec::new(),
             groups: Vec::new(),
             chosen: Vec::new(),
+            membership: Vec::new(),
+            reasons: Vec::new(),
         }
     }
 
@@ -201,8 +223,8 @@ impl<'a> Prepared<'a> {
     pub(crate) fn place(
         &mut self,
         interner: &Interner,
-        entry: &NodeEntry,
-        reservations: &[(String, Sharing)],
+        entry: &NodeRef<'_>,
+        reservations: NodeReservations<'_>,
     ) -> Result<Vec<Vec<usize>>, Failure> {
         self.fits(interner, entry, reservations)?;
         let mut result = vec![Vec::new(); self.claims.len()];
@@ -217,12 +239,14 @@ impl<'a> Prepared<'a> {
     pub(crate) fn fits(
         &mut self,
         interner: &Interner,
-        entry: &NodeEntry,
-        reservations: &[(String, Sharing)],
+        entry: &NodeRef<'_>,
+        reservations: NodeReservations<'_>,
     ) -> Result<(), Failure> {
         self.base_usage(entry, reservations);
         for input in 0..self.claims.len() {
-            self.plan(input, interner, entry)?;
+            if let Err(shortfall) = self.plan(input, interner, entry) {
+                return Err(self.too_few(input, shortfall));
+            }
         }
         self.check_exclusive_totals()?;
         let mut order = std::mem::take(&mut self.order);
@@ -232,16 +256,15 @@ impl<'a> Prepared<'a> {
         let mut chosen = std::mem::take(&mut self.chosen);
         chosen.resize_with(order.len(), Vec::new);
         chosen.iter_mut().for_each(Vec::clear);
-        let mut search = Search {
-            claims: &self.claims,
-            plans: &self.plans,
-            order: &order,
-            usage: &mut self.usage,
+        self.fill_membership();
+        let mut search = Search::new(
+            &self.claims,
+            &self.plans,
+            &self.membership,
+            &order,
+            &mut self.usage,
             chosen,
-            steps: 0,
-            deepest: 0,
-            exhausted: false,
-        };
+        );
         let found = search.place(0);
         let (deepest, exhausted) = (search.deepest, search.exhausted);
         self.chosen = search.chosen;
@@ -251,23 +274,77 @@ impl<'a> Prepared<'a> {
             return Ok(());
         };
         let name = self.names[claim];
-        let reason = if exhausted {
-            format!("claim {name}: too many combinations to check alongside the pod's other claims")
+        let what = if exhausted {
+            ": too many combinations to check alongside the pod's other claims"
         } else {
-            format!("claim {name}: does not fit alongside the pod's other claims")
+            ": does not fit alongside the pod's other claims"
         };
+        let mut reason = String::with_capacity(6 + name.len() + what.len());
+        reason.push_str("claim ");
+        reason.push_str(name);
+        reason.push_str(what);
         Err(Failure {
             claim: Some(claim),
             reason,
         })
     }
 
-    fn base_usage(&mut self, entry: &NodeEntry, reservations: &[(String, Sharing)]) {
+    /// The failure of request `input` for `shortfall`, its text copied from an earlier node that
+    /// fell short alike when there was one.
+    fn too_few(&mut self, input: usize, shortfall: Shortfall) -> Failure {
+        let Shortfall { free, what } = shortfall;
+        let known = self
+            .reasons
+            .iter()
+            .find(|(i, f, w, _)| *i == input && *f == free && *w == what);
+        let reason = if let Some((_, _, _, text)) = known {
+            text.clone()
+        } else {
+            let failure =
+                shortfall_failure(self.names[input], &self.claims[input], input, free, what);
+            self.reasons
+                .push((input, free, what, failure.reason.clone()));
+            failure.reason
+        };
+        Failure {
+            claim: Some(input),
+            reason,
+        }
+    }
+
+    /// Records each device's group in every plan, so that the search compares two devices'
+    /// places in all plans in one short slice comparison.
+    fn fill_membership(&mut self) {
+        let plans = self.plans.len();
+        self.membership.clear();
+        self.membership.resize(self.usage.len() * plans, 0);
+        for (p, plan) in self.plans.iter().enumerate() {
+            for (g, &(begin, end)) in plan.bounds.iter().enumerate() {
+                let group = u32::try_from(g + 1).unwrap_or(u32::MAX);
+                for &d in &plan.devices[begin..end] {
+                    self.membership[d * plans + p] = group;
+                }
+            }
+        }
+    }
+
+    fn base_usage(&mut self, entry: &NodeRef<'_>, reservations: NodeReservations<'_>) {
         self.usage.clear();
-        self.usage
-            .extend((0..entry.view.devices.len()).map(|d| entry.usage(d)));
-        for (device, sharing) in reservations {
-            if let Some(i) = entry.view.position(device) {
+        self.usage.extend(entry.block.usages());
+        for (device, _) in reservations.released {
+            let view = entry.view();
+            if let Some(i) = view.position(device) {
+                let device = &view.devices[i];
+                self.usage[i] = Usage::of_holders(device, |holder| {
+                    !reservations
+                        .released
+                        .iter()
+                        .any(|(d, uid)| *d == device.device.name && uid == holder)
+                });
+            }
+        }
+        for (device, sharing) in reservations.taken {
+            if let Some(i) = entry.view().position(device) {
                 self.usage[i].take(*sharing);
             }
         }
@@ -279,8 +356,8 @@ impl<'a> Prepared<'a> {
         &mut self,
         input: usize,
         interner: &Interner,
-        entry: &NodeEntry,
-    ) -> Result<(), Failure> {
+        entry: &NodeRef<'_>,
+    ) -> Result<(), Shortfall> {
         let claim = &self.claims[input];
         let checks = &mut self.selectors[claim.selector];
         let plan = &mut self.plans[input];
@@ -297,7 +374,7 @@ impl<'a> Prepared<'a> {
             // Pack fills devices that are already shared; Spread prefers the least shared.
             let usage = &self.usage;
             plan.devices.sort_by_key(|&d| {
-                let n = usage[d].shared;
+                let n = usage[d].shared();
                 (
                     if claim.policy == Policy::Pack {
                         u32::MAX - n
@@ -309,8 +386,7 @@ impl<'a> Prepared<'a> {
             });
         }
         let count = claim.count;
-        let failure =
-            |free: usize, what: &str| too_few(self.names[input], claim, input, free, what);
+        let failure = |free: usize, what: &'static str| Shortfall { free, what };
         if let Same::Unset = claim.same {
             if plan.devices.len() < count {
                 return Err(failure(plan.devices.len(), DEVICES_FREE));
@@ -325,7 +401,7 @@ impl<'a> Prepared<'a> {
             grouping.extend(
                 plan.devices
                     .iter()
-                    .filter_map(|&d| entry.value_of(d, attribute).map(|v| (v, d))),
+                    .filter_map(|&d| entry.value_id(interner, d, attribute).map(|v| (v, d))),
             );
         }
         // Stable: devices keep their preference order within a value.
@@ -418,92 +494,5 @@ impl Prepared<'_> {
             }
         }
         Ok(())
-    }
-}
-
-/// Backtracking over requests (most constrained first) and, per request, over combinations of
-/// devices within one group.
-struct Search<'s> {
-    claims: &'s [Claim],
-    plans: &'s [Plan],
-    order: &'s [usize],
-    usage: &'s mut [Usage],
-    chosen: Vec<Vec<usize>>,
-    steps: u32,
-    deepest: usize,
-    exhausted: bool,
-}
-
-impl Search<'_> {
-    fn place(&mut self, pos: usize) -> bool {
-        if pos == self.order.len() {
-            return true;
-        }
-        self.deepest = self.deepest.max(pos);
-        let input = self.order[pos];
-        for group in 0..self.plans[input].bounds.len() {
-            if self.pick(pos, group, 0, self.claims[input].count) {
-                return true;
-            }
-            if self.exhausted {
-                return false;
-            }
-        }
-        false
-    }
-
-    /// Two devices are interchangeable for the rest of the search when they have the same
-    /// occupancy and the same place (eligibility and group) in every request's plan.
-    fn interchangeable(&self, a: usize, b: usize) -> bool {
-        self.usage[a] == self.usage[b]
-            && self.plans.iter().all(|plan| {
-                let group_of = |d: usize| {
-                    plan.devices
-                        .iter()
-                        .position(|&x| x == d)
-                        .map(|i| plan.bounds.iter().position(|&(s, e)| s <= i && i < e))
-                };
-                group_of(a) == group_of(b)
-            })
-    }
-
-    fn pick(&mut self, pos: usize, group: usize, start: usize, need: usize) -> bool {
-        if need == 0 {
-            return self.place(pos + 1);
-        }
-        let input = self.order[pos];
-        let sharing = self.claims[input].sharing;
-        let plans = self.plans;
-        let (begin, end) = plans[input].bounds[group];
-        let devices = &plans[input].devices[begin..end];
-        // Devices that already failed at this step; an interchangeable one would fail too.
-        let mut failed: Vec<usize> = Vec::new();
-        for i in start..devices.len() {
-            if devices.len() - i < need {
-                break;
-            }
-            self.steps += 1;
-            if self.steps > STEP_BUDGET {
-                self.exhausted = true;
-                return false;
-            }
-            let d = devices[i];
-            let before = self.usage[d];
-            if !before.usable(sharing) || failed.iter().any(|&f| self.interchangeable(f, d)) {
-                continue;
-            }
-            self.usage[d].take(sharing);
-            self.chosen[pos].push(d);
-            if self.pick(pos, group, i + 1, need - 1) {
-                return true;
-            }
-            self.usage[d] = before;
-            self.chosen[pos].pop();
-            if self.exhausted {
-                return false;
-            }
-            failed.push(d);
-        }
-        false
     }
 }

@@ -510,3 +510,116 @@ fn a_pod_without_pending_claims_fits_anywhere() {
     assert_eq!(choose_for_pod(&inv, "n-busy", &[], &none), Ok(vec![]));
     assert!(unsuitable_nodes(&inv, &[], &["n-busy", "unknown"], &none).is_empty());
 }
+
+#[test]
+fn selectors_match_values_of_attributes_with_more_ids_than_a_search_cell_holds() {
+    // 70,000 distinct serial numbers: the ids of the later ones do not fit in a 16-bit cell of
+    // the search block and are looked up through the node's view instead.
+    let nodes = (0..70).map(|n| {
+        let devices = (0..1000)
+            .map(|d| {
+                let serial = n * 1000 + d;
+                DeviceView::free(
+                    Device::new(format!("gpu-{d:04}"))
+                        .with("serial", AttributeValue::Int(serial))
+                        .with("numa", AttributeValue::Int(serial % 2)),
+                )
+            })
+            .collect();
+        NodeView::new(format!("n{n:02}"), devices)
+    });
+    let inv = Inventory::from_nodes(nodes).unwrap();
+    let late = EffectiveRequest {
+        selector: vec![Requirement::new(
+            "serial",
+            Operator::In,
+            &["69998", "69999"],
+        )],
+        ..req(2).same("numa").0
+    };
+    let claims = [NamedRequest {
+        name: "late",
+        request: &late,
+    }];
+    let none = Reservations::new();
+    let placement = choose_node(&inv, claims[0], &none).unwrap_err();
+    // The two devices hold different numa values, so sameAttribute rules them out together.
+    assert!(placement.to_string().contains("with one value of numa"));
+    let pair = EffectiveRequest {
+        same_attribute: None,
+        ..late.clone()
+    };
+    let placed = choose_node(
+        &inv,
+        NamedRequest {
+            name: "pair",
+            request: &pair,
+        },
+        &none,
+    )
+    .unwrap();
+    assert_eq!(placed.node, "n69");
+    assert_eq!(placed.devices, ["gpu-0998", "gpu-0999"]);
+    let candidates: Vec<String> = (0..70).map(|n| format!("n{n:02}")).collect();
+    let claims = [NamedRequest {
+        name: "pair",
+        request: &pair,
+    }];
+    let unsuitable = unsuitable_nodes(&inv, &claims, &candidates, &none);
+    assert_eq!(unsuitable.len(), 69);
+    assert!(unsuitable.iter().all(|u| u.node != "n69"));
+    assert_eq!(
+        unsuitable[0].reason,
+        "claim pair: 0 of 2 devices free matching serial In [69998, 69999]"
+    );
+}
+
+#[test]
+fn released_holds_count_as_free_exactly_as_if_the_consumers_were_removed() {
+    // (consumers of device a, holds released on a)
+    let table: Vec<(Consumers, Vec<&str>)> = vec![
+        (exclusive("u1"), vec!["u1"]),
+        (exclusive("u1"), vec!["u2"]),
+        (shared(&[1, 4]), vec!["s0"]),
+        (shared(&[1, 4]), vec!["s1"]),
+        (shared(&[2, 2]), vec!["s0", "s1"]),
+        (Consumers::None, vec!["u1"]),
+    ];
+    let two = req(2);
+    let one_shared = req(1).shared(2);
+    for (consumers, released) in table {
+        let held = one_node(vec![
+            used(gpu("a", "H200", 0), consumers.clone()),
+            gpu("b", "H200", 0),
+        ]);
+        let mut freed = held.clone();
+        let mut reservations = Reservations::new();
+        for uid in &released {
+            freed.remove_consumer("n1", "a", uid).unwrap();
+            reservations.release("n1", "a", uid);
+        }
+        // A released hold on a device or node the inventory lacks changes nothing.
+        reservations.release("n1", "zz", "u1");
+        reservations.release("n9", "a", "u1");
+        for request in [&two, &one_shared] {
+            let claims = [NamedRequest {
+                name: "c",
+                request: &request.0,
+            }];
+            let candidates = ["n1"];
+            assert_eq!(
+                unsuitable_nodes(&held, &claims, &candidates, &reservations),
+                unsuitable_nodes(&freed, &claims, &candidates, &Reservations::new()),
+                "{consumers:?} released {released:?}"
+            );
+            assert_eq!(
+                choose_for_pod(&held, "n1", &claims, &reservations),
+                choose_for_pod(&freed, "n1", &claims, &Reservations::new()),
+            );
+        }
+        assert_eq!(
+            held.node("n1").unwrap().device("a").unwrap().consumers,
+            consumers
+        );
+    }
+}

@@ -322,28 +322,18 @@ impl Ledger {
                 .iter()
                 .map(|(name, request)| NamedRequest { name, request })
                 .collect();
-            let none = Reservations::new();
-            if held.is_empty() {
-                return Ok(fit::unsuitable_nodes(
-                    &state.inventory,
-                    &named,
-                    &candidates,
-                    &none,
-                ));
-            }
-            let mut inventory = state.inventory.clone();
+            // The pod's own holds are left out inside the check; the inventory is not copied.
+            let mut own = Reservations::new();
             for allocation in &held {
                 for device in &allocation.devices {
-                    // A device gone from the inventory has no consumer to drop.
-                    let _ =
-                        inventory.remove_consumer(&allocation.node, device, &allocation.claim.uid);
+                    own.release(&allocation.node, device, &allocation.claim.uid);
                 }
             }
             Ok(fit::unsuitable_nodes(
-                &inventory,
+                &state.inventory,
                 &named,
                 &candidates,
-                &none,
+                &own,
             ))
         })
     }

@@ -78,6 +78,9 @@ pub struct Undecodable {
     pub reason: String,
 }
 
+/// Bytes reserved for encoding one record (most are 40-200 bytes).
+const ENCODE_CAPACITY: usize = 256;
+
 /// The redb value type of a postcard-encoded [`Record`]. Decoding never panics: a value that does
 /// not decode reads as `Err(Undecodable)`.
 #[derive(Debug)]
@@ -112,7 +115,8 @@ impl<T: Record> Value for Stored<T> {
         Self: 'b,
     {
         match value {
-            Ok(record) => postcard::to_allocvec(record)
+            // Sized for a typical record, so that encoding rarely grows the buffer.
+            Ok(record) => postcard::to_extend(record, Vec::with_capacity(ENCODE_CAPACITY))
                 .expect("postcard encoding of a ledger record into memory cannot fail"),
             Err(undecodable) => undecodable.bytes.clone(),
         }

@@ -1,6 +1,8 @@
 //! Table access inside the writer's transaction: typed get/put/remove, the journal and the audit
 //! log with their retention bounds. Every write of an operation goes through here. The tables are
-//! opened once per batch ([`Tables`]) and shared by all of its operations.
+//! opened once per batch ([`Tables`]) and shared by all of its operations, and the journal and
+//! the audit log are pruned back to their bounds once per batch ([`Tables::prune`]), after its
+//! last operation, instead of after every append.
 
 use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
@@ -12,10 +14,11 @@ use super::tables::{
     AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, IntentId, Stored, ALLOCATIONS, AUDIT,
     CLAIM_INTENTS, DEVICES, INTENTS, PENDING_INTENTS,
 };
-use super::writer::Tx;
+use super::writer::{Retention, Tx};
 use super::{LedgerError, Result};
 
-/// How many journal entries one operation prunes at most, so no single operation stalls.
+/// How many journal entries one batch prunes at most per operation it carries, so that no
+/// commit stalls on a backlog (after the retention bound was lowered, say).
 const PRUNE_PER_OPERATION: usize = 64;
 
 /// Every table an operation touches, open for the whole batch's transaction. Opening a table
@@ -42,6 +45,52 @@ impl<'t> Tables<'t> {
             by_claim: txn.open_table(CLAIM_INTENTS).map_err(storage)?,
             audit: txn.open_table(AUDIT).map_err(storage)?,
         })
+    }
+
+    /// Prunes the oldest resolved journal entries (at most [`PRUNE_PER_OPERATION`] per operation
+    /// of the batch) and the oldest audit entries beyond their retention bounds. Called once per
+    /// batch after its operations, so the bounds hold at every commit.
+    pub(crate) fn prune(&mut self, retention: Retention, operations: usize) -> Result<()> {
+        self.prune_intents(retention.intents, operations.max(1) * PRUNE_PER_OPERATION)?;
+        let mut excess = self
+            .audit
+            .len()
+            .map_err(LedgerError::storage)?
+            .saturating_sub(retention.audit);
+        while excess > 0 {
+            self.audit.pop_first().map_err(LedgerError::storage)?;
+            excess -= 1;
+        }
+        Ok(())
+    }
+
+    fn prune_intents(&mut self, retention: u64, most: usize) -> Result<()> {
+        let excess = self
+            .intents
+            .len()
+            .map_err(LedgerError::storage)?
+            .saturating_sub(retention);
+        if excess == 0 {
+            return Ok(());
+        }
+        let mut doomed = Vec::new();
+        for entry in self.intents.iter().map_err(LedgerError::storage)? {
+            if doomed.len() as u64 >= excess || doomed.len() >= most {
+                break;
+            }
+            let (key, value) = entry.map_err(LedgerError::storage)?;
+            let record = decoded("intents", value.value())?;
+            if !record.is_open() {
+                doomed.push((key.value(), record.claim_uid));
+            }
+        }
+        for (id, uid) in doomed {
+            self.intents.remove(id).map_err(LedgerError::storage)?;
+            self.by_claim
+                .remove(ClaimIntentKey::new(&uid, id))
+                .map_err(LedgerError::storage)?;
+        }
+        Ok(())
     }
 }
 
@@ -122,7 +171,7 @@ impl Tx<'_, '_> {
     }
 
     /// Appends a journal entry (and its claim index entry; an open allocate intent also goes
-    /// into the pending index), then prunes the oldest resolved entries beyond retention.
+    /// into the pending index). The batch prunes the journal after its last operation.
     pub(crate) fn journal(&mut self, record: IntentRecord) -> Result<IntentId> {
         let id = IntentId(self.state.next_intent);
         let tables = &mut *self.tables;
@@ -141,7 +190,6 @@ impl Tx<'_, '_> {
             .insert(id, Ok(record))
             .map_err(LedgerError::storage)?;
         self.state.next_intent += 1;
-        self.prune_intents()?;
         Ok(id)
     }
 
@@ -170,57 +218,18 @@ impl Tx<'_, '_> {
         Ok(())
     }
 
-    /// Appends an audit entry and prunes the oldest beyond retention.
+    /// Appends an audit entry; the batch prunes the log after its last operation.
     pub(crate) fn audit(&mut self, event: AuditEvent) -> Result<()> {
         let seq = AuditSeq(self.state.next_audit);
         let record = AuditRecord {
             at_ms: self.now(),
             event,
         };
-        let table = &mut self.tables.audit;
-        table
+        self.tables
+            .audit
             .insert(seq, Ok(record))
             .map_err(LedgerError::storage)?;
         self.state.next_audit += 1;
-        let mut excess = table
-            .len()
-            .map_err(LedgerError::storage)?
-            .saturating_sub(self.state.retention.audit);
-        while excess > 0 {
-            table.pop_first().map_err(LedgerError::storage)?;
-            excess -= 1;
-        }
-        Ok(())
-    }
-
-    fn prune_intents(&mut self) -> Result<()> {
-        let tables = &mut *self.tables;
-        let excess = tables
-            .intents
-            .len()
-            .map_err(LedgerError::storage)?
-            .saturating_sub(self.state.retention.intents);
-        if excess == 0 {
-            return Ok(());
-        }
-        let mut doomed = Vec::new();
-        for entry in tables.intents.iter().map_err(LedgerError::storage)? {
-            if doomed.len() as u64 >= excess || doomed.len() >= PRUNE_PER_OPERATION {
-                break;
-            }
-            let (key, value) = entry.map_err(LedgerError::storage)?;
-            let record = decoded("intents", value.value())?;
-            if !record.is_open() {
-                doomed.push((key.value(), record.claim_uid));
-            }
-        }
-        for (id, uid) in doomed {
-            tables.intents.remove(id).map_err(LedgerError::storage)?;
-            tables
-                .by_claim
-                .remove(ClaimIntentKey::new(&uid, id))
-                .map_err(LedgerError::storage)?;
-        }
         Ok(())
     }
 }

@@ -267,7 +267,20 @@ impl Writer {
                     break;
                 }
             }
+            let pruned = match poisoned {
+                None => tables.prune(state.retention, batch.len()),
+                Some(_) => Ok(()),
+            };
             drop(tables);
+            if let Err(error) = pruned {
+                tracing::error!(%error, batch_size = batch.len(), "Failed to prune the ledger journal");
+                drop(txn.abort());
+                state.reload(db)?;
+                fail_all(batch, &error.to_string(), |reason| LedgerError::Commit {
+                    reason,
+                });
+                return Ok(());
+            }
             if let Some(i) = poisoned {
                 drop(txn.abort());
                 state.reload(db)?;

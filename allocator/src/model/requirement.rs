@@ -167,7 +167,12 @@ impl ParsedValue {
                 _ => None,
             },
             quantity: Quantity::parse(text).ok(),
-            version: Version::parse(text).ok(),
+            // Strict semver starts with a digit; skipping other text spares building the error
+            // of a parse that must fail (most values are names such as `H200`).
+            version: text
+                .starts_with(|c: char| c.is_ascii_digit())
+                .then(|| Version::parse(text).ok())
+                .flatten(),
         }
     }
 

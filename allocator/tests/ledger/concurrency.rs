@@ -128,3 +128,60 @@ fn concurrent_allocate_and_release_with_sharing_keeps_invariants() {
     }
     assert_consistent(&reopened);
 }
+
+#[test]
+fn journal_and_audit_stay_within_retention_when_batches_carry_many_operations() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dra_allocator::ledger::Ledger::open_with(
+        dir.path().join("ledger.redb"),
+        DRIVER,
+        dra_allocator::ledger::LedgerOptions {
+            audit_retention: 7,
+            intent_retention: 5,
+            ..options()
+        },
+    )
+    .unwrap();
+    ledger.set_inventory("node-a", gpus(8, "H100")).unwrap();
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let ledger = ledger.clone();
+            let barrier = barrier.clone();
+            thread::spawn(move || {
+                barrier.wait();
+                for c in 0..CLAIMS_PER_THREAD {
+                    let uid = format!("t{t}-c{c}");
+                    match ledger.allocate(allocate(&uid, None, request(1, Sharing::Exclusive))) {
+                        Ok(_) => {
+                            ledger.release(&uid).unwrap();
+                        }
+                        Err(LedgerError::Unsatisfiable { .. }) => {}
+                        Err(other) => panic!("unexpected error: {other}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+
+    let stats = ledger.commit_stats();
+    assert!(
+        stats.operations > stats.commits,
+        "batches of more than one operation"
+    );
+    assert_eq!(ledger.audit_since(0, 1000).unwrap().len(), 7);
+    let report = ledger.verify().unwrap();
+    assert!(report.is_consistent(), "{:?}", report.problems);
+    assert!(
+        report.intents <= 5,
+        "journal kept {} entries",
+        report.intents
+    );
+    drop(ledger);
+    let reopened = open(dir.path());
+    assert_eq!(reopened.audit_since(0, 1000).unwrap().len(), 7);
+    assert!(reopened.verify().unwrap().intents <= 5);
+}

@@ -434,3 +434,45 @@ fn selector_and_node_choice_are_respected() {
     );
     assert_consistent(&ledger);
 }
+
+#[test]
+fn gang_check_counts_the_pods_own_holds_as_free_and_leaves_them_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    ledger.set_inventory("node-b", gpus(2, "H100")).unwrap();
+    // The pod's claim holds one device of node-a from an earlier (stale) allocation, another
+    // claim one device of node-b.
+    ledger
+        .allocate(allocate(
+            "own",
+            Some("node-a"),
+            request(1, Sharing::Exclusive),
+        ))
+        .unwrap();
+    ledger
+        .allocate(allocate(
+            "other",
+            Some("node-b"),
+            request(1, Sharing::Exclusive),
+        ))
+        .unwrap();
+    let claims = vec![("own".to_owned(), request(2, Sharing::Exclusive))];
+    let candidates = vec!["node-a".to_owned(), "node-b".to_owned()];
+
+    let blocked = ledger
+        .unsuitable_nodes(claims.clone(), candidates.clone(), &[])
+        .unwrap();
+    let ignoring = ledger
+        .unsuitable_nodes(claims, candidates, &["own".to_owned()])
+        .unwrap();
+
+    let nodes = |list: &[dra_allocator::fit::UnsuitableNode]| {
+        list.iter().map(|u| u.node.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(nodes(&blocked), ["node-a", "node-b"]);
+    assert_eq!(nodes(&ignoring), ["node-b"]);
+    assert_eq!(ignoring[0].reason, "claim own: 1 of 2 devices free");
+    assert!(ledger.allocation("own").unwrap().is_some());
+    assert_consistent(&ledger);
+}
