@@ -8,6 +8,10 @@
 
 mod cli;
 
+/// Every command of the binary allocates through mimalloc (see the workspace's Cargo.toml).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     cli::main()
 }

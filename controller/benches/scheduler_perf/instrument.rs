@@ -175,9 +175,32 @@ where
 /// User plus system CPU time of process `pid` (`self` for this one), from `/proc/<pid>/stat`.
 /// `None` where procfs is not available.
 pub fn cpu_time(pid: &str) -> Option<Duration> {
+    stat_cpu(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// CPU time of this process's threads whose name starts with one of `prefixes` (a thread that
+/// has ended is not counted, so the threads measured must outlive the measurement).
+pub fn threads_cpu(prefixes: &[&str]) -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+        .filter(|stat| {
+            let name = stat
+                .find('(')
+                .zip(stat.rfind(')'))
+                .map_or("", |(open, close)| &stat[open + 1..close]);
+            prefixes.iter().any(|p| name.starts_with(p))
+        })
+        .filter_map(|stat| stat_cpu(&stat))
+        .sum()
+}
+
+fn stat_cpu(stat: &str) -> Option<Duration> {
     // Clock ticks per second of utime/stime; 100 on every Linux platform this runs on.
     const TICKS_PER_SECOND: u64 = 100;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which is in parentheses and may contain spaces).
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();

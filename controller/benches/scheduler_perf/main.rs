@@ -43,9 +43,14 @@ use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
 use tokio::task::JoinHandle;
 
-use instrument::{cpu_time, Recorder, TimingLayer};
+use instrument::{cpu_time, threads_cpu, Recorder, TimingLayer};
 use report::{Measured, Stage};
 use tracker::Tracker;
+
+/// The allocator of the `dra-ledger` binary, so that the controller in this process allocates as
+/// it does there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Nodes of the simulated cluster and devices per node.
 const NODES: usize = 100;
@@ -56,6 +61,9 @@ const CREATE_CONCURRENCY: usize = 32;
 const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
 /// The release whose scheduler allocates (structured DRA).
 const STRUCTURED: &str = "1.34";
+/// The names of the threads that run the controller (its runtime and its ledger's writer), whose
+/// CPU time is the controller's; the rest of this process is the load generator and its watches.
+const CONTROLLER_THREADS: [&str; 2] = ["controller", "ledger-writer"];
 
 /// One workload.
 struct Variant {
@@ -176,16 +184,25 @@ enum Work {
     ),
 }
 
-/// Starts what the controller does on `release`, its API requests and commits timed.
-async fn start_work(
-    plain: &Client,
-    controller_client: Client,
-    recorder: &Recorder,
-    release: &str,
-    workers: usize,
-) -> anyhow::Result<Work> {
+/// The objects the workload needs on `release`; on 1.30 the environment of the classic driver.
+async fn prepare_release(plain: &Client, release: &str) -> anyhow::Result<Option<Env>> {
     if release == STRUCTURED {
         structured::prepare(plain, DRIVER).await?;
+        return Ok(None);
+    }
+    let env = Env::connect(plain.clone()).await;
+    prepare(&env).await;
+    Ok(Some(env))
+}
+
+/// Starts what the controller does (with `env` on 1.30), its API requests and commits timed.
+async fn start_work(
+    env: Option<Env>,
+    controller_client: Client,
+    recorder: &Recorder,
+    workers: usize,
+) -> anyhow::Result<Work> {
+    let Some(env) = env else {
         let dir = tempfile::tempdir()?.keep();
         let options = LedgerOptions {
             on_commit: Some(recorder.commit_hook()),
@@ -204,9 +221,7 @@ async fn start_work(
             .await
             .context("the mirror did not become ready")?;
         return Ok(Work::Mirror(mirror, stop, task));
-    }
-    let env = Env::connect(plain.clone()).await;
-    prepare(&env).await;
+    };
     let options = LedgerOptions {
         on_commit: Some(recorder.commit_hook()),
         ..LedgerOptions::default()
@@ -224,19 +239,26 @@ async fn start_work(
     Ok(Work::Allocate(Box::new((env, running))))
 }
 
-async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
+async fn run(
+    variant: &Variant,
+    workers: usize,
+    controller_rt: &tokio::runtime::Handle,
+) -> anyhow::Result<Measured> {
     let sim = SimProcess::start(variant.release)?;
     let plain = client(&sim.url, None)?;
     let recorder = Recorder::default();
-    let controller_client = client(&sim.url, Some(TimingLayer(recorder.clone())))?;
-    let work = start_work(
-        &plain,
-        controller_client,
-        &recorder,
-        variant.release,
-        workers,
-    )
-    .await?;
+    // The controller, its client included, runs on its own runtime, so that its CPU time can be
+    // read apart from the load generator's.
+    let env = prepare_release(&plain, variant.release).await?;
+    let work = {
+        let (recorder, url) = (recorder.clone(), sim.url.clone());
+        controller_rt
+            .spawn(async move {
+                let controller_client = client(&url, Some(TimingLayer(recorder.clone())))?;
+                start_work(env, controller_client, &recorder, workers).await
+            })
+            .await??
+    };
     let structured = variant.release == STRUCTURED;
     let tracker = Tracker::start(&plain, variant.claims.len(), structured);
 
@@ -251,7 +273,8 @@ async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
     );
 
     recorder.take();
-    let (own_cpu, sim_cpu) = (cpu_time("self").unwrap_or_default(), sim.cpu());
+    let own_cpu = cpu_time("self").unwrap_or_default();
+    let (controller_cpu, sim_cpu) = (threads_cpu(&CONTROLLER_THREADS), sim.cpu());
     let started = Instant::now();
     let measured = ("measured", variant.measured_pods);
     create_pods(&plain, &tracker, measured, variant.claims, variant.release).await;
@@ -259,7 +282,11 @@ async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
     let total = variant.init_pods + variant.measured_pods;
     let seen = tracker.wait_bound(total, PHASE_TIMEOUT).await;
     let wall = started.elapsed();
-    let controller_cpu = cpu_time("self").unwrap_or_default().saturating_sub(own_cpu);
+    let controller_cpu = threads_cpu(&CONTROLLER_THREADS).saturating_sub(controller_cpu);
+    let load_cpu = cpu_time("self")
+        .unwrap_or_default()
+        .saturating_sub(own_cpu)
+        .saturating_sub(controller_cpu);
     let sim_cpu = sim.cpu().saturating_sub(sim_cpu);
     let timings = recorder.take();
     tracker.stop();
@@ -294,8 +321,10 @@ async fn run(variant: &Variant, workers: usize) -> anyhow::Result<Measured> {
         created,
         wall,
         controller_cpu,
+        load_cpu,
         sim_cpu,
         latencies: Stage::all(&timelines),
+        split: Stage::split(&timelines),
         timings,
     })
 }
@@ -343,13 +372,20 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // Its blocking threads are kept alive for the whole run: an ended thread's CPU time would no
+    // longer be counted.
+    let controller_rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("controller")
+        .thread_keep_alive(PHASE_TIMEOUT * 4)
+        .enable_all()
+        .build()?;
     let mut results = Vec::new();
     for variant in &variants {
         eprintln!(
             "scheduler_perf: running {} on {} ...",
             variant.name, variant.release
         );
-        results.push(runtime.block_on(run(variant, workers))?);
+        results.push(runtime.block_on(run(variant, workers, controller_rt.handle()))?);
     }
     report::print(&results, workers);
     Ok(())

@@ -73,6 +73,32 @@ impl Stage {
         ]
     }
 
+    /// The mean time of a bound pod spent in the controller's step (from its scheduling context
+    /// to its last claim allocated) and in the simulator's steps (the rest of creation to
+    /// binding). On 1.34 the controller is not on a pod's path: all of it is the simulator's.
+    pub fn split(pods: &[PodTimes]) -> (Duration, Duration) {
+        let mut controller = Duration::ZERO;
+        let mut sim = Duration::ZERO;
+        let mut count = 0u32;
+        for pod in pods {
+            let (Some(created), Some(bound)) = (pod.created, pod.bound) else {
+                continue;
+            };
+            let own = match (pod.context, pod.allocated_at) {
+                (Some(context), Some(allocated)) => allocated.saturating_duration_since(context),
+                _ => Duration::ZERO,
+            };
+            let total = bound.saturating_duration_since(created);
+            controller += own;
+            sim += total.saturating_sub(own);
+            count += 1;
+        }
+        if count == 0 {
+            return (Duration::ZERO, Duration::ZERO);
+        }
+        (controller / count, sim / count)
+    }
+
     /// The `p`-th percentile (0..=100), zero when empty.
     pub fn percentile(&self, p: usize) -> Duration {
         if self.sorted.is_empty() {
@@ -99,12 +125,16 @@ pub struct Measured {
     pub created: Duration,
     /// From the first creation to the last binding.
     pub wall: Duration,
-    /// CPU of this process (controller, plus the load generator and its watches).
+    /// CPU of the controller's threads (its runtime and its ledger's writer).
     pub controller_cpu: Duration,
+    /// CPU of the rest of this process: the load generator and its watches.
+    pub load_cpu: Duration,
     /// CPU of the simulator process.
     pub sim_cpu: Duration,
     /// Creation to binding, and the steps in between.
     pub latencies: Vec<Stage>,
+    /// The mean time of a pod in the controller's step and in the simulator's ([`Stage::split`]).
+    pub split: (Duration, Duration),
     /// The controller's operations during the phase.
     pub timings: BTreeMap<String, Timing>,
 }
@@ -119,14 +149,19 @@ pub fn print(results: &[Measured], workers: usize) {
     println!("scheduler_perf on the simulated cluster: 100 nodes x 20 devices, {workers} controller workers on 1.30");
     println!();
     println!(
-        "| release | workload | pods | claims | bound | pods/s | p50 ms | p99 ms | controller CPU s | sim CPU s | controller CPU ms/pod |"
+        "| release | workload | pods | claims | bound | pods/s | p50 ms | p99 ms | controller CPU ms/pod | sim CPU ms/pod | load generator CPU ms/pod | sim share of CPU | sim share of a pod's time |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in results {
         let total = &r.latencies[0];
         let rate = r.bound as f64 / r.wall.as_secs_f64();
+        let per_pod = |d: Duration| d.as_secs_f64() * 1000.0 / r.bound.max(1) as f64;
+        let share = |part: Duration, other: Duration| {
+            100.0 * part.as_secs_f64() / (part + other).as_secs_f64().max(f64::MIN_POSITIVE)
+        };
+        let (controller_time, sim_time) = r.split;
         println!(
-            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {:.2} | {:.2} | {:.2} | {:.0} % | {:.0} % |",
             r.release,
             r.name,
             r.pods,
@@ -135,11 +170,20 @@ pub fn print(results: &[Measured], workers: usize) {
             rate,
             ms(total.percentile(50)),
             ms(total.percentile(99)),
-            r.controller_cpu.as_secs_f64(),
-            r.sim_cpu.as_secs_f64(),
-            r.controller_cpu.as_secs_f64() * 1000.0 / r.bound.max(1) as f64,
+            per_pod(r.controller_cpu),
+            per_pod(r.sim_cpu),
+            per_pod(r.load_cpu),
+            share(r.sim_cpu, r.controller_cpu),
+            share(sim_time, controller_time),
         );
     }
+    println!();
+    println!(
+        "CPU: the controller's threads, the simulator process, and the rest of this process (pod \
+         creation and the watches that time each pod). A pod's time: its scheduling context to \
+         its claims allocated is the controller's step, the rest the simulator's (on 1.34 all of \
+         it: the scheduler allocates, the controller mirrors)."
+    );
     for r in results {
         println!();
         println!(
