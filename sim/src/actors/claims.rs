@@ -12,7 +12,9 @@ pub mod generated;
 pub mod reservations;
 pub mod structured;
 
-use std::sync::Arc;
+use dra_framework::sync::LockExt;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Pod, PodResourceClaimStatus};
 use k8s_openapi::api::resource::v1alpha2::{ResourceClaim, ResourceClaimTemplate};
@@ -35,6 +37,10 @@ pub struct ClaimController {
     templates: Store<ResourceClaimTemplate>,
     /// The claims of the store by the UID of the pod that controls them.
     owned: OwnedClaims,
+    /// The claims this controller created that the store may not show yet, by pod UID and pod
+    /// claim name (upstream's mutation cache): a sync of a pod whose cached status predates the
+    /// controller's own write adopts them instead of creating others.
+    created: Mutex<HashMap<(String, String), String>>,
     /// Pods whose template claims may need creating.
     pub pod_queue: Arc<WorkQueue<ObjectKey>>,
     /// Claims whose reservations may need cleaning.
@@ -171,6 +177,7 @@ impl ClaimController {
             claims,
             templates,
             owned: OwnedClaims::new(),
+            created: Mutex::new(HashMap::new()),
             pod_queue: WorkQueue::new(),
             claim_queue: WorkQueue::new(),
         }
@@ -188,7 +195,12 @@ impl ClaimController {
                 }
                 self.queue_claims_of(pod);
             }
-            Change::Deleted(pod) => self.queue_claims_of(pod),
+            Change::Deleted(pod) => {
+                if let Some(uid) = &pod.metadata.uid {
+                    self.created.lock_or_recover().retain(|(pod, _), _| pod != uid);
+                }
+                self.queue_claims_of(pod);
+            }
             Change::Resynced => {
                 for claim in self.claims.state() {
                     self.claim_queue.add(ObjectKey::of(&claim.metadata));
@@ -219,20 +231,14 @@ impl ClaimController {
         }
     }
 
-    /// Creates the missing template claims of a pod and records them in the pod status.
+    /// Creates the missing template claims of a pod and records them in the pod status. Decides
+    /// on the cached pod, as upstream does: a cache that predates this controller's own status
+    /// write finds the claims it created (store or mutation cache) and records them again.
     pub async fn sync_pod(&self, key: ObjectKey) -> Result<Next> {
-        let Some(cached) = self
+        let Some(pod) = self
             .pods
             .get(&ObjectRef::new(&key.name).within(&key.namespace))
         else {
-            return Ok(Next::Done);
-        };
-        if missing_template_claims(&cached).is_empty() {
-            return Ok(Next::Done);
-        }
-        // The cache may predate this controller's own status write: decide on the live pod.
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
-        let Some(pod) = with_retry("get pod", || pods.get_opt(&key.name)).await? else {
             return Ok(Next::Done);
         };
         if pod.metadata.deletion_timestamp.is_some() || is_pod_done(&pod) {
@@ -254,6 +260,7 @@ impl ClaimController {
         }
         let patch = serde_json::json!({ "status": { "resourceClaimStatuses": statuses } });
         let action = format!("record claims of pod {key}");
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
         let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
         with_retry(&action, || pods.patch_status(&key.name, &params, &patch)).await?;
         Ok(Next::Done)
@@ -286,6 +293,10 @@ impl ClaimController {
         if let Some(claim) = existing {
             return Ok(claim.metadata.name.clone().unwrap_or_default());
         }
+        let made = (pod_uid.clone(), pod_claim_name.to_owned());
+        if let Some(name) = self.created.lock_or_recover().get(&made) {
+            return Ok(name.clone());
+        }
         let cached = self
             .templates
             .get(&ObjectRef::new(template_name).within(&namespace));
@@ -308,7 +319,9 @@ impl ClaimController {
         let params = PostParams::default();
         let created = with_retry(&action, || api.create(&params, &claim)).await?;
         tracing::debug!(claim.name = ?created.metadata.name, pod = ?pod.metadata.name, "Created claim from template");
-        Ok(created.metadata.name.unwrap_or_default())
+        let name = created.metadata.name.unwrap_or_default();
+        self.created.lock_or_recover().insert(made, name.clone());
+        Ok(name)
     }
 
     /// Whether the pod with this name and UID still needs its reservations: it exists with that
