@@ -234,7 +234,8 @@ pub async fn start_cluster(config: ClusterConfig) -> Result<ClusterHandle> {
     })
     .await?;
     let client = server.kube_client()?;
-    let node_names = match populate(&client, &config).await {
+    let control_plane = server.in_process_client();
+    let node_names = match populate(&control_plane, &config).await {
         Ok(names) => names,
         Err(error) => {
             server.shutdown().await;
@@ -245,19 +246,15 @@ pub async fn start_cluster(config: ClusterConfig) -> Result<ClusterHandle> {
         kubernetes_version: config.kubernetes_version,
         ..config.actors.clone()
     };
-    let actors = match Actors::start_with_plugins(
-        client.clone(),
-        &actors_config,
-        &config.kubelet_dirs,
-    )
-    .await
-    {
-        Ok(actors) => actors,
-        Err(error) => {
-            server.shutdown().await;
-            return Err(error.into());
-        }
-    };
+    let actors =
+        match Actors::start_with_plugins(control_plane, &actors_config, &config.kubelet_dirs).await
+        {
+            Ok(actors) => actors,
+            Err(error) => {
+                server.shutdown().await;
+                return Err(error.into());
+            }
+        };
     tracing::info!(url = %server.url(), nodes = config.nodes, devices_per_node = config.devices_per_node, "Simulated cluster started");
     Ok(ClusterHandle {
         server,

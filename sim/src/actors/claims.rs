@@ -197,7 +197,9 @@ impl ClaimController {
             }
             Change::Deleted(pod) => {
                 if let Some(uid) = &pod.metadata.uid {
-                    self.created.lock_or_recover().retain(|(pod, _), _| pod != uid);
+                    self.created
+                        .lock_or_recover()
+                        .retain(|(pod, _), _| pod != uid);
                 }
                 self.queue_claims_of(pod);
             }

@@ -161,6 +161,7 @@ impl SimServer {
             .layer(axum::extract::DefaultBodyLimit::max(64 * 1024 * 1024))
             .with_state(state.clone());
         let mut closing_rx = state.closing.subscribe();
+        let router = app.clone();
         let serve = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = closing_rx.changed().await;
@@ -176,6 +177,7 @@ impl SimServer {
         tracing::info!(%addr, "Simulated API server listening");
         Ok(SimServerHandle {
             state,
+            router,
             tasks: vec![serve, finalizer],
         })
     }
@@ -209,6 +211,8 @@ fn handlers_now() -> String {
 #[derive(Debug)]
 pub struct SimServerHandle {
     state: Arc<AppState>,
+    /// The handlers, also served in process to the cluster's own controllers.
+    router: axum::Router,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -230,6 +234,14 @@ impl SimServerHandle {
         config.default_namespace = "default".into();
         config.read_timeout = None;
         Ok(kube::Client::try_from(config)?)
+    }
+
+    /// A kube client that hands its requests to the server's handlers in this process, without a
+    /// connection: the same routing, validation, store and watches as over HTTP, without the
+    /// TCP and HTTP/1 encoding. The simulated control plane's own controllers use it, as the real
+    /// ones share the API server's host; every other client connects to [`Self::url`].
+    pub fn in_process_client(&self) -> kube::Client {
+        kube::Client::new(self.router.clone(), "default")
     }
 
     /// A kubeconfig (YAML) pointing at this server, for `kubectl` and `dra-ledger run`.
