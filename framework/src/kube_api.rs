@@ -23,6 +23,7 @@ use super::caches::ReflectorCaches;
 use super::controller::Controller;
 use super::driver::Driver;
 use super::error::{KubeCallError, KubeCallErrorKind};
+use super::pod_claims::PodClaims;
 
 /// [`ClusterApi`] over a `kube::Client`. Events are events.k8s.io/v1 events reported by
 /// `resource driver <name>`.
@@ -151,7 +152,28 @@ where
         + Sync
         + 'static,
 {
-    let stream = watcher(Api::<K>::all(client), watcher::Config::default())
+    watch_as::<K, K>(client, writer)
+}
+
+/// [`watch`] of objects decoded as `S` (the part of the object the controller reads) and cached
+/// as `K`.
+fn watch_as<S, K>(
+    client: Client,
+    writer: Writer<K>,
+) -> impl Stream<Item = Change<K>> + Send + 'static
+where
+    S: kube::Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+    S: Into<K>,
+{
+    let stream = watcher(Api::<S>::all(client), watcher::Config::default())
+        .map(|event| event.map(|event| convert(event, Into::into)))
         .default_backoff()
         // Managed fields are never read; dropping them keeps the caches small.
         .modify(|o: &mut K| o.meta_mut().managed_fields = None);
@@ -166,6 +188,17 @@ where
             }
         }
     })
+}
+
+/// A watch event of `S` as one of `K`.
+fn convert<S, K>(event: watcher::Event<S>, into: impl Fn(S) -> K) -> watcher::Event<K> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(into(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(into(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(into(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
 }
 
 impl Watches {
@@ -221,7 +254,7 @@ impl Watches {
             Change::Changed(o) => controller.scheduling_context_changed(&o),
             Change::Deleted(o) => controller.scheduling_context_deleted(&o),
         });
-        let pods = watch(self.client, self.pods).map(|c| {
+        let pods = watch_as::<PodClaims, Pod>(self.client, self.pods).map(|c| {
             if let Change::Changed(o) = c {
                 controller.pod_changed(&o);
             }

@@ -23,6 +23,7 @@ mod driver;
 mod error;
 mod kube_api;
 mod mutation_cache;
+mod pod_claims;
 pub mod process;
 mod queue_key;
 mod scheduling;
