@@ -86,13 +86,13 @@ impl NodeLoad {
         entries: impl IntoIterator<Item = (ObjectKey, Option<String>)>,
     ) {
         let mut state = self.state.lock_or_recover();
-        let stale: Vec<_> = state
+        let outdated: Vec<_> = state
             .placed
             .keys()
             .filter(|(p, _)| *p == placement)
             .cloned()
             .collect();
-        for entry in &stale {
+        for entry in &outdated {
             state.remove(entry);
         }
         for (key, node) in entries {

@@ -7,7 +7,7 @@
 //!
 //! Pure logic: no I/O, no async, no kube client.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, NodeSelector, Pod};
@@ -190,7 +190,8 @@ pub fn reserved_for(claim: &ResourceClaim, pod_uid: &str) -> bool {
 struct Pending<'a> {
     suitable: Option<NodeSelector>,
     reported: bool,
-    unsuitable: &'a [String],
+    /// The nodes the driver reported unsuitable, looked up once per node.
+    unsuitable: HashSet<&'a str>,
 }
 
 type Allocated<'a> = Vec<(&'a PodClaim, Option<&'a NodeSelector>)>;
@@ -260,7 +261,10 @@ fn pre_filter<'a>(
                 reported: entry.is_some(),
                 unsuitable: entry
                     .and_then(|e| e.unsuitable_nodes.as_deref())
-                    .unwrap_or_default(),
+                    .unwrap_or_default()
+                    .iter()
+                    .map(String::as_str)
+                    .collect(),
             });
         }
     }
@@ -301,7 +305,7 @@ fn node_rejection(
         {
             return Some(explain::EXCLUDED_BY_CLASS);
         }
-        if p.unsuitable.iter().any(|u| u == name) {
+        if p.unsuitable.contains(name) {
             return Some(explain::UNSUITABLE);
         }
     }
