@@ -8,7 +8,7 @@
 
 use dra_framework::sync::{LockExt, RwLockExt};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -43,7 +43,7 @@ impl EventType {
 }
 
 /// One committed change, as retained in the history and broadcast to watchers.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct StoredEvent {
     /// resourceVersion of the change.
     pub rv: u64,
@@ -58,8 +58,25 @@ pub struct StoredEvent {
     /// Object before the change, if any (lets selector-filtered watches detect objects leaving a selection).
     pub old: Option<Arc<Value>>,
     /// `object` serialized as JSON, by the first watcher that sends it as stored; the others
-    /// reuse it.
-    pub encoded: OnceLock<Bytes>,
+    /// reuse it. Dropped once the event is no longer among the most recent
+    /// [`ENCODINGS_KEPT`], so that the history does not hold a second copy of every object.
+    encoded: Mutex<Option<Bytes>>,
+}
+
+/// How many of the most recent events keep their JSON encoding for the watchers still to send
+/// them.
+const ENCODINGS_KEPT: usize = 4096;
+
+impl StoredEvent {
+    /// `object` as JSON, encoded by `encode` once while the event is recent.
+    pub fn encoded(&self, encode: impl FnOnce(&Value) -> Bytes) -> Bytes {
+        let mut cached = self.encoded.lock_or_recover();
+        cached.get_or_insert_with(|| encode(&self.object)).clone()
+    }
+
+    fn forget_encoding(&self) {
+        self.encoded.lock_or_recover().take();
+    }
 }
 
 /// What a read-modify-write closure decided.
@@ -494,9 +511,17 @@ impl Store {
             namespace: namespace.to_string(),
             object,
             old,
-            encoded: OnceLock::new(),
+            encoded: Mutex::new(None),
         });
         inner.history.push_back(event.clone());
+        if let Some(older) = inner
+            .history
+            .len()
+            .checked_sub(ENCODINGS_KEPT + 1)
+            .and_then(|index| inner.history.get(index))
+        {
+            older.forget_encoding();
+        }
         while inner.history.len() > inner.history_limit {
             if let Some(dropped) = inner.history.pop_front() {
                 inner.compacted_rv = dropped.rv;

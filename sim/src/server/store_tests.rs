@@ -211,3 +211,33 @@ fn a_page_older_than_the_retained_history_is_none() {
     };
     assert!(s.list_page("/configmaps", range, None, |_| true).is_none());
 }
+
+#[test]
+fn only_recent_events_keep_their_encoding() {
+    let s = store(ENCODINGS_KEPT * 2);
+    let start = s.current_rv();
+    s.create("/configmaps", "ns", "a", "", "configmaps", cm("a", "0"))
+        .unwrap();
+    let encodes = std::cell::Cell::new(0);
+    let encode = |object: &Value| {
+        encodes.set(encodes.get() + 1);
+        Bytes::from(serde_json::to_vec(object).unwrap())
+    };
+    let first = s.subscribe("/configmaps", Some(start)).unwrap().replay;
+    let oldest = &first[0];
+    let bytes = oldest.encoded(encode);
+    assert_eq!(oldest.encoded(encode), bytes, "reused, not encoded again");
+    assert_eq!(encodes.get(), 1);
+    for i in 1..ENCODINGS_KEPT {
+        put(&s, "a", &i.to_string());
+    }
+    oldest.encoded(encode);
+    assert_eq!(encodes.get(), 1, "still among the recent events");
+    put(&s, "a", "one more");
+    assert_eq!(oldest.encoded(encode), bytes);
+    assert_eq!(
+        encodes.get(),
+        2,
+        "no longer recent: its encoding was dropped"
+    );
+}

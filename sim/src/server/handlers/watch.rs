@@ -103,10 +103,9 @@ impl Watcher {
             _ => return true,
         };
         let bytes = if self.sends_as_stored(&event.object) {
-            let object = event.encoded.get_or_init(|| {
-                Bytes::from(serde_json::to_vec(&*event.object).unwrap_or_default())
-            });
-            event_line(kind, object)
+            let object =
+                event.encoded(|object| Bytes::from(serde_json::to_vec(object).unwrap_or_default()));
+            event_line(kind, &object)
         } else {
             self.encode(kind, &event.object)
         };
