@@ -11,6 +11,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder};
 use kube::Client;
 
+use super::listed_claim::ListedClaim;
 use super::param_cache::ParamCache;
 use crate::params::{DeviceClaimParameters, DeviceClassParameters};
 use dra_framework::{kube_call_error, EventRecord, EventType, KubeCallError};
@@ -31,7 +32,9 @@ pub trait DriverCluster: Send + Sync + 'static {
         name: &str,
     ) -> Result<Option<DeviceClaimParameters>, KubeCallError>;
 
-    /// Every ResourceClaim of the cluster (all namespaces), read fresh from the API server.
+    /// Every ResourceClaim of the cluster (all namespaces), read fresh from the API server. Only
+    /// what a reconcile reads need be set: name, namespace, uid, and of the status the driver
+    /// name, the allocation's resource handles and `reservedFor`.
     async fn list_claims(&self) -> Result<Vec<ResourceClaim>, KubeCallError>;
 
     /// Posts an event.
@@ -87,12 +90,12 @@ impl DriverCluster for KubeCluster {
     }
 
     async fn list_claims(&self) -> Result<Vec<ResourceClaim>, KubeCallError> {
-        let api = Api::<ResourceClaim>::all(self.client.clone());
+        let api = Api::<ListedClaim>::all(self.client.clone());
         let mut claims = Vec::new();
         let mut params = ListParams::default().limit(500);
         loop {
             let page = api.list(&params).await.map_err(kube_call_error)?;
-            claims.extend(page.items);
+            claims.extend(page.items.into_iter().map(ResourceClaim::from));
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params = params.continue_token(&token),
                 None => return Ok(claims),

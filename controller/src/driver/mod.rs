@@ -25,6 +25,7 @@ mod error;
 pub mod handle;
 pub mod inventory;
 mod ledger_calls;
+mod listed_claim;
 mod observer;
 mod param_cache;
 mod parameters;
