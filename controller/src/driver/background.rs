@@ -70,33 +70,45 @@ async fn reconcile_loop(driver: &LedgerDriver) {
     }
 }
 
-/// What the watch knows: this driver's slices by name (and their names by node), and the
-/// devices last written per node.
+/// What the watch knows: the devices of this driver's slices by slice name (converted once, as
+/// each slice arrives: the slices themselves are not kept) and the slices' names by node, and
+/// the nodes whose devices are still to be written.
 struct InventorySync {
     driver: Arc<LedgerDriver>,
-    slices: BTreeMap<String, ResourceSlice>,
+    slices: BTreeMap<String, PublishedSlice>,
     by_node: BTreeMap<String, BTreeSet<String>>,
-    written: BTreeMap<String, Vec<Device>>,
     dirty: BTreeSet<String>,
 }
 
+/// The devices one slice publishes, and its node.
+struct PublishedSlice {
+    node: String,
+    devices: Vec<Device>,
+}
+
 impl InventorySync {
+    /// The devices the slices of `node` publish, in the order of the slices' names; a device
+    /// name that appears in two slices keeps its first instance.
     fn devices_of(&self, node: &str) -> Vec<Device> {
+        let mut devices: Vec<Device> = Vec::new();
         let on_node = self
             .by_node
             .get(node)
             .into_iter()
             .flatten()
             .filter_map(|name| self.slices.get(name));
-        let (mut nodes, skipped) = devices_by_node(&self.driver.config.driver_name, on_node);
-        for s in skipped {
-            warn!(node = %s.node, device = %s.device, attribute = %s.attribute, reason = %s.reason, "Dropped device attribute");
+        for slice in on_node {
+            for device in &slice.devices {
+                if !devices.iter().any(|d| d.name == device.name) {
+                    devices.push(device.clone());
+                }
+            }
         }
-        nodes.remove(node).unwrap_or_default()
+        devices
     }
 
-    /// Writes the devices of every dirty node whose published devices changed, several nodes
-    /// at once so that the ledger's group commit batches them.
+    /// Writes the devices of every dirty node, several nodes at once so that the ledger's
+    /// group commit batches them; the ledger leaves a node whose devices are unchanged as it is.
     async fn flush(&mut self) {
         let pending: Vec<(String, Vec<Device>)> = std::mem::take(&mut self.dirty)
             .into_iter()
@@ -104,32 +116,30 @@ impl InventorySync {
                 let devices = self.devices_of(&node);
                 (node, devices)
             })
-            .filter(|(node, devices)| self.written.get(node) != Some(devices))
             .collect();
-        for (node, devices, result) in self.driver.calls.write_inventories(pending).await {
-            match result {
-                Ok(()) => {
-                    self.written.insert(node, devices);
-                }
-                Err(error) => {
-                    warn!(%error, node = %node, "Failed to update inventory, retrying");
-                    self.dirty.insert(node);
-                }
+        for (node, _, result) in self.driver.calls.write_inventories(pending).await {
+            if let Err(error) = result {
+                warn!(%error, node = %node, "Failed to update inventory, retrying");
+                self.dirty.insert(node);
             }
         }
     }
 
-    fn apply(&mut self, slice: ResourceSlice) {
+    fn apply(&mut self, slice: &ResourceSlice) {
         let name = slice.name_any();
         self.forget(&name);
-        if let Some(node) = slice_node(&self.driver.config.driver_name, &slice) {
-            self.dirty.insert(node.to_owned());
-            self.by_node
-                .entry(node.to_owned())
-                .or_default()
-                .insert(name.clone());
-            self.slices.insert(name, slice);
+        if let Some(published) = published(&self.driver.config.driver_name, slice) {
+            self.insert(name, published);
         }
+    }
+
+    fn insert(&mut self, name: String, slice: PublishedSlice) {
+        self.dirty.insert(slice.node.clone());
+        self.by_node
+            .entry(slice.node.clone())
+            .or_default()
+            .insert(name.clone());
+        self.slices.insert(name, slice);
     }
 
     fn delete(&mut self, slice: &ResourceSlice) {
@@ -141,15 +151,13 @@ impl InventorySync {
         let Some(old) = self.slices.remove(name) else {
             return;
         };
-        if let Some(node) = slice_node(&self.driver.config.driver_name, &old) {
-            self.dirty.insert(node.to_owned());
-            if let Some(names) = self.by_node.get_mut(node) {
-                names.remove(name);
-                if names.is_empty() {
-                    self.by_node.remove(node);
-                }
+        if let Some(names) = self.by_node.get_mut(&old.node) {
+            names.remove(name);
+            if names.is_empty() {
+                self.by_node.remove(&old.node);
             }
         }
+        self.dirty.insert(old.node);
     }
 
     /// Sets `inventory_synced` once a complete listing has been written without failures.
@@ -157,7 +165,7 @@ impl InventorySync {
         let readiness = &self.driver.readiness;
         if listed && self.dirty.is_empty() && !readiness.inventory_synced() {
             info!(
-                nodes = self.written.len(),
+                nodes = self.by_node.len(),
                 "Inventory synced from ResourceSlices"
             );
             readiness.set_inventory_synced();
@@ -166,21 +174,34 @@ impl InventorySync {
 
     /// A complete listing replaces what was known; nodes the ledger knows without any slice
     /// now are updated to no devices (allocated ones become missing).
-    async fn relist(&mut self, listed: BTreeMap<String, ResourceSlice>) -> Result<()> {
+    async fn relist(&mut self, listed: BTreeMap<String, PublishedSlice>) -> Result<()> {
         let ledger_nodes = self
             .driver
             .ledger_call(dra_allocator::ledger::Ledger::nodes)
             .await?;
         self.dirty.extend(ledger_nodes.into_iter().map(|n| n.node));
-        self.dirty.extend(self.written.keys().cloned());
-        self.written.clear();
+        self.dirty.extend(self.by_node.keys().cloned());
         self.slices.clear();
         self.by_node.clear();
-        for slice in listed.into_values() {
-            self.apply(slice);
+        for (name, slice) in listed {
+            self.insert(name, slice);
         }
         Ok(())
     }
+}
+
+/// The devices `slice` publishes, if it is one of `driver_name`'s slices of a node; attributes
+/// that cannot be used are logged and dropped.
+fn published(driver_name: &str, slice: &ResourceSlice) -> Option<PublishedSlice> {
+    let node = slice_node(driver_name, slice)?;
+    let (mut nodes, skipped) = devices_by_node(driver_name, [slice]);
+    for s in skipped {
+        warn!(node = %s.node, device = %s.device, attribute = %s.attribute, reason = %s.reason, "Dropped device attribute");
+    }
+    Some(PublishedSlice {
+        node: node.to_owned(),
+        devices: nodes.remove(node).unwrap_or_default(),
+    })
 }
 
 /// Watches this driver's ResourceSlices and keeps the ledger's inventory per node in step until
@@ -199,10 +220,9 @@ pub async fn sync_inventory(
         driver: driver.clone(),
         slices: BTreeMap::new(),
         by_node: BTreeMap::new(),
-        written: BTreeMap::new(),
         dirty: BTreeSet::new(),
     };
-    let mut listing: Option<BTreeMap<String, ResourceSlice>> = None;
+    let mut listing: Option<BTreeMap<String, PublishedSlice>> = None;
     let mut listed = false;
     let mut retry = tokio::time::interval(INVENTORY_RETRY);
     loop {
@@ -222,8 +242,9 @@ pub async fn sync_inventory(
         match event {
             Ok(watcher::Event::Init) => listing = Some(BTreeMap::new()),
             Ok(watcher::Event::InitApply(slice)) => {
-                if let Some(list) = listing.as_mut() {
-                    list.insert(slice.name_any(), slice);
+                let published = published(&driver.config.driver_name, &slice);
+                if let (Some(list), Some(published)) = (listing.as_mut(), published) {
+                    list.insert(slice.name_any(), published);
                 }
             }
             Ok(watcher::Event::InitDone) => {
@@ -234,7 +255,7 @@ pub async fn sync_inventory(
                 sync.flush().await;
             }
             Ok(watcher::Event::Apply(slice)) => {
-                sync.apply(slice);
+                sync.apply(&slice);
                 sync.flush().await;
             }
             Ok(watcher::Event::Delete(slice)) => {
