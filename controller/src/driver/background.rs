@@ -22,6 +22,9 @@ use super::inventory::{devices_by_node, slice_node};
 use super::reconcile::RETRY_DELAY;
 use super::{LedgerDriver, Result};
 
+/// How many nodes' devices one step of a flush copies and writes.
+const FLUSH_CHUNK: usize = 256;
+
 /// How often nodes whose inventory update failed are retried.
 const INVENTORY_RETRY: Duration = Duration::from_secs(5);
 
@@ -108,21 +111,29 @@ impl InventorySync {
     }
 
     /// Writes the devices of every dirty node, several nodes at once so that the ledger's
-    /// group commit batches them; the ledger leaves a node whose devices are unchanged as it is.
+    /// group commit batches them, and [`FLUSH_CHUNK`] nodes' devices copied at a time rather
+    /// than every node's; the ledger leaves a node whose devices are unchanged as it is.
     async fn flush(&mut self) {
-        let pending: Vec<(String, Vec<Device>)> = std::mem::take(&mut self.dirty)
-            .into_iter()
-            .map(|node| {
-                let devices = self.devices_of(&node);
-                (node, devices)
-            })
-            .collect();
-        for (node, _, result) in self.driver.calls.write_inventories(pending).await {
-            if let Err(error) = result {
-                warn!(%error, node = %node, "Failed to update inventory, retrying");
-                self.dirty.insert(node);
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut failed = Vec::new();
+        let mut nodes = dirty.into_iter().peekable();
+        while nodes.peek().is_some() {
+            let pending: Vec<(String, Vec<Device>)> = nodes
+                .by_ref()
+                .take(FLUSH_CHUNK)
+                .map(|node| {
+                    let devices = self.devices_of(&node);
+                    (node, devices)
+                })
+                .collect();
+            for (node, _, result) in self.driver.calls.write_inventories(pending).await {
+                if let Err(error) = result {
+                    warn!(%error, node = %node, "Failed to update inventory, retrying");
+                    failed.push(node);
+                }
             }
         }
+        self.dirty.extend(failed);
     }
 
     fn apply(&mut self, slice: &ResourceSlice) {
