@@ -16,8 +16,9 @@
 //! runs as a child process (`dra-ledger sim`), the controller in this process, so that the CPU
 //! time of each can be read apart. Run with `cargo bench -p dra-controller --bench
 //! scheduler_perf`; `BENCH_WORKERS` (default 10) sets the controller workers, `BENCH_SCALE`
-//! (default 1.0) scales the pod counts and `BENCH_RELEASE` (`1.30` or `1.34`) runs one release
-//! only.
+//! (default 1.0) scales the pod counts, `BENCH_RELEASE` (`1.30` or `1.34`) runs one release
+//! only, and `BENCH_RATE` (pods per second) creates the measured pods at that steady rate instead
+//! of all at once, so that a pod's latency is the pipeline's rather than its place in a queue.
 
 #[path = "../../tests/e2e/e2e_support/mod.rs"]
 mod e2e_support;
@@ -138,14 +139,16 @@ async fn prepare(env: &Env) {
 }
 
 /// Creates pods `<prefix>-0..count` with `claims`, several at a time, in the shape of
-/// `release`.
+/// `release`; with `rate`, pod `i` is created no earlier than `i / rate` seconds after the first.
 async fn create_pods(
     client: &Client,
     tracker: &Tracker,
     (prefix, count): (&str, usize),
     claims: &[(&str, &str)],
     release: &str,
+    rate: Option<f64>,
 ) {
+    let start = tokio::time::Instant::now();
     let pods = Api::<DynamicObject>::default_namespaced_with(
         client.clone(),
         &ApiResource::erase::<Pod>(&()),
@@ -161,7 +164,11 @@ async fn create_pods(
                 serde_json::from_value(pod.expect("a pod")).expect("a pod object")
             };
             let name = format!("{prefix}-{i}");
+            let due = rate.map(|rate| start + Duration::from_secs_f64(i as f64 / rate));
             async move {
+                if let Some(due) = due {
+                    tokio::time::sleep_until(due).await;
+                }
                 tracker.created(&name);
                 pods.create(&PostParams::default(), &object)
                     .await
@@ -242,6 +249,7 @@ async fn start_work(
 async fn run(
     variant: &Variant,
     workers: usize,
+    rate: Option<f64>,
     controller_rt: &tokio::runtime::Handle,
 ) -> anyhow::Result<Measured> {
     let sim = SimProcess::start(variant.release)?;
@@ -263,7 +271,15 @@ async fn run(
     let tracker = Tracker::start(&plain, variant.claims.len(), structured);
 
     let init = ("init", variant.init_pods);
-    create_pods(&plain, &tracker, init, variant.claims, variant.release).await;
+    create_pods(
+        &plain,
+        &tracker,
+        init,
+        variant.claims,
+        variant.release,
+        None,
+    )
+    .await;
     let seen = tracker.wait_bound(variant.init_pods, PHASE_TIMEOUT).await;
     anyhow::ensure!(
         seen >= variant.init_pods,
@@ -277,7 +293,15 @@ async fn run(
     let (controller_cpu, sim_cpu) = (threads_cpu(&CONTROLLER_THREADS), sim.cpu());
     let started = Instant::now();
     let measured = ("measured", variant.measured_pods);
-    create_pods(&plain, &tracker, measured, variant.claims, variant.release).await;
+    create_pods(
+        &plain,
+        &tracker,
+        measured,
+        variant.claims,
+        variant.release,
+        rate,
+    )
+    .await;
     let created = started.elapsed();
     let total = variant.init_pods + variant.measured_pods;
     let seen = tracker.wait_bound(total, PHASE_TIMEOUT).await;
@@ -343,6 +367,10 @@ fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
+    let rate: Option<f64> = std::env::var("BENCH_RATE")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .filter(|r: &f64| *r > 0.0);
     let scaled = |n: usize| ((n as f64 * scale).round() as usize).max(1);
     let mut variants = Vec::new();
     for release in ["1.30", STRUCTURED] {
@@ -385,8 +413,8 @@ fn main() -> anyhow::Result<()> {
             "scheduler_perf: running {} on {} ...",
             variant.name, variant.release
         );
-        results.push(runtime.block_on(run(variant, workers, controller_rt.handle()))?);
+        results.push(runtime.block_on(run(variant, workers, rate, controller_rt.handle()))?);
     }
-    report::print(&results, workers);
+    report::print(&results, workers, rate);
     Ok(())
 }

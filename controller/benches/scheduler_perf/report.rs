@@ -144,9 +144,15 @@ fn ms(d: Duration) -> String {
 }
 
 /// Prints every table.
-pub fn print(results: &[Measured], workers: usize) {
+pub fn print(results: &[Measured], workers: usize, rate: Option<f64>) {
     println!();
     println!("scheduler_perf on the simulated cluster: 100 nodes x 20 devices, {workers} controller workers on 1.30");
+    match rate {
+        Some(rate) => println!("measured pods created at a steady {rate:.0} pods/s"),
+        None => {
+            println!("measured pods created all at once (as fast as the API server takes them)");
+        }
+    }
     println!();
     println!(
         "| release | workload | pods | claims | bound | pods/s | p50 ms | p99 ms | controller CPU ms/pod | sim CPU ms/pod | load generator CPU ms/pod | sim share of CPU | sim share of a pod's time |"
