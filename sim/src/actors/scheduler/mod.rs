@@ -11,10 +11,11 @@
 //! list) and `Scheduled` when it binds.
 
 pub mod explain;
+pub mod hints;
 pub mod plan;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -26,6 +27,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
+
+use dra_framework::sync::LockExt;
 
 use super::claims::pod_owner_reference;
 use super::error::{is_conflict, is_not_found, ActorError, Result};
@@ -58,6 +61,8 @@ pub struct Scheduler {
     last_event: LastEvents,
     /// Pods per node: those bound there plus those whose scheduling context selected it.
     load: NodeLoad,
+    /// Each scheduling context as last seen, for the queueing hint of the next change.
+    contexts_seen: Mutex<HashMap<ObjectKey, hints::Seen>>,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
 }
@@ -98,6 +103,7 @@ impl Scheduler {
             classes,
             claim_users: ClaimUsers::new(),
             load: NodeLoad::new(),
+            contexts_seen: Mutex::new(HashMap::new()),
             queue: WorkQueue::new(),
         }
     }
@@ -149,18 +155,26 @@ impl Scheduler {
         }
     }
 
-    /// Queues the pod of a changed scheduling context.
+    /// Queues the pod of a changed scheduling context when the change is worth a cycle
+    /// ([`hints::wakes_pod`]), and of a deleted one.
     pub fn on_context(&self, change: &Change<'_, PodSchedulingContext>) {
         match change {
             Change::Applied(ctx) => {
                 let key = ObjectKey::of(&ctx.metadata);
                 let node = ctx.spec.selected_node.as_deref();
                 self.load.place(Placement::Selected, key.clone(), node);
-                self.queue.add(key);
+                let old = self
+                    .contexts_seen
+                    .lock_or_recover()
+                    .insert(key.clone(), hints::Seen::of(ctx));
+                if hints::wakes_pod(self.pending_claims(&key), old.as_ref(), ctx) {
+                    self.queue.add(key);
+                }
             }
             Change::Deleted(ctx) => {
                 let key = ObjectKey::of(&ctx.metadata);
                 self.load.place(Placement::Selected, key.clone(), None);
+                self.contexts_seen.lock_or_recover().remove(&key);
                 self.queue.add(key);
             }
             Change::Resynced => {
@@ -172,6 +186,22 @@ impl Scheduler {
                 self.load.reset(Placement::Selected, selected);
             }
         }
+    }
+
+    /// How many claims of the pod `key` wait for a node; `None` when the pod or one of its claims
+    /// is not known.
+    fn pending_claims(&self, key: &ObjectKey) -> Option<usize> {
+        let pod = self
+            .pods
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))?;
+        let mut pending = 0;
+        for name in pod_claim_names(&pod) {
+            let claim = self
+                .claims
+                .get(&ObjectRef::new(&name).within(&key.namespace))?;
+            pending += usize::from(hints::pending(&claim));
+        }
+        Some(pending)
     }
 
     /// Queues every waiting pod (nodes or classes changed).
