@@ -41,9 +41,15 @@ use plan::{decide_explained, reserved_for, resolve, Decision, Snapshot, MAX_RESE
 
 pub use super::scheduling::{wants, DEFAULT_SCHEDULER};
 
-/// How long a pod waiting for a driver or a claim sleeps before it is looked at again even
-/// without a change (changes wake it earlier).
+/// How long a pod waiting for a claim to be created or deallocated sleeps before it is looked at
+/// again even without a change (changes wake it earlier).
 const WAIT_RECHECK: Duration = Duration::from_secs(1);
+/// How long a pod that found no node, or waits for its drivers, sleeps before another cycle
+/// without a change. kube-scheduler retries such a pod only when a change wakes it (its queueing
+/// hints) or after minutes; a short recheck would publish a new random sample of potential nodes
+/// every time with more than 128 feasible nodes, and the drivers' status writes would conflict
+/// with it.
+const WAIT_FOR_DRIVER: Duration = Duration::from_secs(10);
 /// Delay after a write whose effect the caches have not shown yet.
 const SETTLE: Duration = Duration::from_millis(20);
 
@@ -284,7 +290,7 @@ impl Scheduler {
         match decision {
             Decision::Unschedulable(reason) => {
                 self.report_unschedulable(&key, &pod, &reason).await;
-                Ok(Next::After(WAIT_RECHECK))
+                Ok(Next::After(WAIT_FOR_DRIVER))
             }
             Decision::Deallocate {
                 claim,
@@ -450,7 +456,7 @@ impl Scheduler {
                 Err(error) => return Err(ActorError::api(action, error)),
             }
         }
-        Ok(Next::After(WAIT_RECHECK))
+        Ok(Next::After(WAIT_FOR_DRIVER))
     }
 
     /// `PreBind` (reserve the claims for the pod), Bind, `PostBind` (delete the context). Each
