@@ -459,11 +459,20 @@ pub fn decide_explained(snap: &Snapshot<'_>) -> (Decision, Option<String>) {
     (decision, Some(explain::PRE_BIND_WAITING.to_owned()))
 }
 
-/// The node with the fewest pods, ties broken by name.
+/// The node with the fewest pods; among several, one at random, as kube-scheduler picks among
+/// the nodes of the best score. (Always the first by name would walk every pod through the same
+/// nodes in the same order: in classic DRA the scheduler cannot see which nodes' devices are
+/// taken, so it would propose the full ones one after the other.)
 fn least_loaded(feasible: &[&str], load: &dyn Fn(&str) -> usize) -> String {
-    feasible
+    let Some(least) = feasible.iter().map(|n| load(n)).min() else {
+        return String::new();
+    };
+    let best: Vec<&str> = feasible
         .iter()
-        .min_by_key(|n| (load(n), **n))
+        .copied()
+        .filter(|n| load(n) == least)
+        .collect();
+    best.choose(&mut rand::rng())
         .map(|n| (*n).to_owned())
         .unwrap_or_default()
 }
@@ -480,4 +489,22 @@ pub fn potential_nodes(feasible: &[&str]) -> Vec<String> {
     };
     chosen.sort();
     chosen
+}
+
+#[cfg(test)]
+mod choice_tests {
+    use super::least_loaded;
+
+    #[test]
+    fn the_least_loaded_node_wins_and_ties_are_spread() {
+        let nodes: Vec<String> = (0..100).map(|i| format!("node-{i}")).collect();
+        let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+        let load = |n: &str| usize::from(n != "node-42");
+        assert_eq!(least_loaded(&names, &load), "node-42");
+        let even = |_: &str| 0;
+        let picks: std::collections::HashSet<String> =
+            (0..50).map(|_| least_loaded(&names, &even)).collect();
+        assert!(picks.len() > 1, "always {picks:?}");
+        assert_eq!(least_loaded(&[], &even), "");
+    }
 }
