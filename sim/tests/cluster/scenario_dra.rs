@@ -399,11 +399,11 @@ async fn template_claim_belongs_to_its_pod_and_goes_with_it() {
 async fn unsuitable_selected_node_clears_selection_before_deallocation() {
     let cluster = cluster(2).await;
     let client = cluster.kube_client();
-    // Allocating claim "b" on node-0 fails once; from then on the driver reports node-0 unsuitable
-    // for it, while claim "a" is already allocated there.
+    // Allocating claim "b" on the first node selected fails once; from then on the driver reports
+    // that node unsuitable for it, while claim "a" is already allocated there.
     let driver = Driver::start(
         client.clone(),
-        Script::with_capacity(4).failing_once("b", "node-0"),
+        Script::with_capacity(4).failing_once_on_the_first_node("b"),
     );
     create_template(&client, "gpu-template").await;
     create_pod(
@@ -423,13 +423,28 @@ async fn unsuitable_selected_node_clears_selection_before_deallocation() {
     })
     .await;
 
+    let log = driver.log();
+    let first = log
+        .iter()
+        .find_map(|r| {
+            if let Record::Allocated { node, .. } = r {
+                Some(node.clone())
+            } else {
+                None
+            }
+        })
+        .expect("an allocation");
+    let other = if first == "node-0" {
+        "node-1"
+    } else {
+        "node-0"
+    };
     let pod = get_pod(&client, "pair").await;
     assert_eq!(
         node_of(&pod).as_deref(),
-        Some("node-1"),
+        Some(other),
         "the pod moved to the node that fits both claims"
     );
-    let log = driver.log();
     let deallocation = log
         .iter()
         .find(|r| {
@@ -457,16 +472,16 @@ async fn unsuitable_selected_node_clears_selection_before_deallocation() {
         let node = driver.node_of(claim.metadata.uid.as_deref().unwrap());
         assert_eq!(
             node.as_deref(),
-            Some("node-1"),
-            "both claims end up on node-1"
+            Some(other),
+            "both claims end up on the other node"
         );
     }
-    let on_node_0 = log
+    let on_first = log
         .iter()
-        .filter(|r| matches!(r, Record::Allocated { node, .. } if node == "node-0"))
+        .filter(|r| matches!(r, Record::Allocated { node, .. } if *node == first))
         .count();
     assert_eq!(
-        on_node_0, 1,
+        on_first, 1,
         "nothing was reallocated on the old node: {log:?}"
     );
     driver.stop();

@@ -60,7 +60,9 @@ pub enum Record {
 #[derive(Debug, Default)]
 pub struct Script {
     capacity: usize,
-    fail_once: Option<(String, String)>,
+    /// A pod claim whose first allocation fails, on the node given or (`None`) on the first node
+    /// it is tried on.
+    fail_once: Option<(String, Option<String>)>,
     immediate_paused: AtomicBool,
 }
 
@@ -76,7 +78,14 @@ impl Script {
     /// The first allocation of pod claim `pod_claim` on `node` fails; afterwards the driver
     /// reports that node unsuitable for that pod claim.
     pub fn failing_once(mut self, pod_claim: &str, node: &str) -> Self {
-        self.fail_once = Some((pod_claim.into(), node.into()));
+        self.fail_once = Some((pod_claim.into(), Some(node.into())));
+        self
+    }
+
+    /// The first allocation of pod claim `pod_claim` fails, on whichever node the scheduler
+    /// selected; afterwards the driver reports that node unsuitable for that pod claim.
+    pub fn failing_once_on_the_first_node(mut self, pod_claim: &str) -> Self {
+        self.fail_once = Some((pod_claim.into(), None));
         self
     }
 
@@ -482,6 +491,24 @@ impl Inner {
         Ok(())
     }
 
+    /// Whether allocating `(pod claim, node)` is the scripted failure (if it has not failed yet).
+    fn fails_once(&self, (pod_claim, node): &(String, String)) -> bool {
+        match &self.script.fail_once {
+            Some((failing, Some(on))) => failing == pod_claim && on == node,
+            Some((failing, None)) => {
+                failing == pod_claim
+                    && !self
+                        .state
+                        .lock()
+                        .unwrap()
+                        .failed
+                        .iter()
+                        .any(|(c, _)| c == failing)
+            }
+            None => false,
+        }
+    }
+
     async fn sync_context(
         &self,
         ctx: &PodSchedulingContext,
@@ -532,8 +559,7 @@ impl Inner {
             if !report.values().any(|nodes| nodes.contains(node)) {
                 for (pod_claim, claim) in &pending {
                     let key = (pod_claim.clone(), node.clone());
-                    let fail = self.script.fail_once.as_ref() == Some(&key);
-                    if fail && self.state.lock().unwrap().failed.insert(key) {
+                    if self.fails_once(&key) && self.state.lock().unwrap().failed.insert(key) {
                         continue;
                     }
                     self.allocate(claim, node, Some(&pod)).await?;
