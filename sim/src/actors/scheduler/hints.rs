@@ -12,6 +12,8 @@ use k8s_openapi::api::resource::v1alpha2::{
     PodSchedulingContext, PodSchedulingContextSpec, PodSchedulingContextStatus, ResourceClaim,
 };
 
+use crate::actors::claims::is_delayed;
+
 /// The part of a context a hint compares with the next version of it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Seen {
@@ -42,13 +44,8 @@ fn reports(status: Option<&PodSchedulingContextStatus>) -> usize {
 /// Whether a claim waits for a node to be allocated for (delayed allocation, not allocated,
 /// no deallocation requested).
 pub fn pending(claim: &ResourceClaim) -> bool {
-    let delayed = claim
-        .spec
-        .allocation_mode
-        .as_deref()
-        .is_none_or(|mode| mode == "WaitForFirstConsumer");
     let status = claim.status.as_ref();
-    delayed
+    is_delayed(claim)
         && status.and_then(|s| s.allocation.as_ref()).is_none()
         && !status
             .and_then(|s| s.deallocation_requested)

@@ -185,7 +185,6 @@ async fn resource(
     }
 }
 
-/// A JSON response with a status code.
 /// One stored object as `format` renders it for a client of `info`'s version. In the common case
 /// (JSON, a version that shows the object as stored) it is serialized in place, without a copy.
 pub(crate) fn object_body(format: Format, info: &ResourceInfo, stored: &Value) -> Vec<u8> {
@@ -217,6 +216,7 @@ pub(crate) fn object_response(
         .into_response()
 }
 
+/// A JSON response with a status code.
 pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
     (
         code,
