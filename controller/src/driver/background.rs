@@ -126,7 +126,7 @@ impl InventorySync {
                     (node, devices)
                 })
                 .collect();
-            for (node, _, result) in self.driver.calls.write_inventories(pending).await {
+            for (node, result) in self.driver.calls.write_inventories(pending).await {
                 if let Err(error) = result {
                     warn!(%error, node = %node, "Failed to update inventory, retrying");
                     failed.push(node);

@@ -78,20 +78,20 @@ impl LedgerCalls {
     }
 
     /// Writes the devices of each node of `pending` unless the ledger already records exactly
-    /// those (several nodes at once), logging what changed; returns each node with its devices
-    /// and the outcome, for the caller to remember or retry.
+    /// those (several nodes at once), logging what changed; returns each node with the outcome,
+    /// for the caller to remember or retry.
     pub(crate) async fn write_inventories(
         &self,
         pending: Vec<(String, Vec<Device>)>,
-    ) -> Vec<(String, Vec<Device>, Result<()>)> {
+    ) -> Vec<(String, Result<()>)> {
         futures::stream::iter(pending)
             .map(|(node, devices)| async move {
-                let (name, list) = (node.clone(), devices.clone());
+                let name = node.clone();
                 let result = self
-                    .call(move |l| write_if_changed(l, &name, list))
+                    .call(move |l| write_if_changed(l, &name, devices))
                     .await
                     .map(|change| log_change(&node, change));
-                (node, devices, result)
+                (node, result)
             })
             .buffer_unordered(PARALLEL_WRITES)
             .collect()

@@ -79,9 +79,15 @@ impl Mirror {
         {
             warn!(node = %skipped.node, device = %skipped.device, attribute = %skipped.attribute, reason = %skipped.reason, "Dropped device attribute");
         }
-        for (node, devices, result) in self.calls.write_inventories(pending).await {
+        for (node, result) in self.calls.write_inventories(pending).await {
             match result {
                 Ok(()) => {
+                    let devices = cache
+                        .inventory
+                        .devices
+                        .get(&node)
+                        .cloned()
+                        .unwrap_or_default();
                     cache.written.insert(node, devices);
                 }
                 Err(error) => {
