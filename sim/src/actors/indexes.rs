@@ -10,7 +10,9 @@
 //! Plain data behind a mutex; must not do I/O.
 
 use dra_framework::sync::LockExt;
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 use std::sync::Mutex;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -106,45 +108,77 @@ impl NodeLoad {
     }
 }
 
-#[derive(Debug, Default)]
-struct OwnedState {
-    by_pod: HashMap<String, HashSet<ObjectKey>>,
-    owner_of: HashMap<ObjectKey, String>,
+/// A relation from keys to values, kept with its reverse (the keys of each value), so that both
+/// directions are a lookup.
+#[derive(Debug)]
+struct Reverse<K, V> {
+    values_of: HashMap<K, Vec<V>>,
+    keys_of: HashMap<V, HashSet<K>>,
 }
 
-impl OwnedState {
-    fn forget(&mut self, key: &ObjectKey) {
-        if let Some(uid) = self.owner_of.remove(key) {
-            if let Some(set) = self.by_pod.get_mut(&uid) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.by_pod.remove(&uid);
+impl<K, V> Default for Reverse<K, V> {
+    fn default() -> Self {
+        Self {
+            values_of: HashMap::new(),
+            keys_of: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash, V: Clone + Eq + Hash> Reverse<K, V> {
+    fn remove(&mut self, key: &K) {
+        for value in self.values_of.remove(key).unwrap_or_default() {
+            if let Some(keys) = self.keys_of.get_mut(&value) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.keys_of.remove(&value);
                 }
             }
         }
     }
 
-    fn record(&mut self, meta: &ObjectMeta) {
-        let key = ObjectKey::of(meta);
-        let owner = owning_pod_of(meta).map(|(_, uid)| uid);
-        if self.owner_of.get(&key) == owner.as_ref() {
+    /// Relates `key` to `values` only (none: forgets the key).
+    fn set(&mut self, key: K, values: Vec<V>) {
+        if self.values_of.get(&key) == Some(&values) {
             return;
         }
-        self.forget(&key);
-        if let Some(uid) = owner {
-            self.by_pod
-                .entry(uid.clone())
+        self.remove(&key);
+        if values.is_empty() {
+            return;
+        }
+        for value in &values {
+            self.keys_of
+                .entry(value.clone())
                 .or_default()
                 .insert(key.clone());
-            self.owner_of.insert(key, uid);
         }
+        self.values_of.insert(key, values);
+    }
+
+    fn keys<Q: Eq + Hash + ?Sized>(&self, value: &Q) -> Vec<K>
+    where
+        V: Borrow<Q>,
+    {
+        self.keys_of
+            .get(value)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
 /// Claims by the UID of the pod that controls them.
 #[derive(Debug, Default)]
 pub struct OwnedClaims {
-    state: Mutex<OwnedState>,
+    /// Claim -> the UID of its controlling pod (at most one).
+    state: Mutex<Reverse<ObjectKey, String>>,
+}
+
+/// The UID of the pod that controls the object of `meta`, as the relation's values.
+fn owner(meta: &ObjectMeta) -> Vec<String> {
+    owning_pod_of(meta)
+        .map(|(_, uid)| uid)
+        .into_iter()
+        .collect()
 }
 
 impl OwnedClaims {
@@ -155,67 +189,28 @@ impl OwnedClaims {
 
     /// Records a created or changed claim.
     pub fn applied(&self, meta: &ObjectMeta) {
-        self.state.lock_or_recover().record(meta);
+        self.state
+            .lock_or_recover()
+            .set(ObjectKey::of(meta), owner(meta));
     }
 
     /// Forgets a deleted claim.
     pub fn deleted(&self, meta: &ObjectMeta) {
-        self.state.lock_or_recover().forget(&ObjectKey::of(meta));
+        self.state.lock_or_recover().remove(&ObjectKey::of(meta));
     }
 
     /// Replaces the index with the claims of a relist.
     pub fn reset<'a>(&self, claims: impl IntoIterator<Item = &'a ObjectMeta>) {
         let mut state = self.state.lock_or_recover();
-        *state = OwnedState::default();
+        *state = Reverse::default();
         for meta in claims {
-            state.record(meta);
+            state.set(ObjectKey::of(meta), owner(meta));
         }
     }
 
     /// The claims controlled by the pod with this UID.
     pub fn of_pod(&self, pod_uid: &str) -> Vec<ObjectKey> {
-        self.state
-            .lock_or_recover()
-            .by_pod
-            .get(pod_uid)
-            .map(|set| set.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-}
-
-#[derive(Debug, Default)]
-struct UsersState {
-    by_claim: HashMap<ObjectKey, HashSet<ObjectKey>>,
-    claims_of: HashMap<ObjectKey, Vec<ObjectKey>>,
-}
-
-impl UsersState {
-    fn remove(&mut self, pod: &ObjectKey) {
-        for claim in self.claims_of.remove(pod).unwrap_or_default() {
-            if let Some(set) = self.by_claim.get_mut(&claim) {
-                set.remove(pod);
-                if set.is_empty() {
-                    self.by_claim.remove(&claim);
-                }
-            }
-        }
-    }
-
-    fn set(&mut self, pod: ObjectKey, claims: Vec<ObjectKey>) {
-        if self.claims_of.get(&pod) == Some(&claims) {
-            return;
-        }
-        self.remove(&pod);
-        if claims.is_empty() {
-            return;
-        }
-        for claim in &claims {
-            self.by_claim
-                .entry(claim.clone())
-                .or_default()
-                .insert(pod.clone());
-        }
-        self.claims_of.insert(pod, claims);
+        self.state.lock_or_recover().keys(pod_uid)
     }
 }
 
@@ -223,7 +218,8 @@ impl UsersState {
 /// claim: a claim change reaches only its pods.
 #[derive(Debug, Default)]
 pub struct ClaimUsers {
-    state: Mutex<UsersState>,
+    /// Pod -> the claims it uses.
+    state: Mutex<Reverse<ObjectKey, ObjectKey>>,
 }
 
 impl ClaimUsers {
@@ -245,7 +241,7 @@ impl ClaimUsers {
     /// Replaces the index with the pods of a relist.
     pub fn reset(&self, pods: impl IntoIterator<Item = (ObjectKey, Vec<ObjectKey>)>) {
         let mut state = self.state.lock_or_recover();
-        *state = UsersState::default();
+        *state = Reverse::default();
         for (pod, claims) in pods {
             state.set(pod, claims);
         }
@@ -253,12 +249,7 @@ impl ClaimUsers {
 
     /// The pods that use `claim`.
     pub fn of(&self, claim: &ObjectKey) -> Vec<ObjectKey> {
-        self.state
-            .lock_or_recover()
-            .by_claim
-            .get(claim)
-            .map(|set| set.iter().cloned().collect())
-            .unwrap_or_default()
+        self.state.lock_or_recover().keys(claim)
     }
 }
 
