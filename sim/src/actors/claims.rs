@@ -278,19 +278,15 @@ impl ClaimController {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
         // A claim created before a crash or a failed status write is adopted, not duplicated.
-        let existing = self.owned.of_pod(&pod_uid).into_iter().find_map(|key| {
-            let claim = self
-                .claims
-                .get(&ObjectRef::new(&key.name).within(&key.namespace))?;
+        let existing = self.owned.find(&pod_uid, &self.claims, |claim| {
             let made_for = claim
                 .metadata
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION));
-            (key.namespace == namespace
-                && owning_pod(&claim).is_some_and(|(_, uid)| uid == pod_uid)
-                && made_for.is_some_and(|n| n == pod_claim_name))
-            .then_some(claim)
+            claim.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && owning_pod(claim).is_some_and(|(_, uid)| uid == pod_uid)
+                && made_for.is_some_and(|n| n == pod_claim_name)
         });
         if let Some(claim) = existing {
             return Ok(claim.metadata.name.clone().unwrap_or_default());

@@ -7,13 +7,15 @@
 //!   indexes them to adopt a claim it created before a crash instead of creating a second one;
 //! - [`ClaimUsers`]: the pods that use a claim, so that a claim change wakes only them.
 //!
-//! Plain data behind a mutex; must not do I/O.
+//! Plain data behind a mutex (read beside the informer stores); must not do I/O.
 
 use dra_framework::sync::LockExt;
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -211,6 +213,22 @@ impl OwnedClaims {
     /// The claims controlled by the pod with this UID.
     pub fn of_pod(&self, pod_uid: &str) -> Vec<ObjectKey> {
         self.state.lock_or_recover().keys(pod_uid)
+    }
+
+    /// The first claim of `store` controlled by the pod with this UID that `matches` accepts.
+    pub fn find<K>(
+        &self,
+        pod_uid: &str,
+        store: &Store<K>,
+        matches: impl Fn(&K) -> bool,
+    ) -> Option<Arc<K>>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone,
+    {
+        self.of_pod(pod_uid).into_iter().find_map(|key| {
+            let claim = store.get(&ObjectRef::new(&key.name).within(&key.namespace))?;
+            matches(&claim).then_some(claim)
+        })
     }
 }
 

@@ -317,12 +317,7 @@ impl StructuredClaimController {
                     .and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION))
                     .is_some_and(|n| n == pod_claim)
         };
-        let stored = self.owned.of_pod(pod_uid).into_iter().find_map(|key| {
-            let claim = self
-                .claims
-                .get(&ObjectRef::new(&key.name).within(&key.namespace))?;
-            matches(&claim).then_some(claim)
-        });
+        let stored = self.owned.find(pod_uid, &self.claims, matches);
         if let Some(claim) = stored {
             return Some((*claim).clone());
         }
