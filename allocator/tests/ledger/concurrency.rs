@@ -5,12 +5,31 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use dra_allocator::ledger::{Allocation, LedgerError};
+use dra_allocator::ledger::{Allocation, Ledger, LedgerError};
 use dra_allocator::model::Sharing;
 use testkit::ledger::*;
 
 const THREADS: usize = 24;
 const CLAIMS_PER_THREAD: usize = 5;
+
+/// Runs `work(ledger, thread)` on [`THREADS`] threads released together; their results.
+fn on_threads<R: Send + 'static>(
+    ledger: &Ledger,
+    work: impl Fn(&Ledger, usize) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let work = Arc::new(work);
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (ledger, barrier, work) = (ledger.clone(), barrier.clone(), work.clone());
+            thread::spawn(move || {
+                barrier.wait();
+                work(&ledger, t)
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
 
 #[test]
 fn concurrent_callers_never_double_allocate_and_find_their_devices_after_reopen() {
@@ -18,31 +37,21 @@ fn concurrent_callers_never_double_allocate_and_find_their_devices_after_reopen(
     let ledger = open(dir.path());
     ledger.set_inventory("node-a", gpus(8, "H100")).unwrap();
     ledger.set_inventory("node-b", gpus(8, "H100")).unwrap();
-    let barrier = Arc::new(Barrier::new(THREADS));
-
-    let handles: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let ledger = ledger.clone();
-            let barrier = barrier.clone();
-            thread::spawn(move || {
-                barrier.wait();
-                let mut won = Vec::new();
-                for c in 0..CLAIMS_PER_THREAD {
-                    let uid = format!("t{t}-c{c}");
-                    match ledger.allocate(allocate(&uid, None, request(1, Sharing::Exclusive))) {
-                        Ok(allocation) => won.push(allocation),
-                        Err(LedgerError::Unsatisfiable { .. }) => {}
-                        Err(other) => panic!("unexpected error: {other}"),
-                    }
-                }
-                won
-            })
-        })
-        .collect();
-    let won: Vec<Allocation> = handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
+    let won: Vec<Allocation> = on_threads(&ledger, |ledger, t| {
+        let mut won = Vec::new();
+        for c in 0..CLAIMS_PER_THREAD {
+            let uid = format!("t{t}-c{c}");
+            match ledger.allocate(allocate(&uid, None, request(1, Sharing::Exclusive))) {
+                Ok(allocation) => won.push(allocation),
+                Err(LedgerError::Unsatisfiable { .. }) => {}
+                Err(other) => panic!("unexpected error: {other}"),
+            }
+        }
+        won
+    })
+    .into_iter()
+    .flatten()
+    .collect();
 
     assert_eq!(won.len(), 16, "every device is given exactly once");
     let held: BTreeSet<(String, String)> = won
@@ -74,42 +83,30 @@ fn concurrent_allocate_and_release_with_sharing_keeps_invariants() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = open(dir.path());
     ledger.set_inventory("node-a", gpus(3, "H100")).unwrap();
-    let barrier = Arc::new(Barrier::new(THREADS));
-
-    let handles: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let ledger = ledger.clone();
-            let barrier = barrier.clone();
-            thread::spawn(move || {
-                barrier.wait();
-                let mut kept = BTreeMap::new();
-                for round in 0..6 {
-                    let uid = format!("t{t}-r{round}");
-                    let sharing = if t % 2 == 0 {
-                        Sharing::Shared { max_consumers: 3 }
-                    } else {
-                        Sharing::Exclusive
-                    };
-                    if let Ok(allocation) =
-                        ledger.allocate(allocate(&uid, None, request(1, sharing)))
-                    {
-                        if round % 2 == 0 {
-                            assert!(ledger.release(&uid).unwrap().is_some());
-                        } else {
-                            kept.insert(uid, allocation.devices);
-                        }
-                    }
-                    // Readers run alongside the writer without errors.
-                    ledger.nodes().unwrap();
+    let kept: BTreeMap<String, Vec<String>> = on_threads(&ledger, |ledger, t| {
+        let mut kept = BTreeMap::new();
+        for round in 0..6 {
+            let uid = format!("t{t}-r{round}");
+            let sharing = if t % 2 == 0 {
+                Sharing::Shared { max_consumers: 3 }
+            } else {
+                Sharing::Exclusive
+            };
+            if let Ok(allocation) = ledger.allocate(allocate(&uid, None, request(1, sharing))) {
+                if round % 2 == 0 {
+                    assert!(ledger.release(&uid).unwrap().is_some());
+                } else {
+                    kept.insert(uid, allocation.devices);
                 }
-                kept
-            })
-        })
-        .collect();
-    let kept: BTreeMap<String, Vec<String>> = handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
+            }
+            // Readers run alongside the writer without errors.
+            ledger.nodes().unwrap();
+        }
+        kept
+    })
+    .into_iter()
+    .flatten()
+    .collect();
 
     assert_consistent(&ledger);
     for device in ledger.node_devices("node-a").unwrap().unwrap() {
@@ -132,7 +129,7 @@ fn concurrent_allocate_and_release_with_sharing_keeps_invariants() {
 #[test]
 fn journal_and_audit_stay_within_retention_when_batches_carry_many_operations() {
     let dir = tempfile::tempdir().unwrap();
-    let ledger = dra_allocator::ledger::Ledger::open_with(
+    let ledger = Ledger::open_with(
         dir.path().join("ledger.redb"),
         DRIVER,
         dra_allocator::ledger::LedgerOptions {
@@ -143,29 +140,18 @@ fn journal_and_audit_stay_within_retention_when_batches_carry_many_operations() 
     )
     .unwrap();
     ledger.set_inventory("node-a", gpus(8, "H100")).unwrap();
-    let barrier = Arc::new(Barrier::new(THREADS));
-    let handles: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let ledger = ledger.clone();
-            let barrier = barrier.clone();
-            thread::spawn(move || {
-                barrier.wait();
-                for c in 0..CLAIMS_PER_THREAD {
-                    let uid = format!("t{t}-c{c}");
-                    match ledger.allocate(allocate(&uid, None, request(1, Sharing::Exclusive))) {
-                        Ok(_) => {
-                            ledger.release(&uid).unwrap();
-                        }
-                        Err(LedgerError::Unsatisfiable { .. }) => {}
-                        Err(other) => panic!("unexpected error: {other}"),
-                    }
+    on_threads(&ledger, |ledger, t| {
+        for c in 0..CLAIMS_PER_THREAD {
+            let uid = format!("t{t}-c{c}");
+            match ledger.allocate(allocate(&uid, None, request(1, Sharing::Exclusive))) {
+                Ok(_) => {
+                    ledger.release(&uid).unwrap();
                 }
-            })
-        })
-        .collect();
-    for handle in handles {
-        handle.join().unwrap();
-    }
+                Err(LedgerError::Unsatisfiable { .. }) => {}
+                Err(other) => panic!("unexpected error: {other}"),
+            }
+        }
+    });
 
     let stats = ledger.commit_stats();
     assert!(
