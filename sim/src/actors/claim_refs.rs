@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::resource_v1::ResourceClaim;
+use super::ObjectKey;
 
 /// Why a pod claim names no claim yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +106,15 @@ pub fn resolved_claim_names(pod: &Pod) -> Vec<String> {
         .iter()
         .filter_map(|entry| claim_name(pod, entry).ok().flatten())
         .map(|c| c.name)
+        .collect()
+}
+
+/// The claims of `pod` that resolve now, as keys in the pod's namespace.
+pub fn resolved_claim_keys(pod: &Pod) -> Vec<ObjectKey> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    resolved_claim_names(pod)
+        .iter()
+        .map(|name| ObjectKey::new(namespace, name))
         .collect()
 }
 

@@ -46,6 +46,11 @@ impl LastEvents {
 /// The scheduler name the simulated schedulers answer to and report as.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
+/// The node a pod is bound to.
+pub fn bound_node(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+}
+
 /// Whether a scheduler named [`DEFAULT_SCHEDULER`] is responsible for the pod right now: ours,
 /// unbound, alive, not done.
 pub fn wants(pod: &Pod) -> bool {

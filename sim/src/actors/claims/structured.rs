@@ -24,7 +24,8 @@ use super::reservations::{
     PodState,
 };
 use crate::actors::claim_refs::{
-    claim_name, is_for_pod, is_reserved_for_pod, pod_claim_entries, resolved_claim_names, NameError,
+    claim_name, is_for_pod, is_reserved_for_pod, pod_claim_entries, resolved_claim_keys,
+    resolved_claim_names, NameError,
 };
 use crate::actors::error::{is_not_found, ActorError, Result};
 use crate::actors::events::{post_pod_warning, Reporter};
@@ -60,15 +61,6 @@ pub struct StructuredClaimController {
     pub pod_queue: Arc<WorkQueue<ObjectKey>>,
     /// Claims to sync.
     pub claim_queue: Arc<WorkQueue<ObjectKey>>,
-}
-
-/// The claims a pod uses, by the names its spec and status resolve to.
-fn claim_keys(pod: &Pod) -> Vec<ObjectKey> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    resolved_claim_names(pod)
-        .iter()
-        .map(|name| ObjectKey::new(namespace, name))
-        .collect()
 }
 
 /// The claims to create and record: `(pod claim name, claim name)`.
@@ -126,7 +118,7 @@ impl StructuredClaimController {
         match change {
             Change::Applied(pod) => {
                 self.users
-                    .set(ObjectKey::of(&pod.metadata), claim_keys(pod));
+                    .set(ObjectKey::of(&pod.metadata), resolved_claim_keys(pod));
                 self.route_pod(pod, false);
             }
             Change::Deleted(pod) => {
@@ -141,7 +133,7 @@ impl StructuredClaimController {
                 let pods = self.pods.state();
                 let users = pods
                     .iter()
-                    .map(|pod| (ObjectKey::of(&pod.metadata), claim_keys(pod)));
+                    .map(|pod| (ObjectKey::of(&pod.metadata), resolved_claim_keys(pod)));
                 self.users.reset(users.collect::<Vec<_>>());
                 // Pods deleted while the watch was down produced no deletion.
                 for claim in self.claims.state() {

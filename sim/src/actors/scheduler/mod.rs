@@ -34,7 +34,7 @@ use super::claims::pod_owner_reference;
 use super::error::{is_conflict, is_not_found, ActorError, Result};
 use super::indexes::{ClaimUsers, NodeLoad, Placement};
 use super::runtime::{Change, Next, WorkQueue};
-use super::scheduling::LastEvents;
+use super::scheduling::{bound_node, LastEvents};
 use super::writes::{read_modify_write, with_retry, Part};
 use super::{pod_claim_names, scheduling, ObjectKey};
 use plan::{decide_explained, reserved_for, resolve, Decision, Snapshot, MAX_RESERVED_FOR};
@@ -71,11 +71,6 @@ pub struct Scheduler {
     contexts_seen: Mutex<HashMap<ObjectKey, hints::Seen>>,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
-}
-
-/// The node a pod is bound to.
-fn bound_node(pod: &Pod) -> Option<&str> {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 
 /// The claims a pod the scheduler waits on uses (none for a pod it does not schedule).

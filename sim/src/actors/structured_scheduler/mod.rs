@@ -28,14 +28,14 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client};
 
-use super::claim_refs::resolved_claim_names;
+use super::claim_refs::resolved_claim_keys;
 use super::error::{ActorError, Result};
 use super::indexes::{ClaimUsers, NodeLoad, Placement};
 use super::resource_v1::{
     ConsumerReference, DeviceClass, ResourceClaim, ResourceSlice, DELETE_PROTECTION_FINALIZER,
 };
 use super::runtime::{Change, Next, WorkQueue};
-use super::scheduling::{self, wants, LastEvents};
+use super::scheduling::{self, bound_node, wants, LastEvents};
 use super::writes::{read_modify_write, Part};
 use super::ObjectKey;
 use allocator::DeviceId;
@@ -82,11 +82,6 @@ pub struct StructuredScheduler {
     claim_users: ClaimUsers,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
-}
-
-/// The node a pod is bound to.
-fn bound_node(pod: &Pod) -> Option<&str> {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 
 fn devices_of(claim: &ResourceClaim) -> Vec<DeviceId> {
@@ -168,11 +163,7 @@ impl StructuredScheduler {
             .place(Placement::Bound, key.clone(), bound_node(pod));
         if wants(pod) {
             self.waiting.lock_or_recover().insert(key.clone());
-            let claims = resolved_claim_names(pod)
-                .iter()
-                .map(|name| ObjectKey::new(&key.namespace, name))
-                .collect();
-            self.claim_users.set(key.clone(), claims);
+            self.claim_users.set(key.clone(), resolved_claim_keys(pod));
         } else {
             self.waiting.lock_or_recover().remove(key);
             self.claim_users.remove(key);
