@@ -62,7 +62,8 @@ pub fn object(format: Format, info: &ResourceInfo, obj: &Value) -> Value {
     }
 }
 
-/// Renders a list.
+/// Renders a list as the bytes of its body. JSON, the common case, serializes the stored
+/// items in place rather than copying each into a new document.
 pub fn list(
     format: Format,
     info: &ResourceInfo,
@@ -70,7 +71,7 @@ pub fn list(
     rv: u64,
     continue_token: Option<&str>,
     remaining: Option<usize>,
-) -> Value {
+) -> Vec<u8> {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if let Some(token) = continue_token {
         metadata["continue"] = json!(token);
@@ -78,23 +79,44 @@ pub fn list(
     if let Some(n) = remaining {
         metadata["remainingItemCount"] = json!(n);
     }
-    match format {
-        Format::Json => json!({
-            "kind": info.list_kind(),
-            "apiVersion": info.api_version(),
-            "metadata": metadata,
-            "items": items.iter().map(|o| (**o).clone()).collect::<Vec<_>>(),
+    let encoded = match format {
+        Format::Json => serde_json::to_vec(&JsonList {
+            api_version: info.api_version(),
+            items: Items(items),
+            kind: info.list_kind(),
+            metadata,
         }),
-        Format::Metadata => json!({
+        Format::Metadata => serde_json::to_vec(&json!({
             "kind": "PartialObjectMetadataList",
             "apiVersion": "meta.k8s.io/v1",
             "metadata": metadata,
             "items": items.iter().map(|o| partial_metadata(o)).collect::<Vec<_>>(),
-        }),
+        })),
         Format::Table { full_object } => {
             let refs: Vec<&Value> = items.iter().map(AsRef::as_ref).collect();
-            table(info, &refs, full_object, Some(metadata), true)
+            serde_json::to_vec(&table(info, &refs, full_object, Some(metadata), true))
         }
+    };
+    // Every part is a `Value` or a string: serialization cannot fail.
+    encoded.unwrap_or_default()
+}
+
+/// A JSON list whose items are borrowed from the store.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonList<'a> {
+    api_version: String,
+    items: Items<'a>,
+    kind: String,
+    metadata: Value,
+}
+
+/// Stored objects serialized as a sequence, each as it is.
+struct Items<'a>(&'a [Arc<Value>]);
+
+impl serde::Serialize for Items<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(AsRef::<Value>::as_ref))
     }
 }
 

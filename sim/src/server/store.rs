@@ -156,6 +156,9 @@ pub struct PageRange<'a> {
     pub after: Option<&'a (String, String)>,
     /// The revision to read at; `None` for the present.
     pub rv: Option<u64>,
+    /// Whether the page counts every accepted object after it, or only finds whether there
+    /// is one (a count costs a walk over the rest of the collection).
+    pub count_rest: bool,
 }
 
 /// One page of a list.
@@ -163,7 +166,8 @@ pub struct PageRange<'a> {
 pub struct Page {
     /// The objects of the page, in key order.
     pub items: Vec<Arc<Value>>,
-    /// Objects after the page that the filter accepts.
+    /// Objects after the page that the filter accepts: all of them when the range asked for
+    /// a count, else 1 when there is any.
     pub rest: usize,
     /// The revision the page was read at.
     pub rv: u64,
@@ -337,7 +341,11 @@ impl Store {
             .take(limit.unwrap_or(usize::MAX))
             .map(|(_, object)| object.clone())
             .collect();
-        let rest = objects.count();
+        let rest = if range.count_rest {
+            objects.count()
+        } else {
+            usize::from(objects.next().is_some())
+        };
         Some(Page {
             items,
             rest,

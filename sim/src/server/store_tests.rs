@@ -158,6 +158,7 @@ fn pages_at_an_older_revision_undo_later_changes_key_by_key() {
         namespace: Some("ns"),
         after,
         rv: Some(then),
+        count_rest: true,
     };
     let first = s
         .list_page("/configmaps", at_then(None), Some(2), all)

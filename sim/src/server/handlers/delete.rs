@@ -17,7 +17,7 @@ use super::options;
 use super::params::decode_body;
 use super::read::{format_of, with_gvk, Filter};
 use super::write::now;
-use super::{json_response, AppState, Params};
+use super::{json_bytes_response, json_response, AppState, Params};
 use crate::server::crd;
 use crate::server::error::{Result, StatusError};
 use crate::server::render;
@@ -328,9 +328,9 @@ pub(super) fn delete_collection(
         }
     }
     let rv = state.store.current_rv();
-    Ok(json_response(
+    Ok(json_bytes_response(
         StatusCode::OK,
-        &render::list(format_of(headers, params), info, &deleted, rv, None, None),
+        render::list(format_of(headers, params), info, &deleted, rv, None, None),
     ))
 }
 

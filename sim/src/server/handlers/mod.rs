@@ -216,6 +216,16 @@ pub(crate) fn object_response(
         .into_response()
 }
 
+/// A response with a JSON body already encoded.
+pub(crate) fn json_bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
+    (
+        code,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
 /// A JSON response with a status code.
 pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
     (

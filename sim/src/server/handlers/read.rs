@@ -8,7 +8,7 @@ use axum::response::Response;
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
 
-use super::{json_response, object_response, AppState, Params};
+use super::{json_bytes_response, object_response, AppState, Params};
 use crate::server::error::{Result, StatusError};
 use crate::server::render::{self, Format};
 use crate::server::route::ResourceRequest;
@@ -75,8 +75,23 @@ impl Filter {
 }
 
 /// A continue token: the list's resourceVersion and the last key returned.
-fn encode_token(rv: u64, ns: &str, name: &str) -> String {
-    let raw = json!({"rv": rv, "ns": ns, "name": name}).to_string();
+/// What a continue token holds: the revision the list reads at, the last key returned, and
+/// how many objects came after that key when the list has no selectors (so that a later page
+/// reports `remainingItemCount` without walking the rest of the collection again).
+#[derive(Debug, PartialEq, Eq)]
+struct Continue {
+    rv: u64,
+    ns: String,
+    name: String,
+    rest: Option<usize>,
+}
+
+fn encode_token(token: &Continue) -> String {
+    let mut raw = json!({"rv": token.rv, "ns": token.ns, "name": token.name});
+    if let Some(rest) = token.rest {
+        raw["rest"] = json!(rest);
+    }
+    let raw = raw.to_string();
     raw.bytes()
         .fold(String::with_capacity(raw.len() * 2), |mut out, b| {
             use std::fmt::Write;
@@ -85,7 +100,7 @@ fn encode_token(rv: u64, ns: &str, name: &str) -> String {
         })
 }
 
-fn decode_token(token: &str) -> Result<(u64, String, String)> {
+fn decode_token(token: &str) -> Result<Continue> {
     let bad = || StatusError::BadRequest(format!("continue key is not valid: {token:?}"));
     if !token.len().is_multiple_of(2) {
         return Err(bad());
@@ -96,11 +111,20 @@ fn decode_token(token: &str) -> Result<(u64, String, String)> {
         .collect::<std::result::Result<Vec<u8>, _>>()
         .map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    Ok((
-        v["rv"].as_u64().ok_or_else(bad)?,
-        v["ns"].as_str().ok_or_else(bad)?.to_string(),
-        v["name"].as_str().ok_or_else(bad)?.to_string(),
-    ))
+    let rest = match &v["rest"] {
+        Value::Null => None,
+        n => Some(
+            n.as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(bad)?,
+        ),
+    };
+    Ok(Continue {
+        rv: v["rv"].as_u64().ok_or_else(bad)?,
+        ns: v["ns"].as_str().ok_or_else(bad)?.to_string(),
+        name: v["name"].as_str().ok_or_else(bad)?.to_string(),
+        rest,
+    })
 }
 
 /// The 410 of a continue token whose revision is no longer retained.
@@ -153,14 +177,19 @@ pub(super) fn list(
         .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
     let key = info.storage_key();
     let namespace = filter.namespace.as_deref();
+    // Counted only without selectors, as etcd's count includes objects they would drop.
+    let selected = params.get("labelSelector").is_some() || params.get("fieldSelector").is_some();
     let after;
+    let mut known_rest = None;
     let (range, expired) = if let Some(token) = params.get("continue") {
-        let (rv, ns, name) = decode_token(token)?;
-        after = (ns, name);
+        let token = decode_token(token)?;
+        after = (token.ns, token.name);
+        known_rest = token.rest.filter(|_| !selected);
         let range = PageRange {
             namespace,
             after: Some(&after),
-            rv: Some(rv),
+            rv: Some(token.rv),
+            count_rest: !selected && known_rest.is_none(),
         };
         (range, CONTINUE_EXPIRED)
     } else {
@@ -169,6 +198,7 @@ pub(super) fn list(
             namespace,
             after: None,
             rv,
+            count_rest: !selected,
         };
         (range, LIST_EXPIRED)
     };
@@ -190,24 +220,28 @@ pub(super) fn list(
             }
         })
         .collect();
+    // The page's snapshot is fixed, so the count after this page follows from the one after
+    // the previous page.
+    let rest = match known_rest {
+        Some(before) if page.rest > 0 => Some(before.saturating_sub(items.len())),
+        Some(_) => Some(0),
+        None => (!selected).then_some(page.rest),
+    };
     let mut token = None;
     let mut remaining = None;
-    let rest = page.rest;
-    if rest > 0 {
+    if page.rest > 0 {
         let last = items
             .last()
             .map(|o| &o["metadata"])
             .cloned()
             .unwrap_or_default();
-        token = Some(encode_token(
-            list_rv,
-            last["namespace"].as_str().unwrap_or_default(),
-            last["name"].as_str().unwrap_or_default(),
-        ));
-        // Counted only without selectors, as etcd's count includes objects they would drop.
-        let selected =
-            params.get("labelSelector").is_some() || params.get("fieldSelector").is_some();
-        remaining = (!selected).then_some(rest);
+        token = Some(encode_token(&Continue {
+            rv: list_rv,
+            ns: last["namespace"].as_str().unwrap_or_default().to_owned(),
+            name: last["name"].as_str().unwrap_or_default().to_owned(),
+            rest,
+        }));
+        remaining = rest;
     }
     let body = render::list(
         format_of(headers, params),
@@ -217,7 +251,7 @@ pub(super) fn list(
         token.as_deref(),
         remaining,
     );
-    Ok(json_response(StatusCode::OK, &body))
+    Ok(json_bytes_response(StatusCode::OK, body))
 }
 
 #[cfg(test)]
@@ -226,11 +260,15 @@ mod tests {
 
     #[test]
     fn continue_tokens_round_trip_and_reject_garbage() {
-        let t = encode_token(42, "ns", "a-b");
-        assert_eq!(
-            decode_token(&t).unwrap(),
-            (42, "ns".to_string(), "a-b".to_string())
-        );
+        for rest in [None, Some(7)] {
+            let token = Continue {
+                rv: 42,
+                ns: "ns".to_owned(),
+                name: "a-b".to_owned(),
+                rest,
+            };
+            assert_eq!(decode_token(&encode_token(&token)).unwrap(), token);
+        }
         assert!(decode_token("zz").is_err());
         assert!(decode_token("abc").is_err());
     }
