@@ -12,7 +12,8 @@
 //!
 //! Run with `cargo bench -p dra-controller --bench scale`. `BENCH_PART` (`restart` or `load`)
 //! runs one part; `BENCH_NODES`, `BENCH_CLAIMS` (restart), `BENCH_RESTARTS`, `BENCH_IMMEDIATE`,
-//! `BENCH_PODS`, `BENCH_QPS` and `BENCH_SECONDS` (load) change the sizes.
+//! `BENCH_PODS`, `BENCH_QPS` and `BENCH_SECONDS` (load) change the sizes. `BENCH_HOLD` keeps the filled
+//! cluster of the restart part up for starts by hand until the file it names is created.
 
 // The shared fixture is used in part only.
 #[path = "../../tests/e2e/e2e_support/mod.rs"]

@@ -62,6 +62,21 @@ fn row(label: &str, start: &Start) {
     );
 }
 
+/// Keeps the filled cluster up for starts by hand (a profiler's, say) until the file
+/// `release` appears in `dir`.
+fn hold(kubeconfig: &std::path::Path, ledger: &std::path::Path, dir: &std::path::Path) {
+    let release = dir.join("release");
+    eprintln!(
+        "scale: restart: holding the cluster; kubeconfig {}, ledger {}; `touch {}` goes on",
+        kubeconfig.display(),
+        ledger.display(),
+        release.display()
+    );
+    while !release.exists() {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 /// Runs the restart part and prints its table.
 pub fn run(runtime: &tokio::runtime::Runtime, sizes: &Sizes) -> anyhow::Result<()> {
     let dir = procs::run_dir();
@@ -88,6 +103,9 @@ pub fn run(runtime: &tokio::runtime::Runtime, sizes: &Sizes) -> anyhow::Result<(
     let held = ledger.utilisation()?;
     drop(ledger);
     let file_size = std::fs::metadata(&ledger_path)?.len();
+    if std::env::var_os("BENCH_HOLD").is_some() {
+        hold(&sim.kubeconfig, &ledger_path, &dir);
+    }
 
     let mut starts = Vec::new();
     for run in 0..sizes.runs {

@@ -32,10 +32,14 @@ pub trait DriverCluster: Send + Sync + 'static {
         name: &str,
     ) -> Result<Option<DeviceClaimParameters>, KubeCallError>;
 
-    /// Every ResourceClaim of the cluster (all namespaces), read fresh from the API server. Only
-    /// what a reconcile reads need be set: name, namespace, uid, and of the status the driver
-    /// name, the allocation's resource handles and `reservedFor`.
-    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, KubeCallError>;
+    /// Every ResourceClaim of the cluster (all namespaces), read fresh from the API server and
+    /// handed to `page` a page at a time, so that a reconcile keeps one page of the claims in
+    /// memory rather than all. Only what a reconcile reads need be set: name, namespace, uid,
+    /// and of the status the driver name, the allocation's resource handles and `reservedFor`.
+    async fn list_claims(
+        &self,
+        page: &mut (dyn FnMut(Vec<ResourceClaim>) + Send),
+    ) -> Result<(), KubeCallError>;
 
     /// Posts an event.
     async fn post_event(&self, event: EventRecord) -> Result<(), KubeCallError>;
@@ -89,16 +93,18 @@ impl DriverCluster for KubeCluster {
             .map_err(kube_call_error)
     }
 
-    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, KubeCallError> {
+    async fn list_claims(
+        &self,
+        visit: &mut (dyn FnMut(Vec<ResourceClaim>) + Send),
+    ) -> Result<(), KubeCallError> {
         let api = Api::<ListedClaim>::all(self.client.clone());
-        let mut claims = Vec::new();
         let mut params = ListParams::default().limit(500);
         loop {
             let page = api.list(&params).await.map_err(kube_call_error)?;
-            claims.extend(page.items.into_iter().map(ResourceClaim::from));
+            visit(page.items.into_iter().map(ResourceClaim::from).collect());
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params = params.continue_token(&token),
-                None => return Ok(claims),
+                None => return Ok(()),
             }
         }
     }

@@ -16,7 +16,7 @@
 //!
 //! Every difference is counted by [`DriftKind`] in the returned [`DriftReport`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dra_allocator::ledger::{
@@ -112,6 +112,19 @@ pub(super) fn same_devices(allocation: &Allocation, data: &HandleData) -> bool {
             == data.devices.iter().collect::<BTreeSet<_>>()
 }
 
+/// The node and the set of devices of an allocation as one string (the node, then the distinct
+/// device names in order, separated by NUL, which no name contains): two allocations hold the
+/// same devices exactly when their places are equal.
+fn place<'a>(node: &str, devices: impl IntoIterator<Item = &'a String>) -> Box<str> {
+    let devices: BTreeSet<&String> = devices.into_iter().collect();
+    let mut out = String::from(node);
+    for device in devices {
+        out.push('\0');
+        out.push_str(device);
+    }
+    out.into_boxed_str()
+}
+
 /// The pod a claim is reserved for, if any.
 fn reserved_pod(claim: &ResourceClaim) -> Option<String> {
     claim
@@ -138,14 +151,51 @@ fn import_request(claim: &ResourceClaim, data: &HandleData) -> ImportRequest {
     }
 }
 
+/// What a reconcile keeps of one ledger allocation while it reads the claims: enough to judge
+/// it and to name it in a log line, not the whole record (a reconcile may hold 100,000).
+struct Held {
+    /// `namespace/name` of the claim.
+    name: Box<str>,
+    /// The node and devices (see [`place`]).
+    place: Box<str>,
+    pending: bool,
+    /// A pending intent that may still be in flight.
+    young: bool,
+    /// Whether a listed claim has this UID.
+    listed: bool,
+}
+
+impl Held {
+    fn node(&self) -> &str {
+        self.place.split('\0').next().unwrap_or_default()
+    }
+
+    /// How an allocation that no claim shows is counted.
+    fn drift(&self) -> DriftKind {
+        if self.pending {
+            DriftKind::StaleIntent
+        } else {
+            DriftKind::OrphanInLedger
+        }
+    }
+}
+
 /// One repair a reconcile decided on.
-enum Step<'a> {
-    /// Confirm a pending intent the claim shows.
-    Confirm(&'a Allocation),
-    /// Release an allocation; counted as `kind` when given.
-    Release(&'a Allocation, Option<DriftKind>),
+enum Step {
+    /// Confirm the pending intent of this claim UID, which its claim shows.
+    Confirm(String),
+    /// Release the allocation of a claim UID; counted as `kind` when given.
+    Release {
+        uid: String,
+        name: Box<str>,
+        node: String,
+        kind: Option<DriftKind>,
+    },
     /// Record an allocation a claim shows, counted as `kind`.
-    Import(&'a ResourceClaim, HandleData, DriftKind),
+    Import {
+        request: ImportRequest,
+        kind: DriftKind,
+    },
 }
 
 /// What one step did.
@@ -170,56 +220,61 @@ impl DriftReport {
     }
 }
 
+/// The decisions of a reconcile so far: the report, and the repairs to run once every claim
+/// has been read (releases first, so that imports find the devices that orphans held).
+struct Judgement {
+    report: DriftReport,
+    frees: Vec<Step>,
+    imports: Vec<Step>,
+}
+
 impl LedgerDriver {
     /// Runs a reconcile now and returns what it found. Reconciles never overlap.
+    ///
+    /// The ledger's allocations are read first, in compact form, then the claims of the
+    /// cluster page by page, each judged as it arrives; the repairs run once the whole list is
+    /// read, so a failed list changes nothing. No allocation is made or released meanwhile
+    /// (they wait for the reconcile), so the order of the two reads does not matter.
     pub async fn reconcile_now(&self) -> Result<DriftReport> {
         let _serial = self.reconcile_lock.write().await;
         let started = Instant::now();
         let takeover = self.takeover.load(std::sync::atomic::Ordering::SeqCst);
-        let claims = self
-            .cluster
-            .list_claims()
+        let mut held = self.held_allocations(takeover).await?;
+        let mut judgement = Judgement {
+            report: DriftReport::new(),
+            frees: Vec::new(),
+            imports: Vec::new(),
+        };
+        judgement.report.allocations_checked = held.len() as u64;
+        self.cluster
+            .list_claims(&mut |page| {
+                for claim in &page {
+                    self.judge_claim(claim, &mut held, &mut judgement);
+                }
+            })
             .await
             .map_err(DriverError::ListClaims)?;
-        let allocations = self.ledger_call(all_allocations).await?;
-        let mut report = DriftReport::new();
-        report.claims_checked = claims.len() as u64;
-        report.allocations_checked = allocations.len() as u64;
-        let by_uid: HashMap<&str, &ResourceClaim> = claims
-            .iter()
-            .filter_map(|c| c.metadata.uid.as_deref().map(|uid| (uid, c)))
-            .collect();
-        let known: HashSet<&str> = allocations.iter().map(|a| a.claim.uid.as_str()).collect();
-        let (mut frees, mut imports) = (Vec::new(), Vec::new());
-        for allocation in &allocations {
-            self.judge_allocation(
-                allocation,
-                &by_uid,
-                takeover,
-                &mut report,
-                &mut frees,
-                &mut imports,
-            );
-        }
-        for claim in &claims {
-            let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-            if uid.is_empty() || known.contains(uid) {
+        let Judgement {
+            mut report,
+            mut frees,
+            imports,
+        } = judgement;
+        for (uid, allocation) in held {
+            if allocation.listed {
                 continue;
             }
-            match claim_allocation(claim, &self.config.driver_name) {
-                Ok(ClaimAllocationState::Ours(data)) => {
-                    if !self
-                        .state
-                        .recently_deallocated(uid, self.config.grace_period)
-                    {
-                        imports.push(Step::Import(claim, data, DriftKind::MissingInLedger));
-                    }
-                }
-                Err(reason) => self.bad_handle(&mut report, claim, reason),
-                Ok(_) => {}
+            if allocation.young {
+                report.in_flight += 1;
+                continue;
             }
+            let kind = allocation.drift();
+            frees.push(Step::Release {
+                node: allocation.node().to_owned(),
+                uid,
+                name: allocation.name,
+                kind: Some(kind),
+            });
         }
-        // Frees first, so that imports find the devices that orphans held.
         for steps in [frees, imports] {
             let runs: Vec<_> = steps.into_iter().map(|step| self.run_step(step)).collect();
             let tallies: Vec<Tally> = futures::stream::iter(runs)
@@ -248,50 +303,102 @@ impl LedgerDriver {
         Ok(report)
     }
 
-    /// Decides what to do with one ledger allocation given the claims of the cluster. After a
-    /// takeover only this process's own hand-outs count as in flight.
-    fn judge_allocation<'a>(
+    /// Every allocation of the ledger by claim UID, in compact form. After a takeover only
+    /// this process's own hand-outs count as in flight.
+    async fn held_allocations(&self, takeover: bool) -> Result<HashMap<String, Held>> {
+        let grace = self.config.grace_period;
+        let now = now_ms();
+        let mut held = self
+            .ledger_call(move |ledger| {
+                let mut held = HashMap::new();
+                each_allocation(ledger, |allocation| {
+                    let pending = allocation.state == AllocationState::Pending;
+                    let young = pending
+                        && !takeover
+                        && now.saturating_sub(allocation.created_ms) < grace.as_millis() as u64;
+                    let name = format!("{}/{}", allocation.claim.namespace, allocation.claim.name);
+                    held.insert(
+                        allocation.claim.uid,
+                        Held {
+                            name: name.into_boxed_str(),
+                            place: place(&allocation.node, &allocation.devices),
+                            pending,
+                            young,
+                            listed: false,
+                        },
+                    );
+                })?;
+                Ok(held)
+            })
+            .await?;
+        for (uid, allocation) in &mut held {
+            if allocation.pending && !allocation.young {
+                allocation.young = self.state.recently_handed_out(uid, grace);
+            }
+        }
+        Ok(held)
+    }
+
+    /// Judges one listed claim against the ledger's allocation of its UID, if any.
+    fn judge_claim(
         &self,
-        allocation: &'a Allocation,
-        by_uid: &HashMap<&str, &'a ResourceClaim>,
-        takeover: bool,
-        report: &mut DriftReport,
-        frees: &mut Vec<Step<'a>>,
-        imports: &mut Vec<Step<'a>>,
+        claim: &ResourceClaim,
+        held: &mut HashMap<String, Held>,
+        judgement: &mut Judgement,
     ) {
-        let pending = allocation.state == AllocationState::Pending;
-        let young = pending
-            && ((!takeover
-                && now_ms().saturating_sub(allocation.created_ms)
-                    < self.config.grace_period.as_millis() as u64)
-                || self
-                    .state
-                    .recently_handed_out(&allocation.claim.uid, self.config.grace_period));
-        let shown = by_uid
-            .get(allocation.claim.uid.as_str())
-            .map(|claim| (*claim, claim_allocation(claim, &self.config.driver_name)));
+        let report = &mut judgement.report;
+        report.claims_checked += 1;
+        let Some(uid) = claim.metadata.uid.as_deref().filter(|uid| !uid.is_empty()) else {
+            return;
+        };
+        let shown = claim_allocation(claim, &self.config.driver_name);
+        let Some(allocation) = held.get_mut(uid) else {
+            match shown {
+                Ok(ClaimAllocationState::Ours(data)) => {
+                    if !self
+                        .state
+                        .recently_deallocated(uid, self.config.grace_period)
+                    {
+                        judgement.imports.push(Step::Import {
+                            request: import_request(claim, &data),
+                            kind: DriftKind::MissingInLedger,
+                        });
+                    }
+                }
+                Err(reason) => self.bad_handle(report, claim, reason),
+                Ok(_) => {}
+            }
+            return;
+        };
+        allocation.listed = true;
+        let release = |allocation: &Held, kind| Step::Release {
+            uid: uid.to_owned(),
+            name: allocation.name.clone(),
+            node: allocation.node().to_owned(),
+            kind,
+        };
         match shown {
-            Some((_, Ok(ClaimAllocationState::Ours(data)))) if same_devices(allocation, &data) => {
-                if pending {
-                    frees.push(Step::Confirm(allocation));
+            Ok(ClaimAllocationState::Ours(data))
+                if *allocation.place == *place(&data.node, &data.devices) =>
+            {
+                if allocation.pending {
+                    judgement.frees.push(Step::Confirm(uid.to_owned()));
                 }
             }
             // The claim list may predate a reallocation in flight: judge it next time.
-            _ if young => report.in_flight += 1,
-            Some((claim, Ok(ClaimAllocationState::Ours(data)))) => {
+            _ if allocation.young => report.in_flight += 1,
+            Ok(ClaimAllocationState::Ours(data)) => {
                 // The claim shows other devices than the ledger: the claim wins.
-                frees.push(Step::Release(allocation, None));
-                imports.push(Step::Import(claim, data, DriftKind::DeviceMismatch));
+                judgement.frees.push(release(allocation, None));
+                judgement.imports.push(Step::Import {
+                    request: import_request(claim, &data),
+                    kind: DriftKind::DeviceMismatch,
+                });
             }
-            Some((claim, Err(reason))) => self.bad_handle(report, claim, reason),
-            _ => {
-                let kind = if pending {
-                    DriftKind::StaleIntent
-                } else {
-                    DriftKind::OrphanInLedger
-                };
-                frees.push(Step::Release(allocation, Some(kind)));
-            }
+            Err(reason) => self.bad_handle(report, claim, reason),
+            Ok(_) => judgement
+                .frees
+                .push(release(allocation, Some(allocation.drift()))),
         }
     }
 
@@ -305,31 +412,36 @@ impl LedgerDriver {
         report.errors.push(error.to_string());
     }
 
-    async fn run_step(&self, step: Step<'_>) -> Tally {
+    async fn run_step(&self, step: Step) -> Tally {
         match step {
-            Step::Confirm(allocation) => {
-                let uid = allocation.claim.uid.clone();
-                match self.ledger_call(move |l| l.confirm(&uid)).await {
+            Step::Confirm(uid) => {
+                let call = uid.clone();
+                match self.ledger_call(move |l| l.confirm(&call)).await {
                     Ok(_) => Tally {
                         confirmed: 1,
                         ..Tally::default()
                     },
                     Err(e) => Tally {
-                        error: Some(format!("confirm {}: {e}", allocation.claim.uid)),
+                        error: Some(format!("confirm {uid}: {e}")),
                         ..Tally::default()
                     },
                 }
             }
-            Step::Release(allocation, kind) => self.release(allocation, kind).await,
-            Step::Import(claim, data, kind) => self.import(claim, &data, kind).await,
+            Step::Release {
+                uid,
+                name,
+                node,
+                kind,
+            } => self.release(uid, &name, &node, kind).await,
+            Step::Import { request, kind } => self.import(request, kind).await,
         }
     }
 
-    async fn release(&self, allocation: &Allocation, kind: Option<DriftKind>) -> Tally {
-        let uid = allocation.claim.uid.clone();
-        match self.ledger_call(move |l| l.release(&uid)).await {
+    async fn release(&self, uid: String, name: &str, node: &str, kind: Option<DriftKind>) -> Tally {
+        let call = uid.clone();
+        match self.ledger_call(move |l| l.release(&call)).await {
             Ok(_) => {
-                info!(claim.uid = %allocation.claim.uid, claim.name = %allocation.claim.name, node = %allocation.node, kind = kind.map_or("replaced", DriftKind::as_str), "Released ledger allocation the cluster does not show");
+                info!(claim.uid = %uid, claim.name = %name, node = %node, kind = kind.map_or("replaced", DriftKind::as_str), "Released ledger allocation the cluster does not show");
                 Tally {
                     released: 1,
                     drift: kind,
@@ -337,17 +449,18 @@ impl LedgerDriver {
                 }
             }
             Err(e) => Tally {
-                error: Some(format!("release {}: {e}", allocation.claim.uid)),
+                error: Some(format!("release {uid}: {e}")),
                 ..Tally::default()
             },
         }
     }
 
-    async fn import(&self, claim: &ResourceClaim, data: &HandleData, kind: DriftKind) -> Tally {
-        let request = import_request(claim, data);
+    async fn import(&self, request: ImportRequest, kind: DriftKind) -> Tally {
+        let name = format!("{}/{}", request.claim.namespace, request.claim.name);
+        let (uid, node) = (request.claim.uid.clone(), request.node.clone());
         match self.ledger_call(move |l| l.import(request)).await {
             Ok(_) => {
-                info!(claim.uid = %data.claim_uid, claim.name = %claim_name(claim), node = %data.node, kind = kind.as_str(), "Imported allocation from the cluster");
+                info!(claim.uid = %uid, claim.name = %name, node = %node, kind = kind.as_str(), "Imported allocation from the cluster");
                 Tally {
                     imported: 1,
                     drift: Some(kind),
@@ -355,36 +468,45 @@ impl LedgerDriver {
                 }
             }
             Err(DriverError::Ledger(e @ LedgerError::DeviceConflict { .. })) => {
-                warn!(error = %e, claim.name = %claim_name(claim), "Claim allocation conflicts with the ledger");
+                warn!(error = %e, claim.name = %name, "Claim allocation conflicts with the ledger");
                 Tally {
                     drift: Some(DriftKind::DeviceConflict),
-                    error: Some(format!("{}: {e}", claim_name(claim))),
+                    error: Some(format!("{name}: {e}")),
                     ..Tally::default()
                 }
             }
             Err(e) => Tally {
-                error: Some(format!("import {}: {e}", claim_name(claim))),
+                error: Some(format!("import {name}: {e}")),
                 ..Tally::default()
             },
         }
     }
 }
 
-/// Every allocation of the ledger, page by page.
+/// Every allocation of the ledger.
 pub(crate) fn all_allocations(
     ledger: &dra_allocator::ledger::Ledger,
 ) -> std::result::Result<Vec<Allocation>, LedgerError> {
     let mut out = Vec::new();
+    each_allocation(ledger, |allocation| out.push(allocation))?;
+    Ok(out)
+}
+
+/// Calls `visit` with every allocation of the ledger, reading a page at a time.
+pub(crate) fn each_allocation(
+    ledger: &dra_allocator::ledger::Ledger,
+    mut visit: impl FnMut(Allocation),
+) -> std::result::Result<(), LedgerError> {
     let mut query = AllocationQuery {
         limit: 1000,
         ..AllocationQuery::default()
     };
     loop {
         let page = ledger.allocations(&query)?;
-        out.extend(page.items);
+        page.items.into_iter().for_each(&mut visit);
         match page.next {
             Some(next) => query.after = Some(next),
-            None => return Ok(out),
+            None => return Ok(()),
         }
     }
 }
@@ -394,3 +516,25 @@ const PARALLEL_STEPS: usize = 16;
 
 /// How long a background reconcile waits before retrying after a failure.
 pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::place;
+
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|&n| n.to_owned()).collect()
+    }
+
+    #[test]
+    fn places_compare_the_node_and_the_set_of_devices() {
+        let a = place("node-1", &names(&["gpu-1", "gpu-0"]));
+        assert_eq!(a, place("node-1", &names(&["gpu-0", "gpu-1", "gpu-0"])));
+        assert_ne!(a, place("node-2", &names(&["gpu-0", "gpu-1"])));
+        assert_ne!(a, place("node-1", &names(&["gpu-0"])));
+        // No concatenation of a node and a device reads as another node.
+        assert_ne!(
+            place("node-1", &names(&["gpu-0"])),
+            place("node-1gpu-0", &names(&[]))
+        );
+    }
+}

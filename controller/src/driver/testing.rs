@@ -80,6 +80,9 @@ impl MemoryCluster {
     }
 }
 
+/// Claims per page of [`MemoryCluster`]'s list: small, so that tests cross pages.
+const LIST_PAGE: usize = 2;
+
 #[async_trait]
 impl DriverCluster for MemoryCluster {
     async fn class_parameters(
@@ -98,7 +101,11 @@ impl DriverCluster for MemoryCluster {
         Ok(self.with(|o| o.claim_parameters.get(&key).cloned()))
     }
 
-    async fn list_claims(&self) -> Result<Vec<ResourceClaim>, KubeCallError> {
+    /// Hands the claims over in pages of [`LIST_PAGE`], as a paged list does.
+    async fn list_claims(
+        &self,
+        visit: &mut (dyn FnMut(Vec<ResourceClaim>) + Send),
+    ) -> Result<(), KubeCallError> {
         let (listed, delay) = self.with(|o| {
             let listed = if o.fail_list {
                 Err(KubeCallError::new(
@@ -106,14 +113,17 @@ impl DriverCluster for MemoryCluster {
                     "injected list failure",
                 ))
             } else {
-                Ok(o.claims.values().cloned().collect())
+                Ok(o.claims.values().cloned().collect::<Vec<_>>())
             };
             (listed, o.list_delay)
         });
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        listed
+        for page in listed?.chunks(LIST_PAGE) {
+            visit(page.to_vec());
+        }
+        Ok(())
     }
 
     async fn post_event(&self, event: EventRecord) -> Result<(), KubeCallError> {
