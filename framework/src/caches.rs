@@ -9,6 +9,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim, ResourceClass};
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::claim_store::ClaimStore;
+
 /// The objects the sync reads, as last observed by the watches.
 pub trait Caches: Send + Sync + 'static {
     /// A ResourceClaim by namespace and name.
@@ -23,11 +25,12 @@ pub trait Caches: Send + Sync + 'static {
     fn claims_of_class(&self, class: &str) -> Vec<Arc<ResourceClaim>>;
 }
 
-/// [`Caches`] over kube-rs reflector stores, filled by the controller's watches.
+/// [`Caches`] over the claim store and kube-rs reflector stores, filled by the controller's
+/// watches.
 #[derive(Clone)]
 pub struct ReflectorCaches {
-    /// ResourceClaims of all namespaces.
-    pub claims: Store<ResourceClaim>,
+    /// ResourceClaims of all namespaces (settled ones in compact form).
+    pub claims: ClaimStore,
     /// ResourceClasses.
     pub classes: Store<ResourceClass>,
     /// PodSchedulingContexts of all namespaces.
@@ -38,7 +41,7 @@ pub struct ReflectorCaches {
 
 impl Caches for ReflectorCaches {
     fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
-        self.claims.get(&ObjectRef::new(name).within(namespace))
+        self.claims.get(namespace, name)
     }
 
     fn class(&self, name: &str) -> Option<Arc<ResourceClass>> {
@@ -55,11 +58,7 @@ impl Caches for ReflectorCaches {
 
     /// A scan of the claim store; called only when a class of ours is added or changed.
     fn claims_of_class(&self, class: &str) -> Vec<Arc<ResourceClaim>> {
-        self.claims
-            .state()
-            .into_iter()
-            .filter(|c| c.spec.resource_class_name == class)
-            .collect()
+        self.claims.of_class(class)
     }
 }
 
@@ -72,7 +71,7 @@ mod tests {
 
     #[test]
     fn reflector_caches_find_claims_by_name_and_class() {
-        let (claims, mut claims_writer) = store::<ResourceClaim>();
+        let claims = ClaimStore::new();
         let (classes, mut classes_writer) = store::<ResourceClass>();
         let (contexts, _) = store::<PodSchedulingContext>();
         let (pods, _) = store::<Pod>();
@@ -81,7 +80,7 @@ mod tests {
             claim().named("b"),
             claim().named("c").in_class(OTHER_CLASS),
         ] {
-            claims_writer.apply_watcher_event(&Event::Apply(c));
+            claims.apply(&c);
         }
         classes_writer.apply_watcher_event(&Event::Apply(class()));
         let caches = ReflectorCaches {

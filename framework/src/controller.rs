@@ -16,6 +16,7 @@ use tracing::{debug, instrument, warn};
 
 use super::api::{object_reference, ClusterApi, EventRecord};
 use super::caches::Caches;
+use super::claim_store::is_settled;
 use super::driver::Driver;
 use super::error::{KubeCallError, Result};
 use super::kube_api::Watches;
@@ -242,8 +243,14 @@ impl<D: Driver> Controller<D> {
 
     /// A claim was added or changed. An unallocated claim made for a pod also queues the pod's
     /// PodSchedulingContext, if one exists: the context may have been synced before the claim
-    /// reached our cache, and would otherwise wait for the periodic recheck.
+    /// reached our cache, and would otherwise wait for the periodic recheck. A settled claim
+    /// (allocated, neither being deleted nor asked to be deallocated) is not queued: its sync
+    /// would end at once, and a start on a cluster of many allocated claims would queue and sync
+    /// every one of them for nothing.
     pub fn claim_changed(&self, claim: &ResourceClaim) {
+        if is_settled(claim) {
+            return;
+        }
         let namespace = claim.namespace().unwrap_or_default();
         self.inner
             .queue

@@ -20,6 +20,7 @@ use tracing::warn;
 
 use super::api::{ClusterApi, EventRecord, EventType};
 use super::caches::ReflectorCaches;
+use super::claim_store::ClaimStore;
 use super::controller::Controller;
 use super::driver::Driver;
 use super::error::{KubeCallError, KubeCallErrorKind};
@@ -129,7 +130,7 @@ impl ClusterApi for KubeApi {
 /// The four watches of the controller with the writers of their stores.
 pub(crate) struct Watches {
     client: Client,
-    claims: Writer<ResourceClaim>,
+    claims: ClaimStore,
     classes: Writer<ResourceClass>,
     contexts: Writer<PodSchedulingContext>,
     pods: Writer<Pod>,
@@ -190,6 +191,44 @@ where
     })
 }
 
+/// The claim watch, filling the claim store as kube-rs's reflector fills its stores: a listing
+/// replaces the cache once complete.
+fn watch_claims(
+    client: Client,
+    store: ClaimStore,
+) -> impl Stream<Item = Change<ResourceClaim>> + Send + 'static {
+    watcher(
+        Api::<ResourceClaim>::all(client),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .filter_map(move |event| {
+        let change = match event {
+            Ok(watcher::Event::Init) => {
+                store.begin_listing();
+                None
+            }
+            Ok(watcher::Event::InitDone) => {
+                store.end_listing();
+                None
+            }
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                store.apply(&o);
+                Some(Change::Changed(o))
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                store.delete(&o);
+                Some(Change::Deleted(o))
+            }
+            Err(error) => {
+                warn!(%error, kind = "ResourceClaim", "Watch failed, retrying");
+                None
+            }
+        };
+        std::future::ready(change)
+    })
+}
+
 /// A watch event of `S` as one of `K`.
 fn convert<S, K>(event: watcher::Event<S>, into: impl Fn(S) -> K) -> watcher::Event<K> {
     match event {
@@ -203,12 +242,12 @@ fn convert<S, K>(event: watcher::Event<S>, into: impl Fn(S) -> K) -> watcher::Ev
 
 impl Watches {
     pub(crate) fn new(client: Client) -> (Self, ReflectorCaches) {
-        let (claims_store, claims) = reflector::store();
+        let claims = ClaimStore::new();
         let (classes_store, classes) = reflector::store();
         let (contexts_store, contexts) = reflector::store();
         let (pods_store, pods) = reflector::store();
         let caches = ReflectorCaches {
-            claims: claims_store,
+            claims: claims.clone(),
             classes: classes_store,
             contexts: contexts_store,
             pods: pods_store,
@@ -241,7 +280,7 @@ impl Watches {
 
     /// Runs the watches forever, feeding the stores and the controller's handlers.
     pub(crate) async fn run<D: Driver>(self, controller: Controller<D>) {
-        let claims = watch(self.client.clone(), self.claims).map(|c| match c {
+        let claims = watch_claims(self.client.clone(), self.claims).map(|c| match c {
             Change::Changed(o) => controller.claim_changed(&o),
             Change::Deleted(o) => controller.claim_deleted(&o),
         });

@@ -18,6 +18,7 @@
 
 mod api;
 mod caches;
+mod claim_store;
 mod controller;
 mod driver;
 mod error;
@@ -36,6 +37,7 @@ mod workqueue;
 
 pub use api::{object_reference, ClusterApi, EventRecord, EventType};
 pub use caches::{Caches, ReflectorCaches};
+pub use claim_store::ClaimStore;
 pub use controller::{Controller, ControllerConfig, SyncOutcome};
 pub use driver::{ClaimAllocation, Driver};
 pub use error::{Error, KubeCallError, KubeCallErrorKind, Result};

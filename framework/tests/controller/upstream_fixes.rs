@@ -112,11 +112,25 @@ async fn unallocated_claim_of_a_pod_requeues_the_pods_scheduling_context() {
         .allocated(dra_framework::testing::fixtures::allocation());
     let h = delayed_pod_harness().with_context(context().potential(&[NODE]));
     h.controller.claim_changed(&allocated);
-    assert_eq!(
-        h.controller.queue().len(),
-        1,
-        "an allocated claim wakes only itself"
+    assert!(
+        h.controller.queue().is_empty(),
+        "an allocated claim wakes nothing: its sync would end at once"
     );
+    for work in [
+        allocated.clone().deleted().with_finalizer(),
+        allocated.deallocation_requested(),
+    ] {
+        h.controller.claim_changed(&work);
+        assert_eq!(
+            h.controller.queue().get().await,
+            Some(QueueKey::claim(NAMESPACE, CLAIM)),
+            "an allocated claim with work queues itself"
+        );
+        h.controller
+            .queue()
+            .done(&QueueKey::claim(NAMESPACE, CLAIM));
+    }
+    assert!(h.controller.queue().is_empty(), "nor its context");
 }
 
 #[tokio::test]
