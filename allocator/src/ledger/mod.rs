@@ -291,6 +291,22 @@ impl Ledger {
         views::nodes(&self.read()?)
     }
 
+    /// For each of `nodes` (a node with the devices its slices publish now), whether the ledger
+    /// records other devices for it: another device set or attributes, or a recorded device the
+    /// list lacks that is not marked missing yet. Read from the writer's in-memory inventory,
+    /// without a transaction, so that a start checks thousands of unchanged nodes at the cost
+    /// of one call; [`Ledger::set_inventory`] decides again in its own transaction.
+    pub fn inventories_changed(&self, nodes: Arc<Vec<(String, Vec<Device>)>>) -> Result<Vec<bool>> {
+        self.inner.writer.read(move |state| {
+            Ok(nodes
+                .iter()
+                .map(|(node, devices)| {
+                    !inventory::records_exactly(state.inventory.node(node), devices)
+                })
+                .collect())
+        })
+    }
+
     /// The devices of `node` with their state; `None` for a node without devices.
     pub fn node_devices(&self, node: &str) -> Result<Option<Vec<DeviceStatus>>> {
         views::node_devices(&self.read()?, node)

@@ -476,3 +476,58 @@ fn gang_check_counts_the_pods_own_holds_as_free_and_leaves_them_in_place() {
     assert!(ledger.allocation("own").unwrap().is_some());
     assert_consistent(&ledger);
 }
+
+#[test]
+fn inventories_changed_tells_apart_what_a_write_would_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    ledger
+        .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
+        .unwrap();
+    ledger.set_inventory("node-b", gpus(2, "H100")).unwrap();
+    // node-a's allocated devices vanish: marked missing, still recorded.
+    ledger.set_inventory("node-a", Vec::new()).unwrap();
+    let mut other_attributes = gpus(2, "H100");
+    other_attributes[1] = gpus(2, "A100").remove(1);
+    let nodes = vec![
+        ("node-a".to_owned(), Vec::new()),
+        ("node-a".to_owned(), gpus(2, "H100")),
+        ("node-b".to_owned(), gpus(2, "H100")),
+        ("node-b".to_owned(), gpus(1, "H100")),
+        ("node-b".to_owned(), gpus(3, "H100")),
+        ("node-b".to_owned(), other_attributes),
+        ("node-c".to_owned(), Vec::new()),
+        ("node-c".to_owned(), gpus(1, "H100")),
+    ];
+    let changed = ledger
+        .inventories_changed(std::sync::Arc::new(nodes.clone()))
+        .unwrap();
+    assert_eq!(
+        changed,
+        [false, true, false, true, true, true, false, true],
+        "{nodes:?}"
+    );
+    // Each verdict agrees with what writing the devices reports.
+    for ((node, devices), changed) in nodes.into_iter().zip(changed) {
+        let recorded = ledger.node_devices(&node).unwrap().unwrap_or_default();
+        let change = ledger.set_inventory(&node, devices).unwrap();
+        let wrote = !(change.added.is_empty()
+            && change.removed.is_empty()
+            && change.updated.is_empty()
+            && change.restored.is_empty()
+            && change.marked_missing.is_empty());
+        assert_eq!(wrote, changed, "{node}: {recorded:?} -> {change:?}");
+        // Back to the recorded state for the next case.
+        let back = recorded
+            .iter()
+            .filter(|d| !d.missing)
+            .map(|d| dra_allocator::model::Device {
+                name: d.name.clone(),
+                attributes: d.attributes.clone(),
+            })
+            .collect();
+        ledger.set_inventory(&node, back).unwrap();
+    }
+    assert_consistent(&ledger);
+}

@@ -80,11 +80,31 @@ impl LedgerCalls {
     /// Writes the devices of each node of `pending` unless the ledger already records exactly
     /// those (several nodes at once), logging what changed; returns each node with the outcome,
     /// for the caller to remember or retry.
+    ///
+    /// The nodes are first checked against the ledger's in-memory inventory all at once; only
+    /// those that differ are written, each in a call of its own.
     pub(crate) async fn write_inventories(
         &self,
         pending: Vec<(String, Vec<Device>)>,
     ) -> Vec<(String, Result<()>)> {
-        futures::stream::iter(pending)
+        let pending = Arc::new(pending);
+        let check = pending.clone();
+        // Should the check fail, every node is written: each write reports its own error.
+        let changed = self
+            .call(move |l| l.inventories_changed(check))
+            .await
+            .unwrap_or_else(|_| vec![true; pending.len()]);
+        let pending = Arc::try_unwrap(pending).unwrap_or_else(|shared| (*shared).clone());
+        let mut unchanged = Vec::new();
+        let mut to_write = Vec::new();
+        for ((node, devices), changed) in pending.into_iter().zip(changed) {
+            if changed {
+                to_write.push((node, devices));
+            } else {
+                unchanged.push((node, Ok(())));
+            }
+        }
+        let mut written: Vec<(String, Result<()>)> = futures::stream::iter(to_write)
             .map(|(node, devices)| async move {
                 let name = node.clone();
                 let result = self
@@ -95,7 +115,9 @@ impl LedgerCalls {
             })
             .buffer_unordered(PARALLEL_WRITES)
             .collect()
-            .await
+            .await;
+        written.extend(unchanged);
+        written
     }
 }
 
