@@ -4,6 +4,7 @@
 //! Plain data with serde derives. Must not depend on the ledger, on I/O, redb, tokio or kube;
 //! every function here is pure and deterministic.
 
+mod attributes;
 mod quantity;
 mod request;
 mod requirement;
@@ -12,11 +13,11 @@ mod version;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use attributes::Attributes;
 pub use quantity::Quantity;
 pub use request::{ClaimRequest, ClassDefaults, EffectiveRequest, Policy, Sharing, MAX_COUNT};
 pub use requirement::{CompiledRequirement, Operator, Requirement};
@@ -116,9 +117,6 @@ impl fmt::Display for AttributeValue {
         }
     }
 }
-
-/// Attributes of a device by name; ordered so that equal devices compare and hash equal.
-pub type Attributes = BTreeMap<String, AttributeValue>;
 
 /// One device as published in a `ResourceSlice`: its name on the node and its attributes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dra_allocator::model::{AttributeValue, Device, Quantity, Version};
+use dra_allocator::model::{AttributeValue, Attributes, Device, Quantity, Version};
 use dra_controller::driver::inventory::{attribute_value, device, devices_by_node, slice_node};
 use k8s_openapi::api::resource::v1alpha2::{
     NamedResourcesAttribute, NamedResourcesInstance, NamedResourcesIntSlice,
@@ -181,7 +181,7 @@ proptest! {
                         None => expected_skipped += 1,
                     }
                 }
-                prop_assert_eq!(&device.attributes, &attributes);
+                prop_assert_eq!(&device.attributes, &Attributes::from(attributes));
             }
         }
         prop_assert_eq!(skipped.len(), expected_skipped);
@@ -210,7 +210,10 @@ fn model_device() -> impl Strategy<Value = Device> {
         ".{1,12}",
         prop::collection::btree_map("[a-z][a-z0-9.]{0,8}", value, 0..6),
     )
-        .prop_map(|(name, attributes)| Device { name, attributes })
+        .prop_map(|(name, attributes)| Device {
+            name,
+            attributes: attributes.into(),
+        })
 }
 
 /// The instance a driver publishing `device` would write.
