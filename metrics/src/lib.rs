@@ -392,9 +392,9 @@ impl Metrics {
 
     /// Refreshes the gauges from the ledger's read view (blocking; does not wait for the writer).
     pub fn refresh_from_ledger(&self, ledger: &Ledger) -> Result<()> {
-        let utilisation = ledger.utilisation().map_err(Error::Ledger)?;
+        let (utilisation, nodes) = ledger.utilisation_and_nodes().map_err(Error::Ledger)?;
         self.set_utilisation(&utilisation);
-        self.set_nodes(&ledger.nodes().map_err(Error::Ledger)?);
+        self.set_nodes(&nodes);
         let oldest = ledger
             .pending_intents()
             .map_err(Error::Ledger)?

@@ -381,6 +381,12 @@ impl Ledger {
         views::utilisation(&self.read()?)
     }
 
+    /// [`Ledger::utilisation`] and [`Ledger::nodes`] from one snapshot and one pass over the
+    /// devices (what a metrics refresh reads).
+    pub fn utilisation_and_nodes(&self) -> Result<(Utilisation, Vec<NodeSummary>)> {
+        views::utilisation_and_nodes(&self.read()?)
+    }
+
     /// Group-commit statistics.
     pub fn commit_stats(&self) -> CommitStats {
         self.inner.stats.snapshot()

@@ -13,7 +13,7 @@ use super::tables::Record;
 use crate::model::{AttributeValue, Attributes, ParseError, Quantity, Sharing, Version};
 
 /// A device attribute as stored (quantities and versions as their canonical text).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum StoredAttribute {
     /// `true` or `false`.
     Bool(bool),

@@ -214,6 +214,18 @@ pub struct DeviceCounts {
     pub missing: u64,
 }
 
+impl DeviceCounts {
+    /// Adds `other`'s counts to these.
+    pub fn merge(&mut self, other: &DeviceCounts) {
+        self.total += other.total;
+        self.free += other.free;
+        self.allocated += other.allocated;
+        self.shared += other.shared;
+        self.cordoned += other.cordoned;
+        self.missing += other.missing;
+    }
+}
+
 /// One node's device counts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeSummary {

@@ -1,12 +1,12 @@
 //! Read views for the admin API, each from one consistent read snapshot. They never go through
 //! the writer, so reads do not wait for commits.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use super::ops::allocation_view;
-use super::records::{DeviceRecord, StoredSharing};
+use super::records::{DeviceRecord, StoredAttribute, StoredSharing};
 use super::store::{attributes_of, decoded, read_table};
 use super::tables::{
     AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, IntentId, ALLOCATIONS, AUDIT, CLAIM_INTENTS,
@@ -238,20 +238,59 @@ pub(crate) fn audit_since(
 }
 
 pub(crate) fn utilisation(txn: &ReadTransaction) -> Result<Utilisation> {
+    utilisation_and_nodes(txn).map(|(utilisation, _)| utilisation)
+}
+
+/// [`utilisation`] and [`nodes`] from one pass over the devices. The counts per attribute
+/// value are kept by stored value while counting, and each distinct value is rendered as text
+/// once at the end (values of the same text count together).
+pub(crate) fn utilisation_and_nodes(
+    txn: &ReadTransaction,
+) -> Result<(Utilisation, Vec<NodeSummary>)> {
     let table = read_table(txn, DEVICES)?;
     let mut totals = DeviceCounts::default();
-    let mut by_attribute: BTreeMap<String, BTreeMap<String, DeviceCounts>> = BTreeMap::new();
+    let mut nodes: Vec<NodeSummary> = Vec::new();
+    let mut by_stored: HashMap<String, HashMap<StoredAttribute, DeviceCounts>> = HashMap::new();
     for entry in table.iter().map_err(LedgerError::storage)? {
-        let (_, value) = entry.map_err(LedgerError::storage)?;
-        let record = decoded("devices", value.value())?;
+        let (key, value) = entry.map_err(LedgerError::storage)?;
+        let mut record: DeviceRecord = decoded("devices", value.value())?;
+        let (node, _) = key.value().parts();
+        if nodes.last().is_none_or(|last| last.node != node) {
+            nodes.push(NodeSummary {
+                node,
+                counts: DeviceCounts::default(),
+            });
+        }
+        if let Some(last) = nodes.last_mut() {
+            add_counts(&mut last.counts, &record);
+        }
         add_counts(&mut totals, &record);
-        for (name, value) in attributes_of(&record)? {
-            let counts = by_attribute
-                .entry(name)
-                .or_default()
-                .entry(value.to_string())
-                .or_default();
-            add_counts(counts, &record);
+        for (name, stored) in std::mem::take(&mut record.attributes) {
+            let values = match by_stored.get_mut(&name) {
+                Some(values) => values,
+                None => by_stored.entry(name).or_default(),
+            };
+            if let Some(counts) = values.get_mut(&stored) {
+                add_counts(counts, &record);
+            } else {
+                let mut counts = DeviceCounts::default();
+                add_counts(&mut counts, &record);
+                values.insert(stored, counts);
+            }
+        }
+    }
+    let mut by_attribute: BTreeMap<String, BTreeMap<String, DeviceCounts>> = BTreeMap::new();
+    for (name, values) in by_stored {
+        for (stored, counts) in values {
+            let text = stored
+                .to_model()
+                .map_err(|reason| LedgerError::RecordDecode {
+                    table: "devices",
+                    reason: format!("attribute {name}: {reason}"),
+                })?
+                .to_string();
+            let texts = by_attribute.entry(name.clone()).or_default();
+            texts.entry(text).or_default().merge(&counts);
         }
     }
     let claims_allocated = read_table(txn, ALLOCATIONS)?
@@ -260,10 +299,11 @@ pub(crate) fn utilisation(txn: &ReadTransaction) -> Result<Utilisation> {
     let intents_pending = read_table(txn, PENDING_INTENTS)?
         .len()
         .map_err(LedgerError::storage)?;
-    Ok(Utilisation {
+    let utilisation = Utilisation {
         totals,
         by_attribute,
         claims_allocated,
         intents_pending,
-    })
+    };
+    Ok((utilisation, nodes))
 }

@@ -292,6 +292,19 @@ fn utilisation_counts_totals_and_by_attribute() {
     let h200 = utilisation.by_attribute["model"]["H200"];
     assert_eq!((h200.total, h200.allocated, h200.free), (3, 2, 1));
     assert_eq!(utilisation.by_attribute["model"]["H100"].cordoned, 1);
+    let numa = &utilisation.by_attribute["numa"];
+    assert_eq!(
+        numa.values().map(|c| c.total).sum::<u64>(),
+        5,
+        "every device counts once per attribute it carries: {numa:?}"
+    );
+
+    // One pass gives both views as they are read apart.
+    let (together, nodes) = ledger.utilisation_and_nodes().unwrap();
+    assert_eq!(together, utilisation);
+    assert_eq!(nodes, ledger.nodes().unwrap());
+    assert_eq!(nodes.len(), 2);
+    assert_eq!((nodes[1].counts.total, nodes[1].counts.allocated), (3, 2));
 }
 
 #[test]
