@@ -120,11 +120,11 @@ pub(crate) fn inventory_from(
             .or_default()
             .push(device_view(&device, &record)?);
     }
-    Inventory::from_nodes(
-        nodes
-            .into_iter()
-            .map(|(name, devices)| NodeView::new(name, devices)),
-    )
+    Inventory::from_nodes(nodes.into_iter().map(|(name, mut devices)| {
+        // Grown one device at a time: a node keeps only what it holds.
+        devices.shrink_to_fit();
+        NodeView::new(name, devices)
+    }))
     .map_err(|error| LedgerError::RecordDecode {
         table: "devices",
         reason: error.to_string(),
