@@ -5,8 +5,8 @@
 //! cache lines per candidate, instead of chasing a node entry, its view and a separate heap block.
 //! Kept in step with the public [`NodeView`]s by the inventory. Pure data; no I/O.
 
-use super::compact::{Interner, Usage};
-use super::inventory::NodeView;
+use super::compact::Usage;
+use super::inventory::{Cells, NodeView};
 
 /// Header words: device count, attribute columns, name length in bytes, devices in use.
 const HEAD: usize = 4;
@@ -130,18 +130,30 @@ impl<'a> Block<'a> {
     }
 }
 
-/// One node as the search reads it: its block in the arena, and its view when the search needs
-/// what the block does not hold (device names, reservations, values with wide ids).
+/// One node as the search reads it: its block in the arena, its view when the search needs
+/// what the block does not hold (device names, reservations), and its devices' interned
+/// attributes for values with wide ids.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct NodeRef<'a> {
     pub(crate) block: Block<'a>,
     views: &'a [Option<NodeView>],
+    cells: &'a [Cells],
     slot: usize,
 }
 
 impl<'a> NodeRef<'a> {
-    pub(crate) fn new(block: Block<'a>, views: &'a [Option<NodeView>], slot: usize) -> Self {
-        NodeRef { block, views, slot }
+    pub(crate) fn new(
+        block: Block<'a>,
+        views: &'a [Option<NodeView>],
+        cells: &'a [Cells],
+        slot: usize,
+    ) -> Self {
+        NodeRef {
+            block,
+            views,
+            cells,
+            slot,
+        }
     }
 
     /// The node's slot in the inventory (stable while the node is in it).
@@ -160,11 +172,14 @@ impl<'a> NodeRef<'a> {
 
     /// The value id of `attribute` on device `d`, if the device carries the attribute.
     #[inline]
-    pub(crate) fn value_id(&self, interner: &Interner, d: usize, attribute: u32) -> Option<u32> {
+    pub(crate) fn value_id(&self, d: usize, attribute: u32) -> Option<u32> {
         match self.block.cell(d, attribute) {
             Cell::Missing => None,
             Cell::Value(id) => Some(id),
-            Cell::Wide => interner.value_id(attribute, &self.view().devices[d].device.attributes),
+            Cell::Wide => self.cells[d]
+                .iter()
+                .find(|&&(a, _)| a == attribute)
+                .map(|&(_, value)| value),
         }
     }
 }
@@ -190,18 +205,14 @@ impl Blocks {
         Block::new(&self.words[self.offsets[slot] as usize..])
     }
 
-    /// Writes the block of `slot` for `view`, replacing its earlier block.
-    pub(crate) fn write(&mut self, slot: usize, view: &NodeView, interner: &mut Interner) {
-        let cells: Vec<Vec<(u32, u32)>> = view
-            .devices
-            .iter()
-            .map(|d| interner.intern(&d.device.attributes))
-            .collect();
+    /// Writes the block of `slot` for `view`, whose devices carry the interned attributes
+    /// `cells` (of `width` attribute names in all), replacing its earlier block.
+    pub(crate) fn write(&mut self, slot: usize, view: &NodeView, cells: &[Cells], width: usize) {
         self.release(slot);
         if self.dead > 4096 && 2 * self.dead > self.words.len() {
             self.compact();
         }
-        let (n, width, name) = (view.devices.len(), interner.width(), view.name.as_bytes());
+        let (n, name) = (view.devices.len(), view.name.as_bytes());
         let start = self.words.len();
         self.words.resize(start + size(name.len(), n, width), 0);
         let block = &mut self.words[start..];
@@ -287,6 +298,7 @@ impl Blocks {
 mod tests {
     use super::{Blocks, Cell};
     use crate::fit::compact::{Interner, Usage};
+    use crate::fit::inventory::Cells;
     use crate::fit::inventory::{Consumers, DeviceView, NodeView, SharedConsumer};
     use crate::model::{AttributeValue, Device, Sharing};
 
@@ -308,9 +320,17 @@ mod tests {
         let mut interner = Interner::default();
         let mut blocks = Blocks::default();
         let mut views = Vec::new();
+        let mut write = |blocks: &mut Blocks, slot: usize, view: &NodeView| {
+            let cells: Vec<Cells> = view
+                .devices
+                .iter()
+                .map(|d| interner.intern(&d.device.attributes).into_boxed_slice())
+                .collect();
+            blocks.write(slot, view, &cells, interner.width());
+        };
         for slot in 0..300u32 {
             let view = node(&format!("node-{slot}"), slot * 300..slot * 300 + 300);
-            blocks.write(slot as usize, &view, &mut interner);
+            write(&mut blocks, slot as usize, &view);
             views.push(view);
         }
         // Rewrite every node twice (enough garbage for a compaction), every other one with a
@@ -323,7 +343,7 @@ mod tests {
                         max_consumers: 3,
                     }]);
                 }
-                blocks.write(slot, view, &mut interner);
+                write(&mut blocks, slot, view);
             }
         }
         blocks.release(299);

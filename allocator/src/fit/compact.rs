@@ -22,6 +22,11 @@ impl ValueTable {
     pub(crate) fn get(&self, id: u32) -> &AttributeValue {
         &self.list[id as usize]
     }
+
+    /// The id of `value`, if any device carried it.
+    pub(crate) fn id(&self, value: &AttributeValue) -> Option<u32> {
+        self.ids.get(value).copied()
+    }
 }
 
 /// Interned attribute names and values, so that a requirement is evaluated once per distinct
@@ -57,6 +62,11 @@ impl Interner {
             .collect()
     }
 
+    /// The name of attribute `id`.
+    pub(crate) fn name(&self, id: u32) -> &str {
+        &self.list[id as usize]
+    }
+
     /// The id of an attribute name, if any device ever carried it.
     pub(crate) fn attribute(&self, name: &str) -> Option<u32> {
         self.names.get(name).copied()
@@ -73,6 +83,7 @@ impl Interner {
     }
 
     /// The id of `attribute`'s value on a device with `attributes`, if it carries one.
+    #[cfg(test)]
     pub(crate) fn value_id(&self, attribute: u32, attributes: &Attributes) -> Option<u32> {
         let value = attributes.get(self.list.get(attribute as usize)?)?;
         self.values[attribute as usize].ids.get(value).copied()

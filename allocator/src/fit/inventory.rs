@@ -12,7 +12,7 @@ pub(crate) use super::block::NodeRef;
 use super::compact::{Interner, Usage};
 use super::index::{name_tag, NodeIndex};
 use super::FitError;
-use crate::model::{Device, Sharing};
+use crate::model::{Attributes, Device, Sharing};
 
 /// One claim sharing a device, with the limit it was allocated under.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -125,16 +125,23 @@ impl NodeView {
     }
 }
 
+/// One device's attributes as interned ids: `(attribute id, value id)` pairs in name order.
+pub(crate) type Cells = Box<[(u32, u32)]>;
+
 /// All nodes' devices and their state, keyed by node name: a hashed lookup for the search and
 /// name order for iteration.
 ///
 /// Attribute names and values are interned for the life of the inventory; rebuilding it from
-/// the ledger drops values no device carries any more.
+/// the ledger drops values no device carries any more. The views keep devices without their
+/// attributes, which are held as interned ids instead (a few bytes per attribute rather than a
+/// copy of every name and value); [`Inventory::node`] and [`Inventory::nodes`] put them back.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
     index: NodeIndex,
-    /// Views by slot; `None` for free slots.
+    /// Views by slot, their devices without attributes; `None` for free slots.
     views: Vec<Option<NodeView>>,
+    /// The attributes of each device of each slot's view, as interned ids.
+    cells: Vec<Vec<Cells>>,
     /// The search data by slot.
     blocks: Blocks,
     /// Slots of removed nodes, for reuse.
@@ -179,36 +186,102 @@ impl Inventory {
             let slot = self.free.pop().unwrap_or(self.views.len());
             if slot == self.views.len() {
                 self.views.push(None);
+                self.cells.push(Vec::new());
             }
             self.index.insert(name_tag(&view.name), slot);
             self.order.insert(view.name.clone(), slot);
             slot
         };
-        self.blocks.write(slot, &view, &mut self.interner);
+        let cells: Vec<Cells> = view
+            .devices
+            .iter_mut()
+            .map(|d| {
+                let attributes = std::mem::take(&mut d.device.attributes);
+                self.interner.intern(&attributes).into_boxed_slice()
+            })
+            .collect();
+        self.blocks
+            .write(slot, &view, &cells, self.interner.width());
         self.views[slot] = Some(view);
+        self.cells[slot] = cells;
         Ok(())
+    }
+
+    /// The view of `slot` with its devices' attributes.
+    fn whole_view(&self, slot: usize) -> Option<NodeView> {
+        let mut view = self.views[slot].clone()?;
+        for (device, cells) in view.devices.iter_mut().zip(&self.cells[slot]) {
+            device.device.attributes = cells
+                .iter()
+                .map(|&(attribute, value)| {
+                    (
+                        self.interner.name(attribute).to_owned(),
+                        self.interner.values(attribute).get(value).clone(),
+                    )
+                })
+                .collect();
+        }
+        Some(view)
+    }
+
+    /// Whether `node` has exactly `devices`, each with its attributes and not missing, and no
+    /// other device that is not marked missing (no node: whether `devices` is empty).
+    pub fn publishes_exactly(&self, node: &str, devices: &[Device]) -> bool {
+        let Some(slot) = self.slot(node) else {
+            return devices.is_empty();
+        };
+        let view = self.view_at(slot);
+        for device in devices {
+            let Some(i) = view.position(&device.name) else {
+                return false;
+            };
+            if view.devices[i].missing
+                || !self.same_attributes(&self.cells[slot][i], &device.attributes)
+            {
+                return false;
+            }
+        }
+        let published = view.devices.iter().filter(|d| !d.missing).count();
+        published == devices.len()
+    }
+
+    /// Whether `cells` are the interned `attributes`.
+    fn same_attributes(&self, cells: &[(u32, u32)], attributes: &Attributes) -> bool {
+        cells.len() == attributes.len()
+            && attributes.iter().all(|(name, value)| {
+                let Some(attribute) = self.interner.attribute(name) else {
+                    return false;
+                };
+                self.interner
+                    .values(attribute)
+                    .id(value)
+                    .is_some_and(|id| cells.contains(&(attribute, id)))
+            })
     }
 
     /// Removes a node, returning its view.
     pub fn remove_node(&mut self, node: &str) -> Option<NodeView> {
         let slot = self.slot(node)?;
+        let view = self.whole_view(slot);
         self.index.remove(name_tag(node), slot);
         self.order.remove(node);
         self.blocks.release(slot);
         self.free.push(slot);
-        self.views[slot].take()
+        self.views[slot] = None;
+        self.cells[slot] = Vec::new();
+        view
     }
 
-    /// The node named `node`.
-    pub fn node(&self, node: &str) -> Option<&NodeView> {
-        self.slot(node).and_then(|slot| self.views[slot].as_ref())
+    /// The node named `node`, with its devices' attributes.
+    pub fn node(&self, node: &str) -> Option<NodeView> {
+        self.slot(node).and_then(|slot| self.whole_view(slot))
     }
 
-    /// All nodes in name order.
-    pub fn nodes(&self) -> impl Iterator<Item = &NodeView> {
+    /// All nodes in name order, with their devices' attributes.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeView> + '_ {
         self.order
             .values()
-            .filter_map(|&slot| self.views[slot].as_ref())
+            .filter_map(|&slot| self.whole_view(slot))
     }
 
     /// How many nodes.
@@ -338,12 +411,17 @@ impl Inventory {
             let block = self.blocks.block(slot);
             block
                 .name_is(node)
-                .then(|| NodeRef::new(block, &self.views, slot))
+                .then(|| NodeRef::new(block, &self.views, &self.cells[slot], slot))
         })
     }
 
     fn entry_at(&self, slot: usize) -> NodeRef<'_> {
-        NodeRef::new(self.blocks.block(slot), &self.views, slot)
+        NodeRef::new(
+            self.blocks.block(slot),
+            &self.views,
+            &self.cells[slot],
+            slot,
+        )
     }
 
     /// Entries in node-name order.

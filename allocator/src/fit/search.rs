@@ -80,7 +80,7 @@ impl Check {
         let Some(attribute) = self.attribute else {
             return self.when_missing;
         };
-        let Some(value) = entry.value_id(interner, d, attribute) else {
+        let Some(value) = entry.value_id(d, attribute) else {
             return self.when_missing;
         };
         match self.memo[value as usize] {
@@ -401,7 +401,7 @@ impl<'a> Prepared<'a> {
             grouping.extend(
                 plan.devices
                     .iter()
-                    .filter_map(|&d| entry.value_id(interner, d, attribute).map(|v| (v, d))),
+                    .filter_map(|&d| entry.value_id(d, attribute).map(|v| (v, d))),
             );
         }
         // Stable: devices keep their preference order within a value.

@@ -453,7 +453,7 @@ fn removed_nodes_disappear_and_can_be_added_again() {
     assert_eq!(removed.in_use(), 3);
     assert!(inv.node("n-busy").is_none());
     assert!(inv.remove_node("n-busy").is_none());
-    let names: Vec<&str> = inv.nodes().map(|n| n.name.as_str()).collect();
+    let names: Vec<String> = inv.nodes().map(|n| n.name).collect();
     assert_eq!(names, ["n-half", "n-idle-a", "n-idle-b"]);
     let one = req(1);
     let claims = [NamedRequest {
@@ -618,8 +618,60 @@ fn released_holds_count_as_free_exactly_as_if_the_consumers_were_removed() {
             );
         }
         assert_eq!(
-            held.node("n1").unwrap().device("a").unwrap().consumers,
+            held.node("n1")
+                .unwrap()
+                .device("a")
+                .unwrap()
+                .consumers
+                .clone(),
             consumers
         );
     }
+}
+
+#[test]
+fn nodes_read_back_with_their_attributes_and_compare_with_published_devices() {
+    let n1 = NodeView::new(
+        "n1",
+        vec![
+            used(gpu("b", "H200", 1), exclusive("u1")),
+            gpu("a", "H100", 0),
+        ],
+    );
+    let mut inv = Inventory::from_nodes([n1.clone()]).unwrap();
+    let mut sorted = n1.clone();
+    sorted
+        .devices
+        .sort_by(|x, y| x.device.name.cmp(&y.device.name));
+    assert_eq!(inv.node("n1"), Some(sorted.clone()));
+    assert_eq!(inv.nodes().collect::<Vec<_>>(), [sorted.clone()]);
+
+    let published: Vec<Device> = sorted.devices.iter().map(|d| d.device.clone()).collect();
+    assert!(inv.publishes_exactly("n1", &published));
+    assert!(
+        !inv.publishes_exactly("n1", &published[..1]),
+        "a device less"
+    );
+    let mut other = published.clone();
+    other[0]
+        .attributes
+        .insert("numa".into(), AttributeValue::Int(7));
+    assert!(!inv.publishes_exactly("n1", &other), "another value");
+    other[0] = published[0]
+        .clone()
+        .with("extra", AttributeValue::Bool(true));
+    assert!(!inv.publishes_exactly("n1", &other), "another attribute");
+    assert!(inv.publishes_exactly("n-none", &[]));
+    assert!(!inv.publishes_exactly("n-none", &published));
+    // A missing device may be left out, and only then.
+    inv.set_missing("n1", "a", true).unwrap();
+    assert!(inv.publishes_exactly("n1", &published[1..]));
+    assert!(
+        !inv.publishes_exactly("n1", &published),
+        "a missing device is not published"
+    );
+
+    let removed = inv.remove_node("n1").unwrap();
+    assert_eq!(removed.devices[1], sorted.devices[1]);
+    assert_eq!(removed.devices[0].device, sorted.devices[0].device);
 }

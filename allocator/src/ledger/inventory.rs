@@ -37,24 +37,6 @@ pub(crate) fn refresh_node(tx: &mut Tx<'_, '_>, node: &str) -> Result<()> {
         .map_err(|e| out_of_step(&e))
 }
 
-/// Whether `view` (a node of the in-memory inventory, if it has one) records exactly `devices`
-/// as published: each with its attributes and not missing, and no other device that is not
-/// marked missing.
-pub(crate) fn records_exactly(view: Option<&NodeView>, devices: &[Device]) -> bool {
-    let Some(view) = view else {
-        return devices.is_empty();
-    };
-    for device in devices {
-        match view.device(&device.name) {
-            Some(recorded)
-                if !recorded.missing && recorded.device.attributes == device.attributes => {}
-            _ => return false,
-        }
-    }
-    let published = view.devices.iter().filter(|d| !d.missing).count();
-    published == devices.len()
-}
-
 /// Replaces the published devices of `node`.
 pub(crate) fn set_inventory(
     tx: &mut Tx<'_, '_>,

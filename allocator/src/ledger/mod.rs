@@ -300,9 +300,7 @@ impl Ledger {
         self.inner.writer.read(move |state| {
             Ok(nodes
                 .iter()
-                .map(|(node, devices)| {
-                    !inventory::records_exactly(state.inventory.node(node), devices)
-                })
+                .map(|(node, devices)| !state.inventory.publishes_exactly(node, devices))
                 .collect())
         })
     }
