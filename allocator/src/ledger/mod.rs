@@ -77,7 +77,7 @@ impl Default for LedgerOptions {
             audit_retention: 100_000,
             intent_retention: 100_000,
             max_batch: 256,
-            cache_bytes: 64 * 1024 * 1024,
+            cache_bytes: 16 * 1024 * 1024,
             on_commit: None,
             commit_guard: None,
         }
