@@ -101,7 +101,7 @@ impl DriverCluster for MemoryCluster {
         Ok(self.with(|o| o.claim_parameters.get(&key).cloned()))
     }
 
-    /// Hands the claims over in pages of [`LIST_PAGE`], as a paged list does.
+    /// Hands the claims over in pages of a few claims, as a paged list does.
     async fn list_claims(
         &self,
         visit: &mut (dyn FnMut(Vec<ResourceClaim>) + Send),
