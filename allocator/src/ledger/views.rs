@@ -46,19 +46,24 @@ pub(crate) fn nodes(txn: &ReadTransaction) -> Result<Vec<NodeSummary>> {
     let mut nodes: Vec<NodeSummary> = Vec::new();
     for entry in table.iter().map_err(LedgerError::storage)? {
         let (key, value) = entry.map_err(LedgerError::storage)?;
-        let (node, _) = key.value().parts();
         let record = decoded("devices", value.value())?;
-        if nodes.last().is_none_or(|last| last.node != node) {
-            nodes.push(NodeSummary {
-                node,
-                counts: DeviceCounts::default(),
-            });
-        }
-        if let Some(last) = nodes.last_mut() {
-            add_counts(&mut last.counts, &record);
-        }
+        add_node_counts(&mut nodes, key.value().parts().0, &record);
     }
     Ok(nodes)
+}
+
+/// Counts `record`, a device of `node`, into `nodes`, which the devices table fills in node
+/// order (a new node starts a new summary).
+fn add_node_counts(nodes: &mut Vec<NodeSummary>, node: String, record: &DeviceRecord) {
+    if nodes.last().is_none_or(|last| last.node != node) {
+        nodes.push(NodeSummary {
+            node,
+            counts: DeviceCounts::default(),
+        });
+    }
+    if let Some(last) = nodes.last_mut() {
+        add_counts(&mut last.counts, record);
+    }
 }
 
 pub(crate) fn node_devices(txn: &ReadTransaction, node: &str) -> Result<Option<Vec<DeviceStatus>>> {
@@ -254,16 +259,7 @@ pub(crate) fn utilisation_and_nodes(
     for entry in table.iter().map_err(LedgerError::storage)? {
         let (key, value) = entry.map_err(LedgerError::storage)?;
         let mut record: DeviceRecord = decoded("devices", value.value())?;
-        let (node, _) = key.value().parts();
-        if nodes.last().is_none_or(|last| last.node != node) {
-            nodes.push(NodeSummary {
-                node,
-                counts: DeviceCounts::default(),
-            });
-        }
-        if let Some(last) = nodes.last_mut() {
-            add_counts(&mut last.counts, &record);
-        }
+        add_node_counts(&mut nodes, key.value().parts().0, &record);
         add_counts(&mut totals, &record);
         for (name, stored) in std::mem::take(&mut record.attributes) {
             let values = match by_stored.get_mut(&name) {

@@ -251,26 +251,23 @@ async fn limit_zero_or_negative_means_no_limit_and_garbage_is_a_bad_request() {
     assert_eq!(counted["metadata"]["remainingItemCount"], 2);
     // A later page's count follows from the first page's snapshot, also after a new object.
     send(addr, "POST", CMS, Some(&config_map("d"))).await;
-    let token = counted["metadata"]["continue"].as_str().unwrap().to_owned();
-    let second = send(
-        addr,
-        "GET",
-        &format!("{CMS}?limit=1&continue={token}"),
-        None,
-    )
-    .await
-    .json();
+    let next_page = |page: &serde_json::Value| {
+        let token = page["metadata"]["continue"].as_str().unwrap().to_owned();
+        async move {
+            send(
+                addr,
+                "GET",
+                &format!("{CMS}?limit=1&continue={token}"),
+                None,
+            )
+            .await
+            .json()
+        }
+    };
+    let second = next_page(&counted).await;
     assert_eq!(names(&second), ["b"]);
     assert_eq!(second["metadata"]["remainingItemCount"], 1);
-    let token = second["metadata"]["continue"].as_str().unwrap().to_owned();
-    let last = send(
-        addr,
-        "GET",
-        &format!("{CMS}?limit=1&continue={token}"),
-        None,
-    )
-    .await
-    .json();
+    let last = next_page(&second).await;
     assert_eq!(names(&last), ["c"]);
     assert!(last["metadata"]["continue"].is_null());
     assert!(last["metadata"]["remainingItemCount"].is_null());
