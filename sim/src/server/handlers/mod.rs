@@ -228,10 +228,6 @@ pub(crate) fn json_bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
 
 /// A JSON response with a status code.
 pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
-    (
-        code,
-        [(http::header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    // A `Value` always serializes: its map keys are strings.
+    json_bytes_response(code, serde_json::to_vec(body).unwrap_or_default())
 }

@@ -74,7 +74,6 @@ impl Filter {
     }
 }
 
-/// A continue token: the list's resourceVersion and the last key returned.
 /// What a continue token holds: the revision the list reads at, the last key returned, and
 /// how many objects came after that key when the list has no selectors (so that a later page
 /// reports `remainingItemCount` without walking the rest of the collection again).
@@ -86,6 +85,7 @@ struct Continue {
     rest: Option<usize>,
 }
 
+/// The opaque text of a continue token.
 fn encode_token(token: &Continue) -> String {
     let mut raw = json!({"rv": token.rv, "ns": token.ns, "name": token.name});
     if let Some(rest) = token.rest {
@@ -223,8 +223,7 @@ pub(super) fn list(
     // The page's snapshot is fixed, so the count after this page follows from the one after
     // the previous page.
     let rest = match known_rest {
-        Some(before) if page.rest > 0 => Some(before.saturating_sub(items.len())),
-        Some(_) => Some(0),
+        Some(before) => Some(before.saturating_sub(items.len())),
         None => (!selected).then_some(page.rest),
     };
     let mut token = None;
