@@ -107,9 +107,7 @@ fn claim_name(claim: &ResourceClaim) -> String {
 
 /// Whether the claim's handle data shows the ledger's allocation: same node, same set of devices.
 pub(super) fn same_devices(allocation: &Allocation, data: &HandleData) -> bool {
-    allocation.node == data.node
-        && allocation.devices.iter().collect::<BTreeSet<_>>()
-            == data.devices.iter().collect::<BTreeSet<_>>()
+    place(&allocation.node, &allocation.devices) == place(&data.node, &data.devices)
 }
 
 /// The node and the set of devices of an allocation as one string (the node, then the distinct
@@ -176,6 +174,16 @@ impl Held {
             DriftKind::StaleIntent
         } else {
             DriftKind::OrphanInLedger
+        }
+    }
+
+    /// The release of this allocation of claim `uid`, counted as `kind` when given.
+    fn release(&self, uid: &str, kind: Option<DriftKind>) -> Step {
+        Step::Release {
+            uid: uid.to_owned(),
+            name: self.name.clone(),
+            node: self.node().to_owned(),
+            kind,
         }
     }
 }
@@ -267,13 +275,7 @@ impl LedgerDriver {
                 report.in_flight += 1;
                 continue;
             }
-            let kind = allocation.drift();
-            frees.push(Step::Release {
-                node: allocation.node().to_owned(),
-                uid,
-                name: allocation.name,
-                kind: Some(kind),
-            });
+            frees.push(allocation.release(&uid, Some(allocation.drift())));
         }
         for steps in [frees, imports] {
             let runs: Vec<_> = steps.into_iter().map(|step| self.run_step(step)).collect();
@@ -371,12 +373,6 @@ impl LedgerDriver {
             return;
         };
         allocation.listed = true;
-        let release = |allocation: &Held, kind| Step::Release {
-            uid: uid.to_owned(),
-            name: allocation.name.clone(),
-            node: allocation.node().to_owned(),
-            kind,
-        };
         match shown {
             Ok(ClaimAllocationState::Ours(data))
                 if *allocation.place == *place(&data.node, &data.devices) =>
@@ -389,7 +385,7 @@ impl LedgerDriver {
             _ if allocation.young => report.in_flight += 1,
             Ok(ClaimAllocationState::Ours(data)) => {
                 // The claim shows other devices than the ledger: the claim wins.
-                judgement.frees.push(release(allocation, None));
+                judgement.frees.push(allocation.release(uid, None));
                 judgement.imports.push(Step::Import {
                     request: import_request(claim, &data),
                     kind: DriftKind::DeviceMismatch,
@@ -398,7 +394,7 @@ impl LedgerDriver {
             Err(reason) => self.bad_handle(report, claim, reason),
             Ok(_) => judgement
                 .frees
-                .push(release(allocation, Some(allocation.drift()))),
+                .push(allocation.release(uid, Some(allocation.drift()))),
         }
     }
 

@@ -33,6 +33,11 @@ impl SliceInventory {
         self.pools.get(pool).map_or(pool, String::as_str)
     }
 
+    /// The devices the slices publish on `node` (none for a node without slices).
+    pub fn devices_of(&self, node: &str) -> Vec<Device> {
+        self.devices.get(node).cloned().unwrap_or_default()
+    }
+
     /// Whether a slice publishes device `device` on `node`.
     pub fn publishes(&self, node: &str, device: &str) -> bool {
         self.devices

@@ -61,12 +61,7 @@ impl Mirror {
         let pending: Vec<(String, Vec<Device>)> = nodes
             .into_iter()
             .map(|node| {
-                let devices = cache
-                    .inventory
-                    .devices
-                    .get(&node)
-                    .cloned()
-                    .unwrap_or_default();
+                let devices = cache.inventory.devices_of(&node);
                 (node, devices)
             })
             .filter(|(node, devices)| every_node || cache.written.get(node) != Some(devices))
@@ -82,12 +77,7 @@ impl Mirror {
         for (node, result) in self.calls.write_inventories(pending).await {
             match result {
                 Ok(()) => {
-                    let devices = cache
-                        .inventory
-                        .devices
-                        .get(&node)
-                        .cloned()
-                        .unwrap_or_default();
+                    let devices = cache.inventory.devices_of(&node);
                     cache.written.insert(node, devices);
                 }
                 Err(error) => {
