@@ -362,7 +362,11 @@ mod tests {
             }
             assert_eq!(block.usages().next(), Some(expected));
             for d in [0, 150, 299] {
-                let id = interner.value_id(serial, &view.devices[d].device.attributes);
+                let id = view.devices[d]
+                    .device
+                    .attributes
+                    .get("serial")
+                    .and_then(|value| interner.values(serial).id(value));
                 match block.cell(d, serial) {
                     Cell::Value(v) => assert_eq!(Some(v), id),
                     // 90,000 distinct serials: the later ones do not fit in a cell.

@@ -81,13 +81,6 @@ impl Interner {
     pub(crate) fn width(&self) -> usize {
         self.list.len()
     }
-
-    /// The id of `attribute`'s value on a device with `attributes`, if it carries one.
-    #[cfg(test)]
-    pub(crate) fn value_id(&self, attribute: u32, attributes: &Attributes) -> Option<u32> {
-        let value = attributes.get(self.list.get(attribute as usize)?)?;
-        self.values[attribute as usize].ids.get(value).copied()
-    }
 }
 
 /// Cordoned or missing: nobody new may take the device.

@@ -262,21 +262,17 @@ pub(crate) fn utilisation_and_nodes(
         add_node_counts(&mut nodes, key.value().parts().0, &record);
         add_counts(&mut totals, &record);
         for (name, stored) in std::mem::take(&mut record.attributes) {
-            let values = match by_stored.get_mut(&name) {
-                Some(values) => values,
-                None => by_stored.entry(name).or_default(),
-            };
-            if let Some(counts) = values.get_mut(&stored) {
-                add_counts(counts, &record);
-            } else {
-                let mut counts = DeviceCounts::default();
-                add_counts(&mut counts, &record);
-                values.insert(stored, counts);
-            }
+            let counts = by_stored
+                .entry(name)
+                .or_default()
+                .entry(stored)
+                .or_default();
+            add_counts(counts, &record);
         }
     }
     let mut by_attribute: BTreeMap<String, BTreeMap<String, DeviceCounts>> = BTreeMap::new();
     for (name, values) in by_stored {
+        let texts = by_attribute.entry(name.clone()).or_default();
         for (stored, counts) in values {
             let text = stored
                 .to_model()
@@ -285,7 +281,6 @@ pub(crate) fn utilisation_and_nodes(
                     reason: format!("attribute {name}: {reason}"),
                 })?
                 .to_string();
-            let texts = by_attribute.entry(name.clone()).or_default();
             texts.entry(text).or_default().merge(&counts);
         }
     }
