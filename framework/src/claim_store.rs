@@ -5,10 +5,10 @@
 //! the syncs read of such a claim: its identity, owners, finalizers, allocation mode, class,
 //! driver and `reservedFor`. Its allocation result (resource handles, the nodes it is available
 //! on), labels and annotations are dropped: no sync reads them, and none writes such a claim
-//! back. Nor are managed fields kept of any claim. A change that gives the controller work again (deletion, `deallocationRequested`, a
-//! deallocation) arrives with the whole object, which is then kept whole. A cluster's claims
-//! are mostly settled, so a controller's memory grows by a few hundred bytes per claim instead
-//! of the whole decoded object.
+//! back. Nor are managed fields kept of any claim. A change that gives the controller work
+//! again (deletion, `deallocationRequested`, a deallocation) arrives with the whole object,
+//! which is then kept whole. A cluster's claims are mostly settled, so a controller's memory
+//! grows by a few hundred bytes per claim instead of the whole decoded object.
 //!
 //! Reads hand out whole `ResourceClaim`s; a compact entry is expanded on each read, with an
 //! allocation result that has no fields set. Pure data; no I/O.
