@@ -3,17 +3,20 @@
 //! A claim the controller has nothing to do with (allocated, by any driver, and neither being
 //! deleted nor asked to be deallocated: its sync ends at once) is kept in a compact form of what
 //! the syncs read of such a claim: its identity, owners, finalizers, allocation mode, class,
-//! driver and `reservedFor`. Its allocation result (resource handles, the nodes it is available
-//! on), labels and annotations are dropped: no sync reads them, and none writes such a claim
-//! back. Nor are managed fields kept of any claim. A change that gives the controller work
-//! again (deletion, `deallocationRequested`, a deallocation) arrives with the whole object,
+//! driver and `reservedFor`, encoded with postcard in one allocation with its key, the strings
+//! many claims share kept once. Its allocation result (resource handles, the nodes it is
+//! available on), labels and annotations are dropped: no sync reads them, and none writes such
+//! a claim back. Nor are managed fields kept of any claim. A change that gives the controller
+//! work again (deletion, `deallocationRequested`, a deallocation) arrives with the whole object,
 //! which is then kept whole. A cluster's claims are mostly settled, so a controller's memory
-//! grows by a few hundred bytes per claim instead of the whole decoded object.
+//! grows by about a hundred bytes per claim instead of the whole decoded object.
 //!
-//! Reads hand out whole `ResourceClaim`s; a compact entry is expanded on each read, with an
+//! Reads hand out whole `ResourceClaim`s; a compact entry is decoded on each read, with an
 //! allocation result that has no fields set. Pure data; no I/O.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::resource::v1alpha2::{
@@ -21,6 +24,7 @@ use k8s_openapi::api::resource::v1alpha2::{
     ResourceClaimStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 /// Whether the sync of `claim` would end without doing anything, whatever the driver: it is
@@ -34,44 +38,157 @@ pub(crate) fn is_settled(claim: &ResourceClaim) -> bool {
         && claim.metadata.deletion_timestamp.is_none()
 }
 
-/// What is kept of a settled claim.
-#[derive(Debug)]
-struct Settled {
-    uid: Option<Box<str>>,
-    resource_version: Option<Box<str>>,
+/// What is kept of a settled claim, with text `S` (`&str` to encode, `String` decoded); the
+/// strings many claims share are ids of the store's [`Interner`].
+#[derive(Debug, Serialize, Deserialize)]
+struct Settled<S> {
+    uid: Option<S>,
+    resource_version: Option<S>,
     generation: Option<i64>,
-    owners: Box<[OwnerReference]>,
-    finalizers: Box<[Arc<str>]>,
-    allocation_mode: Option<Arc<str>>,
-    class: Arc<str>,
-    driver_name: Option<Arc<str>>,
-    reserved_for: Box<[ResourceClaimConsumerReference]>,
+    owners: Vec<Owner<S>>,
+    finalizers: Vec<u32>,
+    allocation_mode: Option<u32>,
+    class: u32,
+    driver_name: Option<u32>,
+    reserved_for: Vec<Consumer<S>>,
 }
+
+/// An owner reference of a settled claim.
+#[derive(Debug, Serialize, Deserialize)]
+struct Owner<S> {
+    api_version: u32,
+    kind: u32,
+    name: S,
+    uid: S,
+    controller: Option<bool>,
+    block_owner_deletion: Option<bool>,
+}
+
+/// A `reservedFor` entry of a settled claim.
+#[derive(Debug, Serialize, Deserialize)]
+struct Consumer<S> {
+    api_group: Option<u32>,
+    resource: u32,
+    name: S,
+    uid: S,
+}
+
+/// A settled claim in one allocation: the length of its key (two bytes, little-endian), its
+/// key `namespace/name`, then its [`Settled`] record in postcard. Hashes and compares as its
+/// key, so a set of them is a map by key.
+#[derive(Debug)]
+struct Packed(Box<[u8]>);
+
+impl Packed {
+    fn new(key: &str, record: &Settled<&str>) -> Option<Packed> {
+        let length = u16::try_from(key.len()).ok()?;
+        let mut bytes = Vec::with_capacity(2 + key.len() + 64);
+        bytes.extend_from_slice(&length.to_le_bytes());
+        bytes.extend_from_slice(key.as_bytes());
+        let bytes = postcard::to_extend(record, bytes).ok()?;
+        Some(Packed(bytes.into_boxed_slice()))
+    }
+
+    fn split(&self) -> (&str, &[u8]) {
+        let length = usize::from(u16::from_le_bytes([self.0[0], self.0[1]]));
+        let (key, record) = self.0[2..].split_at(length);
+        // Written from a `&str` by `new`.
+        let key = std::str::from_utf8(key).unwrap_or_default();
+        (key, record)
+    }
+
+    fn key(&self) -> &str {
+        self.split().0
+    }
+
+    fn record(&self) -> Settled<String> {
+        postcard::from_bytes(self.split().1).expect("a settled record decodes as it was encoded")
+    }
+}
+
+impl Borrow<str> for Packed {
+    fn borrow(&self) -> &str {
+        self.key()
+    }
+}
+
+impl Hash for Packed {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl PartialEq for Packed {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Packed {}
 
 /// One cached claim.
 #[derive(Debug)]
 enum Entry {
     Whole(Arc<ResourceClaim>),
-    Settled(Box<Settled>),
+    Settled(Packed),
 }
 
-/// Strings many claims share (namespaces, classes, finalizers, driver names), kept once.
+/// Strings many claims share (namespaces, classes, finalizers, driver names, owner kinds),
+/// each kept once under a number.
 #[derive(Debug, Default)]
-struct Interner(HashSet<Arc<str>>);
+struct Interner {
+    ids: HashMap<Arc<str>, u32>,
+    texts: Vec<Arc<str>>,
+}
 
 impl Interner {
-    fn intern(&mut self, text: &str) -> Arc<str> {
-        if let Some(known) = self.0.get(text) {
-            return known.clone();
+    fn intern(&mut self, text: &str) -> u32 {
+        if let Some(&id) = self.ids.get(text) {
+            return id;
         }
-        let new: Arc<str> = Arc::from(text);
-        self.0.insert(new.clone());
-        new
+        let id = self.texts.len() as u32;
+        let text: Arc<str> = Arc::from(text);
+        self.texts.push(text.clone());
+        self.ids.insert(text, id);
+        id
+    }
+
+    fn text(&self, id: u32) -> &str {
+        self.texts.get(id as usize).map_or("", |text| text)
     }
 }
 
-/// Claims by `namespace/name` (neither may contain a slash), each with its namespace.
-type Claims = HashMap<Box<str>, (Arc<str>, Entry)>;
+/// Claims by `namespace/name` (neither may contain a slash): settled ones packed, the others
+/// whole.
+#[derive(Debug, Default)]
+struct Claims {
+    whole: HashMap<Box<str>, Arc<ResourceClaim>>,
+    settled: HashSet<Packed>,
+}
+
+impl Claims {
+    fn insert(&mut self, key: Box<str>, entry: Entry) {
+        match entry {
+            Entry::Whole(claim) => {
+                self.settled.remove(&*key);
+                self.whole.insert(key, claim);
+            }
+            Entry::Settled(packed) => {
+                self.whole.remove(&key);
+                self.settled.replace(packed);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        self.whole.remove(key);
+        self.settled.remove(key);
+    }
+
+    fn len(&self) -> usize {
+        self.whole.len() + self.settled.len()
+    }
+}
 
 #[derive(Debug, Default)]
 struct State {
@@ -83,89 +200,135 @@ struct State {
 
 impl State {
     /// The key and entry of `claim`.
-    fn entry(&mut self, claim: &ResourceClaim) -> (Box<str>, (Arc<str>, Entry)) {
-        let namespace = self
-            .strings
-            .intern(claim.metadata.namespace.as_deref().unwrap_or_default());
+    fn entry(&mut self, claim: &ResourceClaim) -> (Box<str>, Entry) {
+        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
         let name = claim.metadata.name.as_deref().unwrap_or_default();
-        let key = key(&namespace, name);
-        let entry = if is_settled(claim) {
-            Entry::Settled(Box::new(self.settle(claim)))
-        } else {
-            let mut whole = claim.clone();
-            // Managed fields are never read.
-            whole.metadata.managed_fields = None;
-            Entry::Whole(Arc::new(whole))
-        };
-        (key, (namespace, entry))
+        let key = key(namespace, name);
+        if is_settled(claim) {
+            if let Some(packed) = Packed::new(&key, &self.settle(claim)) {
+                return (key, Entry::Settled(packed));
+            }
+        }
+        let mut whole = claim.clone();
+        // Managed fields are never read.
+        whole.metadata.managed_fields = None;
+        (key, Entry::Whole(Arc::new(whole)))
     }
 
-    fn settle(&mut self, claim: &ResourceClaim) -> Settled {
+    fn settle<'c>(&mut self, claim: &'c ResourceClaim) -> Settled<&'c str> {
         let meta = &claim.metadata;
         let status = claim.status.as_ref();
+        let strings = &mut self.strings;
         Settled {
-            uid: meta.uid.as_deref().map(Box::from),
-            resource_version: meta.resource_version.as_deref().map(Box::from),
+            uid: meta.uid.as_deref(),
+            resource_version: meta.resource_version.as_deref(),
             generation: meta.generation,
-            owners: meta.owner_references.clone().unwrap_or_default().into(),
+            owners: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .map(|owner| Owner {
+                    api_version: strings.intern(&owner.api_version),
+                    kind: strings.intern(&owner.kind),
+                    name: owner.name.as_str(),
+                    uid: owner.uid.as_str(),
+                    controller: owner.controller,
+                    block_owner_deletion: owner.block_owner_deletion,
+                })
+                .collect(),
             finalizers: meta
                 .finalizers
                 .iter()
                 .flatten()
-                .map(|f| self.strings.intern(f))
+                .map(|f| strings.intern(f))
                 .collect(),
             allocation_mode: claim
                 .spec
                 .allocation_mode
                 .as_deref()
-                .map(|m| self.strings.intern(m)),
-            class: self.strings.intern(&claim.spec.resource_class_name),
+                .map(|m| strings.intern(m)),
+            class: strings.intern(&claim.spec.resource_class_name),
             driver_name: status
                 .and_then(|s| s.driver_name.as_deref())
-                .map(|d| self.strings.intern(d)),
+                .map(|d| strings.intern(d)),
             reserved_for: status
-                .and_then(|s| s.reserved_for.clone())
-                .unwrap_or_default()
-                .into(),
+                .and_then(|s| s.reserved_for.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|consumer| Consumer {
+                    api_group: consumer.api_group.as_deref().map(|g| strings.intern(g)),
+                    resource: strings.intern(&consumer.resource),
+                    name: consumer.name.as_str(),
+                    uid: consumer.uid.as_str(),
+                })
+                .collect(),
         }
+    }
+
+    /// The claim `key`.
+    fn get(&self, key: &str) -> Option<Arc<ResourceClaim>> {
+        if let Some(claim) = self.claims.whole.get(key) {
+            return Some(claim.clone());
+        }
+        let packed = self.claims.settled.get(key)?;
+        Some(self.expand(key, &packed.record()))
+    }
+
+    /// The claim a settled record stands for.
+    fn expand(&self, key: &str, settled: &Settled<String>) -> Arc<ResourceClaim> {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        let text = |id: u32| self.strings.text(id).to_owned();
+        let non_empty = |list: Vec<String>| (!list.is_empty()).then_some(list);
+        let owners: Vec<OwnerReference> = settled
+            .owners
+            .iter()
+            .map(|owner| OwnerReference {
+                api_version: text(owner.api_version),
+                kind: text(owner.kind),
+                name: owner.name.clone(),
+                uid: owner.uid.clone(),
+                controller: owner.controller,
+                block_owner_deletion: owner.block_owner_deletion,
+            })
+            .collect();
+        let reserved_for: Vec<ResourceClaimConsumerReference> = settled
+            .reserved_for
+            .iter()
+            .map(|consumer| ResourceClaimConsumerReference {
+                api_group: consumer.api_group.map(text),
+                resource: text(consumer.resource),
+                name: consumer.name.clone(),
+                uid: consumer.uid.clone(),
+            })
+            .collect();
+        Arc::new(ResourceClaim {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
+                uid: settled.uid.clone(),
+                resource_version: settled.resource_version.clone(),
+                generation: settled.generation,
+                owner_references: (!owners.is_empty()).then_some(owners),
+                finalizers: non_empty(settled.finalizers.iter().map(|&f| text(f)).collect()),
+                ..ObjectMeta::default()
+            },
+            spec: ResourceClaimSpec {
+                allocation_mode: settled.allocation_mode.map(text),
+                parameters_ref: None,
+                resource_class_name: text(settled.class),
+            },
+            status: Some(ResourceClaimStatus {
+                allocation: Some(AllocationResult::default()),
+                deallocation_requested: None,
+                driver_name: settled.driver_name.map(text),
+                reserved_for: (!reserved_for.is_empty()).then_some(reserved_for),
+            }),
+        })
     }
 }
 
 fn key(namespace: &str, name: &str) -> Box<str> {
     format!("{namespace}/{name}").into_boxed_str()
-}
-
-/// The claim an entry stands for.
-fn expand(key: &str, namespace: &str, entry: &Entry) -> Arc<ResourceClaim> {
-    let settled = match entry {
-        Entry::Whole(claim) => return claim.clone(),
-        Entry::Settled(settled) => settled,
-    };
-    let name = &key[namespace.len() + 1..];
-    let non_empty = |list: Vec<String>| (!list.is_empty()).then_some(list);
-    Arc::new(ResourceClaim {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
-            uid: settled.uid.as_deref().map(str::to_owned),
-            resource_version: settled.resource_version.as_deref().map(str::to_owned),
-            generation: settled.generation,
-            owner_references: (!settled.owners.is_empty()).then(|| settled.owners.to_vec()),
-            finalizers: non_empty(settled.finalizers.iter().map(ToString::to_string).collect()),
-            ..ObjectMeta::default()
-        },
-        spec: ResourceClaimSpec {
-            allocation_mode: settled.allocation_mode.as_deref().map(str::to_owned),
-            parameters_ref: None,
-            resource_class_name: settled.class.to_string(),
-        },
-        status: Some(ResourceClaimStatus {
-            allocation: Some(AllocationResult::default()),
-            deallocation_requested: None,
-            driver_name: settled.driver_name.as_deref().map(str::to_owned),
-            reserved_for: (!settled.reserved_for.is_empty()).then(|| settled.reserved_for.to_vec()),
-        }),
-    })
 }
 
 /// The claim cache. Clones share the same cache.
@@ -204,24 +367,23 @@ impl ClaimStore {
 
     /// The claim `namespace/name`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
-        let key = key(namespace, name);
-        let state = self.read();
-        let (namespace, entry) = state.claims.get(&key)?;
-        Some(expand(&key, namespace, entry))
+        self.read().get(&key(namespace, name))
     }
 
     /// Every claim of class `class`.
     pub fn of_class(&self, class: &str) -> Vec<Arc<ResourceClaim>> {
         let state = self.read();
-        state
+        let whole = state
             .claims
-            .iter()
-            .filter(|(_, (_, entry))| match entry {
-                Entry::Whole(claim) => claim.spec.resource_class_name == class,
-                Entry::Settled(settled) => *settled.class == *class,
-            })
-            .map(|(key, (namespace, entry))| expand(key, namespace, entry))
-            .collect()
+            .whole
+            .values()
+            .filter(|claim| claim.spec.resource_class_name == class)
+            .cloned();
+        let settled = state.claims.settled.iter().filter_map(|packed| {
+            let record = packed.record();
+            (state.strings.text(record.class) == class).then(|| state.expand(packed.key(), &record))
+        });
+        whole.chain(settled).collect()
     }
 
     /// How many claims are cached.
@@ -237,11 +399,11 @@ impl ClaimStore {
     /// Adds or replaces a claim; during a listing, adds it to the listing.
     pub fn apply(&self, claim: &ResourceClaim) {
         let mut state = self.write();
-        let (key, value) = state.entry(claim);
+        let (key, entry) = state.entry(claim);
         match state.relist.as_mut() {
-            Some(listed) => listed.insert(key, value),
-            None => state.claims.insert(key, value),
-        };
+            Some(listed) => listed.insert(key, entry),
+            None => state.claims.insert(key, entry),
+        }
     }
 
     /// Removes a claim.
@@ -255,7 +417,7 @@ impl ClaimStore {
 
     /// A listing starts: the claims it applies replace the cached ones when it completes.
     pub fn begin_listing(&self) {
-        self.write().relist = Some(HashMap::new());
+        self.write().relist = Some(Claims::default());
     }
 
     /// The listing is complete: its claims are the cache, which is now ready.
@@ -364,6 +526,53 @@ mod tests {
         store.delete(&pending);
         assert!(store.get("ns", "b").is_none());
         assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn a_settled_claim_is_replaced_and_deleted_by_key() {
+        let store = ClaimStore::new();
+        store.apply(&claim("a", allocated()));
+        let mut moved = allocated();
+        moved["reservedFor"] = json!([{"apiGroup": "batch", "resource": "jobs", "name": "j",
+            "uid": "job-1"}]);
+        let mut updated = claim("a", moved);
+        updated.metadata.resource_version = Some("8".to_owned());
+        store.apply(&updated);
+        assert_eq!(store.len(), 1);
+        let read = store.get("ns", "a").unwrap();
+        assert_eq!(read.metadata.resource_version.as_deref(), Some("8"));
+        assert_eq!(
+            read.status.as_ref().unwrap().reserved_for,
+            updated.status.as_ref().unwrap().reserved_for
+        );
+        // Another namespace's claim of the same name is another entry.
+        let mut elsewhere = claim("a", allocated());
+        elsewhere.metadata.namespace = Some("other".to_owned());
+        store.apply(&elsewhere);
+        assert_eq!(store.len(), 2);
+        store.delete(&updated);
+        assert!(store.get("ns", "a").is_none());
+        assert_eq!(
+            store
+                .get("other", "a")
+                .unwrap()
+                .metadata
+                .namespace
+                .as_deref(),
+            Some("other")
+        );
+    }
+
+    #[test]
+    fn a_claim_whose_key_is_too_long_to_pack_is_kept_whole() {
+        let store = ClaimStore::new();
+        let long = claim(&"n".repeat(70_000), allocated());
+        store.apply(&long);
+        let read = store.get("ns", &"n".repeat(70_000)).unwrap();
+        assert_eq!(
+            read.spec.parameters_ref, long.spec.parameters_ref,
+            "kept whole"
+        );
     }
 
     #[test]
