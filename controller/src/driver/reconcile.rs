@@ -17,6 +17,7 @@
 //! Every difference is counted by [`DriftKind`] in the returned [`DriftReport`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::Hasher;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dra_allocator::ledger::{
@@ -107,20 +108,50 @@ fn claim_name(claim: &ResourceClaim) -> String {
 
 /// Whether the claim's handle data shows the ledger's allocation: same node, same set of devices.
 pub(super) fn same_devices(allocation: &Allocation, data: &HandleData) -> bool {
-    place(&allocation.node, &allocation.devices) == place(&data.node, &data.devices)
+    fn set(devices: &[String]) -> BTreeSet<&str> {
+        devices.iter().map(String::as_str).collect()
+    }
+    allocation.node == data.node && set(&allocation.devices) == set(&data.devices)
 }
 
-/// The node and the set of devices of an allocation as one string (the node, then the distinct
-/// device names in order, separated by NUL, which no name contains): two allocations hold the
-/// same devices exactly when their places are equal.
-fn place<'a>(node: &str, devices: impl IntoIterator<Item = &'a String>) -> Box<str> {
-    let devices: BTreeSet<&String> = devices.into_iter().collect();
-    let mut out = String::from(node);
-    for device in devices {
-        out.push('\0');
-        out.push_str(device);
+/// The node and device names of the ledger's allocations during a reconcile, each under a
+/// number, so that what is held of an allocation is a few numbers and not its text.
+#[derive(Default)]
+struct Names(HashMap<Box<str>, u32>);
+
+impl Names {
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.0.get(name) {
+            return id;
+        }
+        let id = self.0.len() as u32;
+        self.0.insert(name.into(), id);
+        id
     }
-    out.into_boxed_str()
+
+    /// The place (see [`place`]) of `node` and `devices`; `None` when a name is not known, so
+    /// that no held allocation has that place.
+    fn find_place<'a>(
+        &self,
+        node: &str,
+        devices: impl IntoIterator<Item = &'a String>,
+    ) -> Option<Box<[u32]>> {
+        let node = *self.0.get(node)?;
+        let devices: Option<Vec<u32>> = devices
+            .into_iter()
+            .map(|d| self.0.get(d.as_str()).copied())
+            .collect();
+        Some(place(node, devices?))
+    }
+}
+
+/// The node and the set of devices of an allocation as numbers of [`Names`]: the node's, then
+/// the distinct devices' in increasing order. Two allocations hold the same devices exactly when
+/// their places are equal.
+fn place(node: u32, mut devices: Vec<u32>) -> Box<[u32]> {
+    devices.sort_unstable();
+    devices.dedup();
+    std::iter::once(node).chain(devices).collect()
 }
 
 /// The pod a claim is reserved for, if any.
@@ -150,12 +181,16 @@ fn import_request(claim: &ResourceClaim, data: &HandleData) -> ImportRequest {
 }
 
 /// What a reconcile keeps of one ledger allocation while it reads the claims: enough to judge
-/// it and to name it in a log line, not the whole record (a reconcile may hold 100,000).
+/// it, not the whole record (a reconcile may hold 100,000). The released allocation names its
+/// claim and node in the log line of a release.
 struct Held {
-    /// `namespace/name` of the claim.
-    name: Box<str>,
+    /// The hash of the UID ([`uid_hash`]): the binary search compares these inline and reads
+    /// the UID itself only when they are equal.
+    hash: u64,
+    /// The claim's UID.
+    uid: Box<str>,
     /// The node and devices (see [`place`]).
-    place: Box<str>,
+    place: Box<[u32]>,
     pending: bool,
     /// A pending intent that may still be in flight.
     young: bool,
@@ -163,11 +198,14 @@ struct Held {
     listed: bool,
 }
 
-impl Held {
-    fn node(&self) -> &str {
-        self.place.split('\0').next().unwrap_or_default()
-    }
+/// A hash of `uid` that is the same in every process (SipHash with zero keys).
+fn uid_hash(uid: &str) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    hasher.write(uid.as_bytes());
+    hasher.finish()
+}
 
+impl Held {
     /// How an allocation that no claim shows is counted.
     fn drift(&self) -> DriftKind {
         if self.pending {
@@ -177,14 +215,30 @@ impl Held {
         }
     }
 
-    /// The release of this allocation of claim `uid`, counted as `kind` when given.
-    fn release(&self, uid: &str, kind: Option<DriftKind>) -> Step {
+    /// The release of this allocation, counted as `kind` when given.
+    fn release(&self, kind: Option<DriftKind>) -> Step {
         Step::Release {
-            uid: uid.to_owned(),
-            name: self.name.clone(),
-            node: self.node().to_owned(),
+            uid: self.uid.to_string(),
             kind,
         }
+    }
+}
+
+/// The ledger's allocations in compact form, in the order of their UIDs' hashes (UIDs may share
+/// long prefixes, hashes hardly ever), and the names their places are numbers of.
+struct HeldAllocations {
+    held: Vec<Held>,
+    names: Names,
+}
+
+impl HeldAllocations {
+    fn get_mut(&mut self, uid: &str) -> Option<&mut Held> {
+        let hash = uid_hash(uid);
+        let at = self
+            .held
+            .binary_search_by(|h| h.hash.cmp(&hash).then_with(|| (*h.uid).cmp(uid)))
+            .ok()?;
+        self.held.get_mut(at)
     }
 }
 
@@ -195,8 +249,6 @@ enum Step {
     /// Release the allocation of a claim UID; counted as `kind` when given.
     Release {
         uid: String,
-        name: Box<str>,
-        node: String,
         kind: Option<DriftKind>,
     },
     /// Record an allocation a claim shows, counted as `kind`.
@@ -253,7 +305,7 @@ impl LedgerDriver {
             frees: Vec::new(),
             imports: Vec::new(),
         };
-        judgement.report.allocations_checked = held.len() as u64;
+        judgement.report.allocations_checked = held.held.len() as u64;
         self.cluster
             .list_claims(&mut |page| {
                 for claim in &page {
@@ -267,7 +319,7 @@ impl LedgerDriver {
             mut frees,
             imports,
         } = judgement;
-        for (uid, allocation) in held {
+        for allocation in held.held {
             if allocation.listed {
                 continue;
             }
@@ -275,7 +327,7 @@ impl LedgerDriver {
                 report.in_flight += 1;
                 continue;
             }
-            frees.push(allocation.release(&uid, Some(allocation.drift())));
+            frees.push(allocation.release(Some(allocation.drift())));
         }
         for steps in [frees, imports] {
             let runs: Vec<_> = steps.into_iter().map(|step| self.run_step(step)).collect();
@@ -305,37 +357,39 @@ impl LedgerDriver {
         Ok(report)
     }
 
-    /// Every allocation of the ledger by claim UID, in compact form. After a takeover only
-    /// this process's own hand-outs count as in flight.
-    async fn held_allocations(&self, takeover: bool) -> Result<HashMap<String, Held>> {
+    /// Every allocation of the ledger in compact form. After a takeover only this process's
+    /// own hand-outs count as in flight.
+    async fn held_allocations(&self, takeover: bool) -> Result<HeldAllocations> {
         let grace = self.config.grace_period;
         let now = now_ms();
         let mut held = self
             .ledger_call(move |ledger| {
-                let mut held = HashMap::new();
+                let mut names = Names::default();
+                let mut held = Vec::new();
                 each_allocation(ledger, |allocation| {
                     let pending = allocation.state == AllocationState::Pending;
                     let young = pending
                         && !takeover
                         && now.saturating_sub(allocation.created_ms) < grace.as_millis() as u64;
-                    let name = format!("{}/{}", allocation.claim.namespace, allocation.claim.name);
-                    held.insert(
-                        allocation.claim.uid,
-                        Held {
-                            name: name.into_boxed_str(),
-                            place: place(&allocation.node, &allocation.devices),
-                            pending,
-                            young,
-                            listed: false,
-                        },
-                    );
+                    let node = names.intern(&allocation.node);
+                    let devices = allocation.devices.iter().map(|d| names.intern(d));
+                    held.push(Held {
+                        hash: uid_hash(&allocation.claim.uid),
+                        uid: allocation.claim.uid.into_boxed_str(),
+                        place: place(node, devices.collect()),
+                        pending,
+                        young,
+                        listed: false,
+                    });
                 })?;
-                Ok(held)
+                held.sort_unstable_by(|a, b| a.hash.cmp(&b.hash).then_with(|| a.uid.cmp(&b.uid)));
+                held.shrink_to_fit();
+                Ok(HeldAllocations { held, names })
             })
             .await?;
-        for (uid, allocation) in &mut held {
+        for allocation in &mut held.held {
             if allocation.pending && !allocation.young {
-                allocation.young = self.state.recently_handed_out(uid, grace);
+                allocation.young = self.state.recently_handed_out(&allocation.uid, grace);
             }
         }
         Ok(held)
@@ -345,7 +399,7 @@ impl LedgerDriver {
     fn judge_claim(
         &self,
         claim: &ResourceClaim,
-        held: &mut HashMap<String, Held>,
+        held: &mut HeldAllocations,
         judgement: &mut Judgement,
     ) {
         let report = &mut judgement.report;
@@ -354,6 +408,12 @@ impl LedgerDriver {
             return;
         };
         let shown = claim_allocation(claim, &self.config.driver_name);
+        let shown_place = match &shown {
+            Ok(ClaimAllocationState::Ours(data)) => {
+                held.names.find_place(&data.node, &data.devices)
+            }
+            _ => None,
+        };
         let Some(allocation) = held.get_mut(uid) else {
             match shown {
                 Ok(ClaimAllocationState::Ours(data)) => {
@@ -374,8 +434,8 @@ impl LedgerDriver {
         };
         allocation.listed = true;
         match shown {
-            Ok(ClaimAllocationState::Ours(data))
-                if *allocation.place == *place(&data.node, &data.devices) =>
+            Ok(ClaimAllocationState::Ours(_))
+                if shown_place.as_ref() == Some(&allocation.place) =>
             {
                 if allocation.pending {
                     judgement.frees.push(Step::Confirm(uid.to_owned()));
@@ -385,7 +445,7 @@ impl LedgerDriver {
             _ if allocation.young => report.in_flight += 1,
             Ok(ClaimAllocationState::Ours(data)) => {
                 // The claim shows other devices than the ledger: the claim wins.
-                judgement.frees.push(allocation.release(uid, None));
+                judgement.frees.push(allocation.release(None));
                 judgement.imports.push(Step::Import {
                     request: import_request(claim, &data),
                     kind: DriftKind::DeviceMismatch,
@@ -394,7 +454,7 @@ impl LedgerDriver {
             Err(reason) => self.bad_handle(report, claim, reason),
             Ok(_) => judgement
                 .frees
-                .push(allocation.release(uid, Some(allocation.drift()))),
+                .push(allocation.release(Some(allocation.drift()))),
         }
     }
 
@@ -423,21 +483,19 @@ impl LedgerDriver {
                     },
                 }
             }
-            Step::Release {
-                uid,
-                name,
-                node,
-                kind,
-            } => self.release(uid, &name, &node, kind).await,
+            Step::Release { uid, kind } => self.release(uid, kind).await,
             Step::Import { request, kind } => self.import(request, kind).await,
         }
     }
 
-    async fn release(&self, uid: String, name: &str, node: &str, kind: Option<DriftKind>) -> Tally {
+    async fn release(&self, uid: String, kind: Option<DriftKind>) -> Tally {
         let call = uid.clone();
         match self.ledger_call(move |l| l.release(&call)).await {
-            Ok(_) => {
-                info!(claim.uid = %uid, claim.name = %name, node = %node, kind = kind.map_or("replaced", DriftKind::as_str), "Released ledger allocation the cluster does not show");
+            Ok(released) => {
+                if let Some(released) = released {
+                    let claim = &released.claim;
+                    info!(claim.uid = %uid, claim.name = %format_args!("{}/{}", claim.namespace, claim.name), node = %released.node, kind = kind.map_or("replaced", DriftKind::as_str), "Released ledger allocation the cluster does not show");
+                }
                 Tally {
                     released: 1,
                     drift: kind,
@@ -515,22 +573,71 @@ pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {
-    use super::place;
+    use super::{place, uid_hash, Held, HeldAllocations, Names};
 
     fn names(names: &[&str]) -> Vec<String> {
         names.iter().map(|&n| n.to_owned()).collect()
     }
 
+    /// The place of `node` and `devices`, numbering new names in `known`.
+    fn held(known: &mut Names, node: &str, devices: &[&str]) -> Box<[u32]> {
+        let node = known.intern(node);
+        place(node, devices.iter().map(|d| known.intern(d)).collect())
+    }
+
+    #[test]
+    fn every_held_uid_is_found_and_no_other() {
+        let uids: Vec<String> = (0..1000)
+            .map(|i| format!("00000000-0000-0000-0000-{i:012}"))
+            .collect();
+        let mut held: Vec<Held> = uids
+            .iter()
+            .map(|uid| Held {
+                hash: uid_hash(uid),
+                uid: uid.as_str().into(),
+                place: place(0, vec![1]),
+                pending: false,
+                young: false,
+                listed: false,
+            })
+            .collect();
+        held.sort_unstable_by(|a, b| a.hash.cmp(&b.hash).then_with(|| a.uid.cmp(&b.uid)));
+        let mut allocations = HeldAllocations {
+            held,
+            names: Names::default(),
+        };
+        for uid in &uids {
+            assert_eq!(
+                allocations.get_mut(uid).map(|h| h.uid.to_string()).as_ref(),
+                Some(uid)
+            );
+        }
+        assert!(allocations
+            .get_mut("00000000-0000-0000-0000-000000001000")
+            .is_none());
+        assert!(allocations.get_mut("").is_none());
+    }
+
     #[test]
     fn places_compare_the_node_and_the_set_of_devices() {
-        let a = place("node-1", &names(&["gpu-1", "gpu-0"]));
-        assert_eq!(a, place("node-1", &names(&["gpu-0", "gpu-1", "gpu-0"])));
-        assert_ne!(a, place("node-2", &names(&["gpu-0", "gpu-1"])));
-        assert_ne!(a, place("node-1", &names(&["gpu-0"])));
-        // No concatenation of a node and a device reads as another node.
-        assert_ne!(
-            place("node-1", &names(&["gpu-0"])),
-            place("node-1gpu-0", &names(&[]))
+        let mut known = Names::default();
+        let a = held(&mut known, "node-1", &["gpu-1", "gpu-0"]);
+        held(&mut known, "node-2", &["gpu-2"]);
+        let find = |node: &str, devices: &[&str]| known.find_place(node, &names(devices));
+        assert_eq!(
+            Some(&a),
+            find("node-1", &["gpu-0", "gpu-1", "gpu-0"]).as_ref()
         );
+        assert_ne!(Some(&a), find("node-2", &["gpu-0", "gpu-1"]).as_ref());
+        assert_ne!(Some(&a), find("node-1", &["gpu-0"]).as_ref());
+        assert_ne!(
+            Some(&a),
+            find("node-1", &["gpu-0", "gpu-1", "gpu-2"]).as_ref()
+        );
+        // A node's name in a device's place (and the reverse) is another place.
+        assert_ne!(Some(&a), find("gpu-1", &["node-1", "gpu-0"]).as_ref());
+        // A name no held allocation has is no place of theirs.
+        assert_eq!(find("node-1", &["gpu-9"]), None);
+        assert_eq!(find("node-9", &["gpu-0"]), None);
     }
 }
