@@ -134,11 +134,13 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Admin(args) => admin::execute(&args),
         Command::Explain(args) => runtime()?.block_on(explain::execute(&args)),
         Command::Run(args) => {
+            crate::tune_allocator();
             logging::init(args.log_format, "info");
             runtime()?.block_on(run::run(args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Node(args) => {
+            crate::tune_allocator();
             logging::init(args.log_format, "info");
             runtime()?.block_on(node::node(args))?;
             Ok(ExitCode::SUCCESS)
