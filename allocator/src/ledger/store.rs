@@ -1,7 +1,6 @@
 //! Low-level access to the tables: decoding with errors instead of panics, converting stored
 //! records to the fitting layer's views, and deriving the writer's in-memory state from a file.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -106,29 +105,49 @@ pub(crate) fn device_view(name: &str, record: &DeviceRecord) -> Result<DeviceVie
     })
 }
 
-/// Builds the inventory from the devices table.
+/// Builds the inventory from the devices table, one node at a time: a device's key starts with
+/// its node's name and a NUL, which no name contains, so each node's devices are one run of
+/// the table, and only one node's devices are ever decoded at once.
 pub(crate) fn inventory_from(
     table: &impl ReadableTable<DeviceKey, Stored<DeviceRecord>>,
 ) -> Result<Inventory> {
-    let mut nodes: BTreeMap<String, Vec<DeviceView>> = BTreeMap::new();
+    let fit_error = |error: crate::fit::FitError| LedgerError::RecordDecode {
+        table: "devices",
+        reason: error.to_string(),
+    };
+    let mut inventory = Inventory::new();
+    let mut run: Option<(String, Vec<DeviceView>)> = None;
+    let add = |inventory: &mut Inventory, (name, mut devices): (String, Vec<DeviceView>)| {
+        if inventory.entry(&name).is_some() {
+            return Err(LedgerError::RecordDecode {
+                table: "devices",
+                reason: format!("the devices of node {name} are not one run of the table"),
+            });
+        }
+        // Grown one device at a time: a node keeps only what it holds.
+        devices.shrink_to_fit();
+        inventory
+            .upsert_node(NodeView::new(name, devices))
+            .map_err(fit_error)
+    };
     for entry in table.iter().map_err(LedgerError::storage)? {
         let (key, value) = entry.map_err(LedgerError::storage)?;
         let (node, device) = key.value().parts();
         let record = decoded("devices", value.value())?;
-        nodes
-            .entry(node)
-            .or_default()
-            .push(device_view(&device, &record)?);
+        let view = device_view(&device, &record)?;
+        match &mut run {
+            Some((name, devices)) if *name == node => devices.push(view),
+            _ => {
+                if let Some(done) = run.replace((node, vec![view])) {
+                    add(&mut inventory, done)?;
+                }
+            }
+        }
     }
-    Inventory::from_nodes(nodes.into_iter().map(|(name, mut devices)| {
-        // Grown one device at a time: a node keeps only what it holds.
-        devices.shrink_to_fit();
-        NodeView::new(name, devices)
-    }))
-    .map_err(|error| LedgerError::RecordDecode {
-        table: "devices",
-        reason: error.to_string(),
-    })
+    if let Some(done) = run {
+        add(&mut inventory, done)?;
+    }
+    Ok(inventory)
 }
 
 /// Builds the inventory from a committed snapshot.

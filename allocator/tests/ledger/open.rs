@@ -44,6 +44,36 @@ fn reopen_keeps_allocations_and_pending_intents() {
 }
 
 #[test]
+fn reopen_rebuilds_each_nodes_devices_when_names_share_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let inventory: Vec<(String, Vec<Device>)> = [("n", 3), ("n-1", 1), ("n-10", 4), ("n1", 2)]
+        .into_iter()
+        .map(|(node, count)| (node.to_owned(), gpus(count, node)))
+        .collect();
+    {
+        let ledger = open(dir.path());
+        for (node, devices) in &inventory {
+            ledger.set_inventory(node, devices.clone()).unwrap();
+        }
+    }
+
+    let ledger = open(dir.path());
+
+    // The in-memory inventory the reopened writer allocates from holds each node's devices.
+    let unchanged = ledger
+        .inventories_changed(Arc::new(inventory.clone()))
+        .unwrap();
+    assert_eq!(unchanged, [false; 4]);
+    let mut other = inventory.clone();
+    other[2].1.pop();
+    assert_eq!(
+        ledger.inventories_changed(Arc::new(other)).unwrap(),
+        [false, false, true, false]
+    );
+    assert_consistent(&ledger);
+}
+
+#[test]
 fn file_of_another_driver_is_refused_and_left_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.redb");
