@@ -24,8 +24,11 @@ mod mi_option {
 /// milliseconds, instead of mimalloc 3's 1000. A start (every claim listed, decoded and
 /// dropped, on several threads) frees and allocates hundreds of megabytes within a second;
 /// kept for a second, the freed pages stay resident while other threads touch new ones, and a
-/// restart on a large ledger peaked at a quarter more memory (docs/performance.md).
-const PURGE_DELAY_MS: std::os::raw::c_long = 10;
+/// restart on a large ledger peaked at a sixth more memory. A shorter delay returns memory
+/// sooner but costs CPU in steady work, as pages freed between two allocations are faulted
+/// back in: in runs side by side, the CPU per allocated claim was 1.49-1.52 ms at 1000 ms,
+/// 1.54 ms at 100 ms and 1.61 ms at 10 ms (docs/performance.md).
+const PURGE_DELAY_MS: std::os::raw::c_long = 100;
 
 /// Sets the allocator's purge delay, unless the `MIMALLOC_PURGE_DELAY` environment variable
 /// sets it. The long-running commands (`run`, `node`) call it first; the simulator and the demo
