@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 
 use super::controller::{Inner, SyncOutcome};
 use super::driver::{ClaimAllocation, Driver};
-use super::error::{Error, Result};
+use super::error::{Error, KubeCallErrorKind, Result};
 use super::scheduling::{status_patch, truncate_nodes, ClaimStatusEntry, NODE_LIST_MAX_SIZE};
 use super::sync_claim::is_allocated;
 
@@ -194,6 +194,12 @@ impl<D: Driver> Inner<D> {
                 self.contexts.mutation(Arc::new(updated.clone()));
             }
             if let Err(e) = written {
+                if e.kind == KubeCallErrorKind::NotFound {
+                    // The context is gone: the scheduler deletes it once the pod is bound, which
+                    // the allocation above may just have let it do. No one reads the report.
+                    debug!(error = %e, "Scheduling context gone before the report");
+                    return Ok(SyncOutcome::Done);
+                }
                 if allocation_error.is_none() {
                     return Err(Error::UpdateSchedulingStatus(e));
                 }

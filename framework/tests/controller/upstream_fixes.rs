@@ -350,6 +350,33 @@ async fn node_reported_before_is_dropped_from_the_report_once_suitable() {
 }
 
 #[tokio::test]
+async fn report_to_a_context_deleted_after_the_allocation_is_done_without_event() {
+    let h =
+        delayed_pod_harness().with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
+    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    // The scheduler binds the pod once its claim is allocated and deletes the context (PostBind)
+    // before the report is written.
+    h.api.fail_next(
+        Operation::PatchContextStatus,
+        KubeCallErrorKind::NotFound,
+        "podschedulingcontexts \"pod\" not found",
+    );
+    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Done));
+    assert!(h.events().is_empty(), "{:?}", h.events());
+    assert_eq!(
+        h.controller
+            .queue()
+            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD)),
+        0,
+        "not retried"
+    );
+    assert!(
+        h.stored_claim(CLAIM).status.unwrap().allocation.is_some(),
+        "the allocation stands"
+    );
+}
+
+#[tokio::test]
 async fn status_patch_that_loses_a_race_posts_no_event() {
     let h = delayed_pod_harness().with_context(context().potential(&[NODE, OTHER_NODE]));
     let mut newer = context().potential(&[NODE]);
