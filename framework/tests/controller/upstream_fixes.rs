@@ -194,12 +194,7 @@ async fn status_update_on_changed_context_conflicts_and_retries() {
         "{err}"
     );
     assert_eq!(h.stored_context(), unversioned_context(newer));
-    assert_eq!(
-        h.controller
-            .queue()
-            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD)),
-        1
-    );
+    assert_eq!(h.context_requeues(), 1);
     // Once the watch delivers the newer copy, the next sync succeeds and keeps their entry.
     h.refresh_caches(CLAIM);
     assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
@@ -363,13 +358,7 @@ async fn report_to_a_context_deleted_after_the_allocation_is_done_without_event(
     );
     assert_eq!(h.sync_context().await, Ok(SyncOutcome::Done));
     assert!(h.events().is_empty(), "{:?}", h.events());
-    assert_eq!(
-        h.controller
-            .queue()
-            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD)),
-        0,
-        "not retried"
-    );
+    assert_eq!(h.context_requeues(), 0, "not retried");
     assert!(
         h.stored_claim(CLAIM).status.unwrap().allocation.is_some(),
         "the allocation stands"
@@ -386,9 +375,7 @@ async fn status_patch_that_loses_a_race_posts_no_event() {
     assert!(h.sync_context().await.unwrap_err().is_stale_copy());
     assert!(h.events().is_empty(), "{:?}", h.events());
     assert_eq!(
-        h.controller
-            .queue()
-            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD)),
+        h.context_requeues(),
         1,
         "retried with the key's own backoff"
     );

@@ -101,6 +101,13 @@ impl Harness {
             .await
     }
 
+    /// How often the context's key was requeued after a failed sync.
+    pub fn context_requeues(&self) -> u32 {
+        self.controller
+            .queue()
+            .num_requeues(&QueueKey::scheduling_context(NAMESPACE, POD))
+    }
+
     /// The claim as stored by the API server, without its resourceVersion.
     pub fn stored_claim(&self, name: &str) -> ResourceClaim {
         unversioned(self.api.claim(NAMESPACE, name).expect("claim stored"))
