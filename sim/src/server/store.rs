@@ -123,7 +123,7 @@ struct Inner {
 /// The object store shared by all handlers.
 pub struct Store {
     inner: Mutex<Inner>,
-    registry: RwLock<Registry>,
+    registry: RwLock<Arc<Registry>>,
     events: broadcast::Sender<Arc<StoredEvent>>,
 }
 
@@ -215,7 +215,7 @@ impl Store {
                 history_limit: history_limit.max(1),
                 compacted_rv: 1,
             }),
-            registry: RwLock::new(registry),
+            registry: RwLock::new(Arc::new(registry)),
             events,
         }
     }
@@ -224,15 +224,17 @@ impl Store {
         self.inner.lock_or_recover()
     }
 
-    /// A snapshot of the resource registry.
-    pub fn registry(&self) -> Registry {
-        self.registry.read_or_recover().clone()
+    /// A snapshot of the resource registry, shared until the next change (every request reads
+    /// it, and CRDs change it rarely).
+    pub fn registry(&self) -> Arc<Registry> {
+        Arc::clone(&self.registry.read_or_recover())
     }
 
-    /// Changes the registry (CRD establishment and removal).
+    /// Changes the registry (CRD establishment and removal); snapshots taken before keep the
+    /// registry as it was.
     pub fn update_registry(&self, f: impl FnOnce(&mut Registry)) {
         let mut reg = self.registry.write_or_recover();
-        f(&mut reg);
+        f(Arc::make_mut(&mut reg));
     }
 
     /// The current (latest committed) resourceVersion.
