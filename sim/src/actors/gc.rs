@@ -216,6 +216,20 @@ impl GarbageCollector {
         Ok(live.is_some_and(|o| o.metadata.uid.as_deref() == Some(owner.uid.as_str())))
     }
 
+    /// Whether every owner of `vertex` is in the graph and none is in a foreground deletion: the
+    /// dependent stays, and there is nothing to read. As in the upstream collector, only a
+    /// dependent with an owner the graph does not know, or whose owner is being deleted, is
+    /// looked at on the server; a later change of an owner or of the owner references queues the
+    /// dependent again.
+    fn owners_known_and_staying(&self, vertex: &Vertex) -> bool {
+        let graph = self.graph.lock_or_recover();
+        vertex.owners.iter().all(|owner| {
+            graph.vertices.get(&owner.uid).is_some_and(|o| {
+                !(o.deleting && o.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER))
+            })
+        })
+    }
+
     /// Examines one object: as a deleting owner, then as a dependent.
     pub async fn sync(&self, uid: String) -> Result<Next> {
         let Some(vertex) = self.graph.lock_or_recover().vertices.get(&uid).cloned() else {
@@ -229,7 +243,7 @@ impl GarbageCollector {
                 Next::Done
             });
         }
-        if vertex.owners.is_empty() {
+        if vertex.owners.is_empty() || self.owners_known_and_staying(&vertex) {
             return Ok(Next::Done);
         }
         // The graph may lag behind (an owner reference may have been removed a moment ago):

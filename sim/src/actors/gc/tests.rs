@@ -68,6 +68,38 @@ async fn deleted_owner_queues_its_dependents_again() {
     );
 }
 
+#[tokio::test]
+async fn dependent_of_known_owners_is_settled_without_reading_the_server() {
+    // The client reaches nothing: a read of the server would fail the sync.
+    let gc = GarbageCollector::new(test_client(), crate::actors::wiring::gc_kinds());
+    let pod = ObjectMeta {
+        uid: Some("pod-uid".into()),
+        name: Some("p".into()),
+        ..ObjectMeta::default()
+    };
+    let claim = ObjectMeta {
+        uid: Some("claim-uid".into()),
+        name: Some("c".into()),
+        owner_references: Some(vec![owner("pod-uid")]),
+        ..ObjectMeta::default()
+    };
+    gc.observe(0, &Change::Applied(&pod));
+    gc.observe(2, &Change::Applied(&claim));
+    assert!(matches!(gc.sync("claim-uid".into()).await, Ok(Next::Done)));
+
+    let orphan = ObjectMeta {
+        uid: Some("orphan-uid".into()),
+        name: Some("o".into()),
+        owner_references: Some(vec![owner("unknown-uid")]),
+        ..ObjectMeta::default()
+    };
+    gc.observe(2, &Change::Applied(&orphan));
+    assert!(
+        gc.sync("orphan-uid".into()).await.is_err(),
+        "an owner the graph does not know is looked up on the server"
+    );
+}
+
 fn test_client() -> Client {
     let config = kube::Config::new("http://127.0.0.1:9".parse().expect("static url"));
     Client::try_from(config).expect("client from static config")
