@@ -26,7 +26,7 @@ use kube::{Api, Client};
 use super::error::{is_not_found, ActorError, Result};
 use super::indexes::OwnedClaims;
 use super::runtime::{Change, Next, WorkQueue};
-use super::writes::{read_modify_write, with_retry, Part};
+use super::writes::{read_modify_write, with_retry, Part, Unread};
 use super::{pod_claim_names, ObjectKey, POD_CLAIM_NAME_ANNOTATION};
 
 /// The resourceclaim controller: a pod queue (claim creation) and a claim queue (reservations).
@@ -262,7 +262,7 @@ impl ClaimController {
         }
         let patch = serde_json::json!({ "status": { "resourceClaimStatuses": statuses } });
         let action = format!("record claims of pod {key}");
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        let pods = Unread::namespaced::<Pod>(&self.client, &key.namespace);
         let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
         with_retry(&action, || pods.patch_status(&key.name, &params, &patch)).await?;
         Ok(Next::Done)

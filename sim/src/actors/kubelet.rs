@@ -16,14 +16,14 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client};
+use kube::Client;
 
 use super::claims::is_pod_done;
 use super::error::{is_not_found, ActorError, Result};
 use super::plugins::prepare::Prepare;
 use super::plugins::{NodePlugins, Plugins};
 use super::runtime::{Change, Next, WorkQueue};
-use super::writes::with_retry;
+use super::writes::{with_retry, Unread};
 use super::ObjectKey;
 
 /// Annotation with the number of seconds (fractions allowed) a pod runs before it succeeds.
@@ -187,7 +187,7 @@ impl Kubelet {
         let Some(pod) = pod else {
             return Ok(Next::Done);
         };
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        let api = Unread::namespaced::<Pod>(&self.client, &key.namespace);
         let now = Utc::now();
         let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -226,7 +226,7 @@ impl Kubelet {
                 let action = format!("remove pod {key}");
                 let params = DeleteParams::default().grace_period(0);
                 return match with_retry(&action, || api.delete(&key.name, &params)).await {
-                    Ok(_) => Ok(Next::Done),
+                    Ok(()) => Ok(Next::Done),
                     Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(Next::Done),
                     Err(error) => Err(error),
                 };
@@ -254,11 +254,11 @@ impl Kubelet {
         let action = format!("update status of pod {key}");
         let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
         match with_retry(&action, || api.patch_status(&key.name, &params, &patch)).await {
-            Ok(_) if step == Step::Finish && plugins.is_some() => {
+            Ok(()) if step == Step::Finish && plugins.is_some() => {
                 // Ended: its claims are unprepared by the next sync, which sees it Succeeded.
                 Ok(Next::After(std::time::Duration::ZERO))
             }
-            Ok(_) => Ok(next),
+            Ok(()) => Ok(next),
             Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(Next::Done),
             Err(error) => Err(error),
         }

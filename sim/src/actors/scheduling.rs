@@ -16,7 +16,7 @@ use kube::{Api, Client, Resource};
 
 use super::error::{is_conflict, is_not_found, is_transient, ActorError, Result};
 use super::runtime::backoff_delay;
-use super::writes::{with_retry, ATTEMPTS};
+use super::writes::{with_retry, Unread, ATTEMPTS};
 use super::ObjectKey;
 
 /// The text of the last event a scheduler posted about each pod (by UID), so that a cycle that
@@ -96,8 +96,15 @@ pub async fn post_event(
         regarding: Some(pod.object_ref(&())),
         ..Event::default()
     };
-    let events: Api<Event> = Api::namespaced(client.clone(), &namespace);
-    if let Err(error) = events.create(&PostParams::default(), &event).await {
+    let body = match serde_json::to_vec(&event) {
+        Ok(body) => body,
+        Err(error) => {
+            tracing::debug!(pod = %name, %error, "Could not encode a scheduler event");
+            return;
+        }
+    };
+    let events = Unread::namespaced::<Event>(client, &namespace);
+    if let Err(error) = events.create(&PostParams::default(), body).await {
         tracing::debug!(pod = %name, %error, "Could not post a scheduler event");
     }
 }
@@ -131,7 +138,7 @@ pub async fn record_unschedulable(
         "message": message,
         "lastTransitionTime": now,
     }]}});
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
+    let pods = Unread::namespaced::<Pod>(client, &key.namespace);
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
     let action = format!("record scheduling condition of {key}");
     if let Err(error) = with_retry(&action, || pods.patch_status(&key.name, &params, &patch)).await
@@ -162,16 +169,17 @@ pub async fn bind(client: &Client, key: &ObjectKey, node: &str) -> Result<bool> 
         source,
     })?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &key.namespace);
+    let bindings = Unread::namespaced::<Pod>(client, &key.namespace);
     let action = format!("bind pod {key} to {node}");
     let post = PostParams::default();
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let bound: std::result::Result<serde_json::Value, kube::Error> = pods
+        let bound = bindings
             .create_subresource("binding", &key.name, &post, body.clone())
             .await;
         match bound {
-            Ok(_) => return Ok(true),
+            Ok(()) => return Ok(true),
             Err(error) if is_not_found(&error) => return Ok(false),
             Err(error) if is_conflict(&error) => {
                 let live = with_retry(&action, || pods.get_opt(&key.name)).await?;

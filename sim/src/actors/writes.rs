@@ -7,8 +7,9 @@
 use std::fmt::Debug;
 use std::future::Future;
 
-use kube::api::PostParams;
-use kube::{Api, Resource};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::request::Error as RequestError;
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -18,6 +19,82 @@ use super::runtime::backoff_delay;
 /// How many times a transient failure is retried inside one reconcile before it is handed back to
 /// the work queue (which retries again later with its own backoff).
 pub const ATTEMPTS: u32 = 8;
+
+/// Writes of one kind whose answer the actor does not use. The server's errors come back as from
+/// [`Api`]; the object it answers with is only read as text, not decoded (decoding a pod or an
+/// event is most of such a call's cost in the simulator's own process).
+#[derive(Clone)]
+pub struct Unread {
+    client: Client,
+    request: kube::core::Request,
+}
+
+impl Unread {
+    /// Writes to objects of `K` in `namespace`.
+    pub fn namespaced<K: Resource<DynamicType = ()>>(client: &Client, namespace: &str) -> Self {
+        Self {
+            client: client.clone(),
+            request: kube::core::Request::new(K::url_path(&(), Some(namespace))),
+        }
+    }
+
+    async fn send(
+        &self,
+        request: std::result::Result<http::Request<Vec<u8>>, RequestError>,
+    ) -> kube::Result<()> {
+        let request = request.map_err(kube::Error::BuildRequest)?;
+        self.client.request_text(request).await.map(drop)
+    }
+
+    /// Creates the object `body` encodes.
+    pub async fn create(&self, params: &PostParams, body: Vec<u8>) -> kube::Result<()> {
+        self.send(self.request.create(params, body)).await
+    }
+
+    /// Patches the object `name`.
+    pub async fn patch<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<()> {
+        self.send(self.request.patch(name, params, patch)).await
+    }
+
+    /// Patches the status of the object `name`.
+    pub async fn patch_status<P: Serialize + Debug>(
+        &self,
+        name: &str,
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<()> {
+        self.send(
+            self.request
+                .patch_subresource("status", name, params, patch),
+        )
+        .await
+    }
+
+    /// Posts `body` to the subresource `subresource` of the object `name`.
+    pub async fn create_subresource(
+        &self,
+        subresource: &str,
+        name: &str,
+        params: &PostParams,
+        body: Vec<u8>,
+    ) -> kube::Result<()> {
+        self.send(
+            self.request
+                .create_subresource(subresource, name, params, body),
+        )
+        .await
+    }
+
+    /// Deletes the object `name`.
+    pub async fn delete(&self, name: &str, params: &DeleteParams) -> kube::Result<()> {
+        self.send(self.request.delete(name, params)).await
+    }
+}
 
 /// Runs `op` until it succeeds, fails for good, or `ATTEMPTS` transient failures happened.
 pub async fn with_retry<T, F, Fut>(action: &str, mut op: F) -> Result<T>

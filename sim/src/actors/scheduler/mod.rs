@@ -35,7 +35,7 @@ use super::error::{is_conflict, is_not_found, ActorError, Result};
 use super::indexes::{ClaimUsers, NodeLoad, Placement};
 use super::runtime::{Change, Next, WorkQueue};
 use super::scheduling::{bound_node, LastEvents};
-use super::writes::{read_modify_write, with_retry, Part};
+use super::writes::{read_modify_write, with_retry, Part, Unread};
 use super::{pod_claim_names, scheduling, ObjectKey};
 use plan::{decide_explained, reserved_for, resolve, Decision, Snapshot, MAX_RESERVED_FOR};
 
@@ -375,13 +375,12 @@ impl Scheduler {
         clear_selected_node: bool,
     ) -> Result<()> {
         if clear_selected_node {
-            let contexts: Api<PodSchedulingContext> =
-                Api::namespaced(self.client.clone(), &key.namespace);
+            let contexts = Unread::namespaced::<PodSchedulingContext>(&self.client, &key.namespace);
             let patch = serde_json::json!({ "spec": { "selectedNode": null } });
             let action = format!("clear selected node of {key}");
             let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
             match with_retry(&action, || contexts.patch(&key.name, &params, &patch)).await {
-                Ok(_) => {}
+                Ok(()) => {}
                 Err(ActorError::Api { source, .. }) if is_not_found(&source) => {}
                 Err(error) => return Err(error),
             }
@@ -416,8 +415,7 @@ impl Scheduler {
         exists: bool,
         spec: PodSchedulingContextSpec,
     ) -> Result<Next> {
-        let contexts: Api<PodSchedulingContext> =
-            Api::namespaced(self.client.clone(), &key.namespace);
+        let contexts = Unread::namespaced::<PodSchedulingContext>(&self.client, &key.namespace);
         if exists {
             let patch = serde_json::json!({ "spec": {
                 "potentialNodes": spec.potential_nodes,
@@ -426,7 +424,7 @@ impl Scheduler {
             let action = format!("update scheduling context {key}");
             let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
             match with_retry(&action, || contexts.patch(&key.name, &params, &patch)).await {
-                Ok(_) => {}
+                Ok(()) => {}
                 Err(ActorError::Api { source, .. }) if is_not_found(&source) => {
                     return Ok(Next::After(SETTLE))
                 }
@@ -444,8 +442,12 @@ impl Scheduler {
                 status: None,
             };
             let action = format!("create scheduling context {key}");
-            match contexts.create(&PostParams::default(), &ctx).await {
-                Ok(_) => {}
+            let body = serde_json::to_vec(&ctx).map_err(|source| ActorError::Encode {
+                what: "scheduling context",
+                source,
+            })?;
+            match contexts.create(&PostParams::default(), body).await {
+                Ok(()) => {}
                 // The cache has not caught up with an earlier create.
                 Err(error) if is_conflict(&error) => return Ok(Next::After(SETTLE)),
                 Err(error) => return Err(ActorError::api(action, error)),
@@ -523,12 +525,11 @@ impl Scheduler {
     }
 
     async fn delete_context(&self, key: &ObjectKey) -> Result<()> {
-        let contexts: Api<PodSchedulingContext> =
-            Api::namespaced(self.client.clone(), &key.namespace);
+        let contexts = Unread::namespaced::<PodSchedulingContext>(&self.client, &key.namespace);
         let action = format!("delete scheduling context {key}");
         let params = DeleteParams::default();
         match with_retry(&action, || contexts.delete(&key.name, &params)).await {
-            Ok(_) => Ok(()),
+            Ok(()) => Ok(()),
             Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(()),
             Err(error) => Err(error),
         }
