@@ -47,7 +47,10 @@ pub fn present(info: &ResourceInfo, stored: &Value) -> Value {
 
 /// Whether [`present`] would change the stored object.
 pub fn needs_presenting(info: &ResourceInfo, stored: &Value) -> bool {
-    is_events_v1(info) || stored["apiVersion"].as_str() != Some(info.api_version().as_str())
+    is_events_v1(info)
+        || !stored["apiVersion"]
+            .as_str()
+            .is_some_and(|v| info.is_api_version(v))
 }
 
 /// The storage form of an object written through `info`'s API version.

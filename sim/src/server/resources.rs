@@ -45,6 +45,17 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
+    /// Whether `api_version` is [`Self::api_version`], compared without building it.
+    pub fn is_api_version(&self, api_version: &str) -> bool {
+        if self.group.is_empty() {
+            return api_version == self.version;
+        }
+        api_version
+            .strip_prefix(self.group.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|version| version == self.version)
+    }
+
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -350,5 +361,22 @@ impl Registry {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_version_is_recognised_without_being_built() {
+        for info in builtin_resources() {
+            let own = info.api_version();
+            assert!(info.is_api_version(&own), "{own}");
+            assert!(!info.is_api_version(&format!("{own}x")), "{own}");
+            assert!(!info.is_api_version(&format!("x{own}")), "{own}");
+            assert!(!info.is_api_version(&info.group), "{own}");
+            assert!(!info.is_api_version(""), "{own}");
+        }
     }
 }

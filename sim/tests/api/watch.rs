@@ -60,6 +60,44 @@ async fn watch_replays_changes_after_a_resource_version() {
 }
 
 #[tokio::test]
+async fn a_burst_of_changes_reaches_a_watcher_whole_and_in_order() {
+    let (server, client) = start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    let first = create(&cms, &config_map("first", &[])).await;
+    let mut stream = cms
+        .watch(
+            &WatchParams::default(),
+            &first.metadata.resource_version.unwrap(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    // Written concurrently, so that many events wait for the watcher at once and are sent
+    // together.
+    let names: Vec<String> = (0..300).map(|i| format!("cm-{i}")).collect();
+    let objects: Vec<ConfigMap> = names.iter().map(|n| config_map(n, &[])).collect();
+    futures::future::join_all(objects.iter().map(|o| create(&cms, o))).await;
+    let mut seen = Vec::new();
+    let mut last_rv = 0;
+    while seen.len() < names.len() {
+        match next(&mut stream).await {
+            WatchEvent::Added(c) => {
+                let rv: u64 = c.metadata.resource_version.unwrap().parse().unwrap();
+                assert!(rv > last_rv, "events in resourceVersion order");
+                last_rv = rv;
+                seen.push(c.metadata.name.unwrap());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    seen.sort();
+    let mut expected = names;
+    expected.sort();
+    assert_eq!(seen, expected);
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn watch_from_expired_version_gets_410_error_event() {
     let (server, client) = start().await;
     let cms: Api<ConfigMap> = Api::default_namespaced(client);

@@ -33,19 +33,22 @@ struct Watcher {
     tx: mpsc::Sender<std::result::Result<Bytes, std::io::Error>>,
 }
 
-/// One watch event line, `{"type":..,"object":..}` and a newline, around an encoded object.
-fn event_line(kind: &str, object: &[u8]) -> Bytes {
-    let mut line = Vec::with_capacity(object.len() + kind.len() + 24);
-    line.extend_from_slice(b"{\"type\":\"");
-    line.extend_from_slice(kind.as_bytes());
-    line.extend_from_slice(b"\",\"object\":");
-    line.extend_from_slice(object);
-    line.extend_from_slice(b"}\n");
-    Bytes::from(line)
+/// Appends one watch event line, `{"type":..,"object":..}` and a newline, around an encoded
+/// object.
+fn push_event_line(out: &mut Vec<u8>, kind: &str, object: &[u8]) {
+    out.reserve(object.len() + kind.len() + 24);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(object);
+    out.extend_from_slice(b"}\n");
 }
 
+/// How many bytes of event lines a watcher gathers before it sends them as one chunk.
+const BATCH_BYTES: usize = 256 * 1024;
+
 impl Watcher {
-    fn encode(&mut self, kind: &str, obj: &Value) -> Bytes {
+    fn push(&mut self, out: &mut Vec<u8>, kind: &str, obj: &Value) {
         let object = match self.format {
             Format::Table { full_object } => {
                 let row = render::watch_table_row(
@@ -59,7 +62,7 @@ impl Watcher {
             }
             f => object_body(f, &self.info, obj),
         };
-        event_line(kind, &object)
+        push_event_line(out, kind, &object);
     }
 
     /// Whether this watcher sends an object exactly as stored (so every such watcher can share
@@ -68,9 +71,19 @@ impl Watcher {
         self.format == Format::Json && !needs_presenting(&self.info, obj)
     }
 
-    async fn send(&mut self, kind: &str, obj: &Value) -> bool {
-        let bytes = self.encode(kind, obj);
-        self.tx.send(Ok(bytes)).await.is_ok()
+    /// Sends the gathered event lines as one chunk of the response; false once the client is
+    /// gone.
+    async fn flush(&self, out: &mut Vec<u8>) -> bool {
+        if out.is_empty() {
+            return true;
+        }
+        let chunk = Bytes::from(std::mem::take(out));
+        self.tx.send(Ok(chunk)).await.is_ok()
+    }
+
+    /// Sends `out` once it holds a batch's worth.
+    async fn flush_full(&self, out: &mut Vec<u8>) -> bool {
+        out.len() < BATCH_BYTES || self.flush(out).await
     }
 
     async fn send_raw(&self, event: &Value) -> bool {
@@ -89,10 +102,11 @@ impl Watcher {
             .await
     }
 
-    /// Sends one stored event as this watcher sees it (selector transitions become ADDED/DELETED).
-    async fn deliver(&mut self, event: &StoredEvent) -> bool {
+    /// Appends one stored event as this watcher sees it (selector transitions become
+    /// ADDED/DELETED) to `out`.
+    fn deliver(&mut self, event: &StoredEvent, out: &mut Vec<u8>) {
         if *event.key != *self.key {
-            return true;
+            return;
         }
         let now = self.filter.matches(&event.object);
         let before = event.old.as_ref().is_some_and(|o| self.filter.matches(o));
@@ -100,16 +114,15 @@ impl Watcher {
             (EventType::Modified, true, true) => "MODIFIED",
             (EventType::Added | EventType::Modified, _, true) => "ADDED",
             (EventType::Modified | EventType::Deleted, _, _) if before || now => "DELETED",
-            _ => return true,
+            _ => return,
         };
-        let bytes = if self.sends_as_stored(&event.object) {
+        if self.sends_as_stored(&event.object) {
             let object =
                 event.encoded(|object| Bytes::from(serde_json::to_vec(object).unwrap_or_default()));
-            event_line(kind, &object)
+            push_event_line(out, kind, &object);
         } else {
-            self.encode(kind, &event.object)
-        };
-        self.tx.send(Ok(bytes)).await.is_ok()
+            self.push(out, kind, &event.object);
+        }
     }
 }
 
@@ -180,18 +193,29 @@ async fn run(
 ) {
     let mut last_rv = sub.rv;
     let mut receiver = sub.receiver;
+    let mut out = Vec::new();
     for obj in &sub.snapshot {
-        if w.filter.matches(obj) && !w.send("ADDED", obj).await {
-            return;
+        if w.filter.matches(obj) {
+            w.push(&mut out, "ADDED", obj);
+            if !w.flush_full(&mut out).await {
+                return;
+            }
         }
+    }
+    if !w.flush(&mut out).await {
+        return;
     }
     if send_initial && w.bookmarks && !w.bookmark(last_rv, true).await {
         return;
     }
     for event in &sub.replay {
-        if !w.deliver(event).await {
+        w.deliver(event, &mut out);
+        if !w.flush_full(&mut out).await {
             return;
         }
+    }
+    if !w.flush(&mut out).await {
+        return;
     }
     let mut disconnect = state.disconnect.subscribe();
     let mut closing = state.closing.subscribe();
@@ -205,8 +229,33 @@ async fn run(
         tokio::select! {
             next = receiver.recv() => match next {
                 Ok(event) => {
-                    last_rv = last_rv.max(event.rv);
-                    if event.rv > sub.rv && !w.deliver(&event).await {
+                    // Every event already waiting goes out in the same chunk.
+                    let mut next = Ok(event);
+                    loop {
+                        match next {
+                            Ok(event) => {
+                                last_rv = last_rv.max(event.rv);
+                                if event.rv > sub.rv {
+                                    w.deliver(&event, &mut out);
+                                }
+                            }
+                            Err(broadcast::error::TryRecvError::Empty) => break,
+                            Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                                let _ = w.flush(&mut out).await;
+                                let _ = w.send_raw(&expired("watch fell behind; too old resource version")).await;
+                                return;
+                            }
+                            Err(broadcast::error::TryRecvError::Closed) => {
+                                let _ = w.flush(&mut out).await;
+                                return;
+                            }
+                        }
+                        if out.len() >= BATCH_BYTES {
+                            break;
+                        }
+                        next = receiver.try_recv();
+                    }
+                    if !w.flush(&mut out).await {
                         return;
                     }
                 }
