@@ -20,9 +20,22 @@ use super::error::{Result, StatusError};
 use super::resources::ResourceInfo;
 
 fn round_trip<K: DeserializeOwned + Serialize + k8s_openapi::Resource>(
-    obj: &Value,
+    obj: Value,
 ) -> Result<Value> {
-    decode_as::<K>(K::KIND, K::VERSION, obj)
+    // Decoding from the owned value moves its strings into `K` instead of copying them.
+    let typed =
+        serde_json::from_value::<K>(obj).map_err(|e| decode_error(K::KIND, K::VERSION, &e))?;
+    encode(typed)
+}
+
+fn decode_error(kind: &str, version: &str, error: &serde_json::Error) -> StatusError {
+    StatusError::BadRequest(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: {error}"
+    ))
+}
+
+fn encode(typed: impl Serialize) -> Result<Value> {
+    serde_json::to_value(typed).map_err(|e| StatusError::Internal(format!("encoding object: {e}")))
 }
 
 /// Decodes `obj` as `K` and encodes it again (unknown fields dropped); a decode error is the
@@ -32,48 +45,45 @@ pub(super) fn decode_as<K: DeserializeOwned + Serialize>(
     version: &str,
     obj: &Value,
 ) -> Result<Value> {
-    let typed = K::deserialize(obj).map_err(|e| {
-        StatusError::BadRequest(format!(
-            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}"
-        ))
-    })?;
-    serde_json::to_value(typed).map_err(|e| StatusError::Internal(format!("encoding object: {e}")))
+    let typed = K::deserialize(obj).map_err(|e| decode_error(kind, version, &e))?;
+    encode(typed)
 }
 
 /// Normalises a built-in object in storage form and applies the defaults decoding sets;
 /// `strict` rejects unknown fields.
 pub fn normalise(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value> {
+    let original = strict.then(|| obj.clone());
     let mut normalised = match (info.group.as_str(), info.kind.as_str()) {
         _ if super::structured::handles(info) => super::structured::normalise(info, &obj)?,
-        ("", "Namespace") => round_trip::<Namespace>(&obj)?,
-        ("", "Node") => round_trip::<Node>(&obj)?,
+        ("", "Namespace") => round_trip::<Namespace>(obj)?,
+        ("", "Node") => round_trip::<Node>(obj)?,
         ("", "Pod") if info.release.is_structured() => {
-            let mut pod = round_trip::<Pod>(&obj)?;
+            let mut pod = decode_as::<Pod>("Pod", "v1", &obj)?;
             super::structured::pods::keep_claim_fields(&obj, &mut pod)?;
             pod
         }
-        ("", "Pod") => round_trip::<Pod>(&obj)?,
+        ("", "Pod") => round_trip::<Pod>(obj)?,
         // events.k8s.io Events are stored as core Events.
-        ("" | "events.k8s.io", "Event") => round_trip::<Event>(&obj)?,
-        ("", "ConfigMap") => round_trip::<ConfigMap>(&obj)?,
-        ("coordination.k8s.io", "Lease") => round_trip::<Lease>(&obj)?,
-        ("resource.k8s.io", "ResourceClass") => round_trip::<ResourceClass>(&obj)?,
-        ("resource.k8s.io", "ResourceClaim") => round_trip::<ResourceClaim>(&obj)?,
-        ("resource.k8s.io", "ResourceClaimTemplate") => round_trip::<ResourceClaimTemplate>(&obj)?,
-        ("resource.k8s.io", "PodSchedulingContext") => round_trip::<PodSchedulingContext>(&obj)?,
-        ("resource.k8s.io", "ResourceSlice") => round_trip::<ResourceSlice>(&obj)?,
+        ("" | "events.k8s.io", "Event") => round_trip::<Event>(obj)?,
+        ("", "ConfigMap") => round_trip::<ConfigMap>(obj)?,
+        ("coordination.k8s.io", "Lease") => round_trip::<Lease>(obj)?,
+        ("resource.k8s.io", "ResourceClass") => round_trip::<ResourceClass>(obj)?,
+        ("resource.k8s.io", "ResourceClaim") => round_trip::<ResourceClaim>(obj)?,
+        ("resource.k8s.io", "ResourceClaimTemplate") => round_trip::<ResourceClaimTemplate>(obj)?,
+        ("resource.k8s.io", "PodSchedulingContext") => round_trip::<PodSchedulingContext>(obj)?,
+        ("resource.k8s.io", "ResourceSlice") => round_trip::<ResourceSlice>(obj)?,
         ("resource.k8s.io", "ResourceClaimParameters") => {
-            round_trip::<ResourceClaimParameters>(&obj)?
+            round_trip::<ResourceClaimParameters>(obj)?
         }
         ("resource.k8s.io", "ResourceClassParameters") => {
-            round_trip::<ResourceClassParameters>(&obj)?
+            round_trip::<ResourceClassParameters>(obj)?
         }
         _ => return Ok(obj),
     };
     super::defaults::apply_decode_defaults(info, &mut normalised);
-    if strict {
+    if let Some(original) = original {
         let mut unknown = Vec::new();
-        dropped_fields(&obj, &normalised, "", &mut unknown);
+        dropped_fields(&original, &normalised, "", &mut unknown);
         if !unknown.is_empty() {
             let list = unknown
                 .iter()

@@ -76,8 +76,8 @@ pub(super) fn merge_update(
     }
     let mut new = if sub == Some("status") {
         let mut new = current.clone();
-        match incoming.get("status") {
-            Some(s) if !s.is_null() => new["status"] = s.clone(),
+        match incoming.get_mut("status").map(Value::take) {
+            Some(s) if !s.is_null() => new["status"] = s,
             _ => {
                 if let Some(o) = new.as_object_mut() {
                     o.remove("status");
