@@ -367,7 +367,10 @@ fn pod_spec_mutable_view(spec: &Value) -> Value {
 
 fn pod_update_causes(old: &Value, new: &Value) -> Vec<FieldCause> {
     let mut causes = Vec::new();
-    if pod_spec_mutable_view(&old["spec"]) != pod_spec_mutable_view(&new["spec"]) {
+    // Most pod writes (status, metadata) leave the spec as it was: nothing to compare then.
+    if old["spec"] != new["spec"]
+        && pod_spec_mutable_view(&old["spec"]) != pod_spec_mutable_view(&new["spec"])
+    {
         causes.push(FieldCause::forbidden(
             "spec",
             "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
@@ -403,6 +406,25 @@ mod tests {
         assert!(!is_dns_subdomain("-x"));
         assert!(!is_dns_label("a.b"));
         assert!(is_dns_label("kube-system"));
+    }
+
+    #[test]
+    fn a_pod_update_may_change_its_status_and_image_but_not_the_rest_of_its_spec() {
+        let old = serde_json::json!({
+            "spec": {"containers": [{"name": "c", "image": "a"}], "nodeName": ""},
+            "status": {"phase": "Pending"},
+        });
+        let mut status_only = old.clone();
+        status_only["status"]["phase"] = "Running".into();
+        assert!(pod_update_causes(&old, &status_only).is_empty());
+        let mut image = old.clone();
+        image["spec"]["containers"][0]["image"] = "b".into();
+        assert!(pod_update_causes(&old, &image).is_empty());
+        let mut renamed = old.clone();
+        renamed["spec"]["containers"][0]["name"] = "d".into();
+        let causes = pod_update_causes(&old, &renamed);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "spec");
     }
 
     #[test]
