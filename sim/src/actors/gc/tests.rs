@@ -39,17 +39,8 @@ fn dependent_with_all_owners_present_is_kept() {
 #[tokio::test]
 async fn deleted_owner_queues_its_dependents_again() {
     let gc = GarbageCollector::new(test_client(), Vec::new());
-    let pod = ObjectMeta {
-        uid: Some("pod-uid".into()),
-        name: Some("p".into()),
-        ..ObjectMeta::default()
-    };
-    let claim = ObjectMeta {
-        uid: Some("claim-uid".into()),
-        name: Some("c".into()),
-        owner_references: Some(vec![owner("pod-uid")]),
-        ..ObjectMeta::default()
-    };
+    let pod = meta("pod-uid", "p", None);
+    let claim = meta("claim-uid", "c", Some("pod-uid"));
     gc.observe(0, &Change::Applied(&pod));
     assert!(
         gc.queue.is_empty(),
@@ -72,32 +63,28 @@ async fn deleted_owner_queues_its_dependents_again() {
 async fn dependent_of_known_owners_is_settled_without_reading_the_server() {
     // The client reaches nothing: a read of the server would fail the sync.
     let gc = GarbageCollector::new(test_client(), crate::actors::wiring::gc_kinds());
-    let pod = ObjectMeta {
-        uid: Some("pod-uid".into()),
-        name: Some("p".into()),
-        ..ObjectMeta::default()
-    };
-    let claim = ObjectMeta {
-        uid: Some("claim-uid".into()),
-        name: Some("c".into()),
-        owner_references: Some(vec![owner("pod-uid")]),
-        ..ObjectMeta::default()
-    };
+    let pod = meta("pod-uid", "p", None);
+    let claim = meta("claim-uid", "c", Some("pod-uid"));
     gc.observe(0, &Change::Applied(&pod));
     gc.observe(2, &Change::Applied(&claim));
     assert!(matches!(gc.sync("claim-uid".into()).await, Ok(Next::Done)));
 
-    let orphan = ObjectMeta {
-        uid: Some("orphan-uid".into()),
-        name: Some("o".into()),
-        owner_references: Some(vec![owner("unknown-uid")]),
-        ..ObjectMeta::default()
-    };
+    let orphan = meta("orphan-uid", "o", Some("unknown-uid"));
     gc.observe(2, &Change::Applied(&orphan));
     assert!(
         gc.sync("orphan-uid".into()).await.is_err(),
         "an owner the graph does not know is looked up on the server"
     );
+}
+
+/// The metadata of an object `name` with `uid`, owned by the pod `owner_uid` if given.
+fn meta(uid: &str, name: &str, owner_uid: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        uid: Some(uid.into()),
+        name: Some(name.into()),
+        owner_references: owner_uid.map(|o| vec![owner(o)]),
+        ..ObjectMeta::default()
+    }
 }
 
 fn test_client() -> Client {
