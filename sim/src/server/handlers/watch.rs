@@ -227,44 +227,26 @@ async fn run(
     ticker.reset();
     loop {
         tokio::select! {
-            next = receiver.recv() => match next {
-                Ok(event) => {
-                    // Every event already waiting goes out in the same chunk.
-                    let mut next = Ok(event);
-                    loop {
-                        match next {
-                            Ok(event) => {
-                                last_rv = last_rv.max(event.rv);
-                                if event.rv > sub.rv {
-                                    w.deliver(&event, &mut out);
-                                }
-                            }
-                            Err(broadcast::error::TryRecvError::Empty) => break,
-                            Err(broadcast::error::TryRecvError::Lagged(_)) => {
-                                let _ = w.flush(&mut out).await;
-                                let _ = w.send_raw(&expired("watch fell behind; too old resource version")).await;
-                                return;
-                            }
-                            Err(broadcast::error::TryRecvError::Closed) => {
-                                let _ = w.flush(&mut out).await;
-                                return;
-                            }
-                        }
-                        if out.len() >= BATCH_BYTES {
-                            break;
-                        }
-                        next = receiver.try_recv();
+            next = receiver.recv() => {
+                let queue = match next {
+                    Ok(first) => {
+                        take_waiting(&mut w, &mut receiver, first, sub.rv, &mut last_rv, &mut out)
                     }
-                    if !w.flush(&mut out).await {
-                        return;
-                    }
-                }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    let _ = w.send_raw(&expired("watch fell behind; too old resource version")).await;
+                    Err(broadcast::error::RecvError::Lagged(_)) => Queue::FellBehind,
+                    Err(broadcast::error::RecvError::Closed) => Queue::Closed,
+                };
+                if !w.flush(&mut out).await {
                     return;
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
+                match queue {
+                    Queue::Open => {}
+                    Queue::FellBehind => {
+                        let _ = w.send_raw(&expired(FELL_BEHIND)).await;
+                        return;
+                    }
+                    Queue::Closed => return,
+                }
+            }
             _ = ticker.tick() => {
                 if w.bookmarks && !w.bookmark(last_rv, false).await {
                     return;
@@ -282,5 +264,47 @@ async fn run(
             _ = closing.changed() => return,
             () = w.tx.closed() => return,
         }
+    }
+}
+
+/// What a watcher's queue of live events holds after it took what was waiting.
+enum Queue {
+    /// Open, with nothing more waiting (or a batch taken).
+    Open,
+    /// The watcher fell behind: events it did not take are gone.
+    FellBehind,
+    /// The store is gone.
+    Closed,
+}
+
+/// The message of the 410 a watcher gets when it fell behind.
+const FELL_BEHIND: &str = "watch fell behind; too old resource version";
+
+/// Appends `first` and the events already queued behind it, up to a batch, to `out`, so that
+/// they go out as one chunk; events at or before `since` were sent with the replay. `last_rv`
+/// follows every event taken.
+fn take_waiting(
+    w: &mut Watcher,
+    receiver: &mut broadcast::Receiver<Arc<StoredEvent>>,
+    first: Arc<StoredEvent>,
+    since: u64,
+    last_rv: &mut u64,
+    out: &mut Vec<u8>,
+) -> Queue {
+    let mut event = first;
+    loop {
+        *last_rv = (*last_rv).max(event.rv);
+        if event.rv > since {
+            w.deliver(&event, out);
+        }
+        if out.len() >= BATCH_BYTES {
+            return Queue::Open;
+        }
+        event = match receiver.try_recv() {
+            Ok(event) => event,
+            Err(broadcast::error::TryRecvError::Empty) => return Queue::Open,
+            Err(broadcast::error::TryRecvError::Lagged(_)) => return Queue::FellBehind,
+            Err(broadcast::error::TryRecvError::Closed) => return Queue::Closed,
+        };
     }
 }
