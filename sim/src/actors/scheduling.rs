@@ -96,15 +96,8 @@ pub async fn post_event(
         regarding: Some(pod.object_ref(&())),
         ..Event::default()
     };
-    let body = match serde_json::to_vec(&event) {
-        Ok(body) => body,
-        Err(error) => {
-            tracing::debug!(pod = %name, %error, "Could not encode a scheduler event");
-            return;
-        }
-    };
     let events = Unread::namespaced::<Event>(client, &namespace);
-    if let Err(error) = events.create(&PostParams::default(), body).await {
+    if let Err(error) = events.create(&PostParams::default(), &event).await {
         tracing::debug!(pod = %name, %error, "Could not post a scheduler event");
     }
 }

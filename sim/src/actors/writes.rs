@@ -46,8 +46,9 @@ impl Unread {
         self.client.request_text(request).await.map(drop)
     }
 
-    /// Creates the object `body` encodes.
-    pub async fn create(&self, params: &PostParams, body: Vec<u8>) -> kube::Result<()> {
+    /// Creates `object`.
+    pub async fn create(&self, params: &PostParams, object: &impl Serialize) -> kube::Result<()> {
+        let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
         self.send(self.request.create(params, body)).await
     }
 

@@ -442,11 +442,7 @@ impl Scheduler {
                 status: None,
             };
             let action = format!("create scheduling context {key}");
-            let body = serde_json::to_vec(&ctx).map_err(|source| ActorError::Encode {
-                what: "scheduling context",
-                source,
-            })?;
-            match contexts.create(&PostParams::default(), body).await {
+            match contexts.create(&PostParams::default(), &ctx).await {
                 Ok(()) => {}
                 // The cache has not caught up with an earlier create.
                 Err(error) if is_conflict(&error) => return Ok(Next::After(SETTLE)),
