@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::scenario_driver::{Driver, Record, Script, CLASS, FINALIZER};
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::Faults;
-use k8s_openapi::api::core::v1::{ClaimSource, Container, Pod, PodResourceClaim, PodSpec};
+use k8s_openapi::api::core::v1::{ClaimSource, Container, Event, Pod, PodResourceClaim, PodSpec};
 use k8s_openapi::api::resource::v1alpha2::{
     PodSchedulingContext, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate,
     ResourceClaimTemplateSpec,
@@ -552,6 +552,60 @@ async fn pod_with_immediate_claim_waits_for_allocation_and_lands_on_its_node() {
         1,
         "the scheduler reserved the immediate claim for the pod"
     );
+    driver.stop();
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_claim_does_not_exist_waits_without_events_until_the_claim_appears() {
+    // The scheduler's `PreEnqueue` keeps such a pod out of the queue: no cycle, so neither a
+    // `FailedScheduling` event nor a `PodScheduled` condition, as kube-scheduler 1.30.
+    let cluster = cluster(2).await;
+    let client = cluster.kube_client();
+    let driver = Driver::start(client.clone(), Script::with_capacity(2));
+    create_pod(&client, &pod("late", &[("gpu", "claim:late-gpu")], None)).await;
+    // Longer than the scheduler's recheck of a waiting pod (1 s): it has looked more than once.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let events: Vec<String> = Api::<Event>::default_namespaced(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some("late"))
+        .map(|e| format!("{:?}: {:?}", e.reason, e.message))
+        .collect();
+    assert_eq!(events, Vec::<String>::new(), "events about the gated pod");
+    let waiting = get_pod(&client, "late").await;
+    let conditions = waiting
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default();
+    assert!(
+        conditions.iter().all(|c| c.type_ != "PodScheduled"),
+        "{conditions:?}"
+    );
+
+    let claim = ResourceClaim {
+        metadata: ObjectMeta {
+            name: Some("late-gpu".into()),
+            ..ObjectMeta::default()
+        },
+        spec: ResourceClaimSpec {
+            resource_class_name: CLASS.into(),
+            allocation_mode: None,
+            parameters_ref: None,
+        },
+        status: None,
+    };
+    Api::<ResourceClaim>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &claim)
+        .await
+        .unwrap();
+    eventually("the pod runs", Duration::from_secs(30), || async {
+        phase(&get_pod(&client, "late").await) == "Running"
+    })
+    .await;
     driver.stop();
     cluster.shutdown().await;
 }

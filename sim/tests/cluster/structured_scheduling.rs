@@ -434,8 +434,7 @@ async fn pods_that_cannot_be_allocated_stay_pending_with_a_failed_scheduling_eve
     )
     .await;
 
-    // Still pending, the claims unallocated, and no text posted twice (a first cycle may
-    // still have missed the claim in its cache).
+    // Still pending, the claims unallocated, and no text posted twice.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     for name in ["three", "orphan", "broken"] {
         assert_eq!(pod_node(&client, name).await, None, "{name}");

@@ -240,12 +240,9 @@ impl Scheduler {
         let claims = match resolve(&pod, &lookup) {
             Ok(claims) => claims,
             Err(unresolved) => {
-                tracing::trace!(pod = %key, reason = unresolved.reason, "Pod not ready for scheduling");
-                self.report_unschedulable(&key, &pod, &unresolved.reason)
-                    .await;
-                let text =
-                    explain::pre_filter_failure(self.nodes.state().len(), &unresolved.upstream);
-                self.failed_scheduling(&pod, text).await;
+                // `PreEnqueue` keeps the pod out of the active queue without a cycle: no event,
+                // no condition. A change of its claims or of the pod queues it again.
+                tracing::trace!(pod = %key, status = unresolved.upstream, "Pod gated by PreEnqueue");
                 return Ok(Next::After(WAIT_RECHECK));
             }
         };

@@ -22,17 +22,18 @@ pub const UNSCHEDULABLE: &str = "Unschedulable";
 /// The `PodScheduled` reason of a cycle that failed with an error (a CEL error).
 pub const SCHEDULER_ERROR: &str = "SchedulerError";
 
-/// `PreFilter`: a template claim the resourceclaim controller has not created yet.
+/// `PreEnqueue` (logged, not posted): a template claim the resourceclaim controller has not
+/// created yet.
 pub fn claim_not_created(namespace: &str, pod: &str) -> String {
     format!("pod \"{namespace}/{pod}\": ResourceClaim not created yet")
 }
 
-/// `PreFilter`: a claim missing from the scheduler's cache.
+/// `PreEnqueue` (logged, not posted): a claim missing from the scheduler's cache.
 pub fn claim_not_found(claim: &str) -> String {
     format!("resourceclaim.resource.k8s.io \"{claim}\" not found")
 }
 
-/// `PreFilter`: a claim that is being deleted.
+/// `PreEnqueue` (logged, not posted): a claim that is being deleted.
 pub fn claim_being_deleted(claim: &str) -> String {
     format!("resourceclaim \"{claim}\" is being deleted")
 }

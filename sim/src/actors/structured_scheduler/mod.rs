@@ -230,6 +230,12 @@ impl StructuredScheduler {
         let decision = self.decide_and_reserve(&pod, &key, &pod_uid);
         tracing::trace!(pod = %key, ?decision, "Scheduling cycle");
         match decision {
+            Decision::Gated(status) => {
+                // Kept out of the active queue: a change of its claims or of the pod queues it
+                // again.
+                tracing::trace!(pod = %key, %status, "Pod gated by PreEnqueue");
+                Ok(Next::After(WAIT_RECHECK))
+            }
             Decision::Wait { message, reason } => {
                 scheduling::record_unschedulable(&self.client, &key, &pod, reason, &message).await;
                 self.failed_scheduling(&pod, message).await;

@@ -59,6 +59,10 @@ pub struct ClaimWrite {
 /// The outcome of a cycle.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
+    /// `PreEnqueue` refused the pod (a claim that does not resolve, does not exist, is being
+    /// deleted or was not made for the pod): the pod waits outside the queue, without a cycle,
+    /// so without an event or a condition. The text is what upstream logs.
+    Gated(String),
     /// No node now: the `FailedScheduling` text and the `PodScheduled` reason.
     Wait {
         /// The event and condition message.
@@ -80,37 +84,45 @@ struct Resolved {
     spec: Option<DeviceClaim>,
 }
 
-/// `PreFilter`: the pod's claims, or the refusal with what the DRA plugin's `PostFilter` says.
-fn pre_filter(snap: &Snapshot<'_>) -> Result<Vec<Resolved>, (String, &'static str)> {
+/// Why `PreFilter` did not pass the pod on.
+enum Refusal {
+    /// A `PreEnqueue` check failed: the pod does not get a cycle.
+    Gated(String),
+    /// The cycle fails: the text and what the DRA plugin's `PostFilter` says.
+    Unschedulable(String, &'static str),
+}
+
+/// `PreEnqueue` (the pod's claims resolve, exist, are not being deleted and, when made from a
+/// template, are the pod's) and `PreFilter` (the rest): the pod's claims, or the refusal.
+fn pre_filter(snap: &Snapshot<'_>) -> Result<Vec<Resolved>, Refusal> {
     let pod = snap.pod;
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let mut resolved = Vec::new();
     for entry in pod_claim_entries(pod) {
-        let refuse = |text: String| (text, explain::POST_FILTER_NO_CLAIMS);
         let name = match claim_name(pod, entry) {
             Ok(Some(name)) => name,
             Ok(None) => continue,
-            Err(error) => return Err(refuse(error.to_string())),
+            Err(error) => return Err(Refusal::Gated(error.to_string())),
         };
-        let claim =
-            (snap.claim)(&name.name).ok_or_else(|| refuse(explain::claim_not_found(&name.name)))?;
+        let claim = (snap.claim)(&name.name)
+            .ok_or_else(|| Refusal::Gated(explain::claim_not_found(&name.name)))?;
         if claim.metadata.deletion_timestamp.is_some() {
-            return Err(refuse(explain::claim_being_deleted(&name.name)));
+            return Err(Refusal::Gated(explain::claim_being_deleted(&name.name)));
         }
         if name.check_owner {
-            is_for_pod(pod, &claim.metadata).map_err(refuse)?;
+            is_for_pod(pod, &claim.metadata).map_err(Refusal::Gated)?;
         }
         let spec = if claim.is_allocated() {
             None
         } else {
             if (snap.in_flight)(claim.metadata.uid.as_deref().unwrap_or_default()) {
-                return Err((
+                return Err(Refusal::Unschedulable(
                     explain::in_flight(namespace, &name.name),
                     explain::POST_FILTER_STILL,
                 ));
             }
             let spec = claim.device_claim().map_err(|error| {
-                (
+                Refusal::Unschedulable(
                     format!("claim {namespace}/{}: {error}", name.name),
                     explain::POST_FILTER_STILL,
                 )
@@ -128,7 +140,7 @@ fn pre_filter(snap: &Snapshot<'_>) -> Result<Vec<Resolved>, (String, &'static st
                     }));
                 for (request, class) in classes {
                     if (snap.class)(class).is_none() {
-                        return Err((
+                        return Err(Refusal::Unschedulable(
                             explain::class_missing(&request, class),
                             explain::POST_FILTER_STILL,
                         ));
@@ -208,7 +220,8 @@ pub fn decide(snap: &Snapshot<'_>) -> Decision {
     };
     let claims = match pre_filter(snap) {
         Ok(claims) => claims,
-        Err((reason, post)) => {
+        Err(Refusal::Gated(reason)) => return Decision::Gated(reason),
+        Err(Refusal::Unschedulable(reason, post)) => {
             return unschedulable(explain::pre_filter_failure(snap.nodes.len(), &reason, post))
         }
     };

@@ -2,7 +2,7 @@
 
 use super::*;
 use k8s_openapi::api::core::v1::{ClaimSource, NodeSpec, PodResourceClaim, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde_json::json;
 
 fn node(name: &str, unschedulable: bool) -> Arc<Node> {
@@ -125,7 +125,7 @@ fn run(
 fn message(decision: &Decision) -> &str {
     match decision {
         Decision::Wait { message, .. } => message,
-        Decision::Bind { .. } => panic!("bound: {decision:?}"),
+        Decision::Gated(_) | Decision::Bind { .. } => panic!("not a failed cycle: {decision:?}"),
     }
 }
 
@@ -200,12 +200,30 @@ fn no_node_fitting_counts_the_reasons_of_every_node() {
 }
 
 #[test]
-fn pre_filter_refuses_missing_claims_classes_and_claims_in_flight() {
+fn pre_enqueue_gates_a_pod_whose_claim_is_missing_or_being_deleted() {
     let nodes = [node("node-0", false)];
-    let missing_claim = run(&pod(&["c"]), &[], &nodes, &[], &[]);
-    assert!(message(&missing_claim).starts_with(
-        "0/1 nodes are available: resourceclaim.resource.k8s.io \"c\" not found. no new claims to deallocate"
-    ));
+    assert_eq!(
+        run(&pod(&["c"]), &[], &nodes, &[], &[]),
+        Decision::Gated("resourceclaim.resource.k8s.io \"c\" not found".into())
+    );
+    let mut deleting = (*claim("c", "gpu", None)).clone();
+    deleting.metadata.deletion_timestamp = Some(Time(chrono::Utc::now()));
+    let deleting = Arc::new(deleting);
+    assert_eq!(
+        run(
+            &pod(&["c"]),
+            &[deleting],
+            &nodes,
+            &[slice("node-0", 1)],
+            &[]
+        ),
+        Decision::Gated("resourceclaim \"c\" is being deleted".into())
+    );
+}
+
+#[test]
+fn pre_filter_refuses_missing_classes_and_claims_in_flight() {
+    let nodes = [node("node-0", false)];
     let missing_class = run(&pod(&["c"]), &[claim("c", "nope", None)], &nodes, &[], &[]);
     assert!(message(&missing_class)
         .starts_with("0/1 nodes are available: request gpu: device class nope does not exist."));
