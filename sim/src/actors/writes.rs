@@ -126,6 +126,57 @@ pub enum Part {
     Status,
 }
 
+/// Replaces `part` of the object `name` with `object`, its resourceVersion the precondition.
+async fn write_back<K>(api: &Api<K>, name: &str, part: Part, object: &K) -> Result<kube::Result<K>>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    let params = PostParams::default();
+    Ok(match part {
+        Part::Main => api.replace(name, &params, object).await,
+        Part::Status => {
+            let body = serde_json::to_vec(object).map_err(|source| ActorError::Encode {
+                what: "object",
+                source,
+            })?;
+            api.replace_status(name, &params, body).await
+        }
+    })
+}
+
+/// [`read_modify_write`] that first tries `known`, the copy of the object the caller already
+/// holds (its informer's, or the answer to its previous write), without reading it: as
+/// client-go callers under `RetryOnConflict` do, only a conflict (the copy was stale) makes it
+/// read the object live. A write that succeeds proves the copy was current; when `mutate` finds
+/// nothing to change in the copy, that is decided again on the live object, since the copy
+/// may be stale. `mutate` may run twice and must set every flag it reports through each time.
+pub async fn modify_write<K, F>(
+    api: &Api<K>,
+    name: &str,
+    part: Part,
+    action: &str,
+    known: Option<K>,
+    mut mutate: F,
+) -> Result<Option<K>>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+    F: FnMut(&mut K) -> bool,
+{
+    if let Some(mut object) = known {
+        if mutate(&mut object) {
+            match write_back(api, name, part, &object).await? {
+                Ok(written) => return Ok(Some(written)),
+                Err(error) if is_not_found(&error) => return Ok(None),
+                Err(error) if is_transient(&error) => {
+                    tracing::trace!(%error, action, "write of a known copy failed, reading it");
+                }
+                Err(error) => return Err(ActorError::api(action, error)),
+            }
+        }
+    }
+    read_modify_write(api, name, part, action, mutate).await
+}
+
 /// Reads `name` live, lets `mutate` change it (returning false when nothing needs to change) and
 /// writes it back with the read resourceVersion, re-reading on conflicts. Returns the written
 /// object, or `None` when the object is gone or `mutate` made no change.
@@ -155,15 +206,7 @@ where
         if !mutate(&mut object) {
             return Ok(None);
         }
-        let body = serde_json::to_vec(&object).map_err(|source| ActorError::Encode {
-            what: "object",
-            source,
-        })?;
-        let written = match part {
-            Part::Main => api.replace(name, &PostParams::default(), &object).await,
-            Part::Status => api.replace_status(name, &PostParams::default(), body).await,
-        };
-        match written {
+        match write_back(api, name, part, &object).await? {
             Ok(object) => return Ok(Some(object)),
             Err(error) if is_not_found(&error) => return Ok(None),
             Err(error) if is_transient(&error) && attempt < ATTEMPTS => {
@@ -178,5 +221,87 @@ where
             }
             Err(error) => return Err(ActorError::api(action, error)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::{Faults, ServerConfig, SimServer};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    fn config_map(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    fn set(key: &'static str) -> impl FnMut(&mut ConfigMap) -> bool {
+        move |cm| {
+            let data = cm.data.get_or_insert_with(Default::default);
+            data.insert(key.into(), "1".into()).is_none()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_current_copy_is_written_without_reading_and_a_stale_one_is_read_again() {
+        let server = SimServer::start(ServerConfig::default()).await.unwrap();
+        let api: Api<ConfigMap> = Api::default_namespaced(server.kube_client().unwrap());
+        let created = api
+            .create(&PostParams::default(), &config_map("c"))
+            .await
+            .unwrap();
+
+        // Every read fails: only a write that needs no read can succeed.
+        server.set_faults(Faults::seeded(1).read_errors(1.0));
+        let written = modify_write(
+            &api,
+            "c",
+            Part::Main,
+            "set a",
+            Some(created.clone()),
+            set("a"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(written.data.unwrap()["a"], "1");
+        assert!(
+            read_modify_write(&api, "c", Part::Main, "set b", set("b"))
+                .await
+                .is_err(),
+            "a read-modify-write needs the read"
+        );
+
+        // `created` is stale now: its write conflicts and the live object is changed instead.
+        server.set_faults(Faults::none());
+        let written = modify_write(
+            &api,
+            "c",
+            Part::Main,
+            "set b",
+            Some(created.clone()),
+            set("b"),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let data = written.data.unwrap();
+        assert_eq!((data["a"].as_str(), data["b"].as_str()), ("1", "1"));
+
+        // A copy in which nothing needs to change is not trusted: the live object decides.
+        let mut ahead = created;
+        ahead.data = Some([("c".to_owned(), "1".to_owned())].into());
+        let written = modify_write(&api, "c", Part::Main, "set c", Some(ahead), set("c"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(written.data.unwrap()["c"], "1");
+        server.shutdown().await;
     }
 }

@@ -35,7 +35,7 @@ use super::error::{is_conflict, is_not_found, ActorError, Result};
 use super::indexes::{ClaimUsers, NodeLoad, Placement};
 use super::runtime::{Change, Next, WorkQueue};
 use super::scheduling::{bound_node, LastEvents};
-use super::writes::{read_modify_write, with_retry, Part, Unread};
+use super::writes::{modify_write, read_modify_write, with_retry, Part, Unread};
 use super::{pod_claim_names, scheduling, ObjectKey};
 use plan::{decide_explained, reserved_for, resolve, Decision, Snapshot, MAX_RESERVED_FOR};
 
@@ -470,7 +470,18 @@ impl Scheduler {
             );
             let mut usable = true;
             let to_reserve = reserve.contains(name);
-            read_modify_write(&claims, name, Part::Status, &action, |claim| {
+            // A claim to reserve is written from the cache, as upstream's `PreBind` does (a
+            // stale copy conflicts and is read again); one the cache shows reserved for the pod
+            // is read live, since it may have been deallocated since.
+            let known = to_reserve
+                .then(|| {
+                    self.claims
+                        .get(&ObjectRef::new(name).within(&key.namespace))
+                })
+                .flatten()
+                .map(|claim| (*claim).clone());
+            modify_write(&claims, name, Part::Status, &action, known, |claim| {
+                usable = true;
                 let already = reserved_for(claim, pod_uid);
                 let Some(status) = claim.status.as_mut() else {
                     usable = false;

@@ -36,7 +36,7 @@ use super::resource_v1::{
 };
 use super::runtime::{Change, Next, WorkQueue};
 use super::scheduling::{self, bound_node, wants, LastEvents};
-use super::writes::{read_modify_write, Part};
+use super::writes::{modify_write, read_modify_write, Part};
 use super::ObjectKey;
 use allocator::DeviceId;
 use cel_env::CelEnv;
@@ -388,9 +388,16 @@ impl StructuredScheduler {
             }
         };
         let mut refusal: Option<String> = None;
+        // As upstream's `PreBind`, the writes start from the cached claim and then from the
+        // answer to the previous write; only a conflict reads the claim live.
+        let mut known = self
+            .claims
+            .get(&ObjectRef::new(&write.name).within(&key.namespace))
+            .map(|claim| (*claim).clone());
         if write.allocation.is_some() {
             let action = format!("add the finalizer of {what}");
-            read_modify_write(&api, &write.name, Part::Main, &action, |claim| {
+            let cached = known.take();
+            known = modify_write(&api, &write.name, Part::Main, &action, cached, |claim| {
                 refusal = refuse(claim);
                 if refusal.is_some() || claim.has_delete_protection() {
                     return false;
@@ -418,7 +425,7 @@ impl StructuredScheduler {
             })?;
         let action = format!("allocate and reserve {what}");
         let mut written = false;
-        read_modify_write(&api, &write.name, Part::Status, &action, |claim| {
+        modify_write(&api, &write.name, Part::Status, &action, known, |claim| {
             written = false;
             refusal = refuse(claim);
             if refusal.is_some() {
