@@ -15,9 +15,9 @@ use serde_json::{json, Value};
 
 use super::options;
 use super::params::decode_body;
-use super::read::{format_of, with_gvk, Filter};
+use super::read::{format_of, Filter};
 use super::write::now;
-use super::{json_bytes_response, json_response, AppState, Params};
+use super::{json_bytes_response, json_response, object_response, AppState, Params};
 use crate::server::crd;
 use crate::server::error::{Result, StatusError};
 use crate::server::render;
@@ -273,7 +273,7 @@ pub(super) fn delete(
     // otherwise; one that only marked the object (finalizers, grace period) answers the object,
     // with 202 when `orphanDependents=false` was given (generic registry `Store.Delete`,
     // endpoints `handlers/delete.go`).
-    let (code, body) = match &written {
+    Ok(match &written {
         Written::Removed(o) if !info.return_deleted_object => {
             let mut details =
                 json!({"name": name, "kind": info.plural, "uid": o["metadata"]["uid"]});
@@ -281,25 +281,18 @@ pub(super) fn delete(
                 details["group"] = json!(info.group);
             }
             let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details});
-            (StatusCode::OK, status)
+            json_response(StatusCode::OK, &status)
         }
-        Written::Removed(o) => (
-            StatusCode::OK,
-            render::object(format, info, &with_gvk(info, o)),
-        ),
+        Written::Removed(o) => object_response(StatusCode::OK, format, info, o),
         pending => {
             let code = if opts.orphan_dependents == Some(false) {
                 StatusCode::ACCEPTED
             } else {
                 StatusCode::OK
             };
-            (
-                code,
-                render::object(format, info, &with_gvk(info, pending.object())),
-            )
+            object_response(code, format, info, pending.object())
         }
-    };
-    Ok(json_response(code, &body))
+    })
 }
 
 /// DELETE on a collection: deletes every object matching the selectors.
