@@ -47,6 +47,37 @@ fn same_but_metadata_and_status(a: &Value, b: &Value) -> bool {
             .all(|(k, v)| b.get(k) == Some(v))
 }
 
+/// `current` with the status of `incoming` (none when it has none): what a write of the status
+/// subresource stores. Built in `incoming`, whose other fields are mostly equal to the current
+/// ones (a status patch is applied to a copy of the object): those are kept, the rest copied from
+/// `current`, so that the object is not copied whole.
+fn with_status_of(current: &Value, mut incoming: Value) -> Value {
+    let status = incoming
+        .get_mut("status")
+        .map(Value::take)
+        .filter(|s| !s.is_null());
+    let (Some(kept), Some(fields)) = (current.as_object(), incoming.as_object_mut()) else {
+        let mut new = current.clone();
+        if let Some(o) = new.as_object_mut() {
+            match status {
+                Some(s) => o.insert("status".into(), s),
+                None => o.remove("status"),
+            };
+        }
+        return new;
+    };
+    fields.retain(|k, _| k != "status" && kept.contains_key(k));
+    for (k, v) in kept {
+        if k != "status" && fields.get(k) != Some(v) {
+            fields.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(s) = status {
+        fields.insert("status".into(), s);
+    }
+    incoming
+}
+
 /// Computes what an update of `current` to `incoming` stores, applying the status subresource rules,
 /// immutable metadata, generation, the resourceVersion precondition and validation.
 pub(super) fn merge_update(
@@ -75,16 +106,7 @@ pub(super) fn merge_update(
         ));
     }
     let mut new = if sub == Some("status") {
-        let mut new = current.clone();
-        match incoming.get_mut("status").map(Value::take) {
-            Some(s) if !s.is_null() => new["status"] = s,
-            _ => {
-                if let Some(o) = new.as_object_mut() {
-                    o.remove("status");
-                }
-            }
-        }
-        new
+        with_status_of(current, incoming)
     } else {
         if info.status {
             match current.get("status") {
@@ -264,4 +286,28 @@ pub(super) fn patch(
         Ok(patched)
     })?;
     Ok(finish_write(state, req, params, headers, &written))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_write_keeps_everything_but_the_status_of_the_current_object() {
+        let current = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "1"}},
+            "spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}});
+        let incoming = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "2"}},
+            "spec": {"nodeName": "n2"}, "extra": true, "status": {"phase": "Running"}});
+        let mut expected = current.clone();
+        expected["status"] = json!({"phase": "Running"});
+        assert_eq!(with_status_of(&current, incoming), expected);
+
+        let mut cleared = current.clone();
+        cleared.as_object_mut().unwrap().remove("status");
+        let without = json!({"metadata": {"name": "p"}, "status": null});
+        assert_eq!(with_status_of(&current, without), cleared);
+        assert_eq!(with_status_of(&current, json!("not an object")), cleared);
+    }
 }
