@@ -4,7 +4,7 @@
 //!
 //! Plain data; the scheduler keeps it under its in-flight lock.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::allocator::DeviceId;
 
@@ -62,6 +62,40 @@ impl DevicesInUse {
     }
 }
 
+/// The allocations that cycles decided and whose claim writes the informer does not show yet:
+/// the claims, and their devices counted as [`DevicesInUse`] does, so that a device is looked up
+/// at once however many allocations are in flight.
+#[derive(Debug, Default)]
+pub struct InFlightAllocations {
+    claims: HashSet<String>,
+    devices: DevicesInUse,
+}
+
+impl InFlightAllocations {
+    /// Records the allocation of the claim with this UID, taking `devices`.
+    pub fn insert(&mut self, claim_uid: &str, devices: Vec<DeviceId>) {
+        self.claims.insert(claim_uid.to_owned());
+        self.devices.set(claim_uid, devices);
+    }
+
+    /// Forgets the claim with this UID (its allocation is stored, or was not written).
+    pub fn remove(&mut self, claim_uid: &str) {
+        if self.claims.remove(claim_uid) {
+            self.devices.clear(claim_uid);
+        }
+    }
+
+    /// Whether an allocation of the claim with this UID is in flight.
+    pub fn has_claim(&self, claim_uid: &str) -> bool {
+        self.claims.contains(claim_uid)
+    }
+
+    /// Whether an allocation in flight takes `device`.
+    pub fn holds(&self, device: &DeviceId) -> bool {
+        self.devices.contains(device)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +118,19 @@ mod tests {
         assert!(!in_use.contains(&gpu(0)));
         in_use.reset([("c".to_owned(), vec![gpu(2)])]);
         assert!(in_use.contains(&gpu(2)) && !in_use.contains(&gpu(0)));
+    }
+
+    #[test]
+    fn an_allocation_in_flight_holds_its_devices_and_its_claim_until_removed() {
+        let mut flying = InFlightAllocations::default();
+        flying.insert("a", vec![gpu(0)]);
+        flying.insert("admin", Vec::new());
+        assert!(flying.has_claim("a") && flying.holds(&gpu(0)));
+        assert!(flying.has_claim("admin"), "a claim without exclusive devices");
+        assert!(!flying.holds(&gpu(1)));
+        flying.remove("a");
+        flying.remove("never");
+        assert!(!flying.has_claim("a") && !flying.holds(&gpu(0)));
+        assert!(flying.has_claim("admin"));
     }
 }

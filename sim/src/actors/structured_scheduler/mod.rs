@@ -40,7 +40,7 @@ use super::writes::{modify_write, read_modify_write, Part};
 use super::ObjectKey;
 use allocator::DeviceId;
 use cel_env::CelEnv;
-use in_use::DevicesInUse;
+use in_use::{DevicesInUse, InFlightAllocations};
 use plan::{decide, ClaimWrite, Decision, Snapshot};
 
 /// How long a pod that fits no node waits before it is looked at again without a change
@@ -54,8 +54,8 @@ const MAX_RESERVED_FOR: usize = 256;
 /// Decided allocations whose writes the claim informer has not shown yet, and pods being bound.
 #[derive(Default)]
 struct InFlight {
-    /// Claim UID -> the devices its allocation takes.
-    claims: HashMap<String, Vec<DeviceId>>,
+    /// The allocations decided but not yet seen stored.
+    claims: InFlightAllocations,
     /// Pod UID -> the node it is being bound to.
     binds: HashMap<String, String>,
     /// The devices of the allocations the claim informer shows.
@@ -280,10 +280,8 @@ impl StructuredScheduler {
                 .get(&ObjectRef::new(name).within(&key.namespace))
         };
         let class = |name: &str| self.classes.get(&ObjectRef::new(name));
-        let flying = |uid: &str| in_flight.claims.contains_key(uid);
-        let allocated = |id: &DeviceId| {
-            in_flight.stored.contains(id) || in_flight.claims.values().any(|d| d.contains(id))
-        };
+        let flying = |uid: &str| in_flight.claims.has_claim(uid);
+        let allocated = |id: &DeviceId| in_flight.stored.contains(id) || in_flight.claims.holds(id);
         let load_of = |node: &str| load.get(node).copied().unwrap_or(0);
         let decision = decide(&Snapshot {
             pod,
@@ -306,7 +304,7 @@ impl StructuredScheduler {
                         .filter(|r| r.admin_access != Some(true))
                         .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
                         .collect();
-                    in_flight.claims.insert(write.uid.clone(), devices);
+                    in_flight.claims.insert(&write.uid, devices);
                 }
             }
             in_flight.binds.insert(pod_uid.to_owned(), node.clone());
