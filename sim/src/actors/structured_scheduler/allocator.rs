@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::cel_env::{CelEnv, DeviceValue};
+use super::cel_env::{device_key, CelEnv, DeviceValue};
 use crate::actors::resource_v1::requests::{allocation_mode, exact_count, ALL, EXACT_COUNT};
 use crate::actors::resource_v1::{
     AllocationResult, Device, DeviceAttribute, DeviceClaim, DeviceClass, DeviceSelector,
@@ -195,6 +195,7 @@ pub fn allocate(
         chosen_sub: HashMap::new(),
         matches: HashMap::new(),
         values: HashMap::new(),
+        keys: HashMap::new(),
     };
     search.prepare().map_err(AllocatorError)?;
     match search.allocate_one(At::default(), false) {
@@ -224,6 +225,8 @@ struct Search<'a, 'i> {
     chosen_sub: HashMap<(usize, usize), usize>,
     matches: HashMap<(Candidate, usize, usize, usize), bool>,
     values: HashMap<Candidate, Result<Arc<DeviceValue>, String>>,
+    /// The [`device_key`] of each device looked at.
+    keys: HashMap<Candidate, Arc<str>>,
 }
 
 impl<'a> Search<'a, '_> {
@@ -403,6 +406,17 @@ impl<'a> Search<'a, '_> {
         )
     }
 
+    /// The device's [`device_key`], built once per search.
+    fn device_key(&mut self, candidate: Candidate) -> Arc<str> {
+        if let Some(key) = self.keys.get(&candidate) {
+            return Arc::clone(key);
+        }
+        let driver = self.pools[candidate.pool].driver;
+        let key: Arc<str> = device_key(driver, self.device(candidate)).into();
+        self.keys.insert(candidate, Arc::clone(&key));
+        key
+    }
+
     fn device_value(&mut self, candidate: Candidate) -> Result<Arc<DeviceValue>, String> {
         if let Some(value) = self.values.get(&candidate) {
             return value.clone();
@@ -437,9 +451,14 @@ impl<'a> Search<'a, '_> {
                 self.inventory.cel.compile(expression).map_err(|e| {
                     format!("{}: selector #{i}: CEL compile error: {}", origin(), e.0)
                 })?;
+            let key = self.device_key(candidate);
             let matched = self
-                .device_value(candidate)
-                .and_then(|value| self.inventory.cel.matches(&program, &value))
+                .inventory
+                .cel
+                .verdict(&key, expression, || {
+                    self.device_value(candidate)
+                        .and_then(|value| self.inventory.cel.matches(&program, &value))
+                })
                 .map_err(|e| format!("{}: selector #{i}: CEL runtime error: {e}", origin()))?;
             if !matched {
                 return Ok(false);

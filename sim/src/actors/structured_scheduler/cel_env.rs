@@ -27,10 +27,26 @@ use crate::actors::resource_v1::{Device, DeviceAttribute};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompileError(pub String);
 
-/// The device selector environment with its cache of compiled expressions.
+/// The verdicts of the expressions evaluated on one device, by expression.
+type Verdicts = HashMap<String, Result<bool, String>>;
+
+/// How many devices' verdicts [`CelEnv`] keeps before it starts over.
+const VERDICT_DEVICES: usize = 1 << 16;
+
+/// The device selector environment with its caches: compiled expressions, and the verdicts of
+/// expressions on devices. A selector's result depends only on the expression and on the
+/// device's driver, attributes and capacity, so it is kept across cycles and pods, by the
+/// device's content ([`device_key`]): a slice that changes a device gives it a new key.
 pub struct CelEnv {
     env: Arc<Env>,
     programs: Mutex<HashMap<String, Result<Arc<Program>, CompileError>>>,
+    /// Device key -> expression -> verdict.
+    verdicts: Mutex<HashMap<String, Verdicts>>,
+}
+
+/// The identity of a device's `device` variable: its driver, attributes and capacity.
+pub fn device_key(driver: &str, device: &Device) -> String {
+    format!("{driver:?} {:?} {:?}", device.attributes, device.capacity)
 }
 
 impl std::fmt::Debug for CelEnv {
@@ -62,7 +78,36 @@ impl CelEnv {
         Self {
             env: Arc::new(env),
             programs: Mutex::new(HashMap::new()),
+            verdicts: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The verdict of `expression` on the device with key `device` ([`device_key`]), computed
+    /// by `evaluate` the first time (a runtime error is a verdict too).
+    pub fn verdict(
+        &self,
+        device: &str,
+        expression: &str,
+        evaluate: impl FnOnce() -> Result<bool, String>,
+    ) -> Result<bool, String> {
+        let known = self
+            .verdicts
+            .lock_or_recover()
+            .get(device)
+            .and_then(|by_expression| by_expression.get(expression).cloned());
+        if let Some(verdict) = known {
+            return verdict;
+        }
+        let verdict = evaluate();
+        let mut verdicts = self.verdicts.lock_or_recover();
+        if verdicts.len() >= VERDICT_DEVICES && !verdicts.contains_key(device) {
+            verdicts.clear();
+        }
+        verdicts
+            .entry(device.to_owned())
+            .or_default()
+            .insert(expression.to_owned(), verdict.clone());
+        verdict
     }
 
     /// The compiled `expression`, from the cache when it was compiled before.

@@ -126,7 +126,10 @@ mod tests {
         flying.insert("a", vec![gpu(0)]);
         flying.insert("admin", Vec::new());
         assert!(flying.has_claim("a") && flying.holds(&gpu(0)));
-        assert!(flying.has_claim("admin"), "a claim without exclusive devices");
+        assert!(
+            flying.has_claim("admin"),
+            "a claim without exclusive devices"
+        );
         assert!(!flying.holds(&gpu(1)));
         flying.remove("a");
         flying.remove("never");

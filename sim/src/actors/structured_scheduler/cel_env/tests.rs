@@ -404,3 +404,41 @@ fn a_version_attribute_that_is_no_semver_makes_the_device_unusable() {
         "{error}"
     );
 }
+
+#[test]
+fn verdicts_are_kept_per_expression_and_device_content() {
+    let env = CelEnv::new();
+    let h100 = Device {
+        name: "gpu-0".into(),
+        attributes: [("model".to_owned(), DeviceAttribute::String("H100".into()))].into(),
+        capacity: std::collections::BTreeMap::default(),
+    };
+    let mut a100 = h100.clone();
+    a100.attributes
+        .insert("model".into(), DeviceAttribute::String("A100".into()));
+    let is_h100 = r#"device.attributes["gpu.example.com"].model == "H100""#;
+    let evaluations = std::cell::Cell::new(0);
+    let verdict = |device: &Device, expression: &str| {
+        env.verdict(&device_key(DRIVER, device), expression, || {
+            evaluations.set(evaluations.get() + 1);
+            let program = env.compile(expression).map_err(|e| e.0)?;
+            env.matches(&program, &DeviceValue::new(DRIVER, device)?)
+        })
+    };
+    assert_eq!(verdict(&h100, is_h100), Ok(true));
+    assert_eq!(verdict(&h100, is_h100), Ok(true));
+    assert_eq!(evaluations.get(), 1, "the second verdict is the kept one");
+    assert_eq!(
+        verdict(&a100, is_h100),
+        Ok(false),
+        "a device of other content"
+    );
+    let missing = r#"device.attributes["gpu.example.com"].vendor == "x""#;
+    assert_eq!(verdict(&h100, missing), Err("no such key: vendor".into()));
+    assert_eq!(verdict(&h100, missing), Err("no such key: vendor".into()));
+    assert_eq!(evaluations.get(), 3);
+    assert_ne!(
+        device_key(DRIVER, &h100),
+        device_key("other.example.com", &h100)
+    );
+}
