@@ -5,7 +5,7 @@
 //!
 //! Pure: no I/O.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -104,11 +104,13 @@ pub fn gather<'a>(slices: &'a [Arc<ResourceSlice>], node: &Node) -> Vec<Pool<'a>
             let expected = slices
                 .first()
                 .map_or(0, |s| s.spec.pool.resource_slice_count);
-            let mut names = HashSet::new();
-            let invalid = !slices
+            let mut names: Vec<&str> = slices
                 .iter()
                 .flat_map(|s| &s.spec.devices)
-                .all(|d| names.insert(d.name.as_str()));
+                .map(|d| d.name.as_str())
+                .collect();
+            names.sort_unstable();
+            let invalid = names.windows(2).any(|pair| pair[0] == pair[1]);
             Pool {
                 driver,
                 name,

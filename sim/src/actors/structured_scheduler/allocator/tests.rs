@@ -86,7 +86,7 @@ impl Case {
     fn new(slices: Vec<Arc<ResourceSlice>>) -> Self {
         Self {
             slices,
-            allocated: HashSet::new(),
+            allocated: HashSet::default(),
             cel: CelEnv::new(),
         }
     }
@@ -475,4 +475,53 @@ fn a_claim_asking_for_more_than_32_devices_is_an_error() {
             .0,
         "claim ns/c0: number of requested devices 33 exceeds the claim limit of 32"
     );
+}
+
+#[test]
+fn a_pool_that_lists_a_device_twice_is_invalid_and_one_missing_a_slice_incomplete() {
+    let node = node("node-0");
+    let pool = |slices: &[Arc<ResourceSlice>]| {
+        let pools = pools::gather(slices, &node);
+        assert_eq!(pools.len(), 1);
+        (pools[0].invalid, pools[0].incomplete)
+    };
+    let distinct = [
+        slice(
+            "s1",
+            "node-0",
+            "p",
+            1,
+            2,
+            vec![gpu("gpu-0", "A100", 0, "40Gi")],
+        ),
+        slice(
+            "s2",
+            "node-0",
+            "p",
+            1,
+            2,
+            vec![gpu("gpu-1", "A100", 0, "40Gi")],
+        ),
+    ];
+    assert_eq!(pool(&distinct), (false, false));
+    let twice = [
+        slice(
+            "s1",
+            "node-0",
+            "p",
+            1,
+            2,
+            vec![gpu("gpu-0", "A100", 0, "40Gi")],
+        ),
+        slice(
+            "s2",
+            "node-0",
+            "p",
+            1,
+            2,
+            vec![gpu("gpu-0", "H100", 1, "80Gi")],
+        ),
+    ];
+    assert_eq!(pool(&twice), (true, false));
+    assert_eq!(pool(&distinct[..1]), (false, true));
 }
