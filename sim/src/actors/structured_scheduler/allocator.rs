@@ -16,7 +16,9 @@
 pub mod pools;
 mod results;
 
-use std::collections::{HashMap, HashSet};
+// The search's maps are looked up for every device of every node in every cycle: a fast
+// hasher, not SipHash.
+use foldhash::{HashMap, HashMapExt, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;

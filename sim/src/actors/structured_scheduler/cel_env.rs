@@ -28,7 +28,7 @@ use crate::actors::resource_v1::{Device, DeviceAttribute};
 pub struct CompileError(pub String);
 
 /// The verdicts of the expressions evaluated on one device, by expression.
-type Verdicts = HashMap<String, Result<bool, String>>;
+type Verdicts = foldhash::HashMap<String, Result<bool, String>>;
 
 /// How many devices' verdicts [`CelEnv`] keeps before it starts over.
 const VERDICT_DEVICES: usize = 1 << 16;
@@ -41,7 +41,7 @@ pub struct CelEnv {
     env: Arc<Env>,
     programs: Mutex<HashMap<String, Result<Arc<Program>, CompileError>>>,
     /// Device key -> expression -> verdict.
-    verdicts: Mutex<HashMap<String, Verdicts>>,
+    verdicts: Mutex<foldhash::HashMap<String, Verdicts>>,
 }
 
 /// The identity of a device's `device` variable: its driver, attributes and capacity.
@@ -78,7 +78,7 @@ impl CelEnv {
         Self {
             env: Arc::new(env),
             programs: Mutex::new(HashMap::new()),
-            verdicts: Mutex::new(HashMap::new()),
+            verdicts: Mutex::new(foldhash::HashMap::default()),
         }
     }
 

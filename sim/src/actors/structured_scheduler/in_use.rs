@@ -4,7 +4,8 @@
 //!
 //! Plain data; the scheduler keeps it under its in-flight lock.
 
-use std::collections::{HashMap, HashSet};
+// Looked up for every device of every node in every cycle: a fast hasher, not SipHash.
+use foldhash::{HashMap, HashSet};
 
 use super::allocator::DeviceId;
 
