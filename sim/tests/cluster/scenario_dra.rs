@@ -96,6 +96,26 @@ async fn create_pod(client: &Client, pod: &Pod) {
         .expect("pod created");
 }
 
+/// Creates a claim of the scripted driver's class (`allocation_mode` unset: `WaitForFirstConsumer`).
+async fn create_claim(client: &Client, name: &str, allocation_mode: Option<&str>) {
+    let claim = ResourceClaim {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: ResourceClaimSpec {
+            resource_class_name: CLASS.into(),
+            allocation_mode: allocation_mode.map(Into::into),
+            parameters_ref: None,
+        },
+        status: None,
+    };
+    Api::<ResourceClaim>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("claim created");
+}
+
 async fn get_pod(client: &Client, name: &str) -> Pod {
     Api::<Pod>::default_namespaced(client.clone())
         .get(name)
@@ -494,22 +514,7 @@ async fn pod_with_immediate_claim_waits_for_allocation_and_lands_on_its_node() {
     let client = cluster.kube_client();
     let script = Arc::new(Script::with_capacity(2).immediate_paused());
     let driver = Driver::start_shared(client.clone(), script.clone());
-    let claim = ResourceClaim {
-        metadata: ObjectMeta {
-            name: Some("shared-gpu".into()),
-            ..ObjectMeta::default()
-        },
-        spec: ResourceClaimSpec {
-            resource_class_name: CLASS.into(),
-            allocation_mode: Some("Immediate".into()),
-            parameters_ref: None,
-        },
-        status: None,
-    };
-    Api::<ResourceClaim>::default_namespaced(client.clone())
-        .create(&PostParams::default(), &claim)
-        .await
-        .unwrap();
+    create_claim(&client, "shared-gpu", Some("Immediate")).await;
     create_pod(&client, &pod("user", &[("gpu", "claim:shared-gpu")], None)).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
@@ -586,22 +591,7 @@ async fn a_pod_whose_claim_does_not_exist_waits_without_events_until_the_claim_a
         "{conditions:?}"
     );
 
-    let claim = ResourceClaim {
-        metadata: ObjectMeta {
-            name: Some("late-gpu".into()),
-            ..ObjectMeta::default()
-        },
-        spec: ResourceClaimSpec {
-            resource_class_name: CLASS.into(),
-            allocation_mode: None,
-            parameters_ref: None,
-        },
-        status: None,
-    };
-    Api::<ResourceClaim>::default_namespaced(client.clone())
-        .create(&PostParams::default(), &claim)
-        .await
-        .unwrap();
+    create_claim(&client, "late-gpu", None).await;
     eventually("the pod runs", Duration::from_secs(30), || async {
         phase(&get_pod(&client, "late").await) == "Running"
     })

@@ -485,43 +485,16 @@ fn a_pool_that_lists_a_device_twice_is_invalid_and_one_missing_a_slice_incomplet
         assert_eq!(pools.len(), 1);
         (pools[0].invalid, pools[0].incomplete)
     };
-    let distinct = [
-        slice(
-            "s1",
-            "node-0",
-            "p",
-            1,
-            2,
-            vec![gpu("gpu-0", "A100", 0, "40Gi")],
-        ),
-        slice(
-            "s2",
-            "node-0",
-            "p",
-            1,
-            2,
-            vec![gpu("gpu-1", "A100", 0, "40Gi")],
-        ),
-    ];
+    // Slice `name` of the two of pool `p` on node-0, with one A100 named `device`.
+    let half = |name: &str, device: &str| {
+        let devices = vec![gpu(device, "A100", 0, "40Gi")];
+        slice(name, "node-0", "p", 1, 2, devices)
+    };
+    let distinct = [half("s1", "gpu-0"), half("s2", "gpu-1")];
     assert_eq!(pool(&distinct), (false, false));
-    let twice = [
-        slice(
-            "s1",
-            "node-0",
-            "p",
-            1,
-            2,
-            vec![gpu("gpu-0", "A100", 0, "40Gi")],
-        ),
-        slice(
-            "s2",
-            "node-0",
-            "p",
-            1,
-            2,
-            vec![gpu("gpu-0", "H100", 1, "80Gi")],
-        ),
-    ];
-    assert_eq!(pool(&twice), (true, false));
+    assert_eq!(
+        pool(&[half("s1", "gpu-0"), half("s2", "gpu-0")]),
+        (true, false)
+    );
     assert_eq!(pool(&distinct[..1]), (false, true));
 }
