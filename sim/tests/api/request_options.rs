@@ -226,6 +226,37 @@ async fn grace_period_in_the_body_governs_a_bound_pod() {
 }
 
 #[tokio::test]
+async fn a_1_30_list_from_version_0_comes_whole_from_the_watch_cache() {
+    for version in dra_sim::KubernetesVersion::ALL {
+        let server = start_with(ServerConfig {
+            kubernetes_version: version,
+            ..ServerConfig::default()
+        })
+        .await
+        .0;
+        let addr = server.addr();
+        for name in ["a", "b", "c"] {
+            send(addr, "POST", CMS, Some(&config_map(name))).await;
+        }
+        let list = |query: &'static str| async move {
+            send(addr, "GET", &format!("{CMS}?{query}"), None)
+                .await
+                .json()
+        };
+        let from_zero = list("limit=2&resourceVersion=0").await;
+        let whole = version == dra_sim::KubernetesVersion::V1_30;
+        let expected: &[&str] = if whole { &["a", "b", "c"] } else { &["a", "b"] };
+        assert_eq!(names(&from_zero), expected, "{version:?}");
+        assert_eq!(from_zero["metadata"]["continue"].is_null(), whole);
+        // Without version 0 the list is paged (from etcd, upstream).
+        let page = list("limit=2").await;
+        assert_eq!(names(&page), ["a", "b"], "{version:?}");
+        assert!(page["metadata"]["continue"].is_string());
+        server.shutdown().await;
+    }
+}
+
+#[tokio::test]
 async fn limit_zero_or_negative_means_no_limit_and_garbage_is_a_bad_request() {
     let server = server().await;
     let addr = server.addr();

@@ -11,9 +11,11 @@ use serde_json::{json, Value};
 use super::{json_bytes_response, object_response, AppState, Params};
 use crate::server::error::{Result, StatusError};
 use crate::server::render::{self, Format};
+use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
 use crate::server::selectors::{FieldSelector, LabelSelector};
 use crate::server::store::PageRange;
+use crate::KubernetesVersion;
 
 pub(super) fn format_of(headers: &HeaderMap, params: &Params) -> Format {
     let accept = headers
@@ -161,6 +163,20 @@ fn exact_revision(params: &Params, paged: bool, current: u64) -> Result<Option<u
     Ok(exact.then_some(rv))
 }
 
+/// Whether the 1.30 API server answers this list from its watch cache, which ignores `limit`:
+/// `resourceVersion=0` without a continue token and without an exact match
+/// (`shouldDelegateList` of 1.30's cacher sends only those to the cache, whose list has no
+/// pages). So a client that lists from version 0 with a page size, as kube-rs's and client-go's
+/// informers do by default, gets the whole collection in one answer.
+fn from_watch_cache(info: &ResourceInfo, params: &Params) -> bool {
+    info.release == KubernetesVersion::V1_30
+        && params.get("resourceVersion") == Some("0")
+        && params.get("continue").is_none()
+        && params
+            .get("resourceVersionMatch")
+            .is_none_or(|m| m == "NotOlderThan")
+}
+
 /// LIST a collection. Pages after the first read at the first page's revision, so a paged list
 /// is one consistent snapshot, as from etcd.
 pub(super) fn list(
@@ -174,7 +190,8 @@ pub(super) fn list(
     let limit = params
         .int("limit")?
         .filter(|l| *l > 0)
-        .map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+        .map(|l| usize::try_from(l).unwrap_or(usize::MAX))
+        .filter(|_| !from_watch_cache(info, params));
     let key = info.storage_key();
     let namespace = filter.namespace.as_deref();
     // Counted only without selectors, as etcd's count includes objects they would drop.
