@@ -155,60 +155,42 @@ pub async fn modify_write<K, F>(
     name: &str,
     part: Part,
     action: &str,
-    known: Option<K>,
+    mut known: Option<K>,
     mut mutate: F,
 ) -> Result<Option<K>>
 where
     K: Resource + Clone + Serialize + DeserializeOwned + Debug,
     F: FnMut(&mut K) -> bool,
 {
-    if let Some(mut object) = known {
-        if mutate(&mut object) {
-            match write_back(api, name, part, &object).await? {
-                Ok(written) => return Ok(Some(written)),
-                Err(error) if is_not_found(&error) => return Ok(None),
-                Err(error) if is_transient(&error) => {
-                    tracing::trace!(%error, action, "write of a known copy failed, reading it");
+    // Every live read is an attempt; the known copy is tried once, before any.
+    let mut attempt = 0;
+    loop {
+        let (mut object, copy) = if let Some(copy) = known.take() {
+            (copy, true)
+        } else {
+            attempt += 1;
+            match api.get_opt(name).await {
+                Ok(Some(object)) => (object, false),
+                Ok(None) => return Ok(None),
+                Err(error) if is_transient(&error) && attempt < ATTEMPTS => {
+                    tokio::time::sleep(backoff_delay(attempt)).await;
+                    continue;
                 }
                 Err(error) => return Err(ActorError::api(action, error)),
             }
-        }
-    }
-    read_modify_write(api, name, part, action, mutate).await
-}
-
-/// Reads `name` live, lets `mutate` change it (returning false when nothing needs to change) and
-/// writes it back with the read resourceVersion, re-reading on conflicts. Returns the written
-/// object, or `None` when the object is gone or `mutate` made no change.
-pub async fn read_modify_write<K, F>(
-    api: &Api<K>,
-    name: &str,
-    part: Part,
-    action: &str,
-    mut mutate: F,
-) -> Result<Option<K>>
-where
-    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
-    F: FnMut(&mut K) -> bool,
-{
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let mut object = match api.get_opt(name).await {
-            Ok(Some(object)) => object,
-            Ok(None) => return Ok(None),
-            Err(error) if is_transient(&error) && attempt < ATTEMPTS => {
-                tokio::time::sleep(backoff_delay(attempt)).await;
-                continue;
-            }
-            Err(error) => return Err(ActorError::api(action, error)),
         };
         if !mutate(&mut object) {
+            if copy {
+                continue;
+            }
             return Ok(None);
         }
         match write_back(api, name, part, &object).await? {
             Ok(object) => return Ok(Some(object)),
             Err(error) if is_not_found(&error) => return Ok(None),
+            Err(error) if is_transient(&error) && copy => {
+                tracing::trace!(%error, action, "write of a known copy failed, reading it");
+            }
             Err(error) if is_transient(&error) && attempt < ATTEMPTS => {
                 tracing::trace!(%error, action, attempt, "write failed, re-reading");
                 tokio::time::sleep(backoff_delay(attempt)).await;
@@ -222,6 +204,23 @@ where
             Err(error) => return Err(ActorError::api(action, error)),
         }
     }
+}
+
+/// Reads `name` live, lets `mutate` change it (returning false when nothing needs to change) and
+/// writes it back with the read resourceVersion, re-reading on conflicts. Returns the written
+/// object, or `None` when the object is gone or `mutate` made no change.
+pub async fn read_modify_write<K, F>(
+    api: &Api<K>,
+    name: &str,
+    part: Part,
+    action: &str,
+    mutate: F,
+) -> Result<Option<K>>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+    F: FnMut(&mut K) -> bool,
+{
+    modify_write(api, name, part, action, None, mutate).await
 }
 
 #[cfg(test)]
