@@ -41,8 +41,8 @@ pub const POST_FILTER_DEALLOCATED: &str = "deallocation of ResourceClaim complet
 /// The scheduler's message when the cluster has no node at all.
 pub const NO_NODES: &str = "no nodes available to schedule pods";
 
-/// `PreEnqueue` (logged, not posted): a claim made from a template that the resourceclaim controller has
-/// not created yet.
+/// `PreEnqueue` (logged, not posted): a claim made from a template that the resourceclaim
+/// controller has not created yet.
 pub fn claim_not_created(namespace: &str, pod: &str) -> String {
     format!("pod \"{namespace}/{pod}\": ResourceClaim not created yet")
 }
@@ -57,7 +57,8 @@ pub fn claim_being_deleted(claim: &str) -> String {
     format!("resourceclaim \"{claim}\" is being deleted")
 }
 
-/// `PreEnqueue` (logged, not posted): a claim with the pod's generated name that the pod does not own.
+/// `PreEnqueue` (logged, not posted): a claim with the pod's generated name that the pod does
+/// not own.
 pub fn claim_not_for_pod(namespace: &str, claim: &str, pod: &str) -> String {
     format!(
         "ResourceClaim {namespace}/{claim} was not created for pod {namespace}/{pod} (pod is not owner)"

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 pub use crate::actors::scheduler::explain::{
     scheduled, FAILED_SCHEDULING, NODE_UNSCHEDULABLE, NOT_AVAILABLE_ON_NODE, NO_NODES,
-    POST_FILTER_NO_CLAIMS, POST_FILTER_STILL, SCHEDULED,
+    POST_FILTER_STILL, SCHEDULED,
 };
 
 /// Filter: the node's devices cannot satisfy every unallocated claim of the pod.
@@ -21,12 +21,6 @@ pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 pub const UNSCHEDULABLE: &str = "Unschedulable";
 /// The `PodScheduled` reason of a cycle that failed with an error (a CEL error).
 pub const SCHEDULER_ERROR: &str = "SchedulerError";
-
-/// `PreEnqueue` (logged, not posted): a template claim the resourceclaim controller has not
-/// created yet.
-pub fn claim_not_created(namespace: &str, pod: &str) -> String {
-    format!("pod \"{namespace}/{pod}\": ResourceClaim not created yet")
-}
 
 /// `PreEnqueue` (logged, not posted): a claim missing from the scheduler's cache.
 pub fn claim_not_found(claim: &str) -> String {

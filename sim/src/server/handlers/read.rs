@@ -166,8 +166,8 @@ fn exact_revision(params: &Params, paged: bool, current: u64) -> Result<Option<u
 /// Whether the 1.30 API server answers this list from its watch cache, which ignores `limit`:
 /// `resourceVersion=0` without a continue token and without an exact match
 /// (`shouldDelegateList` of 1.30's cacher sends only those to the cache, whose list has no
-/// pages). So a client that lists from version 0 with a page size, as kube-rs's and client-go's
-/// informers do by default, gets the whole collection in one answer.
+/// pages). So a client that lists from version 0 with a page size, as client-go's reflectors do
+/// (kube-rs's watcher only with `ListSemantic::Any`), gets the whole collection in one answer.
 fn from_watch_cache(info: &ResourceInfo, params: &Params) -> bool {
     info.release == KubernetesVersion::V1_30
         && params.get("resourceVersion") == Some("0")
