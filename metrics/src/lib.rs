@@ -332,8 +332,12 @@ impl Metrics {
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
-    /// Records one durable ledger commit.
+    /// Records one durable ledger commit. A commit without a sync (deferred confirmations
+    /// alone) is not one: the next durable commit carries it.
     pub fn record_commit(&self, sample: &CommitSample) {
+        if !sample.durable {
+            return;
+        }
         self.commit_duration.observe(sample.duration.as_secs_f64());
         if sample.ok {
             self.commit_batch_size.observe(sample.batch_size as f64);
@@ -424,3 +428,25 @@ fn gauge(value: u64) -> i64 {
 
 /// The content type of [`Metrics::encode`].
 pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::{CommitSample, Metrics};
+    use std::time::Duration;
+
+    #[test]
+    fn only_durable_commits_are_observed() {
+        let metrics = Metrics::new("test").unwrap();
+        let sample = |batch_size, durable| CommitSample {
+            batch_size,
+            duration: Duration::from_millis(2),
+            ok: true,
+            durable,
+        };
+        metrics.record_commit(&sample(3, true));
+        metrics.record_commit(&sample(5, false));
+        assert_eq!(metrics.commit_duration.get_sample_count(), 1);
+        assert_eq!(metrics.commit_batch_size.get_sample_count(), 1);
+        assert!((metrics.commit_batch_size.get_sample_sum() - 3.0).abs() < f64::EPSILON);
+    }
+}

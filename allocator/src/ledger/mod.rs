@@ -3,7 +3,8 @@
 //!
 //! Writes go through one writer thread with group commit (see `writer`): every write method
 //! blocks until the durable commit that carries it, so an allocation returned to the caller is
-//! already on disk as an intent. Reads use their own snapshots and never wait for the writer.
+//! already on disk as an intent. The one exception, [`Ledger::confirm_deferred`], writes what a
+//! crash may lose: a confirmation, which the next start rolls forward from the cluster. Reads use their own snapshots and never wait for the writer.
 //! Methods are blocking; async callers use `spawn_blocking`. The fitting decisions come from
 //! [`crate::fit`]; this module owns all storage and must not be imported by `model` or `fit`.
 
@@ -53,6 +54,9 @@ pub struct LedgerOptions {
     pub intent_retention: u64,
     /// Most operations in one commit.
     pub max_batch: usize,
+    /// How long a deferred write ([`Ledger::confirm_deferred`]) waits for other writes to be
+    /// committed with before it is committed alone, without a sync.
+    pub defer_limit: std::time::Duration,
     /// redb page cache in bytes.
     pub cache_bytes: usize,
     /// Called after every commit with its batch size and latency.
@@ -77,6 +81,7 @@ impl Default for LedgerOptions {
             audit_retention: 100_000,
             intent_retention: 100_000,
             max_batch: 256,
+            defer_limit: std::time::Duration::from_millis(50),
             cache_bytes: 16 * 1024 * 1024,
             on_commit: None,
             commit_guard: None,
@@ -90,6 +95,7 @@ impl std::fmt::Debug for LedgerOptions {
             .field("audit_retention", &self.audit_retention)
             .field("intent_retention", &self.intent_retention)
             .field("max_batch", &self.max_batch)
+            .field("defer_limit", &self.defer_limit)
             .field("cache_bytes", &self.cache_bytes)
             .finish_non_exhaustive()
     }
@@ -220,6 +226,40 @@ impl Ledger {
     pub fn confirm(&self, uid: &str) -> Result<Allocation> {
         let uid = uid.to_owned();
         self.inner.writer.submit(move |tx| ops::confirm(tx, &uid))
+    }
+
+    /// Queues a confirmation of the claim's allocation, applied only if the claim is still
+    /// allocated on `node` with exactly `devices`, and returns at once. It is committed with the
+    /// next batch of other writes (or alone after [`LedgerOptions::defer_limit`]) and synced by the next durable
+    /// commit: a crash before that loses it, and the intent stays pending until the next start
+    /// rolls it forward from the cluster. Fails only when the ledger is closing.
+    ///
+    /// ```
+    /// use dra_allocator::ledger::{AllocateRequest, AllocationState, ClaimRef, Ledger};
+    /// use dra_allocator::model::{ClassDefaults, Device, EffectiveRequest};
+    ///
+    /// # let dir = tempfile::tempdir()?;
+    /// # let ledger = Ledger::open(dir.path().join("ledger.redb"), "gpu.example.com")?;
+    /// ledger.set_inventory("node-a", vec![Device::new("gpu-0")])?;
+    /// let allocation = ledger.allocate(AllocateRequest {
+    ///     claim: ClaimRef::new("uid-1", "default", "gpu"),
+    ///     pod_uid: None,
+    ///     request: EffectiveRequest::from_class(&ClassDefaults::default())?,
+    ///     node: None,
+    /// })?;
+    /// ledger.confirm_deferred("uid-1", &allocation.node, &allocation.devices)?;
+    /// // A write that waits for its commit also carries what was deferred before it.
+    /// ledger.cordon("node-a", "gpu-0")?;
+    /// assert_eq!(ledger.allocation("uid-1")?.unwrap().state, AllocationState::Confirmed);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn confirm_deferred(&self, uid: &str, node: &str, devices: &[String]) -> Result<()> {
+        let (uid, node, devices) = (uid.to_owned(), node.to_owned(), devices.to_vec());
+        self.inner
+            .writer
+            .defer(format!("confirm {uid}"), move |tx| {
+                ops::confirm_if_placed(tx, &uid, &node, &devices).map(|_| ())
+            })
     }
 
     /// Frees the claim's devices. Idempotent: `None` when the claim had no allocation.

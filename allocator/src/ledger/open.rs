@@ -152,6 +152,7 @@ fn start(
         state,
         recorder.clone(),
         options.max_batch,
+        options.defer_limit,
         options.commit_guard,
     )?;
     Ok(Ledger {

@@ -265,6 +265,28 @@ pub(crate) fn confirm(tx: &mut Tx<'_, '_>, uid: &str) -> Result<Allocation> {
     Ok(view)
 }
 
+/// [`confirm`] when the claim is still allocated on `node` with the same set of `devices`; `false`, with nothing written, when it is not.
+pub(crate) fn confirm_if_placed(
+    tx: &mut Tx<'_, '_>,
+    uid: &str,
+    node: &str,
+    devices: &[String],
+) -> Result<bool> {
+    let Some(record) = tx.allocation(uid)? else {
+        return Ok(false);
+    };
+    let mut held: Vec<&str> = record.devices.iter().map(String::as_str).collect();
+    let mut shown: Vec<&str> = devices.iter().map(String::as_str).collect();
+    for names in [&mut held, &mut shown] {
+        names.sort_unstable();
+        names.dedup();
+    }
+    if record.node != node || held != shown {
+        return Ok(false);
+    }
+    confirm(tx, uid).map(|_| true)
+}
+
 /// Frees a claim's devices. `None` when the claim had no allocation.
 pub(crate) fn release(tx: &mut Tx<'_, '_>, uid: &str) -> Result<Option<Allocation>> {
     let Some(record) = tx.allocation(uid)? else {

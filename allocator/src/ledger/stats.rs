@@ -10,15 +10,18 @@ use std::time::Duration;
 /// How many recent commits a [`CommitStats`] snapshot carries.
 pub const RECENT_COMMITS: usize = 1024;
 
-/// One durable commit of the writer.
+/// One commit of the writer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CommitSample {
     /// Operations the commit carried.
     pub batch_size: usize,
-    /// Time from the start of the write transaction to the end of the durable commit.
+    /// Time from the start of the write transaction to the end of the commit.
     pub duration: Duration,
     /// Whether the commit succeeded.
     pub ok: bool,
+    /// Whether the commit was synced to disk. Only a batch of deferred confirmations alone is
+    /// not; the next durable commit carries it.
+    pub durable: bool,
 }
 
 /// A hook called by the writer thread after every commit; it must be quick.
@@ -27,7 +30,7 @@ pub type CommitHook = Arc<dyn Fn(&CommitSample) + Send + Sync>;
 /// A snapshot of the writer's statistics.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CommitStats {
-    /// Successful durable commits.
+    /// Successful commits (durable or not).
     pub commits: u64,
     /// Failed commits.
     pub failed_commits: u64,

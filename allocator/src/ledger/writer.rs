@@ -7,18 +7,24 @@
 //! mutate. An operation that fails in storage poisons the transaction: it is aborted, that caller
 //! gets the error, and the other operations of the batch are applied again in a fresh transaction.
 //!
+//! Deferred operations ([`WriterHandle::defer`]) have no caller waiting and need no sync of their
+//! own: they ride along with the next batch of waited-for operations, or, when none comes within
+//! the defer limit, are committed alone without a sync, to be made durable by the next durable
+//! commit (or the last one, at shutdown). A crash may lose them, which is why only operations the
+//! ledger can lose are deferred.
+//!
 //! The writer also owns the in-memory [`Inventory`] the fitting logic reads. It is derived from the
 //! file on open, changed only alongside the tables, and rebuilt from the file whenever a
 //! transaction is abandoned, so it never runs ahead of what is durable for long. Read-only jobs
 //! ([`WriterHandle::read`]) run between batches against that state, with no transaction and no
 //! commit: they see exactly what the last commit made durable.
 
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use redb::{Database, ReadableDatabase};
+use redb::{Database, Durability, ReadableDatabase};
 
 use super::stats::{CommitSample, StatsRecorder};
 use super::store::{self, Clock};
@@ -67,6 +73,10 @@ pub(crate) trait Job: Send {
     /// Sends the reply; `outcome` is the error of the batch's commit when it failed or was
     /// refused, in which case the operation took no effect.
     fn finish(self: Box<Self>, outcome: Result<()>);
+    /// Whether the operation's commit must be synced before it is answered.
+    fn durable(&self) -> bool {
+        true
+    }
 }
 
 struct Op<T, F> {
@@ -97,6 +107,40 @@ where
     }
 }
 
+/// A deferred operation: nobody waits for it, so a refusal or failure is only logged.
+struct Deferred<F> {
+    run: F,
+    /// What the operation does, for the log.
+    what: String,
+    failed: Option<LedgerError>,
+}
+
+impl<F> Job for Deferred<F>
+where
+    F: FnMut(&mut Tx<'_, '_>) -> Result<()> + Send,
+{
+    fn apply(&mut self, tx: &mut Tx<'_, '_>) -> bool {
+        match (self.run)(tx) {
+            Ok(()) => true,
+            Err(error) => {
+                let keep = !error.is_storage();
+                self.failed = Some(error);
+                keep
+            }
+        }
+    }
+
+    fn finish(self: Box<Self>, outcome: Result<()>) {
+        if let Some(error) = outcome.err().or(self.failed) {
+            tracing::debug!(%error, operation = %self.what, "Deferred ledger operation not applied");
+        }
+    }
+
+    fn durable(&self) -> bool {
+        false
+    }
+}
+
 /// A read-only job: runs between batches against the committed state.
 type ReadJob = Box<dyn FnOnce(&WriterState) + Send>;
 
@@ -104,6 +148,8 @@ type ReadJob = Box<dyn FnOnce(&WriterState) + Send>;
 enum Message {
     /// An operation for the next batch.
     Write(Box<dyn Job>),
+    /// An operation no caller waits for, carried by a later batch.
+    Deferred(Box<dyn Job>),
     /// A read of the committed state, run before the next batch.
     Read(ReadJob),
 }
@@ -121,6 +167,7 @@ impl WriterHandle {
         state: WriterState,
         recorder: Arc<StatsRecorder>,
         max_batch: usize,
+        defer_limit: Duration,
         guard: Option<CommitGuard>,
     ) -> Result<Self> {
         let (sender, receiver) = mpsc::channel::<Message>();
@@ -129,6 +176,7 @@ impl WriterHandle {
             recorder,
             guard,
             max_batch: max_batch.max(1),
+            defer_limit,
         };
         let thread = std::thread::Builder::new()
             .name("ledger-writer".to_owned())
@@ -160,6 +208,25 @@ impl WriterHandle {
             .send(Message::Write(job))
             .map_err(|_| LedgerError::WriterStopped)?;
         answer.recv().map_err(|_| LedgerError::WriterStopped)?
+    }
+
+    /// Queues `op` without waiting for it: it is applied with a later batch, and its commit may
+    /// not be synced until a later one is (see the module docs). `what` names it in the log
+    /// when it is not applied. Fails only when the writer has stopped.
+    pub(crate) fn defer<F>(&self, what: String, op: F) -> Result<()>
+    where
+        F: FnMut(&mut Tx<'_, '_>) -> Result<()> + Send + 'static,
+    {
+        let job: Box<dyn Job> = Box::new(Deferred {
+            run: op,
+            what,
+            failed: None,
+        });
+        self.sender
+            .as_ref()
+            .ok_or(LedgerError::WriterStopped)?
+            .send(Message::Deferred(job))
+            .map_err(|_| LedgerError::WriterStopped)
     }
 
     /// Runs `op` on the writer thread against the committed state (no transaction, no commit)
@@ -205,40 +272,86 @@ struct Writer {
     recorder: Arc<StatsRecorder>,
     guard: Option<CommitGuard>,
     max_batch: usize,
+    /// How long a deferred operation waits for a batch to ride along with.
+    defer_limit: Duration,
 }
 
 impl Writer {
     fn run(&self, mut state: WriterState, receiver: &Receiver<Message>) {
-        while let Ok(first) = receiver.recv() {
+        // Deferred operations waiting for a batch, and when the first of them must be committed.
+        let mut deferred: Vec<Box<dyn Job>> = Vec::new();
+        let mut due = Instant::now();
+        loop {
+            let first = if deferred.is_empty() {
+                receiver.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                receiver.recv_timeout(due.saturating_duration_since(Instant::now()))
+            };
+            let first = match first {
+                Ok(message) => Some(message),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
             // Reads run as they arrive, before the batch is applied, so they see committed state.
             let mut batch = Vec::new();
-            let mut next = Some(first);
+            let mut next = first;
             while let Some(message) = next.take() {
                 match message {
                     Message::Read(read) => read(&state),
                     Message::Write(job) => batch.push(job),
+                    Message::Deferred(job) => {
+                        if deferred.is_empty() {
+                            due = Instant::now() + self.defer_limit;
+                        }
+                        deferred.push(job);
+                    }
                 }
-                if batch.len() < self.max_batch {
+                if batch.len() + deferred.len() < self.max_batch {
                     next = receiver.try_recv().ok();
                 }
             }
+            let full = batch.len() + deferred.len() >= self.max_batch;
+            if batch.is_empty() && !(full || Instant::now() >= due) {
+                continue;
+            }
+            // Deferred operations were queued before this batch's: they are applied first.
+            deferred.append(&mut batch);
+            let batch = std::mem::take(&mut deferred);
             if batch.is_empty() {
                 continue;
             }
-            if let Err(error) = self.run_batch(&mut state, batch) {
+            if let Err(error) = self.run_batch(&mut state, batch, false) {
                 tracing::error!(%error, "Ledger writer cannot reload its state; stopping");
                 return;
             }
         }
+        // The channel closed: what is still deferred is committed, and synced, before the end.
+        if !deferred.is_empty() {
+            if let Err(error) = self.run_batch(&mut state, deferred, true) {
+                tracing::error!(%error, "Ledger writer cannot reload its state; stopping");
+            }
+        }
     }
 
-    /// Applies and commits one batch. Fails only when the state cannot be reloaded from the file.
-    fn run_batch(&self, state: &mut WriterState, mut batch: Vec<Box<dyn Job>>) -> Result<()> {
+    /// Applies and commits one batch, synced when any of its operations needs it or `sync` is
+    /// set. Fails only when the state cannot be reloaded from the file.
+    fn run_batch(
+        &self,
+        state: &mut WriterState,
+        mut batch: Vec<Box<dyn Job>>,
+        sync: bool,
+    ) -> Result<()> {
         let db = &*self.db;
         while !batch.is_empty() {
             let started = Instant::now();
+            let mut durable = sync || batch.iter().any(|job| job.durable());
             let txn = match db.begin_write() {
-                Ok(txn) => txn,
+                Ok(mut txn) => {
+                    if !durable && txn.set_durability(Durability::None).is_err() {
+                        durable = true;
+                    }
+                    txn
+                }
                 Err(error) => {
                     fail_all(batch, &error.to_string(), |reason| LedgerError::Commit {
                         reason,
@@ -307,6 +420,7 @@ impl Writer {
                 batch_size,
                 duration: started.elapsed(),
                 ok: committed.is_ok(),
+                durable,
             };
             self.recorder.record(sample);
             match committed {

@@ -1,12 +1,15 @@
-//! Crash test with a real process: a child allocating, confirming and releasing in a loop is
-//! killed with SIGKILL at random moments. After every kill the file reopens, `verify()` passes,
-//! every allocation the child reported as returned is present with its devices, and every release
-//! it reported as done is absent.
+//! Crash test with a real process: a child allocating, confirming (waiting for the commit, or
+//! deferred, so that commits without a sync are among those a kill interrupts) and releasing in a
+//! loop is killed with SIGKILL at random moments. After every kill the file reopens, `verify()`
+//! passes, every allocation the child reported as returned is present with its devices, every
+//! confirmation it reported as returned is still there, and every release it reported as done is
+//! absent.
 //!
 //! The child is this test binary re-executed with `DRA_CRASH_CHILD=<ledger path>`, running the
 //! ignored `crash_child` entry. It reports over its stdout pipe, one line per completed call:
-//! `A <uid> <node> <dev,dev>` after an allocation returned, `r <uid>` before a release is asked for
-//! (from then on the claim may or may not be allocated) and `R <uid>` after the release returned.
+//! `A <uid> <node> <dev,dev>` after an allocation returned, `C <uid>` after a confirmation returned,
+//! `r <uid>` before a release is asked for (from then on the claim may or may not be allocated) and
+//! `R <uid>` after the release returned.
 //! `DRA_CRASH_KILLS` sets the number of kills (default 30).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,7 +19,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use dra_allocator::ledger::{AllocationQuery, Ledger, LedgerError, PodClaimRequest};
+use dra_allocator::ledger::{
+    AllocationQuery, AllocationState, Ledger, LedgerError, LedgerOptions, PodClaimRequest,
+};
 use dra_allocator::model::Sharing;
 use rand::Rng;
 use testkit::ledger::*;
@@ -38,7 +43,13 @@ fn crash_child() {
     let Ok(path) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let ledger = Ledger::open(&path, DRIVER).expect("child opens the ledger");
+    // Deferred writes are committed at once, unsynced, when nothing else is queued: the kills
+    // then land among commits without a sync as often as among synced ones.
+    let options = LedgerOptions {
+        defer_limit: Duration::ZERO,
+        ..LedgerOptions::default()
+    };
+    let ledger = Ledger::open_with(&path, DRIVER, options).expect("child opens the ledger");
     if ledger.nodes().unwrap().is_empty() {
         for node in NODES {
             ledger.set_inventory(node, gpus(8, "H100")).unwrap();
@@ -89,7 +100,13 @@ fn crash_child() {
             }
         } else if choice < 7 && !held.is_empty() {
             let uid = &held[rng.random_range(0..held.len())];
-            ledger.confirm(uid).unwrap();
+            if rng.random_bool(0.5) {
+                ledger.confirm(uid).unwrap();
+                writeln!(out, "C {uid}").unwrap();
+            } else {
+                let a = ledger.allocation(uid).unwrap().unwrap();
+                ledger.confirm_deferred(uid, &a.node, &a.devices).unwrap();
+            }
         } else if !held.is_empty() {
             let uid = held.swap_remove(rng.random_range(0..held.len()));
             writeln!(out, "r {uid}").unwrap();
@@ -103,6 +120,8 @@ fn crash_child() {
 struct Reported {
     /// Allocations that returned and whose release was not asked for: must be present.
     allocated: BTreeMap<String, (String, Vec<String>)>,
+    /// Confirmations that returned, of allocations still held: must stay confirmed.
+    confirmed: BTreeSet<String>,
     /// Releases that returned: must be absent.
     released: BTreeSet<String>,
 }
@@ -116,11 +135,16 @@ impl Reported {
                 self.allocated
                     .insert((*uid).to_owned(), ((*node).to_owned(), devices));
             }
+            ["C", uid] => {
+                self.confirmed.insert((*uid).to_owned());
+            }
             ["r", uid] => {
                 self.allocated.remove(*uid);
+                self.confirmed.remove(*uid);
             }
             ["R", uid] => {
                 self.allocated.remove(*uid);
+                self.confirmed.remove(*uid);
                 self.released.insert((*uid).to_owned());
             }
             _ => {}
@@ -207,6 +231,14 @@ fn crash_kill_loop_keeps_every_reported_allocation_and_release() {
                 (&found.node, &found.devices),
                 (node, devices),
                 "claim {uid}"
+            );
+        }
+        for uid in &reported.confirmed {
+            let state = ledger.allocation(uid).unwrap().map(|a| a.state);
+            assert_eq!(
+                state,
+                Some(AllocationState::Confirmed),
+                "after kill {kill}: reported confirmation of {uid} was lost"
             );
         }
         for uid in &reported.released {

@@ -96,6 +96,110 @@ fn allocation_stays_pending_with_an_intent_until_confirmed() {
     assert_consistent(&ledger);
 }
 
+/// Waits up to two seconds for the claim's allocation to reach `state`.
+fn wait_for_state(ledger: &dra_allocator::ledger::Ledger, uid: &str, state: AllocationState) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while ledger.allocation(uid).unwrap().unwrap().state != state {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{uid} did not become {state:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_deferred_confirmation_rides_with_the_next_write_and_checks_the_placement() {
+    let dir = tempfile::tempdir().unwrap();
+    // Long enough that nothing deferred is committed alone before the next write.
+    let ledger = dra_allocator::ledger::Ledger::open_with(
+        dir.path().join("ledger.redb"),
+        DRIVER,
+        dra_allocator::ledger::LedgerOptions {
+            defer_limit: std::time::Duration::from_secs(600),
+            ..options()
+        },
+    )
+    .unwrap();
+    ledger.set_inventory("node-a", gpus(4, "H100")).unwrap();
+    let mut allocations = Vec::new();
+    for uid in ["u1", "u2", "u3"] {
+        allocations.push(
+            ledger
+                .allocate(allocate(uid, None, request(1, Sharing::Exclusive)))
+                .unwrap(),
+        );
+    }
+    let before = ledger.commit_stats().commits;
+
+    let u1 = &allocations[0];
+    ledger
+        .confirm_deferred("u1", &u1.node, &u1.devices)
+        .unwrap();
+    // Another node, and other devices: not what the ledger holds, so not confirmed.
+    let u2 = &allocations[1];
+    ledger
+        .confirm_deferred("u2", "node-b", &u2.devices)
+        .unwrap();
+    ledger
+        .confirm_deferred("u3", "node-a", &allocations[0].devices)
+        .unwrap();
+    ledger.confirm_deferred("nobody", "node-a", &[]).unwrap();
+    ledger
+        .allocate(allocate("u4", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+
+    // The deferred confirmations were applied in the allocation's commit, before it.
+    let stats = ledger.commit_stats();
+    assert_eq!(stats.commits, before + 1, "{stats:?}");
+    let last = stats.recent.last().unwrap();
+    assert_eq!((last.batch_size, last.durable), (5, true));
+    let state_of = |uid| ledger.allocation(uid).unwrap().unwrap().state;
+    assert_eq!(state_of("u1"), AllocationState::Confirmed);
+    assert_eq!(state_of("u2"), AllocationState::Pending);
+    assert_eq!(state_of("u3"), AllocationState::Pending);
+    let pending: Vec<String> = ledger
+        .pending_intents()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.claim.uid)
+        .collect();
+    assert_eq!(pending, ["u2", "u3", "u4"]);
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn a_deferred_confirmation_alone_is_committed_without_a_sync_and_synced_at_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    let a = ledger
+        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+    let b = ledger
+        .allocate(allocate("u2", None, request(1, Sharing::Exclusive)))
+        .unwrap();
+
+    ledger.confirm_deferred("u1", &a.node, &a.devices).unwrap();
+    wait_for_state(&ledger, "u1", AllocationState::Confirmed);
+    let last = *ledger.commit_stats().recent.last().unwrap();
+    assert_eq!((last.batch_size, last.durable, last.ok), (1, false, true));
+
+    // Closed before its wait is over: the writer commits it, synced, on the way out.
+    ledger.confirm_deferred("u2", &b.node, &b.devices).unwrap();
+    drop(ledger);
+    let ledger = open(dir.path());
+    for uid in ["u1", "u2"] {
+        assert_eq!(
+            ledger.allocation(uid).unwrap().unwrap().state,
+            AllocationState::Confirmed,
+            "{uid}"
+        );
+    }
+    assert!(ledger.pending_intents().unwrap().is_empty());
+    assert_consistent(&ledger);
+}
+
 #[test]
 fn confirm_of_unknown_claim_is_an_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -16,7 +16,6 @@ use tracing::{debug, info, instrument, warn};
 use crate::params::ClassParameters;
 
 use super::handle::{allocation_result, claim_allocation, ClaimAllocationState, HandleData};
-use super::reconcile::same_devices;
 use super::{
     AllocationMode, AllocationOutcome, ClaimParameters, DeallocationOutcome, DriverError,
     LedgerDriver, Result,
@@ -308,25 +307,15 @@ impl Driver for LedgerDriver {
         else {
             return;
         };
-        let uid = data.claim_uid.clone();
         dra_allocator::failpoint::hit("after_status_write");
-        let confirmed = self
-            .ledger_call(move |l| {
-                // Confirm only what the claim shows; anything else is left to the reconcile.
-                match l.allocation(&uid)? {
-                    Some(a) if same_devices(&a, &data) => l.confirm(&uid).map(|_| true),
-                    _ => Ok(false),
-                }
-            })
-            .await;
-        match confirmed {
-            Ok(true) => {
-                debug!(claim.uid = %claim.uid().unwrap_or_default(), "Confirmed allocation");
-            }
-            Ok(false) => {}
-            Err(error) => {
-                warn!(%error, claim.uid = %claim.uid().unwrap_or_default(), "Failed to confirm allocation; the reconcile retries");
-            }
+        // Confirmed only if the ledger holds what the claim shows; anything else is left to the
+        // reconcile. Not waited for: a confirmation a crash loses is rolled forward at the next
+        // start, as the claim shows the allocation.
+        let deferred = self
+            .calls
+            .defer(|l| l.confirm_deferred(&data.claim_uid, &data.node, &data.devices));
+        if let Err(error) = deferred {
+            warn!(%error, claim.uid = %data.claim_uid, "Cannot queue the allocation's confirmation; the reconcile confirms it");
         }
     }
 

@@ -65,6 +65,19 @@ impl LedgerCalls {
         .map_err(DriverError::from)
     }
 
+    /// Runs `call`, which must not block (a deferred ledger write: it only queues), on this
+    /// thread; refused once quiesced, like every other call.
+    pub(crate) fn defer<F>(&self, call: F) -> Result<()>
+    where
+        F: FnOnce(&Ledger) -> std::result::Result<(), LedgerError>,
+    {
+        let _permit = self
+            .in_flight
+            .try_acquire()
+            .map_err(|_| DriverError::ShutDown)?;
+        call(&self.ledger).map_err(DriverError::from)
+    }
+
     /// Waits until no ledger call is in flight and refuses new ones: after this, the only
     /// handles on the ledger file are the holder's own and its callers' (a ledger call whose
     /// caller was dropped at shutdown still runs to its end in its blocking thread).

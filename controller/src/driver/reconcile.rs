@@ -16,7 +16,7 @@
 //!
 //! Every difference is counted by [`DriftKind`] in the returned [`DriftReport`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hasher;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -104,14 +104,6 @@ fn claim_name(claim: &ResourceClaim) -> String {
         claim.namespace().unwrap_or_default(),
         claim.name_any()
     )
-}
-
-/// Whether the claim's handle data shows the ledger's allocation: same node, same set of devices.
-pub(super) fn same_devices(allocation: &Allocation, data: &HandleData) -> bool {
-    fn set(devices: &[String]) -> BTreeSet<&str> {
-        devices.iter().map(String::as_str).collect()
-    }
-    allocation.node == data.node && set(&allocation.devices) == set(&data.devices)
 }
 
 /// The node and device names of the ledger's allocations during a reconcile, each under a
