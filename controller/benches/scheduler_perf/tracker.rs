@@ -4,16 +4,15 @@
 //! scheduling context and the scheduler allocates: the claims are watched in
 //! `resource.k8s.io/v1`.
 //!
-//! Observes only; the instants are those at which the watch events arrive here.
+//! Observes only; the instants are those at which the watch events arrive here. Each watch
+//! decodes only the fields the timeline reads (see [`slim`]), so that the benchmark's own share
+//! of the CPU is small.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dra_node::modern::types as v1;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
@@ -54,22 +53,22 @@ impl Tracker {
             bound: watch::channel(0).0,
             tasks: Mutex::new(Vec::new()),
         });
-        let pods = Api::<Pod>::default_namespaced(client.clone());
+        let pods = Api::<slim::Pod>::default_namespaced(client.clone());
         let mut tasks = vec![spawn_watch(
             watch_objects(pods),
             tracker.clone(),
             Tracker::on_pod,
         )];
         if structured {
-            let claims = Api::<v1::ResourceClaim>::default_namespaced(client.clone());
+            let claims = Api::<slim::ClaimV1>::default_namespaced(client.clone());
             tasks.push(spawn_watch(
                 watch_objects(claims),
                 tracker.clone(),
                 Tracker::on_v1_claim,
             ));
         } else {
-            let claims = Api::<ResourceClaim>::default_namespaced(client.clone());
-            let contexts = Api::<PodSchedulingContext>::default_namespaced(client.clone());
+            let claims = Api::<slim::Claim>::default_namespaced(client.clone());
+            let contexts = Api::<slim::Context>::default_namespaced(client.clone());
             tasks.push(spawn_watch(
                 watch_objects(claims),
                 tracker.clone(),
@@ -121,13 +120,8 @@ impl Tracker {
         change(pods.entry(pod.to_owned()).or_default());
     }
 
-    fn on_pod(&self, pod: &Pod) {
-        if pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_ref())
-            .is_none()
-        {
+    fn on_pod(&self, pod: &slim::Pod) {
+        if pod.spec.node_name.is_none() {
             return;
         }
         let mut newly = false;
@@ -142,20 +136,12 @@ impl Tracker {
         }
     }
 
-    fn on_claim(&self, claim: &ResourceClaim) {
-        let allocated = claim
-            .status
-            .as_ref()
-            .is_some_and(|s| s.allocation.is_some());
-        self.on_claim_of_pod(claim, allocated);
+    fn on_claim(&self, claim: &slim::Claim) {
+        self.on_claim_of_pod(claim, claim.status.allocation.is_some());
     }
 
-    fn on_v1_claim(&self, claim: &v1::ResourceClaim) {
-        let allocated = claim
-            .status
-            .as_ref()
-            .is_some_and(|s| s.allocation.is_some());
-        self.on_claim_of_pod(claim, allocated);
+    fn on_v1_claim(&self, claim: &slim::ClaimV1) {
+        self.on_claim_of_pod(claim, claim.status.allocation.is_some());
     }
 
     fn on_claim_of_pod(&self, claim: &impl ResourceExt, allocated: bool) {
@@ -172,7 +158,7 @@ impl Tracker {
         });
     }
 
-    fn on_context(&self, context: &PodSchedulingContext) {
+    fn on_context(&self, context: &slim::Context) {
         self.with(&context.name_any(), |t| {
             t.context.get_or_insert_with(Instant::now);
         });
@@ -201,4 +187,120 @@ fn spawn_watch<K: Send + 'static>(
             handle(&tracker, &object);
         }
     })
+}
+
+/// The objects as the tracker decodes them: their metadata and the one field it reads; serde
+/// skips the rest of each event.
+mod slim {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde::de::IgnoredAny;
+    use serde::Deserialize;
+
+    /// Implements the k8s-openapi resource traits of `$slim` as those of `$full`.
+    macro_rules! slim_of {
+        ($slim:ty, $full:ty) => {
+            impl k8s_openapi::Resource for $slim {
+                const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
+                const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
+                const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
+                const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
+                const URL_PATH_SEGMENT: &'static str =
+                    <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+                type Scope = <$full as k8s_openapi::Resource>::Scope;
+            }
+
+            impl k8s_openapi::Metadata for $slim {
+                type Ty = ObjectMeta;
+
+                fn metadata(&self) -> &ObjectMeta {
+                    &self.metadata
+                }
+
+                fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                    &mut self.metadata
+                }
+            }
+        };
+    }
+
+    /// A pod: whether it has a node.
+    #[derive(Clone, Debug, Default, Deserialize)]
+    pub struct Pod {
+        #[serde(default)]
+        pub metadata: ObjectMeta,
+        #[serde(default)]
+        pub spec: PodSpec,
+    }
+
+    #[derive(Clone, Debug, Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct PodSpec {
+        #[serde(default)]
+        pub node_name: Option<String>,
+    }
+
+    /// A claim (`resource.k8s.io/v1alpha2`): its owner and whether it is allocated.
+    #[derive(Clone, Debug, Default, Deserialize)]
+    pub struct Claim {
+        #[serde(default)]
+        pub metadata: ObjectMeta,
+        #[serde(default)]
+        pub status: ClaimStatus,
+    }
+
+    /// The same of a `resource.k8s.io/v1` claim.
+    #[derive(Clone, Debug, Default, Deserialize)]
+    pub struct ClaimV1 {
+        #[serde(default)]
+        pub metadata: ObjectMeta,
+        #[serde(default)]
+        pub status: ClaimStatus,
+    }
+
+    #[derive(Clone, Debug, Default, Deserialize)]
+    pub struct ClaimStatus {
+        #[serde(default)]
+        pub allocation: Option<IgnoredAny>,
+    }
+
+    /// A scheduling context: its name.
+    #[derive(Clone, Debug, Default, Deserialize)]
+    pub struct Context {
+        #[serde(default)]
+        pub metadata: ObjectMeta,
+    }
+
+    slim_of!(Pod, k8s_openapi::api::core::v1::Pod);
+    slim_of!(Claim, k8s_openapi::api::resource::v1alpha2::ResourceClaim);
+
+    impl kube::Resource for ClaimV1 {
+        type DynamicType = ();
+        type Scope = kube::core::NamespaceResourceScope;
+
+        fn kind((): &()) -> std::borrow::Cow<'_, str> {
+            "ResourceClaim".into()
+        }
+        fn group((): &()) -> std::borrow::Cow<'_, str> {
+            "resource.k8s.io".into()
+        }
+        fn version((): &()) -> std::borrow::Cow<'_, str> {
+            "v1".into()
+        }
+        fn api_version((): &()) -> std::borrow::Cow<'_, str> {
+            "resource.k8s.io/v1".into()
+        }
+        fn plural((): &()) -> std::borrow::Cow<'_, str> {
+            "resourceclaims".into()
+        }
+        fn meta(&self) -> &ObjectMeta {
+            &self.metadata
+        }
+        fn meta_mut(&mut self) -> &mut ObjectMeta {
+            &mut self.metadata
+        }
+    }
+    slim_of!(
+        Context,
+        k8s_openapi::api::resource::v1alpha2::PodSchedulingContext
+    );
 }
