@@ -230,6 +230,9 @@ async fn run(
             next = receiver.recv() => {
                 let queue = match next {
                     Ok(first) => {
+                        // Other tasks run first: the events they commit meanwhile go out in
+                        // the same chunk, one write instead of several.
+                        tokio::task::yield_now().await;
                         take_waiting(&mut w, &mut receiver, first, sub.rv, &mut last_rv, &mut out)
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => Queue::FellBehind,
