@@ -278,56 +278,51 @@ struct Writer {
 
 impl Writer {
     fn run(&self, mut state: WriterState, receiver: &Receiver<Message>) {
-        // Deferred operations waiting for a batch, and when the first of them must be committed.
-        let mut deferred: Vec<Box<dyn Job>> = Vec::new();
+        // Operations taken but not committed yet, in the order they came: only deferred ones
+        // are ever left here between turns, until `due`.
+        let mut pending: Vec<Box<dyn Job>> = Vec::new();
         let mut due = Instant::now();
         loop {
-            let first = if deferred.is_empty() {
+            let first = if pending.is_empty() {
                 receiver.recv().map_err(|_| RecvTimeoutError::Disconnected)
             } else {
                 receiver.recv_timeout(due.saturating_duration_since(Instant::now()))
             };
-            let first = match first {
+            let mut next = match first {
                 Ok(message) => Some(message),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => break,
             };
             // Reads run as they arrive, before the batch is applied, so they see committed state.
-            let mut batch = Vec::new();
-            let mut next = first;
             while let Some(message) = next.take() {
                 match message {
                     Message::Read(read) => read(&state),
-                    Message::Write(job) => batch.push(job),
-                    Message::Deferred(job) => {
-                        if deferred.is_empty() {
+                    Message::Write(job) | Message::Deferred(job) => {
+                        if pending.is_empty() {
                             due = Instant::now() + self.defer_limit;
                         }
-                        deferred.push(job);
+                        pending.push(job);
                     }
                 }
-                if batch.len() + deferred.len() < self.max_batch {
+                if pending.len() < self.max_batch {
                     next = receiver.try_recv().ok();
                 }
             }
-            let full = batch.len() + deferred.len() >= self.max_batch;
-            if batch.is_empty() && !(full || Instant::now() >= due) {
+            let commit_now = pending.iter().any(|job| job.durable())
+                || pending.len() >= self.max_batch
+                || Instant::now() >= due;
+            if pending.is_empty() || !commit_now {
                 continue;
             }
-            // Deferred operations were queued before this batch's: they are applied first.
-            deferred.append(&mut batch);
-            let batch = std::mem::take(&mut deferred);
-            if batch.is_empty() {
-                continue;
-            }
+            let batch = std::mem::take(&mut pending);
             if let Err(error) = self.run_batch(&mut state, batch, false) {
                 tracing::error!(%error, "Ledger writer cannot reload its state; stopping");
                 return;
             }
         }
         // The channel closed: what is still deferred is committed, and synced, before the end.
-        if !deferred.is_empty() {
-            if let Err(error) = self.run_batch(&mut state, deferred, true) {
+        if !pending.is_empty() {
+            if let Err(error) = self.run_batch(&mut state, pending, true) {
                 tracing::error!(%error, "Ledger writer cannot reload its state; stopping");
             }
         }
