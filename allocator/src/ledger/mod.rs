@@ -4,9 +4,10 @@
 //! Writes go through one writer thread with group commit (see `writer`): every write method
 //! blocks until the durable commit that carries it, so an allocation returned to the caller is
 //! already on disk as an intent. The one exception, [`Ledger::confirm_deferred`], writes what a
-//! crash may lose: a confirmation, which the next start rolls forward from the cluster. Reads use their own snapshots and never wait for the writer.
-//! Methods are blocking; async callers use `spawn_blocking`. The fitting decisions come from
-//! [`crate::fit`]; this module owns all storage and must not be imported by `model` or `fit`.
+//! crash may lose: a confirmation, which the next start rolls forward from the cluster. Reads use
+//! their own snapshots and never wait for the writer. Methods are blocking; async callers use
+//! `spawn_blocking`. The fitting decisions come from [`crate::fit`]; this module owns all storage
+//! and must not be imported by `model` or `fit`.
 
 mod error;
 mod inventory;
@@ -229,10 +230,11 @@ impl Ledger {
     }
 
     /// Queues a confirmation of the claim's allocation, applied only if the claim is still
-    /// allocated on `node` with exactly `devices`, and returns at once. It is committed with the
-    /// next batch of other writes (or alone after [`LedgerOptions::defer_limit`]) and synced by the next durable
-    /// commit: a crash before that loses it, and the intent stays pending until the next start
-    /// rolls it forward from the cluster. Fails only when the ledger is closing.
+    /// allocated on `node` with the same set of `devices`, and returns at once. It is committed
+    /// with the next batch of other writes (or alone after [`LedgerOptions::defer_limit`]) and
+    /// synced by the next durable commit: a crash before that loses it, and the intent stays
+    /// pending until the next start rolls it forward from the cluster. Fails only when the
+    /// ledger is closing.
     ///
     /// ```
     /// use dra_allocator::ledger::{AllocateRequest, AllocationState, ClaimRef, Ledger};

@@ -265,7 +265,8 @@ pub(crate) fn confirm(tx: &mut Tx<'_, '_>, uid: &str) -> Result<Allocation> {
     Ok(view)
 }
 
-/// [`confirm`] when the claim is still allocated on `node` with the same set of `devices`; `false`, with nothing written, when it is not.
+/// [`confirm`] when the claim is still allocated on `node` with the same set of `devices`;
+/// `false`, with nothing written, when it is not.
 pub(crate) fn confirm_if_placed(
     tx: &mut Tx<'_, '_>,
     uid: &str,
