@@ -96,18 +96,6 @@ fn allocation_stays_pending_with_an_intent_until_confirmed() {
     assert_consistent(&ledger);
 }
 
-/// Waits up to two seconds for the claim's allocation to reach `state`.
-fn wait_for_state(ledger: &dra_allocator::ledger::Ledger, uid: &str, state: AllocationState) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    while ledger.allocation(uid).unwrap().unwrap().state != state {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{uid} did not become {state:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-}
-
 #[test]
 fn a_deferred_confirmation_rides_with_the_next_write_and_checks_the_placement() {
     let dir = tempfile::tempdir().unwrap();
@@ -181,7 +169,12 @@ fn a_deferred_confirmation_alone_is_committed_without_a_sync_and_synced_at_close
         .unwrap();
 
     ledger.confirm_deferred("u1", &a.node, &a.devices).unwrap();
-    wait_for_state(&ledger, "u1", AllocationState::Confirmed);
+    testkit::eventually_blocking(
+        "the deferred confirmation of u1 committed",
+        std::time::Duration::from_secs(2),
+        std::time::Duration::from_millis(5),
+        || ledger.allocation("u1").unwrap().unwrap().state == AllocationState::Confirmed,
+    );
     let last = *ledger.commit_stats().recent.last().unwrap();
     assert_eq!((last.batch_size, last.durable, last.ok), (1, false, true));
 
