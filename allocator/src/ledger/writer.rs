@@ -146,10 +146,8 @@ type ReadJob = Box<dyn FnOnce(&WriterState) + Send>;
 
 /// What the writer thread receives.
 enum Message {
-    /// An operation for the next batch.
+    /// An operation for the next batch (or, when it is not [`Job::durable`], a later one).
     Write(Box<dyn Job>),
-    /// An operation no caller waits for, carried by a later batch.
-    Deferred(Box<dyn Job>),
     /// A read of the committed state, run before the next batch.
     Read(ReadJob),
 }
@@ -190,6 +188,15 @@ impl WriterHandle {
         })
     }
 
+    /// Hands `message` to the writer thread; fails once it has stopped.
+    fn send(&self, message: Message) -> Result<()> {
+        self.sender
+            .as_ref()
+            .ok_or(LedgerError::WriterStopped)?
+            .send(message)
+            .map_err(|_| LedgerError::WriterStopped)
+    }
+
     /// Runs `op` in the writer and waits until the commit that carries it is durable.
     pub(crate) fn submit<T, F>(&self, op: F) -> Result<T>
     where
@@ -202,11 +209,7 @@ impl WriterHandle {
             result: None,
             reply,
         });
-        self.sender
-            .as_ref()
-            .ok_or(LedgerError::WriterStopped)?
-            .send(Message::Write(job))
-            .map_err(|_| LedgerError::WriterStopped)?;
+        self.send(Message::Write(job))?;
         answer.recv().map_err(|_| LedgerError::WriterStopped)?
     }
 
@@ -222,11 +225,7 @@ impl WriterHandle {
             what,
             failed: None,
         });
-        self.sender
-            .as_ref()
-            .ok_or(LedgerError::WriterStopped)?
-            .send(Message::Deferred(job))
-            .map_err(|_| LedgerError::WriterStopped)
+        self.send(Message::Write(job))
     }
 
     /// Runs `op` on the writer thread against the committed state (no transaction, no commit)
@@ -240,11 +239,7 @@ impl WriterHandle {
         let job: ReadJob = Box::new(move |state| {
             let _ = reply.send(op(state));
         });
-        self.sender
-            .as_ref()
-            .ok_or(LedgerError::WriterStopped)?
-            .send(Message::Read(job))
-            .map_err(|_| LedgerError::WriterStopped)?;
+        self.send(Message::Read(job))?;
         answer.recv().map_err(|_| LedgerError::WriterStopped)?
     }
 }
@@ -297,7 +292,7 @@ impl Writer {
             while let Some(message) = next.take() {
                 match message {
                     Message::Read(read) => read(&state),
-                    Message::Write(job) | Message::Deferred(job) => {
+                    Message::Write(job) => {
                         if pending.is_empty() {
                             due = Instant::now() + self.defer_limit;
                         }
