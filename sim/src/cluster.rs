@@ -160,6 +160,11 @@ impl ClusterConfig {
                 "kubelet directory for {unknown:?}, which is not a node of the cluster"
             )));
         }
+        if !self.actors.kubelets && !self.kubelet_dirs.is_empty() {
+            return Err(ClusterError::Config(
+                "kubelet directories need the simulated kubelet, which is turned off".into(),
+            ));
+        }
         self.server.faults.validate()?;
         Ok(())
     }

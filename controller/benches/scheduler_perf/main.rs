@@ -12,10 +12,13 @@
 //! the templates; the controller mirrors the allocations into its ledger, and the run ends only
 //! once the ledger holds every claim), so that the two protocols' figures stand side by side.
 //!
-//! The simulator (API server, scheduler, resourceclaim controller, garbage collector, kubelet)
-//! runs as a child process (`dra-ledger sim`), the controller in this process, so that the CPU
-//! time of each can be read apart. Run with `cargo bench -p dra-controller --bench
-//! scheduler_perf`; `BENCH_WORKERS` (default 10) sets the controller workers, `BENCH_SCALE`
+//! The simulator (API server, scheduler, resourceclaim controller, garbage collector) runs as a
+//! child process (`dra-ledger sim`), the controller in this process, so that the CPU time of each
+//! can be read apart. As in the upstream harness, whose nodes are fake, the nodes run no kubelet:
+//! a bound pod stays Pending. `BENCH_KUBELET=1` gives every node the simulator's kubelet, which
+//! starts each pod once bound (a status write and its watch events per pod).
+//!
+//! Run with `cargo bench -p dra-controller --bench scheduler_perf`; `BENCH_WORKERS` (default 10) sets the controller workers, `BENCH_SCALE`
 //! (default 1.0) scales the pod counts, `BENCH_RELEASE` (`1.30` or `1.34`) runs one release
 //! only, and `BENCH_RATE` (pods per second) creates the measured pods at that steady rate instead
 //! of all at once, so that a pod's latency is the pipeline's rather than its place in a queue.
@@ -84,9 +87,13 @@ struct SimProcess {
 }
 
 impl SimProcess {
-    fn start(release: &str) -> anyhow::Result<SimProcess> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dra-ledger"))
-            .args(["sim", "--listen", "127.0.0.1:0", "--numa-nodes", "2"])
+    fn start(release: &str, kubelet: bool) -> anyhow::Result<SimProcess> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dra-ledger"));
+        command.args(["sim", "--listen", "127.0.0.1:0", "--numa-nodes", "2"]);
+        if !kubelet {
+            command.arg("--no-kubelet");
+        }
+        let mut child = command
             .args(["--kubernetes-version", release])
             .args(["--nodes", &NODES.to_string()])
             .args(["--devices-per-node", &DEVICES_PER_NODE.to_string()])
@@ -250,9 +257,10 @@ async fn run(
     variant: &Variant,
     workers: usize,
     rate: Option<f64>,
+    kubelet: bool,
     controller_rt: &tokio::runtime::Handle,
 ) -> anyhow::Result<Measured> {
-    let sim = SimProcess::start(variant.release)?;
+    let sim = SimProcess::start(variant.release, kubelet)?;
     let plain = client(&sim.url, None)?;
     let recorder = Recorder::default();
     // The controller, its client included, runs on its own runtime, so that its CPU time can be
@@ -371,6 +379,7 @@ fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|r| r.parse().ok())
         .filter(|r: &f64| *r > 0.0);
+    let kubelet = std::env::var("BENCH_KUBELET").is_ok_and(|k| k == "1");
     let scaled = |n: usize| ((n as f64 * scale).round() as usize).max(1);
     let mut variants = Vec::new();
     for release in ["1.30", STRUCTURED] {
@@ -413,8 +422,9 @@ fn main() -> anyhow::Result<()> {
             "scheduler_perf: running {} on {} ...",
             variant.name, variant.release
         );
-        results.push(runtime.block_on(run(variant, workers, rate, controller_rt.handle()))?);
+        let measured = run(variant, workers, rate, kubelet, controller_rt.handle());
+        results.push(runtime.block_on(measured)?);
     }
-    report::print(&results, workers, rate);
+    report::print(&results, workers, rate, kubelet);
     Ok(())
 }

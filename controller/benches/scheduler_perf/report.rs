@@ -144,9 +144,14 @@ fn ms(d: Duration) -> String {
 }
 
 /// Prints every table.
-pub fn print(results: &[Measured], workers: usize, rate: Option<f64>) {
+pub fn print(results: &[Measured], workers: usize, rate: Option<f64>, kubelet: bool) {
     println!();
     println!("scheduler_perf on the simulated cluster: 100 nodes x 20 devices, {workers} controller workers on 1.30");
+    if kubelet {
+        println!("every node runs the simulated kubelet, which starts a pod once it is bound");
+    } else {
+        println!("the nodes run no kubelet (bound pods stay Pending), as in the upstream harness");
+    }
     match rate {
         Some(rate) => println!("measured pods created at a steady {rate:.0} pods/s"),
         None => {

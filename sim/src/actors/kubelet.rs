@@ -110,6 +110,8 @@ pub struct Kubelet {
     plugins: Arc<Plugins>,
     /// Pods whose state on their node may have to change.
     pub queue: Arc<WorkQueue<ObjectKey>>,
+    /// Whether the nodes run this kubelet at all; without, no pod is ever queued.
+    enabled: bool,
 }
 
 fn node_of(pod: &Pod) -> Option<&str> {
@@ -118,13 +120,16 @@ fn node_of(pod: &Pod) -> Option<&str> {
 
 impl Kubelet {
     /// A kubelet reading the pod store, preparing claims through `plugins` on their nodes.
-    pub fn new(client: Client, pods: Store<Pod>, plugins: Arc<Plugins>) -> Self {
+    /// When not `enabled` it ignores every pod: bound pods stay Pending, as on nodes without a
+    /// kubelet (the fake nodes of the upstream `scheduler_perf` harness).
+    pub fn new(client: Client, pods: Store<Pod>, plugins: Arc<Plugins>, enabled: bool) -> Self {
         Self {
             client,
             pods,
             started: Mutex::new(HashMap::new()),
             plugins,
             queue: WorkQueue::new(),
+            enabled,
         }
     }
 
@@ -141,6 +146,9 @@ impl Kubelet {
 
     /// Queues a changed pod that is bound to a node.
     pub fn on_pod(&self, change: &Change<'_, Pod>) {
+        if !self.enabled {
+            return;
+        }
         match change {
             Change::Applied(pod) => {
                 if step(pod, Utc::now(), None) != Step::Nothing || self.holds_claims(pod) {

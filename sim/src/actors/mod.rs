@@ -106,6 +106,10 @@ pub struct ActorsConfig {
     pub claim_workers: usize,
     /// Concurrent kubelet syncs.
     pub kubelet_workers: usize,
+    /// Whether every node runs the simulated kubelet. Without, bound pods are never started and
+    /// stay Pending, and a pod deleted after binding keeps its deletion timestamp, as on the fake
+    /// nodes of the upstream `scheduler_perf` harness.
+    pub kubelets: bool,
     /// Concurrent garbage collector syncs.
     pub gc_workers: usize,
     /// How the kubelet handles the DRA plugins of nodes with a kubelet directory.
@@ -120,6 +124,7 @@ impl Default for ActorsConfig {
             scheduler_workers: 8,
             claim_workers: 4,
             kubelet_workers: 4,
+            kubelets: true,
             gc_workers: 2,
             plugins: PluginsConfig::default(),
             kubernetes_version: crate::KubernetesVersion::default(),

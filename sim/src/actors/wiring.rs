@@ -63,6 +63,7 @@ pub(super) async fn start(
             client.clone(),
             pods.clone(),
             Arc::clone(plugins),
+            config.kubelets,
         )),
         gc: Arc::new(GarbageCollector::new(client.clone(), gc_kinds())),
     };

@@ -77,6 +77,7 @@ pub(super) async fn start(
         client.clone(),
         pods.clone(),
         Arc::clone(plugins),
+        config.kubelets,
     ));
     let gc = Arc::new(GarbageCollector::new(client.clone(), gc_kinds()));
     let scheduler = Arc::new(StructuredScheduler::new(

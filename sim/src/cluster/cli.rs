@@ -12,6 +12,7 @@ use std::time::Duration;
 use dra_framework::process::{parse_duration, wait_for_signal, SHUTDOWN_GRACE};
 
 use super::{start_cluster, ClusterConfig, ClusterError, Result, DEFAULT_DRIVER_NAME};
+use crate::actors::ActorsConfig;
 use crate::server::{Faults, ServerConfig};
 
 /// Flags of a simulated cluster.
@@ -75,6 +76,11 @@ pub struct SimArgs {
     /// --kubelet-dir does for one node; a --kubelet-dir of a node takes precedence.
     #[arg(long, value_name = "DIR")]
     pub kubelet_root: Option<PathBuf>,
+
+    /// Run no simulated kubelet: bound pods are never started and stay Pending, as on the fake
+    /// nodes of the upstream scheduling benchmark harness (which measures scheduling only).
+    #[arg(long, conflicts_with_all = ["kubelet_dirs", "kubelet_root"])]
+    pub no_kubelet: bool,
 
     /// The Kubernetes release to play: 1.30 (classic DRA, `resource.k8s.io/v1alpha2`) or 1.34
     /// (structured DRA, `resource.k8s.io/v1`).
@@ -173,6 +179,10 @@ impl SimArgs {
                 addr: self.listen,
                 faults: self.faults(),
                 ..ServerConfig::default()
+            },
+            actors: ActorsConfig {
+                kubelets: !self.no_kubelet,
+                ..ActorsConfig::default()
             },
             nodes: self.nodes,
             devices_per_node: self.devices_per_node,
@@ -390,6 +400,23 @@ mod tests {
         assert!(error.to_string().contains("node-9"), "{error}");
         assert!(Cli::try_parse_from(["dra-sim", "--kubelet-dir", "node-0"]).is_err());
         assert!(Cli::try_parse_from(["dra-sim", "--kubelet-dir", "=/a"]).is_err());
+    }
+
+    #[test]
+    fn no_kubelet_turns_the_kubelets_off_and_excludes_kubelet_dirs() {
+        assert!(parse(&[]).to_config().unwrap().actors.kubelets);
+        assert!(
+            !parse(&["--no-kubelet"])
+                .to_config()
+                .unwrap()
+                .actors
+                .kubelets
+        );
+        for flag in [["--kubelet-dir", "node-0=/a"], ["--kubelet-root", "/k"]] {
+            let args = ["dra-sim", "--no-kubelet", flag[0], flag[1]];
+            let error = Cli::try_parse_from(args).unwrap_err().to_string();
+            assert!(error.contains("cannot be used with"), "{error}");
+        }
     }
 
     #[test]

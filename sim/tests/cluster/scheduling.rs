@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 use testkit::eventually;
 
-use dra_sim::actors::Actors;
+use dra_sim::actors::{Actors, ActorsConfig};
 use dra_sim::cluster::{populate, start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::SimServer;
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
@@ -174,6 +174,49 @@ async fn kubelet_completes_graceful_deletion_of_bound_pod() {
         pods.get_opt("server").await.unwrap().is_none()
     })
     .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_kubelets_bound_pods_stay_pending_and_deleted_ones_terminating() {
+    let cluster = start_cluster(ClusterConfig {
+        nodes: 1,
+        actors: ActorsConfig {
+            kubelets: false,
+            ..ActorsConfig::default()
+        },
+        ..ClusterConfig::default()
+    })
+    .await
+    .expect("cluster starts");
+    let client = cluster.kube_client();
+    create(&client, &pod("first", None, Some("0"))).await;
+    eventually(
+        "the first pod is bound",
+        Duration::from_secs(10),
+        || async { node_of(&get(&client, "first").await).is_some() },
+    )
+    .await;
+    // A pod bound later: by then a kubelet would long have started the first one.
+    create(&client, &pod("second", None, None)).await;
+    eventually(
+        "the second pod is bound",
+        Duration::from_secs(10),
+        || async { node_of(&get(&client, "second").await).is_some() },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let first = get(&client, "first").await;
+    assert_eq!(phase(&first), "Pending", "{:?}", first.status);
+    assert!(first.status.unwrap().start_time.is_none());
+
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    pods.delete("second", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = pods.get_opt("second").await.unwrap().expect("still there");
+    assert!(second.metadata.deletion_timestamp.is_some());
     cluster.shutdown().await;
 }
 
