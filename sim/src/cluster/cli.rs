@@ -417,6 +417,13 @@ mod tests {
             let error = Cli::try_parse_from(args).unwrap_err().to_string();
             assert!(error.contains("cannot be used with"), "{error}");
         }
+        // The library's configuration refuses the same combination.
+        let mut config = parse(&["--nodes", "1", "--kubelet-dir", "node-0=/a"])
+            .to_config()
+            .unwrap();
+        config.actors.kubelets = false;
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("turned off"), "{error}");
     }
 
     #[test]
