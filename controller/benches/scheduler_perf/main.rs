@@ -18,10 +18,11 @@
 //! a bound pod stays Pending. `BENCH_KUBELET=1` gives every node the simulator's kubelet, which
 //! starts each pod once bound (a status write and its watch events per pod).
 //!
-//! Run with `cargo bench -p dra-controller --bench scheduler_perf`; `BENCH_WORKERS` (default 10) sets the controller workers, `BENCH_SCALE`
-//! (default 1.0) scales the pod counts, `BENCH_RELEASE` (`1.30` or `1.34`) runs one release
-//! only, and `BENCH_RATE` (pods per second) creates the measured pods at that steady rate instead
-//! of all at once, so that a pod's latency is the pipeline's rather than its place in a queue.
+//! Run with `cargo bench -p dra-controller --bench scheduler_perf`; `BENCH_WORKERS` (default 10)
+//! sets the controller workers, `BENCH_SCALE` (default 1.0) scales the pod counts,
+//! `BENCH_RELEASE` (`1.30` or `1.34`) runs one release only, and `BENCH_RATE` (pods per second)
+//! creates the measured pods at that steady rate instead of all at once, so that a pod's latency
+//! is the pipeline's rather than its place in a queue.
 
 #[path = "../../tests/e2e/e2e_support/mod.rs"]
 mod e2e_support;
