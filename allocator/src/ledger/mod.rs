@@ -32,10 +32,10 @@ pub use error::{LedgerError, Result};
 pub use stats::{CommitHook, CommitSample, CommitStats, RECENT_COMMITS};
 pub use store::{system_clock, Clock};
 pub use types::{
-    AllocateRequest, Allocation, AllocationPage, AllocationQuery, AllocationState, AuditEntry,
-    AuditEvent, ClaimDetail, ClaimRef, DeviceConsumer, DeviceCounts, DeviceStatus, ImportRequest,
-    Intent, IntentKind, InventoryChange, NodeSummary, PendingIntent, PodClaimRequest, Resolution,
-    Utilisation, VerifyReport,
+    same_placement, AllocateRequest, Allocation, AllocationPage, AllocationQuery, AllocationState,
+    AuditEntry, AuditEvent, ClaimDetail, ClaimRef, DeviceConsumer, DeviceCounts, DeviceStatus,
+    ImportRequest, Intent, IntentKind, InventoryChange, NodeSummary, PendingIntent,
+    PodClaimRequest, Resolution, Utilisation, VerifyReport,
 };
 
 use stats::StatsRecorder;

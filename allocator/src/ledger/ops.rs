@@ -7,7 +7,7 @@ use super::records::{
     StoredSharing,
 };
 use super::store::fnv1a;
-use super::types::{AllocateRequest, Allocation, ClaimRef, PodClaimRequest};
+use super::types::{same_placement, AllocateRequest, Allocation, ClaimRef, PodClaimRequest};
 use super::writer::Tx;
 use super::{LedgerError, Result};
 use crate::fit::{self, FitError, NamedRequest, Placement, Reservations};
@@ -276,13 +276,7 @@ pub(crate) fn confirm_if_placed(
     let Some(record) = tx.allocation(uid)? else {
         return Ok(false);
     };
-    let mut held: Vec<&str> = record.devices.iter().map(String::as_str).collect();
-    let mut shown: Vec<&str> = devices.iter().map(String::as_str).collect();
-    for names in [&mut held, &mut shown] {
-        names.sort_unstable();
-        names.dedup();
-    }
-    if record.node != node || held != shown {
+    if !same_placement(&record.node, &record.devices, node, devices) {
         return Ok(false);
     }
     confirm(tx, uid).map(|_| true)

@@ -1,6 +1,6 @@
 //! The ledger's public request and view types (what the controller and the admin API use).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +68,30 @@ pub struct ImportRequest {
     pub devices: Vec<String>,
     /// How the claim holds them.
     pub sharing: Sharing,
+}
+
+/// Whether two placements are the same: the same node and the same set of device names (their
+/// order and repeats aside).
+///
+/// ```
+/// use dra_allocator::ledger::same_placement;
+///
+/// let held = ["gpu-1".to_owned(), "gpu-0".to_owned()];
+/// let shown = ["gpu-0".to_owned(), "gpu-1".to_owned()];
+/// assert!(same_placement("node-a", &held, "node-a", &shown));
+/// assert!(!same_placement("node-a", &held, "node-b", &shown));
+/// assert!(!same_placement("node-a", &held, "node-a", &shown[..1]));
+/// ```
+pub fn same_placement(
+    node: &str,
+    devices: &[String],
+    other_node: &str,
+    other_devices: &[String],
+) -> bool {
+    fn set(devices: &[String]) -> BTreeSet<&str> {
+        devices.iter().map(String::as_str).collect()
+    }
+    node == other_node && set(devices) == set(other_devices)
 }
 
 /// The allocation of one claim.

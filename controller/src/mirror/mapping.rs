@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dra_allocator::ledger::{Allocation, ClaimRef, ImportRequest};
+use dra_allocator::ledger::{same_placement, Allocation, ClaimRef, ImportRequest};
 use dra_allocator::model::{AttributeValue, Device, Quantity, Sharing, Version};
 use dra_node::modern::config::{config_for, our_configs};
 use dra_node::modern::types::{DeviceAttribute, ResourceClaim, ResourceSlice};
@@ -248,9 +248,7 @@ pub fn unpublished<'a>(allocation: &'a ImportRequest, inventory: &SliceInventory
 
 /// Whether the ledger's allocation is the one the claim shows: same node, same set of devices.
 pub fn same_allocation(held: &Allocation, shown: &ImportRequest) -> bool {
-    held.node == shown.node
-        && held.devices.iter().collect::<BTreeSet<_>>()
-            == shown.devices.iter().collect::<BTreeSet<_>>()
+    same_placement(&held.node, &held.devices, &shown.node, &shown.devices)
 }
 
 /// What the ledger does for one claim so that it holds what the claim shows.
