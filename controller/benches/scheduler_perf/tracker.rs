@@ -192,31 +192,38 @@ fn spawn_watch<K: Send + 'static>(
 /// The objects as the tracker decodes them: their metadata and the one field it reads; serde
 /// skips the rest of each event.
 mod slim {
+    use std::borrow::Cow;
+
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde::de::IgnoredAny;
     use serde::Deserialize;
 
-    /// Implements the k8s-openapi resource traits of `$slim` as those of `$full`.
+    /// Implements `kube::Resource` of `$slim` as that of `$full`, whose fields it decodes.
     macro_rules! slim_of {
         ($slim:ty, $full:ty) => {
-            impl k8s_openapi::Resource for $slim {
-                const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
-                const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
-                const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
-                const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
-                const URL_PATH_SEGMENT: &'static str =
-                    <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-                type Scope = <$full as k8s_openapi::Resource>::Scope;
-            }
+            impl kube::Resource for $slim {
+                type DynamicType = ();
+                type Scope = <$full as kube::Resource>::Scope;
 
-            impl k8s_openapi::Metadata for $slim {
-                type Ty = ObjectMeta;
-
-                fn metadata(&self) -> &ObjectMeta {
+                fn kind(dt: &()) -> Cow<'_, str> {
+                    <$full as kube::Resource>::kind(dt)
+                }
+                fn group(dt: &()) -> Cow<'_, str> {
+                    <$full as kube::Resource>::group(dt)
+                }
+                fn version(dt: &()) -> Cow<'_, str> {
+                    <$full as kube::Resource>::version(dt)
+                }
+                fn api_version(dt: &()) -> Cow<'_, str> {
+                    <$full as kube::Resource>::api_version(dt)
+                }
+                fn plural(dt: &()) -> Cow<'_, str> {
+                    <$full as kube::Resource>::plural(dt)
+                }
+                fn meta(&self) -> &ObjectMeta {
                     &self.metadata
                 }
-
-                fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                fn meta_mut(&mut self) -> &mut ObjectMeta {
                     &mut self.metadata
                 }
             }
@@ -272,33 +279,7 @@ mod slim {
 
     slim_of!(Pod, k8s_openapi::api::core::v1::Pod);
     slim_of!(Claim, k8s_openapi::api::resource::v1alpha2::ResourceClaim);
-
-    impl kube::Resource for ClaimV1 {
-        type DynamicType = ();
-        type Scope = kube::core::NamespaceResourceScope;
-
-        fn kind((): &()) -> std::borrow::Cow<'_, str> {
-            "ResourceClaim".into()
-        }
-        fn group((): &()) -> std::borrow::Cow<'_, str> {
-            "resource.k8s.io".into()
-        }
-        fn version((): &()) -> std::borrow::Cow<'_, str> {
-            "v1".into()
-        }
-        fn api_version((): &()) -> std::borrow::Cow<'_, str> {
-            "resource.k8s.io/v1".into()
-        }
-        fn plural((): &()) -> std::borrow::Cow<'_, str> {
-            "resourceclaims".into()
-        }
-        fn meta(&self) -> &ObjectMeta {
-            &self.metadata
-        }
-        fn meta_mut(&mut self) -> &mut ObjectMeta {
-            &mut self.metadata
-        }
-    }
+    slim_of!(ClaimV1, dra_node::modern::types::ResourceClaim);
     slim_of!(
         Context,
         k8s_openapi::api::resource::v1alpha2::PodSchedulingContext
