@@ -427,8 +427,19 @@ pub fn decide_explained(snap: &Snapshot<'_>) -> (Decision, Option<String>) {
         return (Decision::Bind { node, reserve }, None);
     }
 
-    // PreScore.
-    let potential_nodes = potential_nodes(&feasible);
+    // PreScore: the published potential nodes stay while they hold every feasible node
+    // (upstream's `haveAllPotentialNodes`); a driver's report that rules nodes out, or claims
+    // allocated on one node, narrow the feasible nodes without a new list.
+    let published = ctx_spec.potential_nodes.as_deref().unwrap_or_default();
+    let keep = snap.context.is_some()
+        && feasible
+            .iter()
+            .all(|node| published.iter().any(|p| p == node));
+    let potential_nodes = if keep {
+        published.to_vec()
+    } else {
+        potential_nodes(&feasible)
+    };
     // Reserve: select a node once the drivers said enough (or with a single pending claim).
     let reported = pending.iter().filter(|p| p.reported).count();
     let selected_node = if pending.len() == 1 || reported == pending.len() {
@@ -436,9 +447,7 @@ pub fn decide_explained(snap: &Snapshot<'_>) -> (Decision, Option<String>) {
     } else {
         ctx_spec.selected_node.clone()
     };
-    let unchanged = snap.context.is_some()
-        && ctx_spec.potential_nodes.as_deref().unwrap_or_default() == potential_nodes.as_slice()
-        && ctx_spec.selected_node == selected_node;
+    let unchanged = keep && ctx_spec.selected_node == selected_node;
     if unchanged {
         let reason = if selected_node.is_some() {
             "waiting for resource driver to allocate resource"

@@ -270,11 +270,13 @@ fn two_pending_claims_wait_for_driver_information_before_selecting() {
         run(&claims, Some(&partial), &nodes(&["n1", "n2"])),
         Decision::Unschedulable("waiting for resource driver to provide information".into())
     );
+    // The published list holds every feasible node, so it stays as it is: only the selection
+    // is new.
     let complete = context(None, &["n1", "n2"], &[("a", &["n1"]), ("b", &[])]);
     assert_eq!(
         run(&claims, Some(&complete), &nodes(&["n1", "n2"])),
         Decision::Publish {
-            potential_nodes: vec!["n2".into()],
+            potential_nodes: vec!["n1".into(), "n2".into()],
             selected_node: Some("n2".into()),
         }
     );
@@ -287,10 +289,36 @@ fn unsuitable_nodes_are_never_selected() {
     assert_eq!(
         run(&claims, Some(&ctx), &nodes(&["n1", "n2"])),
         Decision::Publish {
-            potential_nodes: vec!["n2".into()],
+            potential_nodes: vec!["n1".into(), "n2".into()],
             selected_node: Some("n2".into()),
         }
     );
+}
+
+#[test]
+fn potential_nodes_are_published_again_only_when_a_feasible_node_is_missing() {
+    // One claim allocated on n1 leaves n1 the only feasible node: it is in the list already,
+    // so the cycle waits for the driver without writing the context.
+    let claims = [
+        claim("a").allocated_on("n1").into_pod_claim("a"),
+        claim("b").into_pod_claim("b"),
+    ];
+    let ctx = context(Some("n1"), &["n1", "n2"], &[("a", &[]), ("b", &[])]);
+    assert_eq!(
+        run(&claims, Some(&ctx), &nodes(&["n1", "n2"])),
+        Decision::Unschedulable("waiting for resource driver to allocate resource".into())
+    );
+    // A node that joined the cluster is feasible and not listed: a new list with it.
+    let claims = [claim("c").into_pod_claim("gpu")];
+    let ctx = context(Some("n1"), &["n1"], &[("gpu", &[])]);
+    let decision = run(&claims, Some(&ctx), &nodes(&["n1", "n2"]));
+    let Decision::Publish {
+        potential_nodes, ..
+    } = decision
+    else {
+        panic!("expected Publish, got {decision:?}");
+    };
+    assert_eq!(potential_nodes, vec!["n1".to_owned(), "n2".to_owned()]);
 }
 
 #[test]
