@@ -5,7 +5,8 @@
 //!   1.30 the nodes their scheduling contexts selected);
 //! - [`OwnedClaims`]: the claims a pod controls, by pod UID, as upstream's resourceclaim controller
 //!   indexes them to adopt a claim it created before a crash instead of creating a second one;
-//! - [`ClaimUsers`]: the pods that use a claim, so that a claim change wakes only them.
+//! - [`ClaimUsers`]: the pods that use a claim, so that a claim change wakes only them;
+//! - [`AssumedPods`]: the pods a scheduler bound that its informer does not show bound yet.
 //!
 //! Plain data behind a mutex (read beside the informer stores); must not do I/O.
 
@@ -271,10 +272,76 @@ impl ClaimUsers {
     }
 }
 
+/// The pods a scheduler bound whose binding its informer has not shown yet, with their UIDs:
+/// upstream's assumed pods, which `skipPodSchedule` gives no further scheduling cycle (a change
+/// that arrived during the binding would otherwise run one on the stale cached pod and bind it
+/// again).
+#[derive(Debug, Default)]
+pub struct AssumedPods {
+    state: Mutex<HashMap<ObjectKey, String>>,
+}
+
+impl AssumedPods {
+    /// No pod assumed.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the pod `key` with `uid` as bound, unless `still_waiting` (asked under the lock,
+    /// after the bind) finds that the informer shows the binding already.
+    pub fn assume(&self, key: &ObjectKey, uid: &str, still_waiting: impl FnOnce() -> bool) {
+        let mut state = self.state.lock_or_recover();
+        if still_waiting() {
+            state.insert(key.clone(), uid.to_owned());
+        }
+    }
+
+    /// Whether the pod `key` with `uid` was bound by this scheduler.
+    pub fn is_assumed(&self, key: &ObjectKey, uid: &str) -> bool {
+        self.state
+            .lock_or_recover()
+            .get(key)
+            .is_some_and(|assumed| assumed == uid)
+    }
+
+    /// Forgets the pod `key`: the informer shows it bound, or it is gone.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.state.lock_or_recover().remove(key);
+    }
+
+    /// Keeps only the pods that `still_waiting` accepts (after a relist).
+    pub fn retain(&self, mut still_waiting: impl FnMut(&ObjectKey, &str) -> bool) {
+        self.state
+            .lock_or_recover()
+            .retain(|key, uid| still_waiting(key, uid));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    #[test]
+    fn an_assumed_pod_is_known_by_key_and_uid_until_forgotten() {
+        let assumed = AssumedPods::new();
+        assumed.assume(&key("a"), "uid-a", || true);
+        assumed.assume(&key("b"), "uid-b", || false);
+        assert!(assumed.is_assumed(&key("a"), "uid-a"));
+        assert!(
+            !assumed.is_assumed(&key("a"), "uid-other"),
+            "a new pod of the same name is not the one bound"
+        );
+        assert!(
+            !assumed.is_assumed(&key("b"), "uid-b"),
+            "a pod the informer shows bound already is not assumed"
+        );
+        assumed.assume(&key("c"), "uid-c", || true);
+        assumed.retain(|key, _| key.name != "c");
+        assert!(!assumed.is_assumed(&key("c"), "uid-c"));
+        assumed.forget(&key("a"));
+        assert!(!assumed.is_assumed(&key("a"), "uid-a"));
+    }
 
     fn key(name: &str) -> ObjectKey {
         ObjectKey::new("default", name)

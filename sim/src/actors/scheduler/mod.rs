@@ -21,7 +21,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1alpha2::{
     PodSchedulingContext, PodSchedulingContextSpec, ResourceClaim, ResourceClaimConsumerReference,
-    ResourceClass,
+    ResourceClaimStatus, ResourceClass,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -32,7 +32,7 @@ use dra_framework::sync::LockExt;
 
 use super::claims::pod_owner_reference;
 use super::error::{is_conflict, is_not_found, ActorError, Result};
-use super::indexes::{ClaimUsers, NodeLoad, Placement};
+use super::indexes::{AssumedPods, ClaimUsers, NodeLoad, Placement};
 use super::runtime::{Change, Next, WorkQueue};
 use super::scheduling::{bound_node, LastEvents};
 use super::writes::{modify_write, read_modify_write, with_retry, Part, Unread};
@@ -69,6 +69,12 @@ pub struct Scheduler {
     load: NodeLoad,
     /// Each scheduling context as last seen, for the queueing hint of the next change.
     contexts_seen: Mutex<HashMap<ObjectKey, hints::Seen>>,
+    /// Each claim's status as last seen, for the queueing hint of the next change.
+    claims_seen: Mutex<HashMap<ObjectKey, Option<ResourceClaimStatus>>>,
+    /// Each pod as last seen, for the queue's check of the next update.
+    pods_seen: Mutex<HashMap<ObjectKey, Arc<Pod>>>,
+    /// Pods this scheduler bound that the informer does not show bound yet.
+    assumed: AssumedPods,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
 }
@@ -105,11 +111,15 @@ impl Scheduler {
             claim_users: ClaimUsers::new(),
             load: NodeLoad::new(),
             contexts_seen: Mutex::new(HashMap::new()),
+            claims_seen: Mutex::new(HashMap::new()),
+            pods_seen: Mutex::new(HashMap::new()),
+            assumed: AssumedPods::new(),
             queue: WorkQueue::new(),
         }
     }
 
-    /// Queues a changed pod that needs scheduling and indexes the claims it waits for.
+    /// Queues a new pod that needs scheduling, or one changed in a way that may make it
+    /// schedulable ([`hints::pod_updated`]), and indexes the claims it waits for.
     pub fn on_pod(&self, change: &Change<'_, Pod>) {
         match change {
             Change::Applied(pod) => {
@@ -117,7 +127,21 @@ impl Scheduler {
                 self.load
                     .place(Placement::Bound, key.clone(), bound_node(pod));
                 self.claim_users.set(key.clone(), waiting_claims(pod, &key));
-                if wants(pod) {
+                let current = self
+                    .pods
+                    .get(&ObjectRef::new(&key.name).within(&key.namespace));
+                let old = match current {
+                    Some(current) => self
+                        .pods_seen
+                        .lock_or_recover()
+                        .insert(key.clone(), current),
+                    None => self.pods_seen.lock_or_recover().remove(&key),
+                };
+                if !wants(pod) {
+                    self.assumed.forget(&key);
+                    return;
+                }
+                if old.is_none_or(|old| hints::pod_updated(&old, pod)) {
                     self.queue.add(key);
                 }
             }
@@ -125,12 +149,23 @@ impl Scheduler {
                 let key = ObjectKey::of(&pod.metadata);
                 self.load.place(Placement::Bound, key.clone(), None);
                 self.claim_users.remove(&key);
+                self.pods_seen.lock_or_recover().remove(&key);
+                self.assumed.forget(&key);
                 if let Some(uid) = &pod.metadata.uid {
                     self.last_event.forget(uid);
                 }
             }
             Change::Resynced => {
                 let pods = self.pods.state();
+                *self.pods_seen.lock_or_recover() = pods
+                    .iter()
+                    .map(|pod| (ObjectKey::of(&pod.metadata), pod.clone()))
+                    .collect();
+                self.assumed.retain(|key, uid| {
+                    self.pods
+                        .get(&ObjectRef::new(&key.name).within(&key.namespace))
+                        .is_some_and(|pod| pod.metadata.uid.as_deref() == Some(uid) && wants(&pod))
+                });
                 let bound = pods.iter().map(|pod| {
                     let node = bound_node(pod).map(str::to_owned);
                     (ObjectKey::of(&pod.metadata), node)
@@ -145,11 +180,36 @@ impl Scheduler {
         }
     }
 
-    /// Queues the unbound pods that use a changed claim.
+    /// Queues the unbound pods that use a new, deleted, or changed claim whose status changed
+    /// ([`hints::claim_wakes_pods`]).
     pub fn on_claim(&self, change: &Change<'_, ResourceClaim>) {
         let claim = match change {
-            Change::Applied(claim) | Change::Deleted(claim) => claim,
-            Change::Resynced => return self.queue_all_waiting(),
+            Change::Applied(claim) => {
+                let key = ObjectKey::of(&claim.metadata);
+                let old = self
+                    .claims_seen
+                    .lock_or_recover()
+                    .insert(key, claim.status.clone());
+                if !hints::claim_wakes_pods(old.as_ref(), claim) {
+                    return;
+                }
+                claim
+            }
+            Change::Deleted(claim) => {
+                self.claims_seen
+                    .lock_or_recover()
+                    .remove(&ObjectKey::of(&claim.metadata));
+                claim
+            }
+            Change::Resynced => {
+                *self.claims_seen.lock_or_recover() = self
+                    .claims
+                    .state()
+                    .iter()
+                    .map(|claim| (ObjectKey::of(&claim.metadata), claim.status.clone()))
+                    .collect();
+                return self.queue_all_waiting();
+            }
         };
         for key in self.claim_users.of(&ObjectKey::of(&claim.metadata)) {
             self.queue.add(key);
@@ -233,6 +293,11 @@ impl Scheduler {
         if !wants(&pod) {
             return Ok(Next::Done);
         }
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        if self.assumed.is_assumed(&key, &pod_uid) {
+            // Bound by an earlier cycle; the informer has not shown it yet.
+            return Ok(Next::Done);
+        }
         let lookup = |name: &str| {
             self.claims
                 .get(&ObjectRef::new(name).within(&key.namespace))
@@ -246,7 +311,6 @@ impl Scheduler {
                 return Ok(Next::After(WAIT_RECHECK));
             }
         };
-        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
         let context = self
             .contexts
             .get(&ObjectRef::new(&key.name).within(&key.namespace));
@@ -522,6 +586,11 @@ impl Scheduler {
         if !scheduling::bind(&self.client, key, node).await? {
             return Ok(Next::Done);
         }
+        self.assumed.assume(key, pod_uid, || {
+            self.pods
+                .get(&ObjectRef::new(&key.name).within(&key.namespace))
+                .is_some_and(|pod| wants(&pod))
+        });
         tracing::debug!(pod = %key, node, "Bound pod");
         self.scheduled(pod, node).await;
         self.delete_context(key).await?;
