@@ -376,10 +376,17 @@ impl Scheduler {
                 Ok(next)
             }
             Decision::Bind { node, reserve } => {
-                // As upstream's `PreBind`, only the claims not reserved for the pod yet are
-                // written; one reserved for it cannot have been deallocated (a driver
-                // deallocates only a claim reserved for no one).
-                self.reserve_and_bind(&key, &pod, &node, &reserve).await
+                // Every claim is read again, not only those to reserve: the cache may still show
+                // a claim reserved for this pod that was deallocated since. This scheduler's own
+                // deallocation request (`PostFilter`) clears the reservation, and its informer
+                // cache shows that only later; upstream's `PreBind` skips a claim reserved for the
+                // pod because its claim assume cache shows its own writes at once.
+                let names: Vec<String> = claims
+                    .iter()
+                    .map(|pc| pc.claim.metadata.name.clone().unwrap_or_default())
+                    .collect();
+                self.reserve_and_bind(&key, &pod, &node, &names, &reserve)
+                    .await
             }
         }
     }
@@ -510,38 +517,52 @@ impl Scheduler {
     }
 
     /// `PreBind` (reserve the claims for the pod), Bind, `PostBind` (delete the context). Each
-    /// of `reserve` is written from the cache, as upstream's `PreBind` does (a stale copy
-    /// conflicts and is read again), and must still be allocated, not being deallocated and
-    /// free to reserve; any that changed since the decision stops the bind.
+    /// of `claim_names` is read fresh and must still be allocated and not being deallocated;
+    /// those in `reserve` are reserved for the pod, the others must still be reserved for it.
+    /// Any that changed since the decision stops the bind.
     async fn reserve_and_bind(
         &self,
         key: &ObjectKey,
         pod: &Pod,
         node: &str,
+        claim_names: &[String],
         reserve: &[String],
     ) -> Result<Next> {
         let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
-        for name in reserve {
+        for name in claim_names {
             let action = format!(
                 "reserve claim {}/{name} for pod {}",
                 key.namespace, key.name
             );
             let mut usable = true;
-            let known = self
-                .claims
-                .get(&ObjectRef::new(name).within(&key.namespace))
+            let to_reserve = reserve.contains(name);
+            // A claim to reserve is written from the cache, as upstream's `PreBind` does (a
+            // stale copy conflicts and is read again); one the cache shows reserved for the pod
+            // is read live, since it may have been deallocated since.
+            let known = to_reserve
+                .then(|| {
+                    self.claims
+                        .get(&ObjectRef::new(name).within(&key.namespace))
+                })
+                .flatten()
                 .map(|claim| (*claim).clone());
             modify_write(&claims, name, Part::Status, &action, known, |claim| {
                 usable = true;
-                if reserved_for(claim, pod_uid) {
-                    return false;
-                }
+                let already = reserved_for(claim, pod_uid);
                 let Some(status) = claim.status.as_mut() else {
                     usable = false;
                     return false;
                 };
                 if status.allocation.is_none() || status.deallocation_requested == Some(true) {
+                    usable = false;
+                    return false;
+                }
+                if already {
+                    return false;
+                }
+                if !to_reserve {
+                    // Seen reserved for the pod, no longer: the decision read a stale cache.
                     usable = false;
                     return false;
                 }
