@@ -3,7 +3,7 @@
 //! /readyz and every spec metric on /metrics while it runs, finishes with a consistent ledger and
 //! exits 0 (on 1.30, and on 1.34 where the scheduler allocates and the ledger mirrors); with
 //! `--pods 0` it serves a cluster that kubectl (through
-//! `--kubeconfig-out`) adds work to.
+//! `--kubeconfig-out`) adds work to. The default workload, the README's, runs to its end.
 
 use std::time::Duration;
 
@@ -123,6 +123,34 @@ fn short_demo_allocates_serves_metrics_and_exits_zero() {
         .output()
         .unwrap();
     assert!(verified.status.success(), "{verified:?}");
+}
+
+/// The README's demo as it runs by default: 200 pods over 8 nodes of 8 devices, which fill up
+/// and drain again, so that pods wait for devices, drivers report nodes unsuitable and the
+/// scheduler asks for deallocations. Every pod must run to its end (a pod bound with a claim
+/// deallocated under it would stay pending until the demo gives up as stalled).
+#[test]
+fn the_default_demo_runs_every_pod_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("demo.redb");
+    let mut child = spawn(&[
+        "demo",
+        "--listen",
+        "127.0.0.1:0",
+        "--ledger",
+        ledger.to_str().unwrap(),
+    ]);
+    let mut lines = stdout_lines(&mut child);
+    let status = wait_exit(&mut child, Duration::from_secs(300));
+    lines.drain();
+    let output = lines.seen.join("\n");
+    assert!(status.success(), "exit {status:?}\n{output}");
+    assert!(
+        output.contains("200 pods succeeded, 0 failed, 0 running, 0 pending"),
+        "{output}"
+    );
+    assert!(output.contains("removed, 0 left on the nodes"), "{output}");
+    assert!(output.contains("ledger verified: consistent"), "{output}");
 }
 
 #[test]
