@@ -53,16 +53,18 @@ impl Tracker {
             bound: watch::channel(0).0,
             tasks: Mutex::new(Vec::new()),
         });
+        // Only bound pods: one event per pod instead of one per change of it.
         let pods = Api::<slim::Pod>::default_namespaced(client.clone());
+        let bound = watcher::Config::default().fields("spec.nodeName!=");
         let mut tasks = vec![spawn_watch(
-            watch_objects(pods),
+            watch_objects(pods, bound),
             tracker.clone(),
             Tracker::on_pod,
         )];
         if structured {
             let claims = Api::<slim::ClaimV1>::default_namespaced(client.clone());
             tasks.push(spawn_watch(
-                watch_objects(claims),
+                watch_objects(claims, watcher::Config::default()),
                 tracker.clone(),
                 Tracker::on_v1_claim,
             ));
@@ -70,12 +72,12 @@ impl Tracker {
             let claims = Api::<slim::Claim>::default_namespaced(client.clone());
             let contexts = Api::<slim::Context>::default_namespaced(client.clone());
             tasks.push(spawn_watch(
-                watch_objects(claims),
+                watch_objects(claims, watcher::Config::default()),
                 tracker.clone(),
                 Tracker::on_claim,
             ));
             tasks.push(spawn_watch(
-                watch_objects(contexts),
+                watch_objects(contexts, watcher::Config::default()),
                 tracker.clone(),
                 Tracker::on_context,
             ));
@@ -165,12 +167,12 @@ impl Tracker {
     }
 }
 
-fn watch_objects<K>(api: Api<K>) -> impl Stream<Item = K> + Send
+fn watch_objects<K>(api: Api<K>, config: watcher::Config) -> impl Stream<Item = K> + Send
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
     K::DynamicType: Default,
 {
-    watcher(api, watcher::Config::default())
+    watcher(api, config)
         .default_backoff()
         .applied_objects()
         .filter_map(|object| async move { object.ok() })
