@@ -6,7 +6,8 @@
 //! - [`OwnedClaims`]: the claims a pod controls, by pod UID, as upstream's resourceclaim controller
 //!   indexes them to adopt a claim it created before a crash instead of creating a second one;
 //! - [`ClaimUsers`]: the pods that use a claim, so that a claim change wakes only them;
-//! - [`AssumedPods`]: the pods a scheduler bound that its informer does not show bound yet.
+//! - [`AssumedPods`]: the pods a scheduler bound that its informer does not show bound yet;
+//! - [`UnseenWrites`]: the objects a scheduler wrote whose write its informer does not show yet.
 //!
 //! Plain data behind a mutex (read beside the informer stores); must not do I/O.
 
@@ -317,6 +318,75 @@ impl AssumedPods {
     }
 }
 
+/// The objects (claims) whose status a scheduler wrote, with the resourceVersion of its last
+/// write, while its informer still shows an older version: where its cache is behind its own
+/// writes, as upstream's claim assume cache would not be. The scheduler reads such a claim live
+/// before it relies on the cached copy.
+#[derive(Debug, Default)]
+pub struct UnseenWrites {
+    state: Mutex<HashMap<ObjectKey, u64>>,
+}
+
+/// The resourceVersion of an object as a number (the simulator's are); `None` without one.
+pub fn version_of(meta: &ObjectMeta) -> Option<u64> {
+    meta.resource_version.as_deref()?.parse().ok()
+}
+
+impl UnseenWrites {
+    /// No write recorded.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records this scheduler's write of `key` that produced `written`, unless `cached` (asked
+    /// under the lock, after the write) shows that version or a later one already. A version that
+    /// is not a number is recorded as never seen: the object is read live until it changes.
+    pub fn wrote(
+        &self,
+        key: &ObjectKey,
+        written: Option<u64>,
+        cached: impl FnOnce() -> Option<u64>,
+    ) {
+        let written = written.unwrap_or(u64::MAX);
+        let mut state = self.state.lock_or_recover();
+        if cached().is_none_or(|cached| cached < written) {
+            let at = state.entry(key.clone()).or_insert(written);
+            *at = (*at).max(written);
+        }
+    }
+
+    /// The informer shows `key` at `version`: the writes up to it are seen.
+    pub fn seen(&self, key: &ObjectKey, version: Option<u64>) {
+        let mut state = self.state.lock_or_recover();
+        if let (Some(at), Some(version)) = (state.get(key), version) {
+            if version >= *at {
+                state.remove(key);
+            }
+        }
+    }
+
+    /// Whether the informer does not show this scheduler's last write of `key` yet.
+    pub fn is_unseen(&self, key: &ObjectKey) -> bool {
+        self.state.lock_or_recover().contains_key(key)
+    }
+
+    /// Forgets `key` (deleted).
+    pub fn forget(&self, key: &ObjectKey) {
+        self.state.lock_or_recover().remove(key);
+    }
+
+    /// After a relist: keeps the writes that `cached` (the version the informer shows now, if the
+    /// object is there at all) does not show yet, and forgets those of objects gone.
+    pub fn retain(&self, mut cached: impl FnMut(&ObjectKey) -> Option<Option<u64>>) {
+        self.state
+            .lock_or_recover()
+            .retain(|key, at| match cached(key) {
+                None => false,
+                Some(version) => version.is_none_or(|version| version < *at),
+            });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +411,45 @@ mod tests {
         assert!(!assumed.is_assumed(&key("c"), "uid-c"));
         assumed.forget(&key("a"));
         assert!(!assumed.is_assumed(&key("a"), "uid-a"));
+    }
+
+    #[test]
+    fn a_write_is_unseen_until_the_informer_shows_its_version() {
+        let writes = UnseenWrites::new();
+        writes.wrote(&key("a"), Some(10), || Some(9));
+        assert!(writes.is_unseen(&key("a")));
+        writes.seen(&key("a"), Some(9));
+        assert!(
+            writes.is_unseen(&key("a")),
+            "an older version does not show the write"
+        );
+        writes.seen(&key("a"), Some(10));
+        assert!(!writes.is_unseen(&key("a")));
+        writes.wrote(&key("b"), Some(20), || Some(20));
+        assert!(
+            !writes.is_unseen(&key("b")),
+            "an informer that shows the write already records nothing"
+        );
+        writes.wrote(&key("c"), Some(30), || None);
+        writes.wrote(&key("c"), Some(25), || None);
+        writes.seen(&key("c"), Some(29));
+        assert!(writes.is_unseen(&key("c")), "the last write counts");
+        writes.wrote(&key("d"), None, || Some(1_000));
+        writes.seen(&key("d"), Some(1_000_000));
+        assert!(
+            writes.is_unseen(&key("d")),
+            "a version that is not a number stays unseen"
+        );
+        writes.forget(&key("d"));
+        assert!(!writes.is_unseen(&key("d")));
+        writes.wrote(&key("e"), Some(40), || Some(1));
+        writes.retain(|key| match key.name.as_str() {
+            "c" => Some(Some(30)),
+            "e" => Some(Some(39)),
+            _ => None,
+        });
+        assert!(!writes.is_unseen(&key("c")), "the relist shows it");
+        assert!(writes.is_unseen(&key("e")));
     }
 
     fn key(name: &str) -> ObjectKey {

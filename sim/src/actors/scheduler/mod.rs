@@ -32,7 +32,7 @@ use dra_framework::sync::LockExt;
 
 use super::claims::pod_owner_reference;
 use super::error::{is_conflict, is_not_found, ActorError, Result};
-use super::indexes::{AssumedPods, ClaimUsers, NodeLoad, Placement};
+use super::indexes::{version_of, AssumedPods, ClaimUsers, NodeLoad, Placement, UnseenWrites};
 use super::runtime::{Change, Next, WorkQueue};
 use super::scheduling::{bound_node, LastEvents};
 use super::writes::{modify_write, read_modify_write, with_retry, Part, Unread};
@@ -75,6 +75,8 @@ pub struct Scheduler {
     pods_seen: Mutex<HashMap<ObjectKey, Arc<Pod>>>,
     /// Pods this scheduler bound that the informer does not show bound yet.
     assumed: AssumedPods,
+    /// Claims whose status this scheduler wrote that the informer does not show written yet.
+    unseen: UnseenWrites,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
 }
@@ -114,6 +116,7 @@ impl Scheduler {
             claims_seen: Mutex::new(HashMap::new()),
             pods_seen: Mutex::new(HashMap::new()),
             assumed: AssumedPods::new(),
+            unseen: UnseenWrites::new(),
             queue: WorkQueue::new(),
         }
     }
@@ -186,6 +189,7 @@ impl Scheduler {
         let claim = match change {
             Change::Applied(claim) => {
                 let key = ObjectKey::of(&claim.metadata);
+                self.unseen.seen(&key, version_of(&claim.metadata));
                 let old = self
                     .claims_seen
                     .lock_or_recover()
@@ -196,12 +200,16 @@ impl Scheduler {
                 claim
             }
             Change::Deleted(claim) => {
-                self.claims_seen
-                    .lock_or_recover()
-                    .remove(&ObjectKey::of(&claim.metadata));
+                let key = ObjectKey::of(&claim.metadata);
+                self.unseen.forget(&key);
+                self.claims_seen.lock_or_recover().remove(&key);
                 claim
             }
             Change::Resynced => {
+                self.unseen.retain(|key| {
+                    self.cached_claim(key)
+                        .map(|claim| version_of(&claim.metadata))
+                });
                 *self.claims_seen.lock_or_recover() = self
                     .claims
                     .state()
@@ -263,6 +271,22 @@ impl Scheduler {
             pending += usize::from(hints::pending(&claim));
         }
         Some(pending)
+    }
+
+    /// The claim `key` as the informer shows it.
+    fn cached_claim(&self, key: &ObjectKey) -> Option<Arc<ResourceClaim>> {
+        self.claims
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+    }
+
+    /// Records this scheduler's write of a claim, so that the claim is read live until the
+    /// informer shows the write.
+    fn wrote_claim(&self, written: &ResourceClaim) {
+        let key = ObjectKey::of(&written.metadata);
+        self.unseen.wrote(&key, version_of(&written.metadata), || {
+            self.cached_claim(&key)
+                .and_then(|claim| version_of(&claim.metadata))
+        });
     }
 
     /// Queues every waiting pod (nodes or classes changed).
@@ -376,19 +400,38 @@ impl Scheduler {
                 Ok(next)
             }
             Decision::Bind { node, reserve } => {
-                // Every claim is read again, not only those to reserve: the cache may still show
-                // a claim reserved for this pod that was deallocated since. This scheduler's own
-                // deallocation request (`PostFilter`) clears the reservation, and its informer
-                // cache shows that only later; upstream's `PreBind` skips a claim reserved for the
-                // pod because its claim assume cache shows its own writes at once.
-                let names: Vec<String> = claims
-                    .iter()
-                    .map(|pc| pc.claim.metadata.name.clone().unwrap_or_default())
-                    .collect();
+                let names = self.claims_to_write(&key, &claims, &reserve);
                 self.reserve_and_bind(&key, &pod, &node, &names, &reserve)
                     .await
             }
         }
+    }
+
+    /// The claims `PreBind` writes or reads: those to reserve and, as an addition to upstream's
+    /// `PreBind` (which leaves alone a claim the cache shows reserved for the pod), those whose
+    /// status this scheduler wrote and whose write the cache does not show yet. Its own
+    /// deallocation request (`PostFilter`) clears the reservation, and a cycle on the older copy
+    /// would bind the pod to a claim being deallocated; such a claim is read live first.
+    fn claims_to_write(
+        &self,
+        key: &ObjectKey,
+        claims: &[plan::PodClaim],
+        reserve: &[String],
+    ) -> Vec<String> {
+        claims
+            .iter()
+            .filter_map(|pc| pc.claim.metadata.name.clone())
+            .filter(|name| {
+                if reserve.contains(name) {
+                    return true;
+                }
+                let unseen = self.unseen.is_unseen(&ObjectKey::new(&key.namespace, name));
+                if unseen {
+                    tracing::debug!(pod = %key, claim = %name, "Claim written by this scheduler and not seen since: read live before the bind");
+                }
+                unseen
+            })
+            .collect()
     }
 
     /// Posts an event about the pod as `default-scheduler`.
@@ -451,7 +494,7 @@ impl Scheduler {
         }
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
         let action = format!("request deallocation of claim {}/{claim}", key.namespace);
-        read_modify_write(&claims, claim, Part::Status, &action, |claim| {
+        let written = read_modify_write(&claims, claim, Part::Status, &action, |claim| {
             let Some(status) = claim.status.as_mut() else {
                 return false;
             };
@@ -467,6 +510,9 @@ impl Scheduler {
             true
         })
         .await?;
+        if let Some(written) = &written {
+            self.wrote_claim(written);
+        }
         tracing::debug!(pod = %key, claim, "Requested deallocation of a claim that no node can use");
         Ok(())
     }
@@ -517,9 +563,10 @@ impl Scheduler {
     }
 
     /// `PreBind` (reserve the claims for the pod), Bind, `PostBind` (delete the context). Each
-    /// of `claim_names` is read fresh and must still be allocated and not being deallocated;
-    /// those in `reserve` are reserved for the pod, the others must still be reserved for it.
-    /// Any that changed since the decision stops the bind.
+    /// of `claim_names` must still be allocated and not being deallocated: those in `reserve`
+    /// are reserved for the pod (written from the cached copy, read live on a conflict), the
+    /// others are read live and must still be reserved for it. Any that changed since the
+    /// decision stops the bind.
     async fn reserve_and_bind(
         &self,
         key: &ObjectKey,
@@ -538,8 +585,8 @@ impl Scheduler {
             let mut usable = true;
             let to_reserve = reserve.contains(name);
             // A claim to reserve is written from the cache, as upstream's `PreBind` does (a
-            // stale copy conflicts and is read again); one the cache shows reserved for the pod
-            // is read live, since it may have been deallocated since.
+            // stale copy conflicts and is read again); any other is here because the cache does
+            // not show this scheduler's last write of it yet, and is read live.
             let known = to_reserve
                 .then(|| {
                     self.claims
@@ -547,7 +594,7 @@ impl Scheduler {
                 })
                 .flatten()
                 .map(|claim| (*claim).clone());
-            modify_write(&claims, name, Part::Status, &action, known, |claim| {
+            let written = modify_write(&claims, name, Part::Status, &action, known, |claim| {
                 usable = true;
                 let already = reserved_for(claim, pod_uid);
                 let Some(status) = claim.status.as_mut() else {
@@ -581,6 +628,9 @@ impl Scheduler {
                 true
             })
             .await?;
+            if let Some(written) = &written {
+                self.wrote_claim(written);
+            }
             if !usable {
                 // The claim changed under us; the next cycle sees the new state.
                 return Ok(Next::After(SETTLE));
