@@ -207,7 +207,7 @@ impl Scheduler {
             }
             Change::Resynced => {
                 self.unseen.retain(|key| {
-                    self.cached_claim(key)
+                    self.cached_claim(&key.namespace, &key.name)
                         .map(|claim| version_of(&claim.metadata))
                 });
                 *self.claims_seen.lock_or_recover() = self
@@ -265,18 +265,15 @@ impl Scheduler {
             .get(&ObjectRef::new(&key.name).within(&key.namespace))?;
         let mut pending = 0;
         for name in pod_claim_names(&pod) {
-            let claim = self
-                .claims
-                .get(&ObjectRef::new(&name).within(&key.namespace))?;
+            let claim = self.cached_claim(&key.namespace, &name)?;
             pending += usize::from(hints::pending(&claim));
         }
         Some(pending)
     }
 
-    /// The claim `key` as the informer shows it.
-    fn cached_claim(&self, key: &ObjectKey) -> Option<Arc<ResourceClaim>> {
-        self.claims
-            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+    /// The claim `namespace/name` as the informer shows it.
+    fn cached_claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
+        self.claims.get(&ObjectRef::new(name).within(namespace))
     }
 
     /// Records this scheduler's write of a claim, so that the claim is read live until the
@@ -284,7 +281,7 @@ impl Scheduler {
     fn wrote_claim(&self, written: &ResourceClaim) {
         let key = ObjectKey::of(&written.metadata);
         self.unseen.wrote(&key, version_of(&written.metadata), || {
-            self.cached_claim(&key)
+            self.cached_claim(&key.namespace, &key.name)
                 .and_then(|claim| version_of(&claim.metadata))
         });
     }
@@ -322,10 +319,7 @@ impl Scheduler {
             // Bound by an earlier cycle; the informer has not shown it yet.
             return Ok(Next::Done);
         }
-        let lookup = |name: &str| {
-            self.claims
-                .get(&ObjectRef::new(name).within(&key.namespace))
-        };
+        let lookup = |name: &str| self.cached_claim(&key.namespace, name);
         let claims = match resolve(&pod, &lookup) {
             Ok(claims) => claims,
             Err(unresolved) => {
@@ -588,10 +582,7 @@ impl Scheduler {
             // stale copy conflicts and is read again); any other is here because the cache does
             // not show this scheduler's last write of it yet, and is read live.
             let known = to_reserve
-                .then(|| {
-                    self.claims
-                        .get(&ObjectRef::new(name).within(&key.namespace))
-                })
+                .then(|| self.cached_claim(&key.namespace, name))
                 .flatten()
                 .map(|claim| (*claim).clone());
             let written = modify_write(&claims, name, Part::Status, &action, known, |claim| {
