@@ -106,6 +106,16 @@ impl NodeLoad {
         }
     }
 
+    /// The count of pods on `node`.
+    pub fn count(&self, node: &str) -> usize {
+        self.state
+            .lock_or_recover()
+            .per_node
+            .get(node)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The count of every node with at least one pod.
     pub fn counts(&self) -> HashMap<String, usize> {
         self.state.lock_or_recover().per_node.clone()
@@ -475,6 +485,8 @@ mod tests {
             "a node without pods is left out"
         );
         assert_eq!(load.counts()["n1"], 1);
+        assert_eq!(load.count("n1"), 1);
+        assert_eq!(load.count("n9"), 0);
     }
 
     #[test]

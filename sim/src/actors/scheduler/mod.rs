@@ -299,10 +299,6 @@ impl Scheduler {
     /// the selections in flight spreads pods that are scheduled at the same time, as the random
     /// choice among equally scored nodes does in kube-scheduler, instead of sending all of them to
     /// the same first node.
-    fn node_load(&self) -> HashMap<String, usize> {
-        self.load.counts()
-    }
-
     /// One scheduling cycle for the pod.
     pub async fn sync(&self, key: ObjectKey) -> Result<Next> {
         let Some(pod) = self
@@ -346,9 +342,8 @@ impl Scheduler {
             }
         }
         let nodes = self.nodes.state();
-        let load = self.node_load();
         let class = |name: &str| self.classes.get(&ObjectRef::new(name));
-        let load_of = |node: &str| load.get(node).copied().unwrap_or(0);
+        let load_of = |node: &str| self.load.count(node);
         let (decision, failure) = decide_explained(&Snapshot {
             pod: &pod,
             claims: &claims,

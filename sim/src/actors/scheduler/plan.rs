@@ -11,7 +11,9 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, NodeSelector, Pod};
-use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim, ResourceClass};
+use k8s_openapi::api::resource::v1alpha2::{
+    PodSchedulingContext, PodSchedulingContextSpec, ResourceClaim, ResourceClass,
+};
 use rand::seq::IndexedRandom;
 
 use super::explain;
@@ -379,7 +381,8 @@ pub fn decide(snap: &Snapshot<'_>) -> Decision {
 /// scheduler posts for it (`None` when the pod gets bound).
 pub fn decide_explained(snap: &Snapshot<'_>) -> (Decision, Option<String>) {
     let pod_uid = snap.pod.metadata.uid.as_deref().unwrap_or_default();
-    let ctx_spec = snap.context.map(|c| c.spec.clone()).unwrap_or_default();
+    let no_spec = PodSchedulingContextSpec::default();
+    let ctx_spec = snap.context.map_or(&no_spec, |c| &c.spec);
     let (allocated, pending) = match pre_filter(snap, pod_uid) {
         Ok(sorted) => sorted,
         Err((decision, reason)) => {
@@ -431,14 +434,9 @@ pub fn decide_explained(snap: &Snapshot<'_>) -> (Decision, Option<String>) {
     // (upstream's `haveAllPotentialNodes`); a driver's report that rules nodes out, or claims
     // allocated on one node, narrow the feasible nodes without a new list.
     let published = ctx_spec.potential_nodes.as_deref().unwrap_or_default();
-    let keep = snap.context.is_some()
-        && feasible
-            .iter()
-            .all(|node| published.iter().any(|p| p == node));
-    let potential_nodes = if keep {
-        published.to_vec()
-    } else {
-        potential_nodes(&feasible)
+    let keep = snap.context.is_some() && {
+        let listed: HashSet<&str> = published.iter().map(String::as_str).collect();
+        feasible.iter().all(|node| listed.contains(node))
     };
     // Reserve: select a node once the drivers said enough (or with a single pending claim).
     let reported = pending.iter().filter(|p| p.reported).count();
@@ -460,6 +458,11 @@ pub fn decide_explained(snap: &Snapshot<'_>) -> (Decision, Option<String>) {
             Some(explain::reserve_waiting()),
         );
     }
+    let potential_nodes = if keep {
+        published.to_vec()
+    } else {
+        potential_nodes(&feasible)
+    };
     // PreBind publishes this, then waits.
     let decision = Decision::Publish {
         potential_nodes,
@@ -473,13 +476,15 @@ pub fn decide_explained(snap: &Snapshot<'_>) -> (Decision, Option<String>) {
 /// nodes in the same order: in classic DRA the scheduler cannot see which nodes' devices are
 /// taken, so it would propose the full ones one after the other.)
 fn least_loaded(feasible: &[&str], load: &dyn Fn(&str) -> usize) -> String {
-    let Some(least) = feasible.iter().map(|n| load(n)).min() else {
+    let loads: Vec<usize> = feasible.iter().map(|n| load(n)).collect();
+    let Some(&least) = loads.iter().min() else {
         return String::new();
     };
     let best: Vec<&str> = feasible
         .iter()
-        .copied()
-        .filter(|n| load(n) == least)
+        .zip(&loads)
+        .filter(|(_, l)| **l == least)
+        .map(|(n, _)| *n)
         .collect();
     best.choose(&mut rand::rng())
         .map(|n| (*n).to_owned())
