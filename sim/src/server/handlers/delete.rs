@@ -141,9 +141,9 @@ fn decide(info: &ResourceInfo, current: &Value, opts: &DeleteOptions) -> Result<
             return Err(StatusError::conflict(&info.plural, &info.group, name, &why));
         }
     }
-    let mut new = current.clone();
     let mut finalizers: Vec<Value> = meta["finalizers"].as_array().cloned().unwrap_or_default();
     // An explicit policy replaces the garbage collector's finalizers; without one they stay.
+    let mut finalizers_changed = false;
     if let Some(policy) = opts.policy() {
         let before = finalizers.clone();
         finalizers.retain(|x| x != "foregroundDeletion" && x != "orphan");
@@ -152,19 +152,22 @@ fn decide(info: &ResourceInfo, current: &Value, opts: &DeleteOptions) -> Result<
             "Orphan" => finalizers.push(json!("orphan")),
             _ => {}
         }
-        if finalizers != before {
-            match new["metadata"].as_object_mut() {
-                Some(m) if finalizers.is_empty() => {
-                    m.remove("finalizers");
-                }
-                _ => new["metadata"]["finalizers"] = Value::Array(finalizers.clone()),
-            }
-        }
+        finalizers_changed = finalizers != before;
     }
     let grace = grace_period(info, current, opts.grace);
     let already = meta["deletionTimestamp"].is_string();
     if finalizers.is_empty() && grace == 0 {
         return Ok(Change::Remove);
+    }
+    // Copied only when the object stays (a removal is the common case).
+    let mut new = current.clone();
+    if finalizers_changed {
+        match new["metadata"].as_object_mut() {
+            Some(m) if finalizers.is_empty() => {
+                m.remove("finalizers");
+            }
+            _ => new["metadata"]["finalizers"] = Value::Array(finalizers),
+        }
     }
     if already {
         let current_grace = meta["deletionGracePeriodSeconds"].as_i64().unwrap_or(0);
