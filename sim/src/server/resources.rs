@@ -325,9 +325,11 @@ impl Registry {
 
     /// Looks up a resource by URL parts.
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+        // A scan of a few dozen entries, compared without building an owned key.
         self.by_path
-            .get(&(group.to_string(), version.to_string(), plural.to_string()))
-            .cloned()
+            .iter()
+            .find(|((g, v, p), _)| p == plural && v == version && g == group)
+            .map(|(_, info)| info.clone())
     }
 
     /// Any served version of `group/plural` (for in-process reads).
