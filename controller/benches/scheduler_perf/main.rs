@@ -403,7 +403,9 @@ fn main() -> anyhow::Result<()> {
     if let Ok(only) = std::env::var("BENCH_RELEASE") {
         variants.retain(|v| v.release == only);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // The load generator and its watches are light: one thread spares the cores the wake-ups
+    // of a second one.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     // Its blocking threads are kept alive for the whole run: an ended thread's CPU time would no
