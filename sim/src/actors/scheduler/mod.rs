@@ -65,7 +65,10 @@ pub struct Scheduler {
     claim_users: ClaimUsers,
     /// The last `FailedScheduling` or `Scheduled` text posted for each pod.
     last_event: LastEvents,
-    /// Pods per node: those bound there plus those whose scheduling context selected it.
+    /// Pods per node: those bound there plus those whose scheduling context selected it. Counting
+    /// the selections in flight spreads pods that are scheduled at the same time, as the random
+    /// choice among equally scored nodes does in kube-scheduler, instead of sending all of them to
+    /// the same first node.
     load: NodeLoad,
     /// Each scheduling context as last seen, for the queueing hint of the next change.
     contexts_seen: Mutex<HashMap<ObjectKey, hints::Seen>>,
@@ -295,10 +298,6 @@ impl Scheduler {
         }
     }
 
-    /// Pods per node: those bound there plus those whose scheduling context selected it. Counting
-    /// the selections in flight spreads pods that are scheduled at the same time, as the random
-    /// choice among equally scored nodes does in kube-scheduler, instead of sending all of them to
-    /// the same first node.
     /// One scheduling cycle for the pod.
     pub async fn sync(&self, key: ObjectKey) -> Result<Next> {
         let Some(pod) = self
