@@ -1,6 +1,7 @@
 //! Sync of one PodSchedulingContext: collects the pod's pending delayed claims of this driver,
 //! asks the driver for unsuitable nodes, allocates on the selected node when every claim fits
-//! there, and writes this driver's entries of the context status.
+//! there, and otherwise writes this driver's entries of the context status (after a successful
+//! allocation no claim is pending and the report is left out, unlike upstream).
 //!
 //! Writes go through `ClusterApi`; must not touch the queue.
 
@@ -167,10 +168,20 @@ impl<D: Driver> Inner<D> {
             .await
             .map_err(|e| Error::UnsuitableNodes(e.to_string()))?;
         let mut entries = status_entries(&pending, &candidates, selected_node);
-        let allocation_error = match selected_node {
+        let allocation = match selected_node {
             Some(node) => self.allocate_on_selected(&pod, pending, node).await,
             None => None,
         };
+        // Every pending claim is now allocated on the selected node, so none is pending any
+        // more and the scheduler's filter no longer reads their entries; should the scheduler
+        // undo the allocation, the claims turn pending again and the next sync reports afresh.
+        // Upstream writes the report here anyway: most often to a context that the scheduler
+        // has already deleted (the pod bound), and always an API round trip with its watch
+        // events, which this saves.
+        if let Some(Ok(())) = allocation {
+            return Ok(SyncOutcome::Periodic);
+        }
+        let allocation_error = allocation.and_then(Result::err);
         // A failed allocation on the selected node (most often: it filled up since the check)
         // reports the node unsuitable, so the scheduler moves on at once instead of waiting for
         // a retry; the next sync checks the node again and drops it once it fits.
@@ -195,8 +206,8 @@ impl<D: Driver> Inner<D> {
             }
             if let Err(e) = written {
                 if e.kind == KubeCallErrorKind::NotFound {
-                    // The context is gone: the scheduler deletes it once the pod is bound, which
-                    // the allocation above may just have let it do. No one reads the report.
+                    // The context is gone (the scheduler deletes it once the pod is bound, or
+                    // the pod went away): no one reads the report.
                     debug!(error = %e, "Scheduling context gone before the report");
                     return Ok(SyncOutcome::Done);
                 }
@@ -212,14 +223,14 @@ impl<D: Driver> Inner<D> {
         }
     }
 
-    /// Allocates the pending claims on the selected node unless a claim reported it unsuitable;
-    /// returns the joined per-claim errors.
+    /// Allocates the pending claims on the selected node unless a claim reported it unsuitable:
+    /// `None` when not tried, otherwise the joined per-claim errors, if any.
     async fn allocate_on_selected(
         &self,
         pod: &Pod,
         pending: Vec<ClaimAllocation<D>>,
         node: &str,
-    ) -> Option<Error> {
+    ) -> Option<std::result::Result<(), Error>> {
         if pending
             .iter()
             .any(|item| item.unsuitable_nodes.iter().any(|n| n == node))
@@ -242,11 +253,11 @@ impl<D: Driver> Inner<D> {
                 source: Box::new(source),
             })
             .collect();
-        match errors.len() {
-            0 => None,
-            1 => errors.pop(),
-            _ => Some(Error::Joined(errors)),
-        }
+        Some(match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(Error::Joined(errors)),
+        })
     }
 
     /// The pending claim behind one pod claim, or `None` when it is not ours to allocate now.

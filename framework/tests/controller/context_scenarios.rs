@@ -116,14 +116,12 @@ async fn selected_node_gets_allocation_reserved_for_pod() {
                 .reserved_for(POD, POD_UID)
         )
     );
+    // Upstream's scenario also writes the report ([worker-2]) here. With every claim allocated
+    // none is pending and the scheduler reads no entry, so the write is left out.
+    assert_eq!(h.context_writes(), 0);
     assert_eq!(
         h.stored_context(),
-        unversioned_context(
-            context()
-                .selected(NODE)
-                .potential(&[NODE, OTHER_NODE])
-                .with_status_entry(POD_CLAIM, &[OTHER_NODE])
-        )
+        unversioned_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]))
     );
 }
 

@@ -2,8 +2,8 @@
 //! that records its requests, while the examples of `deploy/examples/` are applied (the class
 //! replaces the fixture's own), an immediate claim is allocated and deleted, claims with invalid
 //! or missing class or claim parameters fail repeatedly (their Warning events are created, then
-//! patched; the missing ones are looked up with a live GET), and the example pod is bound and
-//! deleted.
+//! patched; the missing ones are looked up with a live GET), the example pod is bound and
+//! deleted, and then a pod with two claims (whose unsuitable-node report the scheduler waits for).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -201,6 +201,20 @@ pub async fn run_examples_and_record(granted: &BTreeSet<Access>) -> RecordingLay
         .await
         .expect("pod deleted");
     eventually("claims released", WAIT, || async {
+        env.allocated_claims().await.is_empty().then_some(())
+    })
+    .await;
+
+    // A pod with two claims: the scheduler waits for the unsuitable-node report of both before
+    // it selects a node, so the context status is patched.
+    env.pod("pair", &[("first", "two-gpus"), ("second", "two-gpus")])
+        .await;
+    env.wait_bound(&["pair".to_owned()]).await;
+    Api::<Pod>::default_namespaced(client.clone())
+        .delete("pair", &DeleteParams::default())
+        .await
+        .expect("pod deleted");
+    eventually("claims of the pair released", WAIT, || async {
         env.allocated_claims().await.is_empty().then_some(())
     })
     .await;
