@@ -230,7 +230,7 @@ impl<D: Driver> Inner<D> {
         pod: &Pod,
         pending: Vec<ClaimAllocation<D>>,
         node: &str,
-    ) -> Option<std::result::Result<(), Error>> {
+    ) -> Option<Result<()>> {
         if pending
             .iter()
             .any(|item| item.unsuitable_nodes.iter().any(|n| n == node))

@@ -344,6 +344,16 @@ async fn node_reported_before_is_dropped_from_the_report_once_suitable() {
     );
 }
 
+/// The next status patch of the context finds it deleted (404), as after the scheduler's
+/// `PostBind`.
+fn context_gone_on_next_patch(h: &Harness) {
+    h.api.fail_next(
+        Operation::PatchContextStatus,
+        KubeCallErrorKind::NotFound,
+        "podschedulingcontexts \"pod\" not found",
+    );
+}
+
 #[tokio::test]
 async fn no_report_is_written_once_every_claim_is_allocated() {
     let h =
@@ -351,11 +361,7 @@ async fn no_report_is_written_once_every_claim_is_allocated() {
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
     // Upstream writes the report after the allocation, most often to a context the scheduler
     // has already deleted (PostBind, once the claim is allocated). A write would meet this.
-    h.api.fail_next(
-        Operation::PatchContextStatus,
-        KubeCallErrorKind::NotFound,
-        "podschedulingcontexts \"pod\" not found",
-    );
+    context_gone_on_next_patch(&h);
     assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
     assert_eq!(h.context_writes(), 0);
     assert!(h.events().is_empty(), "{:?}", h.events());
@@ -371,11 +377,7 @@ async fn report_to_a_deleted_context_after_a_failed_allocation_is_done_without_e
         delayed_pod_harness().with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
     h.driver.fail_allocate(CLAIM, "node filled up");
-    h.api.fail_next(
-        Operation::PatchContextStatus,
-        KubeCallErrorKind::NotFound,
-        "podschedulingcontexts \"pod\" not found",
-    );
+    context_gone_on_next_patch(&h);
     assert_eq!(h.sync_context().await, Ok(SyncOutcome::Done));
     assert!(h.events().is_empty(), "{:?}", h.events());
     assert_eq!(h.context_requeues(), 0, "not retried");

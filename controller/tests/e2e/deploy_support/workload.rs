@@ -153,6 +153,18 @@ async fn create_failing_claims(env: &Env) {
     }
 }
 
+/// Deletes pod `name` and waits until the ledger holds no allocated claim.
+async fn delete_pod_until_released(env: &Env, name: &str) {
+    Api::<Pod>::default_namespaced(env.client.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("pod deleted");
+    eventually(&format!("claims of {name} released"), WAIT, || async {
+        env.allocated_claims().await.is_empty().then_some(())
+    })
+    .await;
+}
+
 /// Runs the workload of the module docs with the controller's requests recorded; returns the
 /// recorder once every access of `granted` was seen or [`WAIT`] passed.
 pub async fn run_examples_and_record(granted: &BTreeSet<Access>) -> RecordingLayer {
@@ -196,28 +208,14 @@ pub async fn run_examples_and_record(granted: &BTreeSet<Access>) -> RecordingLay
         .delete("immediate", &DeleteParams::default())
         .await
         .expect("immediate claim deleted");
-    Api::<Pod>::default_namespaced(client.clone())
-        .delete("trainer", &DeleteParams::default())
-        .await
-        .expect("pod deleted");
-    eventually("claims released", WAIT, || async {
-        env.allocated_claims().await.is_empty().then_some(())
-    })
-    .await;
+    delete_pod_until_released(&env, "trainer").await;
 
     // A pod with two claims: the scheduler waits for the unsuitable-node report of both before
     // it selects a node, so the context status is patched.
     env.pod("pair", &[("first", "two-gpus"), ("second", "two-gpus")])
         .await;
     env.wait_bound(&["pair".to_owned()]).await;
-    Api::<Pod>::default_namespaced(client.clone())
-        .delete("pair", &DeleteParams::default())
-        .await
-        .expect("pod deleted");
-    eventually("claims of the pair released", WAIT, || async {
-        env.allocated_claims().await.is_empty().then_some(())
-    })
-    .await;
+    delete_pod_until_released(&env, "pair").await;
 
     let deadline = tokio::time::Instant::now() + WAIT;
     while !granted.is_subset(&recorder.accesses()) && tokio::time::Instant::now() < deadline {
