@@ -10,20 +10,31 @@ use std::time::Duration;
 /// up (the StatefulSet's termination grace period is longer).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
-/// Waits for Ctrl-C or, on Unix, SIGTERM.
-pub async fn wait_for_signal() -> std::io::Result<()> {
+/// Starts watching for Ctrl-C and, on Unix, SIGTERM, and returns a future that completes at the
+/// first of them. Both are watched from the moment of the call, not from the first poll: a
+/// process calls this before it says it is ready, so that a stop signal sent as soon as it is
+/// ready is never met by the default action, which would end it without cleanup.
+pub fn watch_for_signal() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static>
+{
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate())?;
-        tokio::select! {
-            result = tokio::signal::ctrl_c() => result,
-            _ = term.recv() => Ok(()),
-        }
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = term.recv() => {}
+            }
+        })
     }
     #[cfg(not(unix))]
     {
-        tokio::signal::ctrl_c().await
+        Ok(async {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
     }
 }
 

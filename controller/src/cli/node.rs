@@ -5,11 +5,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
+
 use dra_node::agent::{AgentConfig, ApiAccess};
 use dra_node::discovery::{DeviceSource, DiscoveryRoots};
 use dra_node::modern::mode::DraApi;
 
-use super::{parse_duration, wait_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
+use super::{parse_duration, watch_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
 
 /// Flags of `dra-ledger node`.
 #[derive(Debug, Clone, clap::Args)]
@@ -91,6 +93,7 @@ pub struct NodeArgs {
 
 /// Runs the agent until a signal.
 pub async fn node(args: NodeArgs) -> anyhow::Result<()> {
+    let stop = watch_for_signal().context("cannot watch for SIGTERM and Ctrl-C")?;
     let client = kube::Client::try_from(super::run::kube_config(args.kubeconfig.as_ref()).await?)?;
     let config = AgentConfig {
         node_name: args.node_name,
@@ -113,11 +116,6 @@ pub async fn node(args: NodeArgs) -> anyhow::Result<()> {
         client: Some(client),
         dra_api: args.dra_api,
     };
-    Box::pin(dra_node::agent::run_with_api(config, access, async {
-        if let Err(e) = wait_for_signal().await {
-            tracing::error!(error = %e, "Cannot wait for signals; stopping");
-        }
-    }))
-    .await?;
+    Box::pin(dra_node::agent::run_with_api(config, access, stop)).await?;
     Ok(())
 }

@@ -198,6 +198,7 @@ pub(super) async fn kube_config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<
 /// standby with nothing of its old term in memory.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let leader = args.leader_config()?;
+    let stop = super::watch_for_signal().context("cannot watch for SIGTERM and Ctrl-C")?;
     let admin_token = args
         .admin_token_file
         .as_deref()
@@ -225,10 +226,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     .await?;
     let lost = controller.lost();
     tokio::select! {
-        waited = super::wait_for_signal() => {
+        () = stop => {
             info!("Shutting down: no new work; finishing syncs and ledger commits in flight");
             controller.shutdown().await?;
-            waited.context("signal handling failed")?;
             Ok(())
         }
         reason = lost => {

@@ -16,23 +16,30 @@ use crate::metrics::{GcKind, NodeMetrics};
 use crate::modern::claims::ClaimSource;
 use crate::prepare::{ClaimPreparer, ClaimRequest};
 
-/// Reads the inventory again on the interval and on SIGHUP; a changed inventory goes to the
-/// preparer (`shared`) and to `sender`'s receivers (the resource stream, the slice publisher).
+/// Starts watching for SIGHUP, which from then on no longer ends the process; `None` (logged)
+/// when it cannot be watched.
+pub(super) fn watch_hangup() -> Option<Signal> {
+    match signal(SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(e) => {
+            warn!(error = %e, "Cannot watch for SIGHUP; the inventory is read again on the interval only");
+            None
+        }
+    }
+}
+
+/// Reads the inventory again on the interval and on SIGHUP (`hangup`, from [`watch_hangup`]);
+/// a changed inventory goes to the preparer (`shared`) and to `sender`'s receivers (the
+/// resource stream, the slice publisher).
 pub(super) async fn refresh_inventory(
     config: AgentConfig,
+    mut hangup: Option<Signal>,
     shared: Arc<RwLock<Inventory>>,
     sender: watch::Sender<Inventory>,
     metrics: NodeMetrics,
 ) {
     let mut tick = tokio::time::interval(config.inventory_interval);
     tick.tick().await;
-    let mut hangup = match signal(SignalKind::hangup()) {
-        Ok(hangup) => Some(hangup),
-        Err(e) => {
-            warn!(error = %e, "Cannot watch for SIGHUP; the inventory is read again on the interval only");
-            None
-        }
-    };
     loop {
         tokio::select! {
             _ = tick.tick() => {}

@@ -37,7 +37,7 @@ use crate::modern::claims::{ApiClaims, ClaimSource};
 use crate::modern::mode::{resolve, ApiMode, DraApi};
 use crate::modern::slices::{keep_published, SlicePublisher};
 use crate::prepare::JournalPreparer;
-use background::{collect_garbage, refresh_inventory, GcClaims};
+use background::{collect_garbage, refresh_inventory, watch_hangup, GcClaims};
 use measured::Measured;
 
 /// Everything the agent is started with.
@@ -245,10 +245,14 @@ pub async fn run_on_with_api(
             error!(error = %e, "The admin server stopped");
         }
     }));
+    // SIGHUP is watched before the agent says it started: until then its default action
+    // would end the process.
+    let hangup = watch_hangup();
     info!(listen = %addr, node = %config.node_name, mode = %mode, "Node agent started");
 
     tasks.push(tokio::spawn(refresh_inventory(
         config.clone(),
+        hangup,
         shared,
         inventory_tx,
         metrics.clone(),

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dra_framework::process::{parse_duration, wait_for_signal, SHUTDOWN_GRACE};
+use dra_framework::process::{parse_duration, watch_for_signal, SHUTDOWN_GRACE};
 
 use super::{start_cluster, ClusterConfig, ClusterError, Result, DEFAULT_DRIVER_NAME};
 use crate::actors::ActorsConfig;
@@ -230,6 +230,7 @@ impl SimArgs {
 /// writes the kubeconfig if asked.
 pub async fn run(args: &SimArgs) -> Result<()> {
     let config = args.to_config()?;
+    let stop = watch_for_signal().map_err(ClusterError::Signal)?;
     let cluster = start_cluster(config).await?;
     if let Some(path) = &args.kubeconfig_out {
         if let Err(error) = cluster.server().write_kubeconfig(path) {
@@ -239,7 +240,7 @@ pub async fn run(args: &SimArgs) -> Result<()> {
         tracing::info!(path = %path.display(), "Wrote kubeconfig");
     }
     println!("{}", cluster.url());
-    let waited = wait_for_signal().await.map_err(ClusterError::Signal);
+    stop.await;
     let faults = cluster.server().fault_stats();
     tracing::info!(
         conflicts = faults.conflicts,
@@ -255,7 +256,7 @@ pub async fn run(args: &SimArgs) -> Result<()> {
     {
         tracing::warn!("Simulated cluster did not stop in time");
     }
-    waited
+    Ok(())
 }
 
 #[cfg(test)]
