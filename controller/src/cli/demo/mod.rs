@@ -12,6 +12,7 @@ pub mod agents;
 pub mod modern;
 pub mod progress;
 pub mod setup;
+pub mod stall;
 pub mod workload;
 
 use std::net::SocketAddr;
@@ -25,7 +26,7 @@ use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::ServerConfig;
 use dra_sim::KubernetesVersion;
 
-use super::{parse_duration, wait_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
+use super::{parse_duration, watch_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
 use dra_controller::process::{ProcessConfig, RunningController};
 use dra_node::local::LocalAgents;
 use progress::{CdiTracker, Snapshot};
@@ -386,6 +387,7 @@ async fn drive(
     agents: Option<&LocalAgents>,
     shape: WorkloadShape,
 ) -> anyhow::Result<ExitCode> {
+    let stop = watch_for_signal().context("cannot watch for SIGTERM and Ctrl-C")?;
     let client = cluster.kube_client();
     let started = Instant::now();
     tokio::time::timeout(Duration::from_secs(60), controller.wait_ready())
@@ -424,7 +426,7 @@ async fn drive(
     let mut submitter = Submitter::new(&client, shape, args.kubernetes_version.is_structured());
     let limit = args.nodes * args.devices_per_node;
     let deadline = args.duration.map(|limit| started + limit);
-    let mut signal = std::pin::pin!(wait_for_signal());
+    let mut signal = std::pin::pin!(stop);
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
     let mut last_print = Instant::now();
     let mut peak = 0.0_f64;
@@ -434,7 +436,7 @@ async fn drive(
     let mut last_change = Instant::now();
     let end = loop {
         tokio::select! {
-            _ = &mut signal => break End::Interrupted,
+            () = &mut signal => break End::Interrupted,
             _ = ticker.tick() => {}
         }
         snapshot = run.observe(&submitter).await?;
@@ -497,6 +499,11 @@ async fn finish(
         snapshot.pending,
         snapshot.claims_allocated_total,
     );
+    if end == End::Stalled {
+        for line in stall::describe_waiting_pods(&run.store) {
+            println!("{line}");
+        }
+    }
     if end == End::Done {
         setup::delete_immediate_claims(client, run.shape.immediate_claims).await?;
         let wait_until = Instant::now() + Duration::from_secs(30);
