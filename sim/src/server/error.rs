@@ -277,11 +277,20 @@ impl StatusError {
                 causes,
                 ..
             } => {
-                let mut d = details_json(kind, name, group);
-                d["causes"] = causes
-                    .iter()
-                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-                    .collect();
+                // A JSON patch that does not apply names no resource: `details` is empty.
+                let mut d = if kind.is_empty() {
+                    json!({})
+                } else {
+                    details_json(kind, name, group)
+                };
+                if !causes.is_empty() {
+                    d["causes"] = causes
+                        .iter()
+                        .map(
+                            |c| json!({"reason": c.reason, "message": c.message, "field": c.field}),
+                        )
+                        .collect();
+                }
                 Some(d)
             }
             _ => None,

@@ -35,6 +35,11 @@ impl PatchKind {
     }
 }
 
+/// The message of kube-apiserver's 422 for a JSON patch that does not apply
+/// (`NewGenericServerResponse(422, ...)` without a resource).
+pub const JSON_PATCH_NOT_APPLIED: &str =
+    "the server rejected our request due to an error in our request";
+
 /// Applies a patch body to `current` and returns the patched object.
 pub fn apply(info: &ResourceInfo, kind: PatchKind, current: Value, body: &[u8]) -> Result<Value> {
     let mut doc = current;
@@ -42,12 +47,16 @@ pub fn apply(info: &ResourceInfo, kind: PatchKind, current: Value, body: &[u8]) 
         PatchKind::Json => {
             let ops: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| StatusError::BadRequest(format!("error decoding patch: {e}")))?;
-            json_patch::patch(&mut doc, &ops.0).map_err(|e| StatusError::Invalid {
-                message: format!(
-                    "the server rejected our request due to an error in our request: {e}"
-                ),
-                details: (info.kind.clone(), name_of(&doc), info.group.clone()),
-                causes: Vec::new(),
+            // kube-apiserver answers any operation that does not apply (a failed `test`
+            // included) with its generic 422: no resource, no name, no cause, and not the
+            // patch library's own text.
+            json_patch::patch(&mut doc, &ops.0).map_err(|e| {
+                tracing::debug!(kind = %info.kind, name = %name_of(&doc), error = %e, "JSON patch did not apply");
+                StatusError::Invalid {
+                    message: JSON_PATCH_NOT_APPLIED.to_owned(),
+                    details: (String::new(), String::new(), String::new()),
+                    causes: Vec::new(),
+                }
             })?;
         }
         PatchKind::Merge => {

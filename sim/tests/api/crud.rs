@@ -1,6 +1,7 @@
 //! Create, get, update and error semantics of the simulated API server through the real kube client.
 
 use crate::api_support::{api_error, claim, config_map, create, pod, raw, start};
+use crate::raw_http::send_with;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -175,6 +176,44 @@ async fn resource_versions_only_grow_and_lists_report_the_latest() {
         server.store().resource_version()
     );
     assert!(server.store().resource_version() >= last);
+    server.shutdown().await;
+}
+
+/// kube-apiserver answers a JSON patch whose `test` fails (or whose path is missing) with its
+/// generic 422: reason `Invalid`, a fixed message, empty details; the object is unchanged.
+#[tokio::test]
+async fn a_json_patch_that_does_not_apply_gets_the_generic_422() {
+    let (server, client) = start().await;
+    let claims: Api<ResourceClaim> = Api::default_namespaced(client);
+    let c = create(&claims, &claim("c1")).await;
+    let version = c.metadata.resource_version.clone().unwrap();
+    let stale = serde_json::json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": format!("1{version}")},
+        {"op": "add", "path": "/metadata/labels", "value": {"a": "b"}},
+    ]);
+    let missing =
+        serde_json::json!([{"op": "replace", "path": "/status/reservedFor/3", "value": {}}]);
+    for body in [&stale, &missing] {
+        let answer = send_with(
+            server.addr(),
+            "PATCH",
+            "/apis/resource.k8s.io/v1alpha2/namespaces/default/resourceclaims/c1",
+            Some(body),
+            &[("Content-Type", "application/json-patch+json")],
+        )
+        .await;
+        let status = answer.json();
+        assert_eq!(answer.code, 422, "{body}: {status}");
+        assert_eq!(status["reason"], "Invalid", "{status}");
+        assert_eq!(
+            status["message"],
+            "the server rejected our request due to an error in our request"
+        );
+        assert_eq!(status["details"], serde_json::json!({}), "{status}");
+    }
+    let after = claims.get("c1").await.unwrap();
+    assert_eq!(after.metadata.resource_version, Some(version));
+    assert_eq!(after.metadata.labels, None);
     server.shutdown().await;
 }
 
