@@ -57,13 +57,23 @@ pub fn event_recorder(client: Client, driver_name: &str) -> Recorder {
     Recorder::new(client, reporter)
 }
 
+/// The message of kube-apiserver's 422 for a JSON patch that does not apply: its generic
+/// `Invalid` text, without the patch library's reason. Our JSON patches begin with a `test` of
+/// the resourceVersion and address list entries by index, so they fail to apply only when the
+/// object changed since it was read. A validation failure names the object instead
+/// (`<Kind> "<name>" is invalid: ...`).
+const JSON_PATCH_NOT_APPLIED: &str =
+    "the server rejected our request due to an error in our request";
+
 /// Maps a client error to the framework's [`KubeCallError`].
 #[allow(clippy::needless_pass_by_value)] // used as `map_err(kube_call_error)`
 pub fn kube_call_error(error: kube::Error) -> KubeCallError {
     let kind = match &error {
         kube::Error::Api(response) if response.code == 404 => KubeCallErrorKind::NotFound,
         kube::Error::Api(response) if response.code == 409 => KubeCallErrorKind::Conflict,
-        kube::Error::Api(response) if response.code == 422 && response.message.contains("test") => {
+        kube::Error::Api(response)
+            if response.code == 422 && response.message == JSON_PATCH_NOT_APPLIED =>
+        {
             KubeCallErrorKind::Conflict
         }
         _ => KubeCallErrorKind::Other,
@@ -333,8 +343,22 @@ mod tests {
             KubeCallErrorKind::Conflict
         );
         assert_eq!(
-            kube_call_error(response(422, "test operation failed")).kind,
-            KubeCallErrorKind::Conflict
+            kube_call_error(response(
+                422,
+                "the server rejected our request due to an error in our request"
+            ))
+            .kind,
+            KubeCallErrorKind::Conflict,
+            "kube-apiserver's answer to a JSON patch whose resourceVersion test failed"
+        );
+        assert_eq!(
+            kube_call_error(response(
+                422,
+                "PodSchedulingContext.resource.k8s.io \"p\" is invalid: status.resourceClaims[0].unsuitableNodes: Too many: 129: must have at most 128 items"
+            ))
+            .kind,
+            KubeCallErrorKind::Other,
+            "a validation failure"
         );
         assert_eq!(
             kube_call_error(response(500, "boom")).kind,

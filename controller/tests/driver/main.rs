@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod class_defaults;
+mod cluster_api;
 mod handle_props;
 mod inventory_props;
 mod ledger;
