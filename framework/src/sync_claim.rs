@@ -14,7 +14,7 @@ use tracing::debug;
 use super::api::EventRecord;
 use super::controller::{Inner, SyncOutcome};
 use super::driver::{ClaimAllocation, Driver};
-use super::error::{Error, Result};
+use super::error::{Error, KubeCallError, KubeCallErrorKind, Result};
 
 /// Whether the claim has an allocation result.
 pub(crate) fn is_allocated(claim: &ResourceClaim) -> bool {
@@ -38,6 +38,11 @@ fn deallocation_requested(claim: &ResourceClaim) -> bool {
         .as_ref()
         .and_then(|s| s.deallocation_requested)
         .unwrap_or(false)
+}
+
+/// Logs a release that found the claim gone.
+fn gone(error: &KubeCallError) {
+    debug!(%error, "Claim gone before its release was written; released");
 }
 
 fn class_parameters_ref(class: &ResourceClass) -> String {
@@ -108,7 +113,10 @@ impl<D: Driver> Inner<D> {
     }
 
     /// Deallocates (or stops allocating) a claim being deleted or asked to be deallocated, clears
-    /// its allocation and `deallocationRequested`, then removes our finalizer.
+    /// its allocation and `deallocationRequested`, then removes our finalizer. A claim that is
+    /// gone at one of the writes is released: it can only be gone once its finalizers were
+    /// removed, most often by an earlier pass of this sync over a newer copy (the watch then
+    /// delivers the intermediate versions, each of which syncs again).
     async fn release(&self, claim: Arc<ResourceClaim>) -> Result<()> {
         let mut claim = claim;
         if is_allocated(&claim) {
@@ -121,10 +129,16 @@ impl<D: Driver> Inner<D> {
             status.allocation = None;
             status.driver_name = None;
             status.deallocation_requested = None;
-            claim = self
-                .write_claim(&cleared, true)
-                .await
-                .map_err(Error::RemoveAllocation)?;
+            match self.write_claim(&cleared, true).await {
+                Ok(written) => claim = written,
+                Err(e) if e.kind == KubeCallErrorKind::NotFound => {
+                    // Gone: no copy shows the allocation any more.
+                    self.driver.deallocation_published(&claim).await;
+                    gone(&e);
+                    return Ok(());
+                }
+                Err(e) => return Err(Error::RemoveAllocation(e)),
+            }
             self.driver.deallocation_published(&claim).await;
         } else {
             self.driver
@@ -138,18 +152,27 @@ impl<D: Driver> Inner<D> {
                 .status
                 .get_or_insert_with(Default::default)
                 .deallocation_requested = None;
-            claim = self
-                .write_claim(&cleared, true)
-                .await
-                .map_err(Error::RemoveDeallocation)?;
+            match self.write_claim(&cleared, true).await {
+                Ok(written) => claim = written,
+                Err(e) if e.kind == KubeCallErrorKind::NotFound => {
+                    gone(&e);
+                    return Ok(());
+                }
+                Err(e) => return Err(Error::RemoveDeallocation(e)),
+            }
         }
         let mut without = (*claim).clone();
         if let Some(finalizers) = without.metadata.finalizers.as_mut() {
             finalizers.retain(|f| *f != self.finalizer);
         }
-        self.write_claim(&without, false)
-            .await
-            .map_err(Error::RemoveFinalizer)?;
+        match self.write_claim(&without, false).await {
+            Ok(_) => {}
+            Err(e) if e.kind == KubeCallErrorKind::NotFound => {
+                gone(&e);
+                return Ok(());
+            }
+            Err(e) => return Err(Error::RemoveFinalizer(e)),
+        }
         debug!(claim.name = ?claim.metadata.name, "Released claim");
         Ok(())
     }

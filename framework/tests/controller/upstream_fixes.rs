@@ -438,3 +438,53 @@ async fn failed_deallocate_does_not_tell_the_driver_it_was_published() {
     assert!(h.sync_claim(CLAIM).await.is_err());
     assert!(h.driver.published_deallocations().is_empty());
 }
+
+/// A claim deleted with our finalizer, whose next write of `op` finds it gone (404), as when the
+/// watch delivers an older copy after an earlier pass removed the finalizer.
+fn claim_gone_at(op: Operation, allocated: bool) -> Harness {
+    let mut deleted = claim().immediate().deleted().with_finalizer();
+    if allocated {
+        deleted = deleted.allocated(allocation());
+    }
+    let h = Harness::new().with_class(class()).with_claim(deleted);
+    h.api.fail_next(
+        op,
+        KubeCallErrorKind::NotFound,
+        "resourceclaims.resource.k8s.io \"claim\" not found",
+    );
+    h
+}
+
+#[tokio::test]
+async fn claim_gone_before_its_finalizer_is_removed_is_released_without_error() {
+    let h = claim_gone_at(Operation::UpdateClaim, false);
+    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert!(h.events().is_empty(), "{:?}", h.events());
+}
+
+#[tokio::test]
+async fn claim_gone_before_its_allocation_is_cleared_is_released_and_the_driver_told() {
+    let h = claim_gone_at(Operation::UpdateClaimStatus, true);
+    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(
+        h.driver.published_deallocations(),
+        [format!("{CLAIM} allocated")],
+        "told with the copy it had: nothing shows the allocation any more"
+    );
+}
+
+#[tokio::test]
+async fn other_failures_of_the_release_writes_stay_errors() {
+    let h = Harness::new()
+        .with_class(class())
+        .with_claim(claim().immediate().deleted().with_finalizer());
+    h.api.fail_next(
+        Operation::UpdateClaim,
+        KubeCallErrorKind::Other,
+        "connection refused",
+    );
+    assert!(matches!(
+        h.sync_claim(CLAIM).await,
+        Err(dra_framework::Error::RemoveFinalizer(_))
+    ));
+}
