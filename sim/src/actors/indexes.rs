@@ -7,7 +7,8 @@
 //!   indexes them to adopt a claim it created before a crash instead of creating a second one;
 //! - [`ClaimUsers`]: the pods that use a claim, so that a claim change wakes only them;
 //! - [`AssumedPods`]: the pods a scheduler bound that its informer does not show bound yet;
-//! - [`UnseenWrites`]: the objects a scheduler wrote whose write its informer does not show yet.
+//! - [`OwnWrites`]: the version of a scheduler's last write of each object, to tell a copy that
+//!   predates it.
 //!
 //! Plain data behind a mutex (read beside the informer stores); must not do I/O.
 
@@ -329,11 +330,14 @@ impl AssumedPods {
 }
 
 /// The objects (claims) whose status a scheduler wrote, with the resourceVersion of its last
-/// write, while its informer still shows an older version: where its cache is behind its own
-/// writes, as upstream's claim assume cache would not be. The scheduler reads such a claim live
-/// before it relies on the cached copy.
+/// write. A scheduling cycle decides on a snapshot of the informer; a claim whose copy in that
+/// snapshot is older than this scheduler's own last write of it (its deallocation request, most
+/// often) is read live before the cycle relies on it, as upstream's claim assume cache would show
+/// the write. The check is against the copy the decision used, not against the informer now: the
+/// informer may catch up between the snapshot and the check, and the decision would still rest
+/// on the older copy. An entry lives as long as its object.
 #[derive(Debug, Default)]
-pub struct UnseenWrites {
+pub struct OwnWrites {
     state: Mutex<HashMap<ObjectKey, u64>>,
 }
 
@@ -342,42 +346,27 @@ pub fn version_of(meta: &ObjectMeta) -> Option<u64> {
     meta.resource_version.as_deref()?.parse().ok()
 }
 
-impl UnseenWrites {
+impl OwnWrites {
     /// No write recorded.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Records this scheduler's write of `key` that produced `written`, unless `cached` (asked
-    /// under the lock, after the write) shows that version or a later one already. A version that
-    /// is not a number is recorded as never seen: the object is read live until it changes.
-    pub fn wrote(
-        &self,
-        key: &ObjectKey,
-        written: Option<u64>,
-        cached: impl FnOnce() -> Option<u64>,
-    ) {
+    /// Records this scheduler's write of `key` that produced version `written`. A version that is
+    /// not a number counts as later than any copy: the object is read live until it is gone.
+    pub fn wrote(&self, key: &ObjectKey, written: Option<u64>) {
         let written = written.unwrap_or(u64::MAX);
         let mut state = self.state.lock_or_recover();
-        if cached().is_none_or(|cached| cached < written) {
-            let at = state.entry(key.clone()).or_insert(written);
-            *at = (*at).max(written);
-        }
+        let at = state.entry(key.clone()).or_insert(written);
+        *at = (*at).max(written);
     }
 
-    /// The informer shows `key` at `version`: the writes up to it are seen.
-    pub fn seen(&self, key: &ObjectKey, version: Option<u64>) {
-        let mut state = self.state.lock_or_recover();
-        if let (Some(at), Some(version)) = (state.get(key), version) {
-            if version >= *at {
-                state.remove(key);
-            }
-        }
-    }
-
-    /// Whether the informer does not show this scheduler's last write of `key` yet.
-    pub fn is_unseen(&self, key: &ObjectKey) -> bool {
-        self.state.lock_or_recover().contains_key(key)
+    /// Whether a copy of `key` at version `copy` predates this scheduler's last write of it.
+    pub fn newer_than(&self, key: &ObjectKey, copy: Option<u64>) -> bool {
+        self.state
+            .lock_or_recover()
+            .get(key)
+            .is_some_and(|at| copy.is_none_or(|copy| copy < *at))
     }
 
     /// Forgets `key` (deleted).
@@ -385,15 +374,9 @@ impl UnseenWrites {
         self.state.lock_or_recover().remove(key);
     }
 
-    /// After a relist: keeps the writes that `cached` (the version the informer shows now, if the
-    /// object is there at all) does not show yet, and forgets those of objects gone.
-    pub fn retain(&self, mut cached: impl FnMut(&ObjectKey) -> Option<Option<u64>>) {
-        self.state
-            .lock_or_recover()
-            .retain(|key, at| match cached(key) {
-                None => false,
-                Some(version) => version.is_none_or(|version| version < *at),
-            });
+    /// After a relist: forgets the writes of objects that `exists` no longer finds.
+    pub fn retain(&self, mut exists: impl FnMut(&ObjectKey) -> bool) {
+        self.state.lock_or_recover().retain(|key, _| exists(key));
     }
 }
 
@@ -424,42 +407,36 @@ mod tests {
     }
 
     #[test]
-    fn a_write_is_unseen_until_the_informer_shows_its_version() {
-        let writes = UnseenWrites::new();
-        writes.wrote(&key("a"), Some(10), || Some(9));
-        assert!(writes.is_unseen(&key("a")));
-        writes.seen(&key("a"), Some(9));
+    fn a_copy_older_than_the_last_own_write_is_behind_whatever_the_informer_shows_since() {
+        let writes = OwnWrites::new();
+        writes.wrote(&key("a"), Some(10));
+        assert!(writes.newer_than(&key("a"), Some(9)));
+        assert!(!writes.newer_than(&key("a"), Some(10)));
         assert!(
-            writes.is_unseen(&key("a")),
-            "an older version does not show the write"
+            writes.newer_than(&key("a"), Some(9)),
+            "a decision on the older copy is behind even after a newer copy was seen"
         );
-        writes.seen(&key("a"), Some(10));
-        assert!(!writes.is_unseen(&key("a")));
-        writes.wrote(&key("b"), Some(20), || Some(20));
+        assert!(!writes.newer_than(&key("b"), Some(1)), "never written");
+        writes.wrote(&key("c"), Some(30));
+        writes.wrote(&key("c"), Some(25));
         assert!(
-            !writes.is_unseen(&key("b")),
-            "an informer that shows the write already records nothing"
+            writes.newer_than(&key("c"), Some(29)),
+            "the last write counts"
         );
-        writes.wrote(&key("c"), Some(30), || None);
-        writes.wrote(&key("c"), Some(25), || None);
-        writes.seen(&key("c"), Some(29));
-        assert!(writes.is_unseen(&key("c")), "the last write counts");
-        writes.wrote(&key("d"), None, || Some(1_000));
-        writes.seen(&key("d"), Some(1_000_000));
+        writes.wrote(&key("d"), None);
         assert!(
-            writes.is_unseen(&key("d")),
-            "a version that is not a number stays unseen"
+            writes.newer_than(&key("d"), Some(1_000_000)),
+            "a version that is not a number is never shown"
+        );
+        assert!(
+            writes.newer_than(&key("a"), None),
+            "a copy without a version"
         );
         writes.forget(&key("d"));
-        assert!(!writes.is_unseen(&key("d")));
-        writes.wrote(&key("e"), Some(40), || Some(1));
-        writes.retain(|key| match key.name.as_str() {
-            "c" => Some(Some(30)),
-            "e" => Some(Some(39)),
-            _ => None,
-        });
-        assert!(!writes.is_unseen(&key("c")), "the relist shows it");
-        assert!(writes.is_unseen(&key("e")));
+        assert!(!writes.newer_than(&key("d"), Some(1)));
+        writes.retain(|key| key.name == "c");
+        assert!(!writes.newer_than(&key("a"), Some(1)), "gone at the relist");
+        assert!(writes.newer_than(&key("c"), Some(1)));
     }
 
     fn key(name: &str) -> ObjectKey {

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1alpha2::{
-    PodSchedulingContext, PodSchedulingContextSpec, ResourceClaim, ResourceClaimConsumerReference,
-    ResourceClaimStatus, ResourceClass,
+    PodSchedulingContext, PodSchedulingContextSpec, ResourceClaim, ResourceClaimStatus,
+    ResourceClass,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -32,12 +32,12 @@ use dra_framework::sync::LockExt;
 
 use super::claims::pod_owner_reference;
 use super::error::{is_conflict, is_not_found, ActorError, Result};
-use super::indexes::{version_of, AssumedPods, ClaimUsers, NodeLoad, Placement, UnseenWrites};
+use super::indexes::{version_of, AssumedPods, ClaimUsers, NodeLoad, OwnWrites, Placement};
 use super::runtime::{Change, Next, WorkQueue};
 use super::scheduling::{bound_node, LastEvents};
 use super::writes::{modify_write, read_modify_write, with_retry, Part, Unread};
 use super::{pod_claim_names, scheduling, ObjectKey};
-use plan::{decide_explained, reserved_for, resolve, Decision, Snapshot, MAX_RESERVED_FOR};
+use plan::{decide_explained, pre_bind, resolve, Decision, PreBind, Snapshot};
 
 pub use super::scheduling::{wants, DEFAULT_SCHEDULER};
 
@@ -78,8 +78,8 @@ pub struct Scheduler {
     pods_seen: Mutex<HashMap<ObjectKey, Arc<Pod>>>,
     /// Pods this scheduler bound that the informer does not show bound yet.
     assumed: AssumedPods,
-    /// Claims whose status this scheduler wrote that the informer does not show written yet.
-    unseen: UnseenWrites,
+    /// The version of this scheduler's last status write of each claim.
+    own_writes: OwnWrites,
     /// Pods waiting for a scheduling cycle.
     pub queue: Arc<WorkQueue<ObjectKey>>,
 }
@@ -92,6 +92,39 @@ fn waiting_claims(pod: &Pod, key: &ObjectKey) -> Vec<ObjectKey> {
     pod_claim_names(pod)
         .iter()
         .map(|name| ObjectKey::new(&key.namespace, name))
+        .collect()
+}
+
+/// The claims `PreBind` writes or reads: those to reserve and, as an addition to upstream's
+/// `PreBind` (which leaves alone a claim the cache shows reserved for the pod), those whose
+/// copy in the cycle's snapshot predates this scheduler's own last write of them. Its own
+/// deallocation request (`PostFilter`) clears the reservation, and a cycle on the older copy
+/// would bind the pod to a claim being deallocated; such a claim is read live first. The
+/// snapshot's copy is what counts: the informer may show the write by now, while the
+/// decision rests on the copy before it.
+fn claims_to_write(
+    own_writes: &OwnWrites,
+    key: &ObjectKey,
+    claims: &[plan::PodClaim],
+    reserve: &[String],
+) -> Vec<String> {
+    claims
+        .iter()
+        .filter(|pc| {
+            let name = pc.claim.metadata.name.as_deref().unwrap_or_default();
+            if reserve.iter().any(|r| r == name) {
+                return true;
+            }
+            let behind = own_writes.newer_than(
+                &ObjectKey::new(&key.namespace, name),
+                version_of(&pc.claim.metadata),
+            );
+            if behind {
+                tracing::debug!(pod = %key, claim = %name, "The cycle's copy of a claim predates this scheduler's write of it: read live before the bind");
+            }
+            behind
+        })
+        .filter_map(|pc| pc.claim.metadata.name.clone())
         .collect()
 }
 
@@ -119,7 +152,7 @@ impl Scheduler {
             claims_seen: Mutex::new(HashMap::new()),
             pods_seen: Mutex::new(HashMap::new()),
             assumed: AssumedPods::new(),
-            unseen: UnseenWrites::new(),
+            own_writes: OwnWrites::new(),
             queue: WorkQueue::new(),
         }
     }
@@ -192,7 +225,6 @@ impl Scheduler {
         let claim = match change {
             Change::Applied(claim) => {
                 let key = ObjectKey::of(&claim.metadata);
-                self.unseen.seen(&key, version_of(&claim.metadata));
                 let old = self
                     .claims_seen
                     .lock_or_recover()
@@ -204,15 +236,13 @@ impl Scheduler {
             }
             Change::Deleted(claim) => {
                 let key = ObjectKey::of(&claim.metadata);
-                self.unseen.forget(&key);
+                self.own_writes.forget(&key);
                 self.claims_seen.lock_or_recover().remove(&key);
                 claim
             }
             Change::Resynced => {
-                self.unseen.retain(|key| {
-                    self.cached_claim(&key.namespace, &key.name)
-                        .map(|claim| version_of(&claim.metadata))
-                });
+                self.own_writes
+                    .retain(|key| self.cached_claim(&key.namespace, &key.name).is_some());
                 *self.claims_seen.lock_or_recover() = self
                     .claims
                     .state()
@@ -279,14 +309,11 @@ impl Scheduler {
         self.claims.get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// Records this scheduler's write of a claim, so that the claim is read live until the
-    /// informer shows the write.
+    /// Records this scheduler's write of a claim, so that a cycle that decided on an older copy
+    /// reads it live.
     fn wrote_claim(&self, written: &ResourceClaim) {
         let key = ObjectKey::of(&written.metadata);
-        self.unseen.wrote(&key, version_of(&written.metadata), || {
-            self.cached_claim(&key.namespace, &key.name)
-                .and_then(|claim| version_of(&claim.metadata))
-        });
+        self.own_writes.wrote(&key, version_of(&written.metadata));
     }
 
     /// Queues every waiting pod (nodes or classes changed).
@@ -388,38 +415,11 @@ impl Scheduler {
                 Ok(next)
             }
             Decision::Bind { node, reserve } => {
-                let names = self.claims_to_write(&key, &claims, &reserve);
+                let names = claims_to_write(&self.own_writes, &key, &claims, &reserve);
                 self.reserve_and_bind(&key, &pod, &node, &names, &reserve)
                     .await
             }
         }
-    }
-
-    /// The claims `PreBind` writes or reads: those to reserve and, as an addition to upstream's
-    /// `PreBind` (which leaves alone a claim the cache shows reserved for the pod), those whose
-    /// status this scheduler wrote and whose write the cache does not show yet. Its own
-    /// deallocation request (`PostFilter`) clears the reservation, and a cycle on the older copy
-    /// would bind the pod to a claim being deallocated; such a claim is read live first.
-    fn claims_to_write(
-        &self,
-        key: &ObjectKey,
-        claims: &[plan::PodClaim],
-        reserve: &[String],
-    ) -> Vec<String> {
-        claims
-            .iter()
-            .filter_map(|pc| pc.claim.metadata.name.clone())
-            .filter(|name| {
-                if reserve.contains(name) {
-                    return true;
-                }
-                let unseen = self.unseen.is_unseen(&ObjectKey::new(&key.namespace, name));
-                if unseen {
-                    tracing::debug!(pod = %key, claim = %name, "Claim written by this scheduler and not seen since: read live before the bind");
-                }
-                unseen
-            })
-            .collect()
     }
 
     /// Posts an event about the pod as `default-scheduler`.
@@ -551,10 +551,10 @@ impl Scheduler {
     }
 
     /// `PreBind` (reserve the claims for the pod), Bind, `PostBind` (delete the context). Each
-    /// of `claim_names` must still be allocated and not being deallocated: those in `reserve`
-    /// are reserved for the pod (written from the cached copy, read live on a conflict), the
-    /// others are read live and must still be reserved for it. Any that changed since the
-    /// decision stops the bind.
+    /// of `claim_names` must still be allocated, available on `node` and not being deallocated:
+    /// those in `reserve` are reserved for the pod (written from the cached copy, read live on a
+    /// conflict), the others are read live and must still be reserved for it. Any that changed
+    /// since the decision stops the bind.
     async fn reserve_and_bind(
         &self,
         key: &ObjectKey,
@@ -565,6 +565,9 @@ impl Scheduler {
     ) -> Result<Next> {
         let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.namespace);
+        let Some(node_object) = self.nodes.get(&ObjectRef::new(node)) else {
+            return Ok(Next::After(SETTLE));
+        };
         for name in claim_names {
             let action = format!(
                 "reserve claim {}/{name} for pod {}",
@@ -580,37 +583,9 @@ impl Scheduler {
                 .flatten()
                 .map(|claim| (*claim).clone());
             let written = modify_write(&claims, name, Part::Status, &action, known, |claim| {
-                usable = true;
-                let already = reserved_for(claim, pod_uid);
-                let Some(status) = claim.status.as_mut() else {
-                    usable = false;
-                    return false;
-                };
-                if status.allocation.is_none() || status.deallocation_requested == Some(true) {
-                    usable = false;
-                    return false;
-                }
-                if already {
-                    return false;
-                }
-                if !to_reserve {
-                    // Seen reserved for the pod, no longer: the decision read a stale cache.
-                    usable = false;
-                    return false;
-                }
-                let reserved = status.reserved_for.get_or_insert_with(Vec::new);
-                let shareable = status.allocation.as_ref().and_then(|a| a.shareable) == Some(true);
-                if (!reserved.is_empty() && !shareable) || reserved.len() >= MAX_RESERVED_FOR {
-                    usable = false;
-                    return false;
-                }
-                reserved.push(ResourceClaimConsumerReference {
-                    api_group: None,
-                    resource: "pods".into(),
-                    name: key.name.clone(),
-                    uid: pod_uid.to_owned(),
-                });
-                true
+                let step = pre_bind(claim, &key.name, pod_uid, to_reserve, &node_object);
+                usable = step != PreBind::Unusable;
+                step == PreBind::Reserve
             })
             .await?;
             if let Some(written) = &written {

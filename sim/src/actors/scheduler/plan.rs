@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, NodeSelector, Pod};
 use k8s_openapi::api::resource::v1alpha2::{
-    PodSchedulingContext, PodSchedulingContextSpec, ResourceClaim, ResourceClass,
+    PodSchedulingContext, PodSchedulingContextSpec, ResourceClaim, ResourceClaimConsumerReference,
+    ResourceClass,
 };
 use rand::seq::IndexedRandom;
 
@@ -178,6 +179,64 @@ pub fn resolve(
         });
     }
     Ok(resolved)
+}
+
+/// What `PreBind` does with one claim of the pod it binds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreBind {
+    /// Usable as it is: allocated on the node, not being deallocated, reserved for the pod.
+    Keep,
+    /// Usable once the pod is added to `reservedFor` (done on the claim given).
+    Reserve,
+    /// Changed since the decision: the bind must wait for another cycle.
+    Unusable,
+}
+
+/// `PreBind`'s check of one claim the cycle decided to bind pod `pod_name`/`pod_uid` to `node`
+/// with, on the claim as it will be written (`to_reserve`: the decision saw it not reserved for
+/// the pod). The claim must still be allocated and available on `node` (it may have been
+/// deallocated and allocated elsewhere since) and not being deallocated; a claim the decision
+/// saw reserved for the pod must still be. [`PreBind::Reserve`] adds the pod to `reservedFor`.
+pub fn pre_bind(
+    claim: &mut ResourceClaim,
+    pod_name: &str,
+    pod_uid: &str,
+    to_reserve: bool,
+    node: &Node,
+) -> PreBind {
+    let already = reserved_for(claim, pod_uid);
+    let Some(status) = claim.status.as_mut() else {
+        return PreBind::Unusable;
+    };
+    let Some(allocation) = status.allocation.as_ref() else {
+        return PreBind::Unusable;
+    };
+    let elsewhere = allocation
+        .available_on_nodes
+        .as_ref()
+        .is_some_and(|on| !node_matches(on, node));
+    if elsewhere || status.deallocation_requested == Some(true) {
+        return PreBind::Unusable;
+    }
+    if already {
+        return PreBind::Keep;
+    }
+    if !to_reserve {
+        // Seen reserved for the pod, no longer: the decision read a stale copy.
+        return PreBind::Unusable;
+    }
+    let shareable = allocation.shareable == Some(true);
+    let reserved = status.reserved_for.get_or_insert_with(Vec::new);
+    if (!reserved.is_empty() && !shareable) || reserved.len() >= MAX_RESERVED_FOR {
+        return PreBind::Unusable;
+    }
+    reserved.push(ResourceClaimConsumerReference {
+        api_group: None,
+        resource: "pods".into(),
+        name: pod_name.to_owned(),
+        uid: pod_uid.to_owned(),
+    });
+    PreBind::Reserve
 }
 
 /// Whether `claim.status.reservedFor` lists the pod with this UID.

@@ -15,8 +15,11 @@ use super::plan::{
     decide, decide_explained, potential_nodes, resolve, resolve_claims, Decision, PodClaim,
     Snapshot, MAX_NODE_LIST,
 };
-use super::wants;
+use super::plan::{pre_bind, PreBind};
+use super::{claims_to_write, wants};
+use crate::actors::indexes::OwnWrites;
 use crate::actors::selectors::node_name_selector;
+use crate::actors::ObjectKey;
 
 const POD_UID: &str = "pod-uid";
 
@@ -107,6 +110,16 @@ impl ClaimBuilder {
     }
     fn deallocation_requested(mut self) -> Self {
         self.status().deallocation_requested = Some(true);
+        self
+    }
+    fn shareable(mut self) -> Self {
+        if let Some(allocation) = self.status().allocation.as_mut() {
+            allocation.shareable = Some(true);
+        }
+        self
+    }
+    fn at_version(mut self, version: u64) -> Self {
+        self.0.metadata.resource_version = Some(version.to_string());
         self
     }
     fn into_pod_claim(self, pod_claim_name: &str) -> PodClaim {
@@ -547,4 +560,99 @@ fn unresolved_claims_carry_the_upstream_text() {
         unresolved.upstream,
         "could not find ResourceClaim \"default/missing\""
     );
+}
+
+/// The race behind a pod bound with a claim deallocated under it: a cycle decides on a snapshot
+/// that predates this scheduler's own deallocation request, and the informer delivers the
+/// request before the bind looks at which claims to read live. The snapshot's copy decides.
+#[test]
+fn a_claim_whose_snapshot_copy_predates_the_own_write_is_read_live_before_the_bind() {
+    let own = OwnWrites::new();
+    let key = ObjectKey::new("default", "p");
+    own.wrote(&ObjectKey::new("default", "a"), Some(12));
+    let snapshot = [
+        claim("a")
+            .allocated_on("n1")
+            .reserved_by(POD_UID)
+            .at_version(10)
+            .into_pod_claim("gpu-0"),
+        claim("b")
+            .allocated_on("n1")
+            .reserved_by(POD_UID)
+            .at_version(11)
+            .into_pod_claim("gpu-1"),
+    ];
+    assert_eq!(claims_to_write(&own, &key, &snapshot, &[]), ["a"]);
+    let caught_up = [claim("a")
+        .allocated_on("n1")
+        .deallocation_requested()
+        .at_version(12)
+        .into_pod_claim("gpu-0")];
+    assert!(
+        claims_to_write(&own, &key, &caught_up, &[]).is_empty(),
+        "a snapshot that shows the write needs no live read"
+    );
+    let to_reserve = [claim("b")
+        .allocated_on("n1")
+        .at_version(11)
+        .into_pod_claim("gpu-1")];
+    assert_eq!(
+        claims_to_write(&own, &key, &to_reserve, &["b".to_owned()]),
+        ["b"]
+    );
+}
+
+#[test]
+fn pre_bind_refuses_a_claim_that_changed_since_the_decision_and_reserves_the_others() {
+    let n1 = node("n1");
+    let step = |builder: ClaimBuilder, to_reserve: bool| {
+        let mut claim = builder.0;
+        let step = pre_bind(&mut claim, "p", POD_UID, to_reserve, &n1);
+        (step, claim)
+    };
+    assert_eq!(
+        step(claim("a").allocated_on("n1").reserved_by(POD_UID), false).0,
+        PreBind::Keep
+    );
+    assert_eq!(
+        step(claim("a").allocated_on("n2").reserved_by(POD_UID), false).0,
+        PreBind::Unusable,
+        "deallocated and allocated again on another node since the decision"
+    );
+    assert_eq!(
+        step(
+            claim("a").allocated_on("n1").deallocation_requested(),
+            false
+        )
+        .0,
+        PreBind::Unusable,
+        "its deallocation was requested"
+    );
+    assert_eq!(
+        step(claim("a"), true).0,
+        PreBind::Unusable,
+        "not allocated any more"
+    );
+    assert_eq!(
+        step(claim("a").allocated_on("n1"), false).0,
+        PreBind::Unusable,
+        "seen reserved for the pod, no longer"
+    );
+    assert_eq!(
+        step(claim("a").allocated_on("n1").reserved_by("other"), true).0,
+        PreBind::Unusable,
+        "in use by another pod"
+    );
+    let (reserved, written) = step(claim("a").allocated_on("n1"), true);
+    assert_eq!(reserved, PreBind::Reserve);
+    assert!(super::plan::reserved_for(&written, POD_UID));
+    let (shared, written) = step(
+        claim("a")
+            .allocated_on("n1")
+            .shareable()
+            .reserved_by("other"),
+        true,
+    );
+    assert_eq!(shared, PreBind::Reserve);
+    assert_eq!(written.status.unwrap().reserved_for.unwrap().len(), 2);
 }
