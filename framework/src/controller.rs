@@ -197,8 +197,9 @@ impl<D: Driver> Controller<D> {
 
     /// Syncs one key and applies the result to the queue: `Done` forgets the key, `Requeue`
     /// re-adds it with backoff, `Periodic` re-adds it after the recheck delay, an error posts a
-    /// Warning event `Failed` on the object and re-adds it with backoff. A status patch that lost
-    /// the race against a newer copy is retried with the key's own backoff only, without event.
+    /// Warning event `Failed` on the object and re-adds it with backoff. A passing failure (a
+    /// status patch that lost the race against a newer copy, a pod claim not created yet) is
+    /// retried with the key's own backoff only, without event.
     #[instrument(skip_all, fields(key = %key, driver = %self.inner.name))]
     pub async fn sync(&self, key: &QueueKey) -> Result<SyncOutcome> {
         let (result, object) = self.inner.sync_key(key).await;
@@ -217,10 +218,10 @@ impl<D: Driver> Controller<D> {
                 queue.forget(key);
                 queue.add_after(key, self.inner.config.recheck_delay);
             }
-            Err(error) if error.is_stale_copy() => {
+            Err(error) if error.is_passing() => {
                 // Not worth an event, nor the overall retry budget: under load the scheduler
                 // changes contexts all the time, and the bucket would delay every other retry.
-                debug!(%error, "Sync raced a newer copy, retrying");
+                debug!(%error, "Sync met a passing state (a newer copy, a claim not created yet), retrying");
                 queue.add_backoff(key);
             }
             Err(error) => {

@@ -147,6 +147,15 @@ impl Error {
         matches!(self, Error::UpdateSchedulingStatus(e) if e.kind == KubeCallErrorKind::Conflict)
     }
 
+    /// Whether the sync failed on a passing state that a watch event resolves: a stale copy
+    /// ([`Error::is_stale_copy`]), or a pod whose claim made from a template the resourceclaim
+    /// controller has not created yet (its creation changes the pod's status, which queues the
+    /// context again). Retried quietly, without event.
+    pub fn is_passing(&self) -> bool {
+        self.is_stale_copy()
+            || matches!(self, Error::PodClaim { source, .. } if matches!(**source, Error::ClaimNotCreated))
+    }
+
     /// Fixed label value naming what failed, for metrics and logs.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -52,7 +52,7 @@ async fn pod_claims_are_allocated_together_and_failures_joined() {
 }
 
 #[tokio::test]
-async fn template_claim_not_created_yet_is_an_error() {
+async fn template_claim_not_created_yet_is_retried_quietly() {
     let h = Harness::new()
         .with_class(class())
         .with_pod(pod().with_template_claim(POD_CLAIM, None))
@@ -62,6 +62,9 @@ async fn template_claim_not_created_yet_is_an_error() {
         err.to_string(),
         "pod claim my-pod-claim: ResourceClaim not created yet"
     );
+    assert!(err.is_passing());
+    assert!(h.events().is_empty(), "{:?}", h.events());
+    assert_eq!(h.context_requeues(), 1, "retried with the key's own backoff");
 }
 
 #[tokio::test]
