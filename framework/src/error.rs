@@ -147,13 +147,20 @@ impl Error {
         matches!(self, Error::UpdateSchedulingStatus(e) if e.kind == KubeCallErrorKind::Conflict)
     }
 
-    /// Whether the sync failed on a passing state that a watch event resolves: a stale copy
-    /// ([`Error::is_stale_copy`]), or a pod whose claim made from a template the resourceclaim
-    /// controller has not created yet (its creation changes the pod's status, which queues the
-    /// context again). Retried quietly, without event.
+    /// Whether the sync failed on a passing state that a watch event resolves: a stale copy of
+    /// the context ([`Error::is_stale_copy`]) or of a claim whose release wrote from a copy
+    /// another writer had changed (the resourceclaim controller drops a finished pod from
+    /// `reservedFor` while the claim is being deleted), or a pod whose claim made from a
+    /// template the resourceclaim controller has not created yet (its creation changes the
+    /// pod's status, which queues the context again). Retried quietly, without event.
     pub fn is_passing(&self) -> bool {
-        self.is_stale_copy()
-            || matches!(self, Error::PodClaim { source, .. } if matches!(**source, Error::ClaimNotCreated))
+        match self {
+            Error::PodClaim { source, .. } => matches!(**source, Error::ClaimNotCreated),
+            Error::RemoveAllocation(e)
+            | Error::RemoveDeallocation(e)
+            | Error::RemoveFinalizer(e) => e.kind == KubeCallErrorKind::Conflict,
+            _ => self.is_stale_copy(),
+        }
     }
 
     /// Fixed label value naming what failed, for metrics and logs.

@@ -64,7 +64,11 @@ async fn template_claim_not_created_yet_is_retried_quietly() {
     );
     assert!(err.is_passing());
     assert!(h.events().is_empty(), "{:?}", h.events());
-    assert_eq!(h.context_requeues(), 1, "retried with the key's own backoff");
+    assert_eq!(
+        h.context_requeues(),
+        1,
+        "retried with the key's own backoff"
+    );
 }
 
 #[tokio::test]

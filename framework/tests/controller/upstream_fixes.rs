@@ -488,3 +488,36 @@ async fn other_failures_of_the_release_writes_stay_errors() {
         Err(dra_framework::Error::RemoveFinalizer(_))
     ));
 }
+
+#[tokio::test]
+async fn a_release_write_that_meets_a_newer_copy_is_retried_without_event() {
+    let h = Harness::new().with_class(class()).with_claim(
+        claim()
+            .immediate()
+            .deleted()
+            .with_finalizer()
+            .allocated(allocation()),
+    );
+    h.api.fail_next(
+        Operation::UpdateClaimStatus,
+        KubeCallErrorKind::Conflict,
+        "the object has been modified",
+    );
+    let err = h.sync_claim(CLAIM).await.unwrap_err();
+    assert!(err.is_passing(), "{err}");
+    assert!(h.events().is_empty(), "{:?}", h.events());
+    assert_eq!(
+        h.controller
+            .queue()
+            .num_requeues(&QueueKey::claim(NAMESPACE, CLAIM)),
+        1
+    );
+    h.driver.set_deallocate_error(Some("device busy"));
+    assert!(h.sync_claim(CLAIM).await.is_err());
+    assert_eq!(
+        h.events().len(),
+        1,
+        "a real failure still posts its event: {:?}",
+        h.events()
+    );
+}
