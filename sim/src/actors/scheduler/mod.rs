@@ -498,10 +498,15 @@ impl Scheduler {
             true
         })
         .await?;
-        if let Some(written) = &written {
-            self.wrote_claim(written);
+        match &written {
+            Some(written) => {
+                self.wrote_claim(written);
+                tracing::debug!(pod = %key, claim, "Requested deallocation of a claim that no node can use");
+            }
+            None => {
+                tracing::debug!(pod = %key, claim, "Claim changed since the cycle (reserved, deallocated or being deallocated): no deallocation requested");
+            }
         }
-        tracing::debug!(pod = %key, claim, "Requested deallocation of a claim that no node can use");
         Ok(())
     }
 
