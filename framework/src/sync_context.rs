@@ -214,7 +214,12 @@ impl<D: Driver> Inner<D> {
                 if allocation_error.is_none() {
                     return Err(Error::UpdateSchedulingStatus(e));
                 }
-                warn!(error = %e, "Failed to update unsuitable nodes");
+                if e.kind == KubeCallErrorKind::Conflict {
+                    // The newer copy arrives through the watch, and the retry reports again.
+                    debug!(error = %e, "Unsuitable nodes not written: the context changed since");
+                } else {
+                    warn!(error = %e, "Failed to update unsuitable nodes");
+                }
             }
         }
         match allocation_error {
