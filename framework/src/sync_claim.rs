@@ -40,11 +40,6 @@ fn deallocation_requested(claim: &ResourceClaim) -> bool {
         .unwrap_or(false)
 }
 
-/// Logs a release that found the claim gone.
-fn gone(error: &KubeCallError) {
-    debug!(%error, "Claim gone before its release was written; released");
-}
-
 fn class_parameters_ref(class: &ResourceClass) -> String {
     match &class.parameters_ref {
         None => "<none>".to_owned(),
@@ -129,16 +124,15 @@ impl<D: Driver> Inner<D> {
             status.allocation = None;
             status.driver_name = None;
             status.deallocation_requested = None;
-            match self.write_claim(&cleared, true).await {
-                Ok(written) => claim = written,
-                Err(e) if e.kind == KubeCallErrorKind::NotFound => {
-                    // Gone: no copy shows the allocation any more.
-                    self.driver.deallocation_published(&claim).await;
-                    gone(&e);
-                    return Ok(());
-                }
-                Err(e) => return Err(Error::RemoveAllocation(e)),
-            }
+            let Some(written) = self
+                .release_write(&cleared, true, Error::RemoveAllocation)
+                .await?
+            else {
+                // Gone: no copy shows the allocation any more.
+                self.driver.deallocation_published(&claim).await;
+                return Ok(());
+            };
+            claim = written;
             self.driver.deallocation_published(&claim).await;
         } else {
             self.driver
@@ -152,29 +146,45 @@ impl<D: Driver> Inner<D> {
                 .status
                 .get_or_insert_with(Default::default)
                 .deallocation_requested = None;
-            match self.write_claim(&cleared, true).await {
-                Ok(written) => claim = written,
-                Err(e) if e.kind == KubeCallErrorKind::NotFound => {
-                    gone(&e);
-                    return Ok(());
-                }
-                Err(e) => return Err(Error::RemoveDeallocation(e)),
-            }
+            let Some(written) = self
+                .release_write(&cleared, true, Error::RemoveDeallocation)
+                .await?
+            else {
+                return Ok(());
+            };
+            claim = written;
         }
         let mut without = (*claim).clone();
         if let Some(finalizers) = without.metadata.finalizers.as_mut() {
             finalizers.retain(|f| *f != self.finalizer);
         }
-        match self.write_claim(&without, false).await {
-            Ok(_) => {}
-            Err(e) if e.kind == KubeCallErrorKind::NotFound => {
-                gone(&e);
-                return Ok(());
-            }
-            Err(e) => return Err(Error::RemoveFinalizer(e)),
+        if self
+            .release_write(&without, false, Error::RemoveFinalizer)
+            .await?
+            .is_none()
+        {
+            return Ok(());
         }
         debug!(claim.name = ?claim.metadata.name, "Released claim");
         Ok(())
+    }
+
+    /// One write of a release (`status`: to the status subresource): the claim as written, or
+    /// `None` when it is gone; any other failure becomes the error `fail` names.
+    async fn release_write(
+        &self,
+        claim: &ResourceClaim,
+        status: bool,
+        fail: fn(KubeCallError) -> Error,
+    ) -> Result<Option<Arc<ResourceClaim>>> {
+        match self.write_claim(claim, status).await {
+            Ok(written) => Ok(Some(written)),
+            Err(e) if e.kind == KubeCallErrorKind::NotFound => {
+                debug!(error = %e, "Claim gone before its release was written; released");
+                Ok(None)
+            }
+            Err(e) => Err(fail(e)),
+        }
     }
 
     /// Class and claim parameters from the driver. A class failure is also reported as an event on
