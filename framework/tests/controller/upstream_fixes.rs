@@ -401,13 +401,7 @@ async fn status_patch_that_loses_a_race_posts_no_event() {
 
 #[tokio::test]
 async fn driver_is_told_once_the_status_write_removing_the_allocation_returned() {
-    let h = Harness::new().with_class(class()).with_claim(
-        claim()
-            .immediate()
-            .deleted()
-            .with_finalizer()
-            .allocated(allocation()),
-    );
+    let h = deleted_claim(true);
     h.api.fail_next(
         Operation::UpdateClaimStatus,
         KubeCallErrorKind::Conflict,
@@ -427,26 +421,25 @@ async fn driver_is_told_once_the_status_write_removing_the_allocation_returned()
 
 #[tokio::test]
 async fn failed_deallocate_does_not_tell_the_driver_it_was_published() {
-    let h = Harness::new().with_class(class()).with_claim(
-        claim()
-            .immediate()
-            .deleted()
-            .with_finalizer()
-            .allocated(allocation()),
-    );
+    let h = deleted_claim(true);
     h.driver.set_deallocate_error(Some("fake error"));
     assert!(h.sync_claim(CLAIM).await.is_err());
     assert!(h.driver.published_deallocations().is_empty());
 }
 
-/// A claim deleted with our finalizer, whose next write of `op` finds it gone (404), as when the
-/// watch delivers an older copy after an earlier pass removed the finalizer.
-fn claim_gone_at(op: Operation, allocated: bool) -> Harness {
+/// An immediate claim being deleted, with our finalizer, allocated or not.
+fn deleted_claim(allocated: bool) -> Harness {
     let mut deleted = claim().immediate().deleted().with_finalizer();
     if allocated {
         deleted = deleted.allocated(allocation());
     }
-    let h = Harness::new().with_class(class()).with_claim(deleted);
+    Harness::new().with_class(class()).with_claim(deleted)
+}
+
+/// [`deleted_claim`] whose next write of `op` finds it gone (404), as when the watch delivers an
+/// older copy after an earlier pass removed the finalizer.
+fn claim_gone_at(op: Operation, allocated: bool) -> Harness {
+    let h = deleted_claim(allocated);
     h.api.fail_next(
         op,
         KubeCallErrorKind::NotFound,
@@ -475,9 +468,7 @@ async fn claim_gone_before_its_allocation_is_cleared_is_released_and_the_driver_
 
 #[tokio::test]
 async fn other_failures_of_the_release_writes_stay_errors() {
-    let h = Harness::new()
-        .with_class(class())
-        .with_claim(claim().immediate().deleted().with_finalizer());
+    let h = deleted_claim(false);
     h.api.fail_next(
         Operation::UpdateClaim,
         KubeCallErrorKind::Other,
@@ -491,13 +482,7 @@ async fn other_failures_of_the_release_writes_stay_errors() {
 
 #[tokio::test]
 async fn a_release_write_that_meets_a_newer_copy_is_retried_without_event() {
-    let h = Harness::new().with_class(class()).with_claim(
-        claim()
-            .immediate()
-            .deleted()
-            .with_finalizer()
-            .allocated(allocation()),
-    );
+    let h = deleted_claim(true);
     h.api.fail_next(
         Operation::UpdateClaimStatus,
         KubeCallErrorKind::Conflict,
@@ -506,12 +491,7 @@ async fn a_release_write_that_meets_a_newer_copy_is_retried_without_event() {
     let err = h.sync_claim(CLAIM).await.unwrap_err();
     assert!(err.is_passing(), "{err}");
     assert!(h.events().is_empty(), "{:?}", h.events());
-    assert_eq!(
-        h.controller
-            .queue()
-            .num_requeues(&QueueKey::claim(NAMESPACE, CLAIM)),
-        1
-    );
+    assert_eq!(h.claim_requeues(CLAIM), 1);
     h.driver.set_deallocate_error(Some("device busy"));
     assert!(h.sync_claim(CLAIM).await.is_err());
     assert_eq!(

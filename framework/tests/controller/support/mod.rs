@@ -102,6 +102,12 @@ impl Harness {
     }
 
     /// How often the context's key was requeued after a failed sync.
+    pub fn claim_requeues(&self, name: &str) -> u32 {
+        self.controller
+            .queue()
+            .num_requeues(&QueueKey::claim(NAMESPACE, name))
+    }
+
     pub fn context_requeues(&self) -> u32 {
         self.controller
             .queue()
