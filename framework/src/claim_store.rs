@@ -19,6 +19,8 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
 
+use dra_runtime::lock::RwLockExt;
+
 use k8s_openapi::api::resource::v1alpha2::{
     AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec,
     ResourceClaimStatus,
@@ -354,15 +356,11 @@ impl ClaimStore {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.state
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.read_or_recover()
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
-        self.state
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.write_or_recover()
     }
 
     /// The claim `namespace/name`.

@@ -14,7 +14,7 @@ use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim, 
 use kube::ResourceExt;
 use tracing::{debug, instrument, warn};
 
-use super::api::{object_reference, ClusterApi, EventRecord};
+use super::api::ClusterApi;
 use super::caches::Caches;
 use super::claim_store::is_settled;
 use super::driver::Driver;
@@ -22,7 +22,8 @@ use super::error::{KubeCallError, Result};
 use super::kube_api::Watches;
 use super::mutation_cache::MutationCache;
 use super::queue_key::{ObjectKey, QueueKey};
-use super::workqueue::{RateLimit, WorkQueue};
+use dra_runtime::events::{object_reference, EventRecord};
+use dra_runtime::workqueue::{RateLimit, WorkQueue};
 
 /// Tunables of the controller. `Default` gives the upstream values.
 #[derive(Debug, Clone)]
@@ -230,7 +231,7 @@ impl<D: Driver> Controller<D> {
                     self.inner
                         .post_event(EventRecord {
                             regarding,
-                            type_: super::api::EventType::Warning,
+                            type_: dra_runtime::events::EventType::Warning,
                             reason: "Failed".to_owned(),
                             message: error.to_string(),
                         })

@@ -7,18 +7,18 @@
 use std::future::Future;
 
 use async_trait::async_trait;
+use dra_runtime::events::{EventRecord, EventRecorder};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim, ResourceClass};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
-use super::api::{ClusterApi, EventRecord, EventType};
+use super::api::ClusterApi;
 use super::caches::ReflectorCaches;
 use super::claim_store::ClaimStore;
 use super::controller::Controller;
@@ -30,14 +30,14 @@ use super::pod_claims::PodClaims;
 /// `resource driver <name>`.
 pub struct KubeApi {
     client: Client,
-    recorder: Recorder,
+    recorder: EventRecorder,
 }
 
 impl KubeApi {
     /// Writes through `client` on behalf of driver `driver_name`.
     pub fn new(client: Client, driver_name: &str) -> Self {
         Self {
-            recorder: event_recorder(client.clone(), driver_name),
+            recorder: EventRecorder::new(client.clone(), driver_name),
             client,
         }
     }
@@ -45,16 +45,6 @@ impl KubeApi {
     fn claims(&self, claim: &ResourceClaim) -> Api<ResourceClaim> {
         Api::namespaced(self.client.clone(), &claim.namespace().unwrap_or_default())
     }
-}
-
-/// The recorder of the events a driver posts: reported by `resource driver <driver_name>`, with
-/// the pod's name (`POD_NAME`) as the instance when it is set.
-pub fn event_recorder(client: Client, driver_name: &str) -> Recorder {
-    let reporter = Reporter {
-        controller: format!("resource driver {driver_name}"),
-        instance: std::env::var("POD_NAME").ok(),
-    };
-    Recorder::new(client, reporter)
 }
 
 /// The message of kube-apiserver's 422 for a JSON patch that does not apply: its generic
@@ -119,19 +109,9 @@ impl ClusterApi for KubeApi {
     }
 
     async fn post_event(&self, event: EventRecord) -> Result<(), KubeCallError> {
-        let type_ = match event.type_ {
-            EventType::Normal => KubeEventType::Normal,
-            EventType::Warning => KubeEventType::Warning,
-        };
-        let published = Event {
-            type_,
-            reason: event.reason.clone(),
-            note: Some(event.message),
-            action: event.reason,
-            secondary: None,
-        };
+        let action = event.reason.clone();
         self.recorder
-            .publish(&published, &event.regarding)
+            .post(&action, event)
             .await
             .map_err(kube_call_error)
     }

@@ -25,24 +25,22 @@ mod error;
 mod kube_api;
 mod mutation_cache;
 mod pod_claims;
-pub mod process;
 mod queue_key;
 mod scheduling;
-pub mod sync;
 mod sync_claim;
 mod sync_context;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-mod workqueue;
 
-pub use api::{object_reference, ClusterApi, EventRecord, EventType};
+pub use api::ClusterApi;
 pub use caches::{Caches, ReflectorCaches};
 pub use claim_store::ClaimStore;
 pub use controller::{Controller, ControllerConfig, SyncOutcome};
+pub use dra_runtime::events::{EventRecord, EventType};
+pub use dra_runtime::workqueue::RateLimit;
 pub use driver::{ClaimAllocation, Driver};
 pub use error::{Error, KubeCallError, KubeCallErrorKind, Result};
-pub use kube_api::{event_recorder, kube_call_error, KubeApi};
+pub use kube_api::{kube_call_error, KubeApi};
 pub use mutation_cache::MutationCache;
 pub use queue_key::{ObjectKey, QueueKey};
 pub use scheduling::{status_patch, truncate_nodes, ClaimStatusEntry, NODE_LIST_MAX_SIZE};
-pub use workqueue::{RateLimit, WorkQueue};

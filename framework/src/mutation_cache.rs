@@ -6,7 +6,7 @@
 //! a stale context never makes a status patch conflict. Owns only the cache; must not depend on the
 //! API client or the driver.
 
-use crate::sync::LockExt;
+use dra_runtime::lock::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

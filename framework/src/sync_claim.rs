@@ -11,10 +11,10 @@ use k8s_openapi::api::resource::v1alpha2::{
 };
 use tracing::debug;
 
-use super::api::EventRecord;
 use super::controller::{Inner, SyncOutcome};
 use super::driver::{ClaimAllocation, Driver};
 use super::error::{Error, KubeCallError, KubeCallErrorKind, Result};
+use dra_runtime::events::EventRecord;
 
 /// Whether the claim has an allocation result.
 pub(crate) fn is_allocated(claim: &ResourceClaim) -> bool {

@@ -20,14 +20,14 @@ use std::time::{Duration, Instant};
 use dra_allocator::handle::{HandleData, HandleSharing};
 use dra_node::cdi::CdiDir;
 use dra_node::device::{Inventory, NodeDevice};
-use dra_node::grpc::proto::k8s::io::kubelet::pkg::apis::dra::v1;
 use dra_node::grpc::{DraService, Plugin, PluginConfig, PluginServices};
 use dra_node::journal::Journal;
 use dra_node::modern::claims::{ClaimSource, MemoryClaims};
-use dra_node::modern::types::{
+use dra_node::prepare::{ClaimPreparer, ClaimRequest, JournalPreparer};
+use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::v1;
+use dra_types::resource_v1::{
     DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
 };
-use dra_node::prepare::{ClaimPreparer, ClaimRequest, JournalPreparer};
 use tonic::transport::{Endpoint, Uri};
 
 const DRIVER: &str = "gpu.dra-ledger.io";

@@ -17,7 +17,7 @@ use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::{Api, Client};
 
 use crate::modern::claims::ClaimSource;
-use crate::modern::types::ResourceClaim as V1ResourceClaim;
+use dra_types::resource_v1::ResourceClaim as V1ResourceClaim;
 
 /// A claim prepared on this node, as the journal knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -266,7 +266,7 @@ mod tests {
     }
 
     fn v1_claim(uid: &str, results: &[(&str, &str)]) -> V1ResourceClaim {
-        use crate::modern::types::{DeviceAllocationResult, DeviceRequestAllocationResult};
+        use dra_types::resource_v1::{DeviceAllocationResult, DeviceRequestAllocationResult};
         let claim = V1ResourceClaim::new("default", &format!("claim-{uid}"), uid);
         if results.is_empty() {
             return claim;

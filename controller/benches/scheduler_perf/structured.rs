@@ -2,7 +2,7 @@
 //! kube-scheduler for one device of class `gpu` (any, or on NUMA node 0 or 1 by a CEL selector
 //! on the slices the simulator publishes), and pods in their 1.34 shape.
 
-use dra_node::modern::types::DeviceClass;
+use dra_types::resource_v1::DeviceClass;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};

@@ -281,7 +281,7 @@ mod slim {
 
     slim_of!(Pod, k8s_openapi::api::core::v1::Pod);
     slim_of!(Claim, k8s_openapi::api::resource::v1alpha2::ResourceClaim);
-    slim_of!(ClaimV1, dra_node::modern::types::ResourceClaim);
+    slim_of!(ClaimV1, dra_types::resource_v1::ResourceClaim);
     slim_of!(
         Context,
         k8s_openapi::api::resource::v1alpha2::PodSchedulingContext

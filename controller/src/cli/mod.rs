@@ -33,7 +33,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub use dra_framework::process::{parse_duration, watch_for_signal};
+pub use dra_runtime::process::{parse_duration, watch_for_signal};
 pub use logging::LogFormat;
 
 /// The default DRA driver name.

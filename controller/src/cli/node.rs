@@ -9,7 +9,7 @@ use anyhow::Context;
 
 use dra_node::agent::{AgentConfig, ApiAccess};
 use dra_node::discovery::{DeviceSource, DiscoveryRoots};
-use dra_node::modern::mode::DraApi;
+use dra_types::api_mode::DraApi;
 
 use super::{parse_duration, watch_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
 

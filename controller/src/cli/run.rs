@@ -13,7 +13,7 @@ use super::{default_ledger_path, parse_duration, LogFormat, DEFAULT_DRIVER_NAME}
 use dra_controller::leader::{LeaderConfig, LeaderUrlTemplate, DEFAULT_LEADER_URL_TEMPLATE};
 use dra_controller::process::{ProcessConfig, RunningController};
 use dra_framework::ControllerConfig;
-use dra_node::modern::mode::DraApi;
+use dra_types::api_mode::DraApi;
 
 /// Flags of `dra-ledger run`.
 #[derive(Debug, Clone, clap::Args)]

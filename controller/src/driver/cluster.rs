@@ -6,15 +6,15 @@
 //! Must not contain allocation decisions.
 
 use async_trait::async_trait;
+use dra_runtime::events::EventRecorder;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::api::{Api, ListParams};
-use kube::runtime::events::{Event, EventType as KubeEventType, Recorder};
 use kube::Client;
 
 use super::listed_claim::ListedClaim;
 use super::param_cache::ParamCache;
 use crate::params::{DeviceClaimParameters, DeviceClassParameters};
-use dra_framework::{kube_call_error, EventRecord, EventType, KubeCallError};
+use dra_framework::{kube_call_error, EventRecord, KubeCallError};
 
 /// The driver's reads and event posts against the cluster.
 #[async_trait]
@@ -49,7 +49,7 @@ pub trait DriverCluster: Send + Sync + 'static {
 /// Parameter objects are read from watched copies, with a live GET when the watch lacks one.
 pub struct KubeCluster {
     client: Client,
-    recorder: Recorder,
+    recorder: EventRecorder,
     params: ParamCache,
 }
 
@@ -57,7 +57,7 @@ impl KubeCluster {
     /// Reads and posts through `client` on behalf of driver `driver_name`.
     pub fn new(client: Client, driver_name: &str) -> Self {
         Self {
-            recorder: dra_framework::event_recorder(client.clone(), driver_name),
+            recorder: EventRecorder::new(client.clone(), driver_name),
             params: ParamCache::new(client.clone()),
             client,
         }
@@ -110,18 +110,8 @@ impl DriverCluster for KubeCluster {
     }
 
     async fn post_event(&self, event: EventRecord) -> Result<(), KubeCallError> {
-        let kube_event = Event {
-            type_: match event.type_ {
-                EventType::Normal => KubeEventType::Normal,
-                EventType::Warning => KubeEventType::Warning,
-            },
-            reason: event.reason,
-            note: Some(event.message),
-            action: "Allocate".to_owned(),
-            secondary: None,
-        };
         self.recorder
-            .publish(&kube_event, &event.regarding)
+            .post("Allocate", event)
             .await
             .map_err(kube_call_error)
     }

@@ -6,7 +6,7 @@
 //!
 //! Everything here is bounded and may be lost on restart without harm: the ledger is the record.
 
-use dra_framework::sync::LockExt;
+use dra_runtime::lock::LockExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

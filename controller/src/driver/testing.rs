@@ -4,7 +4,7 @@
 //! Compiled only for tests or with the `testing` feature of `dra-controller`; a product build has
 //! none of it.
 
-use dra_framework::sync::LockExt;
+use dra_runtime::lock::LockExt;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 

@@ -19,7 +19,8 @@ use kube::ResourceExt;
 use tracing::{debug, warn};
 
 use super::{LedgerDriver, Result};
-use dra_framework::{object_reference, ClaimAllocation, EventRecord, EventType};
+use dra_framework::{ClaimAllocation, EventRecord, EventType};
+use dra_runtime::events::object_reference;
 
 /// The event reason of the "no node fits" explanation on a pod.
 pub const NO_NODE_FITS_REASON: &str = "NoSuitableNode";

@@ -8,7 +8,7 @@
 //! stops writing before any other candidate can have taken the lease (`lease_duration` after it
 //! last saw the lease change).
 
-use dra_framework::sync::LockExt;
+use dra_runtime::lock::LockExt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use dra_allocator::ledger::DeviceCounts;
-use dra_node::modern::types::{DeviceClass, ResourceClaim};
+use dra_types::resource_v1::{DeviceClass, ResourceClaim};
 use serde_json::Value;
 
 /// The reason of the explaining event.
@@ -153,7 +153,7 @@ fn bounded(mut note: String) -> String {
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
-    use dra_node::modern::types::{DeviceAllocationResult, DeviceRequestAllocationResult};
+    use dra_types::resource_v1::{DeviceAllocationResult, DeviceRequestAllocationResult};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use dra_allocator::ledger::{same_placement, Allocation, ClaimRef, ImportRequest};
 use dra_allocator::model::{AttributeValue, Device, Quantity, Sharing, Version};
 use dra_node::modern::config::{config_for, our_configs};
-use dra_node::modern::types::{DeviceAttribute, ResourceClaim, ResourceSlice};
+use dra_types::resource_v1::{DeviceAttribute, ResourceClaim, ResourceSlice};
 
 use crate::driver::inventory::SkippedAttribute;
 use crate::driver::DriftKind;
@@ -99,7 +99,7 @@ fn local_name(driver: &str, name: &str) -> String {
 fn device(
     driver: &str,
     node: &str,
-    published: &dra_node::modern::types::Device,
+    published: &dra_types::resource_v1::Device,
 ) -> (Device, Vec<SkippedAttribute>) {
     let mut device = Device::new(&published.name);
     let mut skipped = Vec::new();

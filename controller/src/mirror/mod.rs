@@ -23,13 +23,14 @@ pub mod mapping;
 mod sync;
 mod watch;
 
+use dra_runtime::events::EventRecorder;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use dra_allocator::ledger::{Ledger, LedgerError};
 use dra_allocator::model::Device;
-use dra_node::modern::types::{ResourceClaim, ResourceSlice};
+use dra_types::resource_v1::{ResourceClaim, ResourceSlice};
 use kube::Client;
 
 use crate::driver::{DriverObserver, DriverReadiness, LedgerCalls, NoopObserver, Result};
@@ -92,6 +93,7 @@ pub struct Mirror {
     /// The ledger and its calls in flight (see [`Mirror::quiesce`]).
     calls: LedgerCalls,
     client: Client,
+    recorder: EventRecorder,
     config: MirrorConfig,
     observer: Arc<dyn DriverObserver>,
     readiness: DriverReadiness,
@@ -113,6 +115,7 @@ impl Mirror {
     pub fn new(ledger: Ledger, client: Client, config: MirrorConfig) -> Self {
         Mirror {
             calls: LedgerCalls::new(ledger),
+            recorder: EventRecorder::new(client.clone(), &config.driver_name),
             client,
             config,
             observer: Arc::new(NoopObserver),

@@ -9,11 +9,9 @@ use std::time::Instant;
 use chrono::Utc;
 use dra_allocator::ledger::{ImportRequest, LedgerError};
 use dra_allocator::model::Device;
-use dra_node::modern::types::{DeviceClass, ResourceClaim};
+use dra_types::resource_v1::{DeviceClass, ResourceClaim};
 use futures::StreamExt;
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use tracing::{debug, info, warn};
 
 use super::explain::{asked, explanation, our_classes, waiting_claim, REASON};
@@ -23,8 +21,9 @@ use super::mapping::{
 use super::{Cache, Mirror};
 use crate::driver::reconcile::all_allocations;
 use crate::driver::{DriftKind, DriftReport, DriverError, Result};
-use dra_framework::{kube_call_error, object_reference};
+use dra_framework::kube_call_error;
 use dra_metrics::{AllocationMode, AllocationOutcome, DeallocationOutcome};
+use dra_runtime::events::EventRecord;
 
 /// How many ledger writes of a reconcile run at once (the ledger's group commit batches them).
 const PARALLEL_WRITES: usize = 16;
@@ -381,36 +380,10 @@ impl Mirror {
         }
     }
 
-    /// Creates the Warning event `note` about `claim`.
+    /// Posts the Warning event `note` about `claim`.
     async fn post_explanation(&self, claim: &ResourceClaim, note: &str) -> kube::Result<()> {
-        let namespace = claim.metadata.namespace.clone().unwrap_or_default();
-        let now = Utc::now();
-        let controller = format!("resource driver {}", self.config.driver_name);
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(format!(
-                    "{}.{:x}",
-                    claim.metadata.name.as_deref().unwrap_or("claim"),
-                    now.timestamp_nanos_opt().unwrap_or_default()
-                )),
-                namespace: Some(namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            action: Some("Mirror".to_owned()),
-            event_time: Some(MicroTime(now)),
-            note: Some(note.to_owned()),
-            reason: Some(REASON.to_owned()),
-            regarding: Some(object_reference(claim)),
-            reporting_instance: Some(
-                std::env::var("POD_NAME").unwrap_or_else(|_| controller.clone()),
-            ),
-            reporting_controller: Some(controller),
-            type_: Some("Warning".to_owned()),
-            ..Event::default()
-        };
-        Api::<Event>::namespaced(self.client.clone(), &namespace)
-            .create(&PostParams::default(), &event)
+        self.recorder
+            .post("Mirror", EventRecord::warning(claim, REASON, note))
             .await
-            .map(|_| ())
     }
 }

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dra_node::modern::types::{ResourceClaim, ResourceSlice};
+use dra_types::resource_v1::{ResourceClaim, ResourceSlice};
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::{watcher, WatchStreamExt};

@@ -41,7 +41,7 @@ use tracing::{info, warn};
 use crate::driver::LedgerDriver;
 use crate::leader::{Fence, FenceLayer, LeaderConfig, LeaderUrlTemplate, Role};
 use crate::mirror::Mirror;
-use dra_node::modern::mode::{resolve, ApiMode, DraApi};
+use dra_types::api_mode::{resolve, ApiMode, DraApi};
 use leader_route::LeaderRoute;
 use leader_work::{run_while_leader, start_elector, ElectorTask};
 use mode_work::{mode_work, ModeWork};
@@ -51,7 +51,7 @@ pub use metrics_observer::MetricsObserver;
 /// The version reported by `--version` and the `build_info` metric.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-pub use dra_framework::process::SHUTDOWN_GRACE;
+pub use dra_runtime::process::SHUTDOWN_GRACE;
 
 /// What a [`RunningController`] needs to start.
 #[derive(Debug, Clone)]

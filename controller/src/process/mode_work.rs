@@ -13,7 +13,7 @@ use dra_allocator::ledger::Ledger;
 use dra_api::reconciler::ReconcileError;
 use dra_api::{AppState, Reconciler};
 use dra_framework::{Controller, ControllerConfig};
-use dra_node::modern::mode::ApiMode;
+use dra_types::api_mode::ApiMode;
 
 use super::leader_work::{Allocator, LeaderWork};
 use super::{MetricsObserver, ProcessConfig};

@@ -26,7 +26,7 @@ use crate::deploy_support::{kubernetes_validate, render_overlay, Document, Rende
 use crate::e2e_support::{DRIVER, WAIT};
 use crate::modern_support::{h100s, Modern};
 use dra_node::local::LocalSettings;
-use dra_node::modern::types::ResourceSlice;
+use dra_types::resource_v1::ResourceSlice;
 
 const OVERLAY: &str = "kubernetes-1.34";
 

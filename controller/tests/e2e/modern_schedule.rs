@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dra_node::modern::types::ResourceClaim;
+use dra_types::resource_v1::ResourceClaim;
 use kube::api::DeleteParams;
 use serde_json::{json, Value};
 use testkit::eventually;

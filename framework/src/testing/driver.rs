@@ -1,6 +1,6 @@
 //! [`ScriptedDriver`]: a [`Driver`] whose answers are set by the test and whose calls are recorded.
 
-use crate::sync::LockExt;
+use dra_runtime::lock::LockExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

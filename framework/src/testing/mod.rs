@@ -8,7 +8,7 @@
 mod driver;
 pub mod fixtures;
 
-use crate::sync::{LockExt, RwLockExt};
+use dra_runtime::lock::{LockExt, RwLockExt};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -19,9 +19,10 @@ use kube::ResourceExt;
 
 pub use driver::{DriverCall, ScriptedDriver};
 
-use super::api::{ClusterApi, EventRecord};
+use super::api::ClusterApi;
 use super::caches::Caches;
 use super::error::{KubeCallError, KubeCallErrorKind};
+use dra_runtime::events::EventRecord;
 
 type Key = (String, String);
 

@@ -12,4 +12,3 @@ mod context_scenarios;
 mod pod_claims;
 mod runtime;
 mod upstream_fixes;
-mod workqueue;

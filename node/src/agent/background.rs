@@ -2,7 +2,8 @@
 //! SIGHUP, and garbage collection every `gc_interval` against the claims of the API version the
 //! agent runs with. Each task logs its own failures and runs until it is aborted.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use dra_runtime::lock::RwLockExt;
+use std::sync::{Arc, RwLock};
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
@@ -53,7 +54,7 @@ pub(super) async fn refresh_inventory(
                 if *sender.borrow() != inventory {
                     info!(devices = inventory.len(), "The inventory changed");
                     metrics.set_devices(inventory.len());
-                    *shared.write().unwrap_or_else(PoisonError::into_inner) = inventory.clone();
+                    *shared.write_or_recover() = inventory.clone();
                     sender.send_replace(inventory);
                 }
             }

@@ -1,5 +1,5 @@
 //! The running node agent, as `dra-ledger node` starts it: the DRA API chosen
-//! ([`crate::modern::mode`]), the journal opened and recovered, the inventory discovered (again
+//! ([`dra_types::api_mode`]), the journal opened and recovered, the inventory discovered (again
 //! every `inventory_interval` and on SIGHUP), the kubelet plugin sockets served, the admin
 //! server, garbage collection against the API server every `gc_interval`, and in `v1` mode the
 //! node's `ResourceSlice` kept published. Each part logs its own failures; the agent stops when
@@ -34,10 +34,10 @@ use crate::grpc::{DraService, Plugin, PluginConfig, PluginServices};
 use crate::journal::Journal;
 use crate::metrics::{GcKind, NodeMetrics};
 use crate::modern::claims::{ApiClaims, ClaimSource};
-use crate::modern::mode::{resolve, ApiMode, DraApi};
 use crate::modern::slices::{keep_published, SlicePublisher};
 use crate::prepare::JournalPreparer;
 use background::{collect_garbage, refresh_inventory, watch_hangup, GcClaims};
+use dra_types::api_mode::{resolve, ApiMode, DraApi};
 use measured::Measured;
 
 /// Everything the agent is started with.
@@ -101,7 +101,7 @@ pub enum AgentError {
     },
     /// The DRA API could not be chosen.
     #[error(transparent)]
-    Mode(#[from] crate::modern::mode::ModeError),
+    Mode(#[from] dra_types::api_mode::ModeError),
     /// The journal could not be opened.
     #[error(transparent)]
     Journal(#[from] crate::journal::JournalError),

@@ -6,8 +6,8 @@
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
-use super::proto::v1alpha3::Claim;
 use crate::prepare::ClaimRequest;
+use dra_types::kubelet::v1alpha3::Claim;
 
 /// The largest resource handle Kubernetes stores (`ResourceHandleDataMaxSize`, 16 KiB).
 pub const RESOURCE_HANDLE_MAX_BYTES: usize = 16 * 1024;
@@ -183,7 +183,7 @@ pub(crate) fn log_outcome<'a>(call: &str, claims: impl Iterator<Item = (&'a Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grpc::proto::k8s::io::api::resource::v1alpha2::StructuredResourceHandle;
+    use dra_types::kubelet::k8s::io::api::resource::v1alpha2::StructuredResourceHandle;
 
     fn claim(uid: &str, handle: &str) -> Claim {
         Claim {

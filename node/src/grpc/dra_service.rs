@@ -17,12 +17,12 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::batch::{log_outcome, nonempty, to_map, Batch};
-use super::proto::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
 use crate::metrics::{NodeMetrics, Outcome};
 use crate::modern::allocation::{node_allocation, ClaimError, NodeAllocation};
 use crate::modern::claims::ClaimSource;
 use crate::modern::config::base_request;
 use crate::prepare::{ClaimPreparer, ClaimRequest};
+use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
 
 /// The `v1.DRAPlugin` service.
 pub struct DraService<P> {

@@ -1,8 +1,7 @@
-//! The kubelet's gRPC interfaces over Unix sockets: the registration service the kubelet's
+//! The kubelet's gRPC interfaces (generated in `dra_types::kubelet`) served over Unix sockets: the registration service the kubelet's
 //! plugin watcher finds in its registry directory, and on the plugin socket the Kubernetes 1.30
 //! `v1alpha3.Node` service and the modern (1.34+) `v1.DRAPlugin` and `v1beta1.DRAPlugin`.
 //!
-//! - [`proto`]: the generated messages, servers and clients (`node/proto/`);
 //! - [`sockets`]: where the two sockets live, their modes, stale files and removal;
 //! - [`registration`]: `GetInfo` (with the `supported_versions` of the services served),
 //!   `NotifyRegistrationStatus` and the registration state;
@@ -21,7 +20,6 @@
 pub mod batch;
 pub mod dra_service;
 pub mod node_service;
-pub mod proto;
 pub mod registration;
 pub mod resources;
 pub mod sockets;
@@ -37,8 +35,8 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::device::Inventory;
 use crate::prepare::ClaimPreparer;
-use proto::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
-use proto::v1alpha3::node_server::NodeServer;
+use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
+use dra_types::kubelet::v1alpha3::node_server::NodeServer;
 
 pub use dra_service::{DraService, DraServiceV1beta1};
 pub use node_service::NodeService;

@@ -14,15 +14,15 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use super::batch::{log_outcome, nonempty, to_map, Batch, Call};
-use super::proto::v1alpha3::node_server::Node;
-use super::proto::v1alpha3::{
+use super::resources;
+use crate::device::Inventory;
+use crate::prepare::{ClaimPreparer, ClaimRequest};
+use dra_types::kubelet::v1alpha3::node_server::Node;
+use dra_types::kubelet::v1alpha3::{
     NodeListAndWatchResourcesRequest, NodeListAndWatchResourcesResponse,
     NodePrepareResourceResponse, NodePrepareResourcesRequest, NodePrepareResourcesResponse,
     NodeUnprepareResourceResponse, NodeUnprepareResourcesRequest, NodeUnprepareResourcesResponse,
 };
-use super::resources;
-use crate::device::Inventory;
-use crate::prepare::{ClaimPreparer, ClaimRequest};
 
 /// One blocking call of the preparer: `ClaimPreparer::prepare` or `ClaimPreparer::unprepare`.
 type PreparerCall<P, A> = fn(&P, &[ClaimRequest]) -> Vec<(String, A)>;

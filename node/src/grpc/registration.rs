@@ -13,11 +13,13 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
-use super::proto::pluginregistration::registration_server::{Registration, RegistrationServer};
-use super::proto::pluginregistration::{
+use super::{GrpcError, PluginConfig, PluginSockets, Result};
+use dra_types::kubelet::pluginregistration::registration_server::{
+    Registration, RegistrationServer,
+};
+use dra_types::kubelet::pluginregistration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
-use super::{GrpcError, PluginConfig, PluginSockets, Result};
 
 /// The plugin type of a DRA driver.
 pub const PLUGIN_TYPE: &str = "DRAPlugin";

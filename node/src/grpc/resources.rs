@@ -4,13 +4,13 @@
 
 use dra_allocator::model::AttributeValue;
 
-use super::proto::k8s::io::api::resource::v1alpha2::{
+use crate::device::{Inventory, NodeDevice};
+use dra_types::kubelet::k8s::io::api::resource::v1alpha2::{
     NamedResourcesAttribute, NamedResourcesAttributeValue, NamedResourcesInstance,
     NamedResourcesIntSlice, NamedResourcesResources, NamedResourcesStringSlice, ResourceModel,
 };
-use super::proto::k8s::io::apimachinery::pkg::api::resource::Quantity;
-use super::proto::v1alpha3::NodeListAndWatchResourcesResponse;
-use crate::device::{Inventory, NodeDevice};
+use dra_types::kubelet::k8s::io::apimachinery::pkg::api::resource::Quantity;
+use dra_types::kubelet::v1alpha3::NodeListAndWatchResourcesResponse;
 
 /// The stream message for `inventory`: every device in one `ResourceModel`, in name order; no
 /// model at all when the node has no device, so that the kubelet removes the node's slice.

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use dra_allocator::model::Sharing;
 
 use super::config::{config_for, our_configs, ConfigError};
-use super::types::ResourceClaim;
 use crate::prepare::{AllocatedClaim, ClaimRequest};
+use dra_types::resource_v1::ResourceClaim;
 
 /// One allocated device of ours on this node.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,13 +3,14 @@
 //! be run without an API server. [`ApiClaims`] reads them from the API server;
 //! [`MemoryClaims`] holds them in memory (tests, benchmarks).
 
+use dra_runtime::lock::RwLockExt;
 use std::collections::BTreeMap;
-use std::sync::{PoisonError, RwLock};
+use std::sync::RwLock;
 
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::types::ResourceClaim;
+use dra_types::resource_v1::ResourceClaim;
 
 /// Reads v1 `ResourceClaim`s.
 #[async_trait::async_trait]
@@ -67,17 +68,13 @@ impl MemoryClaims {
             claim.metadata.namespace.clone().unwrap_or_default(),
             claim.metadata.name.clone().unwrap_or_default(),
         );
-        self.claims
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, claim);
+        self.claims.write_or_recover().insert(key, claim);
     }
 
     /// Removes the claim `namespace/name`.
     pub fn remove(&self, namespace: &str, name: &str) {
         self.claims
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
+            .write_or_recover()
             .remove(&(namespace.to_owned(), name.to_owned()));
     }
 }
@@ -85,14 +82,14 @@ impl MemoryClaims {
 #[async_trait::async_trait]
 impl ClaimSource for MemoryClaims {
     async fn get(&self, namespace: &str, name: &str) -> kube::Result<Option<ResourceClaim>> {
-        let claims = self.claims.read().unwrap_or_else(PoisonError::into_inner);
+        let claims = self.claims.read_or_recover();
         Ok(claims
             .get(&(namespace.to_owned(), name.to_owned()))
             .cloned())
     }
 
     async fn list(&self) -> kube::Result<Vec<ResourceClaim>> {
-        let claims = self.claims.read().unwrap_or_else(PoisonError::into_inner);
+        let claims = self.claims.read_or_recover();
         Ok(claims.values().cloned().collect())
     }
 }

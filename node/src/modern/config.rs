@@ -18,7 +18,7 @@
 use dra_allocator::model::Sharing;
 use serde_json::{Map, Value};
 
-use super::types::DeviceAllocationResult;
+use dra_types::resource_v1::DeviceAllocationResult;
 
 /// The `apiVersion` of our parameters.
 pub const CONFIG_API_VERSION: &str = "dra-ledger.io/v1alpha1";

@@ -1,17 +1,14 @@
-//! Modern DRA (`resource.k8s.io/v1`, Kubernetes 1.34+), node side: the API objects the agent
-//! reads and writes ([`types`]), the node's `ResourceSlice` built from its inventory
-//! ([`slice_for`]) and kept published ([`slices`]), our opaque device configuration
-//! ([`config`]), what a claim's allocation asks this node to prepare ([`allocation`]), where
-//! claims are read ([`claims`]) and which API the agent speaks ([`mode`]). The v1alpha2 path of
-//! Kubernetes 1.30 (the kubelet builds the slice from `NodeListAndWatchResources`) is unchanged;
-//! here the driver publishes the slice itself.
+//! The `v1` generation (`resource.k8s.io/v1`, Kubernetes 1.34+), node side: the node's
+//! `ResourceSlice` built from its inventory ([`slice_for`]) and kept published ([`slices`]), our
+//! opaque device configuration ([`config`]), what a claim's allocation asks this node to prepare
+//! ([`allocation`]) and where claims are read ([`claims`]). The API objects themselves are
+//! `dra_types::resource_v1`'s. On `v1alpha2` (Kubernetes 1.30) the kubelet builds the slice from
+//! `NodeListAndWatchResources`; here the driver publishes the slice itself.
 
 pub mod allocation;
 pub mod claims;
 pub mod config;
-pub mod mode;
 pub mod slices;
-pub mod types;
 
 use std::collections::BTreeMap;
 
@@ -20,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::device::Inventory;
-use types::{
+use dra_types::resource_v1::{
     Device, DeviceAttribute, DeviceCapacity, ResourcePool, ResourceSlice, ResourceSliceSpec,
     MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE, MAX_ATTRIBUTE_VALUE_LENGTH, MAX_DEVICES_PER_SLICE,
 };
@@ -212,9 +209,9 @@ mod tests {
     use dra_allocator::model::{Quantity as ModelQuantity, Version};
     use serde_json::json;
 
-    use super::types::{DeviceClass, ResourceClaim};
     use super::*;
     use crate::device::NodeDevice;
+    use dra_types::resource_v1::{DeviceClass, ResourceClaim};
 
     const DRIVER: &str = "gpu.example.com";
 

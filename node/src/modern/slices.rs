@@ -23,9 +23,9 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::types::ResourceSlice;
 use super::{slice_for, SliceError};
 use crate::device::Inventory;
+use dra_types::resource_v1::ResourceSlice;
 
 /// How many times a publish starts over after a conflict before it gives up for this round.
 const CONFLICT_RETRIES: usize = 5;

@@ -14,8 +14,9 @@
 //! `node_after_cdi_write` (all files of the batch), `node_after_prepared`,
 //! `node_after_unprepare_started` and `node_after_cdi_remove`.
 
+use dra_runtime::lock::{LockExt, RwLockExt};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use dra_allocator::handle::{HandleData, HandleSharing};
 
@@ -163,10 +164,7 @@ impl JournalPreparer {
     }
 
     fn devices_of(&self, names: &[String]) -> Vec<NodeDevice> {
-        let inventory = self
-            .inventory
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let inventory = self.inventory.read_or_recover();
         names
             .iter()
             .map(|name| {
@@ -186,7 +184,7 @@ impl JournalPreparer {
 
     /// Settles every half-done entry and removes CDI files of ours without an entry.
     pub fn recover(&self) -> Result<Recovery, RecoverError> {
-        let _batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        let _batch = self.batch.lock_or_recover();
         let cdi_error = |uid: &str| {
             let uid = uid.to_owned();
             move |source| RecoverError::Cdi { uid, source }
@@ -293,10 +291,7 @@ impl JournalPreparer {
             _ => {}
         }
         {
-            let inventory = self
-                .inventory
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let inventory = self.inventory.read_or_recover();
             if let Some(device) = wanted.devices.iter().find(|d| !inventory.contains_key(*d)) {
                 return Err(PrepareError::UnknownDevice {
                     uid: uid.to_owned(),
@@ -352,7 +347,7 @@ impl JournalPreparer {
         &self,
         claims: impl Iterator<Item = (&'a str, Result<Wanted<'a>, PrepareError>)>,
     ) -> Vec<(String, CdiIds)> {
-        let _batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        let _batch = self.batch.lock_or_recover();
         let claims: Vec<_> = claims.collect();
         let entries = match self.journal.entries() {
             Ok(entries) => entries,
@@ -426,7 +421,7 @@ impl ClaimPreparer for JournalPreparer {
     }
 
     fn unprepare(&self, claims: &[ClaimRequest]) -> Vec<(String, Result<(), PrepareError>)> {
-        let _batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        let _batch = self.batch.lock_or_recover();
         let entries = match self.journal.entries() {
             Ok(entries) => entries,
             Err(e) => return all_failed(claims, &e),

@@ -6,14 +6,14 @@
 use std::sync::{Arc, RwLock};
 
 use dra_node::cdi::CdiDir;
-use dra_node::grpc::proto::v1alpha3::{NodePrepareResourcesRequest, NodeUnprepareResourcesRequest};
 use dra_node::grpc::Plugin;
 use dra_node::journal::Journal;
 use dra_node::prepare::JournalPreparer;
+use dra_types::kubelet::v1alpha3::{NodePrepareResourcesRequest, NodeUnprepareResourcesRequest};
 use tokio::sync::{oneshot, watch};
 
 use crate::support::{claim, config, connect, gpu, inventory, DRIVER};
-use dra_node::grpc::proto::v1alpha3::node_client::NodeClient;
+use dra_types::kubelet::v1alpha3::node_client::NodeClient;
 
 const NODE: &str = "node-a";
 

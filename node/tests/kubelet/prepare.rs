@@ -1,7 +1,7 @@
 //! Prepare and unprepare batches: one answer per claim UID, errors inside the answer.
 
 use dra_node::grpc::batch::RESOURCE_HANDLE_MAX_BYTES;
-use dra_node::grpc::proto::v1alpha3::{NodePrepareResourcesRequest, NodeUnprepareResourcesRequest};
+use dra_types::kubelet::v1alpha3::{NodePrepareResourcesRequest, NodeUnprepareResourcesRequest};
 
 use crate::support::{claim, Agent, DRIVER};
 

@@ -3,9 +3,9 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use dra_node::grpc::proto::pluginregistration::RegistrationStatus;
 use dra_node::grpc::versions::highest_supported_version;
 use dra_node::grpc::RegistrationState;
+use dra_types::kubelet::pluginregistration::RegistrationStatus;
 use testkit::eventually::eventually;
 
 use crate::support::{register_as_kubelet_130, Agent, DRIVER, PATIENCE};
@@ -102,10 +102,10 @@ async fn a_registration_after_a_refusal_keeps_the_socket() {
 async fn a_plugin_serving_both_apis_is_read_right_by_a_130_and_a_134_kubelet() {
     use std::sync::Arc;
 
-    use dra_node::grpc::proto::k8s::io::kubelet::pkg::apis::dra::v1;
-    use dra_node::grpc::proto::v1alpha3::node_client::NodeClient;
     use dra_node::grpc::{DraService, Plugin, PluginServices};
     use dra_node::modern::claims::{ClaimSource, MemoryClaims};
+    use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::v1;
+    use dra_types::kubelet::v1alpha3::node_client::NodeClient;
 
     use crate::support::{config, connect, gpu, inventory, FakePreparer};
     use crate::v1_support::register_as_kubelet_134;
@@ -137,7 +137,7 @@ async fn a_plugin_serving_both_apis_is_read_right_by_a_130_and_a_134_kubelet() {
     // both services answer on the one plugin socket
     let classic = NodeClient::new(connect(sockets.plugin()).await)
         .node_unprepare_resources(
-            dra_node::grpc::proto::v1alpha3::NodeUnprepareResourcesRequest {
+            dra_types::kubelet::v1alpha3::NodeUnprepareResourcesRequest {
                 claims: vec![crate::support::claim("u1", "")],
             },
         )

@@ -1,7 +1,7 @@
 //! `NodeListAndWatchResources`: the inventory first, then after every change.
 
-use dra_node::grpc::proto::k8s::io::api::resource::v1alpha2::NamedResourcesInstance;
-use dra_node::grpc::proto::v1alpha3::{
+use dra_types::kubelet::k8s::io::api::resource::v1alpha2::NamedResourcesInstance;
+use dra_types::kubelet::v1alpha3::{
     NodeListAndWatchResourcesRequest, NodeListAndWatchResourcesResponse,
 };
 use futures::StreamExt;

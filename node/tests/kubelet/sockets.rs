@@ -2,7 +2,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use dra_node::grpc::proto::v1alpha3::NodeListAndWatchResourcesRequest;
+use dra_types::kubelet::v1alpha3::NodeListAndWatchResourcesRequest;
 use futures::StreamExt;
 
 use crate::support::{config, register_as_kubelet_130, Agent, PATIENCE};
@@ -53,7 +53,7 @@ async fn stale_sockets_of_a_killed_run_are_replaced() {
         .unwrap();
     let mut node = agent.node().await;
     node.node_prepare_resources(
-        dra_node::grpc::proto::v1alpha3::NodePrepareResourcesRequest::default(),
+        dra_types::kubelet::v1alpha3::NodePrepareResourcesRequest::default(),
     )
     .await
     .unwrap();

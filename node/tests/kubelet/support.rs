@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use dra_allocator::model::AttributeValue;
 use dra_node::device::{Inventory, NodeDevice};
-use dra_node::grpc::proto::pluginregistration::registration_client::RegistrationClient;
-use dra_node::grpc::proto::pluginregistration::{InfoRequest, PluginInfo, RegistrationStatus};
-use dra_node::grpc::proto::v1alpha3::node_client::NodeClient;
-use dra_node::grpc::proto::v1alpha3::Claim;
 use dra_node::grpc::versions::highest_supported_version;
 use dra_node::grpc::{
     GrpcError, Plugin, PluginConfig, PluginSockets, RegistrationState, PLUGIN_TYPE,
 };
 use dra_node::prepare::{AllocatedClaim, ClaimPreparer, ClaimRequest, PrepareError};
+use dra_types::kubelet::pluginregistration::registration_client::RegistrationClient;
+use dra_types::kubelet::pluginregistration::{InfoRequest, PluginInfo, RegistrationStatus};
+use dra_types::kubelet::v1alpha3::node_client::NodeClient;
+use dra_types::kubelet::v1alpha3::Claim;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint, Uri};

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use dra_node::grpc::proto::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
+use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
 use testkit::eventually::eventually;
 
 use crate::support::{DRIVER, PATIENCE};

@@ -3,11 +3,11 @@
 //! the registration and the node's slice. Against a 1.30 API server, or with `--dra-api
 //! v1alpha2`, the agent is the 1.30 plugin.
 
-use dra_node::grpc::proto::v1alpha3::node_client::NodeClient;
-use dra_node::grpc::proto::v1alpha3::NodePrepareResourcesRequest;
 use dra_node::grpc::versions::highest_supported_version;
-use dra_node::modern::mode::DraApi;
 use dra_sim::KubernetesVersion;
+use dra_types::api_mode::DraApi;
+use dra_types::kubelet::v1alpha3::node_client::NodeClient;
+use dra_types::kubelet::v1alpha3::NodePrepareResourcesRequest;
 use testkit::eventually::eventually;
 
 use crate::support::{connect, register_as_kubelet_130, DRIVER, PATIENCE};

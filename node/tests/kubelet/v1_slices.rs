@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use dra_node::device::{Inventory, NodeDevice};
 use dra_node::discovery::DeviceSource;
-use dra_node::modern::types::{DeviceAttribute, ResourceSlice};
 use dra_sim::server::faults::Faults;
+use dra_types::resource_v1::{DeviceAttribute, ResourceSlice};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{PostParams, WatchEvent, WatchParams};

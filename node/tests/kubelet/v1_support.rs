@@ -10,19 +10,19 @@ use std::time::Duration;
 use dra_node::agent::{AgentConfig, AgentError, ApiAccess};
 use dra_node::cdi::CdiDir;
 use dra_node::discovery::{DeviceSource, DiscoveryRoots};
-use dra_node::grpc::proto::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
-use dra_node::grpc::proto::pluginregistration::registration_client::RegistrationClient;
-use dra_node::grpc::proto::pluginregistration::{InfoRequest, PluginInfo, RegistrationStatus};
 use dra_node::grpc::versions::service_chosen_by_134_kubelet;
 use dra_node::grpc::{PluginSockets, PLUGIN_TYPE};
-use dra_node::modern::mode::DraApi;
-use dra_node::modern::types::{
-    DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequestAllocationResult,
-    ResourceClaim, ResourceSlice,
-};
 use dra_sim::cluster::{add_node, ClusterConfig};
 use dra_sim::server::{ServerConfig, SimServer, SimServerHandle};
 use dra_sim::KubernetesVersion;
+use dra_types::api_mode::DraApi;
+use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
+use dra_types::kubelet::pluginregistration::registration_client::RegistrationClient;
+use dra_types::kubelet::pluginregistration::{InfoRequest, PluginInfo, RegistrationStatus};
+use dra_types::resource_v1::{
+    DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequestAllocationResult,
+    ResourceClaim, ResourceSlice,
+};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use testkit::eventually::eventually;

@@ -2,12 +2,12 @@
 //! by hand from the upstream field numbers, so that a change to our `.proto` files that a real
 //! kubelet would misread fails here.
 
-use dra_node::grpc::proto::k8s::io::api::resource::v1alpha2::{
+use dra_types::kubelet::k8s::io::api::resource::v1alpha2::{
     NamedResourcesAttribute, NamedResourcesAttributeValue, NamedResourcesInstance,
     NamedResourcesResources, ResourceModel,
 };
-use dra_node::grpc::proto::pluginregistration::{PluginInfo, RegistrationStatus};
-use dra_node::grpc::proto::v1alpha3::{
+use dra_types::kubelet::pluginregistration::{PluginInfo, RegistrationStatus};
+use dra_types::kubelet::v1alpha3::{
     NodeListAndWatchResourcesResponse, NodePrepareResourceResponse, NodePrepareResourcesRequest,
     NodeUnprepareResourceResponse,
 };
@@ -112,9 +112,9 @@ fn a_resource_message_nests_model_instance_attribute_and_value_as_kubernetes_doe
 
 #[test]
 fn the_services_have_the_names_the_kubelet_calls() {
-    use dra_node::grpc::proto::pluginregistration::registration_server::RegistrationServer;
-    use dra_node::grpc::proto::v1alpha3::node_server::NodeServer;
     use dra_node::grpc::{NodeService, RegistrationService};
+    use dra_types::kubelet::pluginregistration::registration_server::RegistrationServer;
+    use dra_types::kubelet::v1alpha3::node_server::NodeServer;
     use tonic::server::NamedService;
 
     type Node = NodeServer<NodeService<crate::support::FakePreparer>>;
@@ -127,7 +127,7 @@ fn the_services_have_the_names_the_kubelet_calls() {
 
 #[test]
 fn modern_devices_and_claims_use_the_kubelets_field_numbers() {
-    use dra_node::grpc::proto::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
+    use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
     let device = v1::Device {
         request_names: vec!["gpu".into()],
         pool_name: "node-a".into(),

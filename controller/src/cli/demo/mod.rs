@@ -21,10 +21,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use dra_node::modern::mode::DraApi;
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::ServerConfig;
 use dra_sim::KubernetesVersion;
+use dra_types::api_mode::DraApi;
 
 use super::{parse_duration, watch_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
 use dra_controller::process::{ProcessConfig, RunningController};

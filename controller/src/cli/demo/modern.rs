@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::Context;
-use dra_node::modern::types::{DeviceClass, ResourceSlice};
+use dra_types::resource_v1::{DeviceClass, ResourceSlice};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, Client};
 use serde::Deserialize;

@@ -2,7 +2,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use dra_allocator::ledger::{Allocation, AllocationState, ClaimRef, ImportRequest};
 use dra_allocator::model::{AttributeValue, Quantity as ModelQuantity, Sharing, Version};
-use dra_node::modern::types::{
+use dra_types::resource_v1::{
     Device as SliceDevice, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceAttribute,
     DeviceCapacity, DeviceRequestAllocationResult, ResourceClaim, ResourcePool, ResourceSlice,
     ResourceSliceSpec,

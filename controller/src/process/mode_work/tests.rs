@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use dra_api::{AdminToken, AppState, Metrics, Readiness};
-use dra_node::modern::mode::{ApiMode, DraApi};
+use dra_types::api_mode::{ApiMode, DraApi};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 

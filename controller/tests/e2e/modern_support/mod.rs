@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dra_node::local::{LocalAgents, LocalNode, LocalSettings};
-use dra_node::modern::types::{DeviceClass, ResourceClaim, ResourceSlice};
 use dra_sim::actors::plugins::{PluginsConfig, PLUGINS_DIR, REGISTRY_DIR};
 use dra_sim::actors::ActorsConfig;
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::KubernetesVersion;
+use dra_types::resource_v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};

@@ -5,11 +5,11 @@ use serde_json::json;
 
 use super::*;
 use crate::modern::claims::MemoryClaims;
-use crate::modern::types::{
+use crate::prepare::{AllocatedClaim, PrepareError};
+use dra_types::resource_v1::{
     DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequestAllocationResult,
     ResourceClaim,
 };
-use crate::prepare::{AllocatedClaim, PrepareError};
 
 const DRIVER: &str = "gpu.dra-ledger.io";
 const NODE: &str = "node-a";

@@ -3,7 +3,7 @@ use serde_json::json;
 
 use super::*;
 use crate::modern::config::{CONFIG_API_VERSION, CONFIG_KIND};
-use crate::modern::types::{
+use dra_types::resource_v1::{
     AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult,
     DeviceRequestAllocationResult, OpaqueDeviceConfiguration, ResourceClaimStatus,
 };

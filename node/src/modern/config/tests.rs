@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::modern::types::{DeviceAllocationConfiguration, OpaqueDeviceConfiguration};
+use dra_types::resource_v1::{DeviceAllocationConfiguration, OpaqueDeviceConfiguration};
 
 const DRIVER: &str = "gpu.dra-ledger.io";
 const PATH: &str = "p";

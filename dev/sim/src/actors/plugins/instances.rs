@@ -1,0 +1,131 @@
+//! The registered plugin instances of a 1.34 kubelet: registration of a socket found in the
+//! registry directory (dial, `GetInfo`, the verdict of [`super::services`],
+//! `NotifyRegistrationStatus`), deregistration when the socket goes, and the instance a call to a
+//! driver uses (the most recently registered one). There is no resource stream: 1.34 drivers
+//! publish their `ResourceSlices` themselves.
+//!
+//! I/O only; the decisions come from the services module.
+
+use dra_runtime::lock::LockExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dra_types::kubelet::pluginregistration::registration_client::RegistrationClient;
+use dra_types::kubelet::pluginregistration::InfoRequest;
+use tokio::time::timeout;
+use tonic::transport::Channel;
+
+use super::registry::{notify, DIAL_TIMEOUT, INFO_TIMEOUT};
+use super::services::{accept, Service};
+use super::{connect, lazy_channel, NodePlugins};
+
+/// One registered plugin of a driver.
+#[derive(Debug)]
+pub(super) struct Instance {
+    /// The registration socket it came from.
+    socket: PathBuf,
+    /// Its service socket.
+    endpoint: PathBuf,
+    /// The service chosen at registration.
+    service: Service,
+    /// A connection to the service socket, made on first use and again after a failure.
+    channel: Channel,
+}
+
+/// Registers the plugin behind the registration socket at `socket`; returns its driver name.
+pub(super) async fn register(node: &Arc<NodePlugins>, socket: &Path) -> Result<String, String> {
+    let channel = timeout(DIAL_TIMEOUT, connect(socket))
+        .await
+        .map_err(|_| format!("dial {}: timed out", socket.display()))?
+        .map_err(|e| format!("dial {}: {e}", socket.display()))?;
+    let mut client = RegistrationClient::new(channel);
+    let info = timeout(INFO_TIMEOUT, client.get_info(InfoRequest {}))
+        .await
+        .map_err(|_| "GetInfo timed out".to_owned())?
+        .map_err(|e| format!("GetInfo: {e}"))?
+        .into_inner();
+    let registered: Vec<PathBuf> = node
+        .instances
+        .lock_or_recover()
+        .get(&info.name)
+        .into_iter()
+        .flatten()
+        .map(|i| i.endpoint.clone())
+        .collect();
+    let verdict = accept(
+        socket,
+        &info.r#type,
+        &info.name,
+        &info.endpoint,
+        &info.supported_versions,
+        &registered,
+    );
+    let accepted = match verdict {
+        Ok(accepted) => accepted,
+        Err(reason) => {
+            notify(&mut client, false, &reason).await;
+            return Err(reason);
+        }
+    };
+    let instance = Instance {
+        socket: socket.to_owned(),
+        endpoint: accepted.endpoint.clone(),
+        service: accepted.service,
+        channel: lazy_channel(&accepted.endpoint),
+    };
+    let count = {
+        let mut instances = node.instances.lock_or_recover();
+        let list = instances.entry(accepted.name.clone()).or_default();
+        list.push(instance);
+        list.len()
+    };
+    tracing::info!(node = %node.node, driver = %accepted.name, service = %accepted.service, endpoint = %accepted.endpoint.display(), instances = count, "Registered a DRA plugin");
+    notify(&mut client, true, "").await;
+    Ok(accepted.name)
+}
+
+/// Drops the instance of `driver` registered from `socket`. Returns whether the driver still has
+/// a registered instance.
+pub(super) fn deregister(node: &NodePlugins, driver: &str, socket: &Path) -> bool {
+    let mut instances = node.instances.lock_or_recover();
+    let Some(list) = instances.get_mut(driver) else {
+        return false;
+    };
+    list.retain(|i| i.socket != socket);
+    let left = list.len();
+    if left == 0 {
+        instances.remove(driver);
+    }
+    tracing::info!(node = %node.node, driver, instances = left, "Deregistered a DRA plugin: its socket is gone");
+    left > 0
+}
+
+impl NodePlugins {
+    /// The connection and service of `driver`'s most recent instance, or the 1.34 kubelet's
+    /// error when it has none.
+    pub(super) fn instance(&self, driver: &str) -> Result<(Channel, Service), String> {
+        if driver.is_empty() {
+            return Err("DRA driver name is empty".into());
+        }
+        self.instances
+            .lock_or_recover()
+            .get(driver)
+            .and_then(|list| list.last())
+            .map(|i| (i.channel.clone(), i.service))
+            .ok_or_else(|| format!("DRA driver {driver} is not registered"))
+    }
+
+    /// Whether `driver` has a registered instance.
+    pub(super) fn has_instance(&self, driver: &str) -> bool {
+        self.instances.lock_or_recover().contains_key(driver)
+    }
+
+    /// The service each registered driver is called over.
+    pub fn services(&self) -> Vec<(String, Service)> {
+        self.instances
+            .lock_or_recover()
+            .iter()
+            .filter_map(|(driver, list)| Some((driver.clone(), list.last()?.service)))
+            .collect()
+    }
+}

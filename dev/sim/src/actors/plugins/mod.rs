@@ -1,0 +1,310 @@
+//! The simulated kubelet's side of the DRA plugin interfaces, for the nodes given a kubelet
+//! directory. As Kubernetes 1.30 does it: plugins found in `<root>/plugins_registry/` are
+//! registered ([`registry`]), their `NodeListAndWatchResources` stream becomes the node's
+//! `ResourceSlices` ([`resources`]), and a pod's claims are prepared before it runs and unprepared
+//! after it ends ([`prepare`]). The decisions are pure and tested on their own: what registration
+//! accepts ([`validation`]), which claims to prepare or unprepare ([`claims`]) and which slice
+//! writes match a message ([`slices`]).
+//!
+//! As Kubernetes 1.34 does it: a plugin registers with the `DRAPlugin` services it serves and is
+//! called over the first one the kubelet supports ([`services`], [`instances`]); drivers publish
+//! their own slices, the kubelet only wipes the node's slices at start and those of a driver gone
+//! for the wipe delay ([`wiping`]); claims are checked ([`checks`]) and prepared with
+//! `Claim{namespace, uid, name}` over `v1` or `v1beta1` ([`structured_prepare`], [`calls`]).
+//!
+//! Talks to the API server only through `kube::Client` and to plugins over Unix sockets with the
+//! node agent's generated gRPC clients. Nodes without a kubelet directory have no [`NodePlugins`].
+
+pub mod calls;
+pub mod checks;
+pub mod claims;
+pub mod instances;
+pub mod prepare;
+pub mod registry;
+pub mod resources;
+pub mod services;
+pub mod slices;
+pub mod structured_prepare;
+pub mod validation;
+pub mod wiping;
+
+use dra_runtime::lock::LockExt;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::Client;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use super::ObjectKey;
+use crate::KubernetesVersion;
+use claims::ClaimCache;
+use instances::Instance;
+use validation::Version;
+
+/// The directory under a kubelet root that the kubelet watches for registration sockets.
+pub const REGISTRY_DIR: &str = "plugins_registry";
+/// The directory under a kubelet root where plugins put their service sockets.
+pub const PLUGINS_DIR: &str = "plugins";
+
+/// Tuning of the kubelet's plugin handling; the defaults are the kubelet's where it has one.
+#[derive(Debug, Clone)]
+pub struct PluginsConfig {
+    /// How often the registry directory is scanned for sockets that appeared or went away.
+    pub registry_poll: Duration,
+    /// The first wait before a failed registration is tried again, doubled after each failure.
+    pub registration_retry: Duration,
+    /// The longest wait between registration attempts (1.30: about 2 minutes).
+    pub registration_retry_max: Duration,
+    /// The wait before a failed resource stream is opened again (1.30: 5 s).
+    pub stream_retry: Duration,
+    /// The first wait before a failed prepare of a pod is tried again, doubled after each failure.
+    pub prepare_retry: Duration,
+    /// The longest wait between prepare attempts of a pod.
+    pub prepare_retry_max: Duration,
+    /// How often a pod whose claims are not allocated or reserved yet is looked at again.
+    pub claim_poll: Duration,
+    /// The deadline of one `NodePrepareResources` or `NodeUnprepareResources` call (45 s).
+    pub call_timeout: Duration,
+    /// 1.34: how long a driver may have no registered plugin before its slices of the node are
+    /// deleted (30 s).
+    pub wipe_delay: Duration,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        Self {
+            registry_poll: Duration::from_millis(300),
+            registration_retry: Duration::from_millis(500),
+            registration_retry_max: Duration::from_secs(122),
+            stream_retry: Duration::from_secs(5),
+            prepare_retry: Duration::from_millis(200),
+            prepare_retry_max: Duration::from_secs(10),
+            claim_poll: Duration::from_millis(250),
+            call_timeout: Duration::from_secs(45),
+            wipe_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The wait after `failures` failures in a row (at least 1): `initial` doubled, at most `max`.
+pub fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
+    let exponent = failures.saturating_sub(1).min(20);
+    initial.saturating_mul(1 << exponent).min(max)
+}
+
+/// The plugin handling of every node with a kubelet directory.
+#[derive(Debug, Default)]
+pub struct Plugins {
+    nodes: BTreeMap<String, Arc<NodePlugins>>,
+}
+
+impl Plugins {
+    /// The plugin handling of the nodes in `kubelet_dirs` (node name -> kubelet root), as the
+    /// kubelet of `version` does it.
+    pub fn new(
+        client: &Client,
+        config: &PluginsConfig,
+        kubelet_dirs: &BTreeMap<String, PathBuf>,
+        version: KubernetesVersion,
+    ) -> Self {
+        let nodes = kubelet_dirs
+            .iter()
+            .map(|(node, root)| {
+                let plugins = NodePlugins {
+                    node: node.clone(),
+                    root: root.clone(),
+                    client: client.clone(),
+                    config: config.clone(),
+                    version,
+                    plugins: Mutex::new(BTreeMap::new()),
+                    instances: Mutex::new(BTreeMap::new()),
+                    claims: Mutex::new(ClaimCache::default()),
+                    pods: Mutex::new(BTreeMap::new()),
+                    failures: Mutex::new(BTreeMap::new()),
+                };
+                (node.clone(), Arc::new(plugins))
+            })
+            .collect();
+        Self { nodes }
+    }
+
+    /// The plugin handling of `node`, if it has a kubelet directory.
+    pub fn node(&self, node: &str) -> Option<&Arc<NodePlugins>> {
+        self.nodes.get(node)
+    }
+
+    /// Starts one registry watcher per node; they stop when `stop` turns true.
+    pub fn spawn(&self, stop: &watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
+        self.nodes
+            .values()
+            .map(|node| tokio::spawn(registry::watch(Arc::clone(node), stop.clone())))
+            .collect()
+    }
+
+    /// The keys of every pod that still references claims on some node.
+    pub fn tracked_keys(&self) -> Vec<ObjectKey> {
+        let mut keys: Vec<ObjectKey> = self
+            .nodes
+            .values()
+            .flat_map(|node| {
+                node.pods
+                    .lock_or_recover()
+                    .values()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The pods of `key` that still reference claims: `(node, pod UID)`.
+    pub fn tracked(&self, key: &ObjectKey) -> Vec<(Arc<NodePlugins>, String)> {
+        self.nodes
+            .values()
+            .flat_map(|node| {
+                node.pods_of(key)
+                    .into_iter()
+                    .map(move |uid| (Arc::clone(node), uid))
+            })
+            .collect()
+    }
+}
+
+/// A registered plugin.
+struct Registered {
+    /// The registration socket it came from.
+    socket: PathBuf,
+    /// Its highest supported version.
+    version: Version,
+    /// A connection to its service socket, made on first use and again after a failure.
+    channel: Channel,
+    /// The task turning its resource stream into `ResourceSlices`.
+    stream: JoinHandle<()>,
+}
+
+/// One node's plugins and claims.
+pub struct NodePlugins {
+    node: String,
+    root: PathBuf,
+    client: Client,
+    config: PluginsConfig,
+    version: KubernetesVersion,
+    /// 1.30: the registered plugin of each driver.
+    plugins: Mutex<BTreeMap<String, Registered>>,
+    /// 1.34: the registered plugins (instances) of each driver, in registration order.
+    instances: Mutex<BTreeMap<String, Vec<Instance>>>,
+    claims: Mutex<ClaimCache>,
+    /// The pods that reference claims, by UID, with their key.
+    pods: Mutex<BTreeMap<String, ObjectKey>>,
+    /// Failed prepare attempts in a row, by pod UID.
+    failures: Mutex<BTreeMap<String, u32>>,
+}
+
+impl std::fmt::Debug for NodePlugins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodePlugins")
+            .field("node", &self.node)
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodePlugins {
+    /// The node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The directory watched for registration sockets.
+    pub fn registry_dir(&self) -> PathBuf {
+        self.root.join(REGISTRY_DIR)
+    }
+
+    /// The directory plugins put their service sockets in.
+    pub fn plugins_dir(&self) -> PathBuf {
+        self.root.join(PLUGINS_DIR)
+    }
+
+    /// The names of the registered drivers.
+    pub fn drivers(&self) -> Vec<String> {
+        if self.version.is_structured() {
+            return self.instances.lock_or_recover().keys().cloned().collect();
+        }
+        self.plugins.lock_or_recover().keys().cloned().collect()
+    }
+
+    /// Whether the pod references claims that are not unprepared yet.
+    pub fn holds(&self, pod_uid: &str) -> bool {
+        self.claims.lock_or_recover().holds(pod_uid)
+    }
+
+    fn pods_of(&self, key: &ObjectKey) -> Vec<String> {
+        self.pods
+            .lock_or_recover()
+            .iter()
+            .filter(|(_, k)| *k == key)
+            .map(|(uid, _)| uid.clone())
+            .collect()
+    }
+
+    /// The connection to `driver`'s plugin, or the 1.30 kubelet's error when none is registered.
+    fn channel(&self, driver: &str) -> Result<Channel, String> {
+        self.plugins
+            .lock_or_recover()
+            .get(driver)
+            .map(|p| p.channel.clone())
+            .ok_or_else(|| {
+                format!("plugin name {driver} not found in the list of registered DRA plugins")
+            })
+    }
+}
+
+/// A gRPC channel to the Unix socket at `path`, connected on first use and again after a
+/// failure, as the 1.30 kubelet keeps one connection per plugin.
+pub fn lazy_channel(path: &Path) -> Channel {
+    let path = path.to_owned();
+    Endpoint::from_static("http://localhost")
+        .connect_timeout(Duration::from_secs(1))
+        .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+}
+
+/// A gRPC channel to the Unix socket at `path`, connected now.
+pub async fn connect(path: &Path) -> Result<Channel, tonic::transport::Error> {
+    let path = path.to_owned();
+    Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_maximum() {
+        let (initial, max) = (Duration::from_millis(500), Duration::from_secs(3));
+        let waits: Vec<_> = (1..=5)
+            .map(|n| backoff(initial, max, n).as_millis())
+            .collect();
+        assert_eq!(waits, [500, 1000, 2000, 3000, 3000]);
+        assert_eq!(backoff(initial, max, u32::MAX), max);
+    }
+}

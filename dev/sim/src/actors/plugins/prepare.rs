@@ -1,0 +1,243 @@
+//! Prepare and unprepare as the 1.30 kubelet drives them: before a pod on the node runs, its
+//! claims are read from the API server, checked and referenced in the node's claim cache, and the
+//! unprepared ones are sent in one `NodePrepareResources` call per driver; after the pod has
+//! ended, the claims it was the last to use go in one `NodeUnprepareResources` call per driver. A
+//! failed prepare is reported as a `FailedPrepareDynamicResources` Warning event on the pod.
+//!
+//! I/O only; which claims go into which call is decided by the claims module.
+
+use dra_runtime::lock::LockExt;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use dra_types::kubelet::v1alpha3::node_client::NodeClient;
+use dra_types::kubelet::v1alpha3::{
+    Claim, NodePrepareResourcesRequest, NodeUnprepareResourcesRequest,
+};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
+use kube::Api;
+
+use super::claims::{pod_claims, prepared_claim_info, uids, Batches, ClaimCall};
+use super::{backoff, NodePlugins};
+use crate::actors::events::{post_pod_warning, Reporter};
+use crate::actors::ObjectKey;
+
+/// The event reason of a failed prepare (kubelet's `events.FailedPrepareDynamicResources`).
+pub const FAILED_PREPARE_REASON: &str = "FailedPrepareDynamicResources";
+
+/// Where a pod's prepare stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prepare {
+    /// Every claim of the pod is prepared: it may run.
+    Ready,
+    /// A claim is not resolvable, allocated or reserved for the pod yet: look again after the wait.
+    Waiting(String, Duration),
+    /// A prepare call failed (the event is posted): try again after the wait.
+    Failed(String, Duration),
+}
+
+impl NodePlugins {
+    /// Prepares the claims of `pod` that are not prepared yet, as the node's release does.
+    pub async fn prepare_pod(&self, pod: &Pod) -> Prepare {
+        if self.version.is_structured() {
+            return self.prepare_structured(pod).await;
+        }
+        let waiting = |reason: String| Prepare::Waiting(reason, self.config.claim_poll);
+        let claims = match pod_claims(pod) {
+            Ok(claims) => claims,
+            Err(reason) => return waiting(reason),
+        };
+        if claims.is_empty() {
+            return Prepare::Ready;
+        }
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
+        let mut infos = Vec::new();
+        for pod_claim in &claims {
+            let claim = match api.get_opt(&pod_claim.name).await {
+                Ok(Some(claim)) => claim,
+                Ok(None) => {
+                    return waiting(format!(
+                        "resourceclaim {namespace}/{} not found",
+                        pod_claim.name
+                    ))
+                }
+                Err(error) => {
+                    return waiting(format!("get resourceclaim {}: {error}", pod_claim.name))
+                }
+            };
+            match prepared_claim_info(pod, pod_claim, &claim) {
+                Ok(info) => infos.push(info),
+                Err(reason) => return waiting(reason),
+            }
+        }
+        let claim_uids: Vec<String> = infos.iter().map(|i| i.uid.clone()).collect();
+        let batches = {
+            let mut cache = self.claims.lock_or_recover();
+            for info in infos {
+                cache.reference(&pod_uid, info);
+            }
+            cache.prepare_batches(&pod_uid)
+        };
+        self.pods
+            .lock_or_recover()
+            .insert(pod_uid.clone(), ObjectKey::of(&pod.metadata));
+        let mut result = Ok(());
+        for (driver, calls) in &batches {
+            result = self.prepare_batch(driver, calls).await;
+            if result.is_err() {
+                break;
+            }
+        }
+        let ready = self
+            .claims
+            .lock_or_recover()
+            .all_prepared(claim_uids.iter().map(String::as_str));
+        match result {
+            Ok(()) if ready => {
+                self.failures.lock_or_recover().remove(&pod_uid);
+                Prepare::Ready
+            }
+            Ok(()) => Prepare::Failed(
+                "some claims were not prepared".into(),
+                self.note_failure(&pod_uid),
+            ),
+            Err(error) => {
+                let message = format!("Failed to prepare dynamic resources: {error}");
+                self.post_warning(pod, &message).await;
+                Prepare::Failed(message, self.note_failure(&pod_uid))
+            }
+        }
+    }
+
+    /// Counts a failed prepare of the pod; returns the wait before the next attempt.
+    pub(super) fn note_failure(&self, pod_uid: &str) -> Duration {
+        let mut failures = self.failures.lock_or_recover();
+        let count = failures.entry(pod_uid.to_owned()).or_insert(0);
+        *count = count.saturating_add(1);
+        backoff(
+            self.config.prepare_retry,
+            self.config.prepare_retry_max,
+            *count,
+        )
+    }
+
+    /// One `NodePrepareResources` call; the claims it prepared are marked in the cache even when
+    /// another claim of the call failed (nothing is rolled back, as in 1.30).
+    async fn prepare_batch(&self, driver: &str, calls: &[ClaimCall]) -> Result<(), String> {
+        let channel = self.channel(driver)?;
+        let request = NodePrepareResourcesRequest {
+            claims: calls.iter().map(claim).collect(),
+        };
+        let mut client = NodeClient::new(channel);
+        let call = client.node_prepare_resources(request);
+        let response = tokio::time::timeout(self.config.call_timeout, call)
+            .await
+            .map_err(|_| "NodePrepareResources failed: deadline exceeded".to_owned())?
+            .map_err(|status| format!("NodePrepareResources failed: {status}"))?
+            .into_inner();
+        let requested: BTreeSet<&str> = calls.iter().map(|c| c.uid.as_str()).collect();
+        for (uid, answer) in &response.claims {
+            let Some(asked) = calls.iter().find(|c| c.uid == *uid) else {
+                return Err(format!(
+                    "NodePrepareResources returned result for unknown claim UID {uid}"
+                ));
+            };
+            if !answer.error.is_empty() {
+                return Err(format!(
+                    "NodePrepareResources failed for claim {}/{}: {}",
+                    asked.namespace, asked.name, answer.error
+                ));
+            }
+            self.claims.lock_or_recover().mark_prepared(uid, driver);
+        }
+        let left_out = requested
+            .iter()
+            .filter(|uid| !response.claims.contains_key(**uid))
+            .count();
+        if left_out > 0 {
+            return Err(format!("NodePrepareResources left out {left_out} claims"));
+        }
+        Ok(())
+    }
+
+    /// Unprepares the claims `pod_uid` was the last pod to use and drops its references.
+    pub async fn unprepare_pod(&self, pod_uid: &str) -> Result<(), String> {
+        if self.version.is_structured() {
+            return self.unprepare_structured(pod_uid).await;
+        }
+        let batches: Batches = self.claims.lock_or_recover().unprepare_batches(pod_uid);
+        for (driver, calls) in &batches {
+            self.unprepare_batch(driver, calls).await?;
+        }
+        self.claims
+            .lock_or_recover()
+            .release(pod_uid, &uids(&batches));
+        self.pods.lock_or_recover().remove(pod_uid);
+        self.failures.lock_or_recover().remove(pod_uid);
+        if !batches.is_empty() {
+            tracing::debug!(node = %self.node, pod = pod_uid, claims = uids(&batches).len(), "Unprepared the claims of a pod");
+        }
+        Ok(())
+    }
+
+    async fn unprepare_batch(&self, driver: &str, calls: &[ClaimCall]) -> Result<(), String> {
+        let channel = self.channel(driver)?;
+        let request = NodeUnprepareResourcesRequest {
+            claims: calls.iter().map(claim).collect(),
+        };
+        let mut client = NodeClient::new(channel);
+        let call = client.node_unprepare_resources(request);
+        let response = tokio::time::timeout(self.config.call_timeout, call)
+            .await
+            .map_err(|_| "NodeUnprepareResources failed: deadline exceeded".to_owned())?
+            .map_err(|status| format!("NodeUnprepareResources failed: {status}"))?
+            .into_inner();
+        for (uid, answer) in &response.claims {
+            let Some(asked) = calls.iter().find(|c| c.uid == *uid) else {
+                return Err(format!(
+                    "NodeUnprepareResources returned result for unknown claim UID {uid}"
+                ));
+            };
+            if !answer.error.is_empty() {
+                return Err(format!(
+                    "NodeUnprepareResources failed for claim {}/{}: {}",
+                    asked.namespace, asked.name, answer.error
+                ));
+            }
+        }
+        let left_out = calls
+            .iter()
+            .map(|c| c.uid.as_str())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter(|uid| !response.claims.contains_key(*uid))
+            .count();
+        if left_out > 0 {
+            return Err(format!("NodeUnprepareResources left out {left_out} claims"));
+        }
+        Ok(())
+    }
+
+    /// Posts a core/v1 Warning event on `pod` from the kubelet of this node; a failed post is
+    /// only logged.
+    async fn post_warning(&self, pod: &Pod, message: &str) {
+        let reporter = Reporter {
+            component: "kubelet",
+            host: Some(&self.node),
+        };
+        post_pod_warning(&self.client, pod, reporter, FAILED_PREPARE_REASON, message).await;
+    }
+}
+
+fn claim(call: &ClaimCall) -> Claim {
+    Claim {
+        namespace: call.namespace.clone(),
+        uid: call.uid.clone(),
+        name: call.name.clone(),
+        resource_handle: call.resource_handle.clone(),
+        structured_resource_handle: Vec::new(),
+    }
+}

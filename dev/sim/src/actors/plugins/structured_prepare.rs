@@ -1,0 +1,139 @@
+//! Prepare and unprepare as the 1.34 kubelet drives them: before a pod on the node runs, each
+//! of its claims is resolved (template claims through `status.resourceClaimStatuses`), read from
+//! the API server and checked ([`super::checks`]) without touching the claim cache; then the
+//! claims are referenced and the unprepared ones sent in one `NodePrepareResources` per driver
+//! over the driver's service; they count as prepared once every call succeeded. Any failure is a
+//! `FailedPrepareDynamicResources` event (`Failed to prepare dynamic resources: prepare dynamic
+//! resources: ...`) and a retry. After the pod's containers stopped, the claims it was the last
+//! to reference go in one `NodeUnprepareResources` per driver.
+//!
+//! I/O only; the checks and the batches are decided by the checks and claims modules.
+
+use dra_runtime::lock::LockExt;
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+
+use super::calls::{call, Call};
+use super::checks::{claim_info, same_claim};
+use super::claims::{uids, Batches};
+use super::prepare::{Prepare, FAILED_PREPARE_REASON};
+use super::NodePlugins;
+use crate::actors::claim_refs::{claim_name, pod_claim_entries};
+use crate::actors::events::{post_pod_warning, Reporter};
+use crate::actors::resource_v1::ResourceClaim;
+use crate::actors::ObjectKey;
+
+fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(response) => response.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl NodePlugins {
+    /// Prepares the claims of `pod` that are not prepared yet (1.34).
+    pub(super) async fn prepare_structured(&self, pod: &Pod) -> Prepare {
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        match self.try_prepare(pod).await {
+            Ok(()) => {
+                self.failures.lock_or_recover().remove(&pod_uid);
+                Prepare::Ready
+            }
+            Err(error) => {
+                let message = format!(
+                    "Failed to prepare dynamic resources: prepare dynamic resources: {error}"
+                );
+                let reporter = Reporter {
+                    component: "kubelet",
+                    host: Some(&self.node),
+                };
+                post_pod_warning(&self.client, pod, reporter, FAILED_PREPARE_REASON, &message)
+                    .await;
+                Prepare::Failed(message, self.note_failure(&pod_uid))
+            }
+        }
+    }
+
+    async fn try_prepare(&self, pod: &Pod) -> Result<(), String> {
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
+        let mut infos = Vec::new();
+        for entry in pod_claim_entries(pod) {
+            let Some(name) = claim_name(pod, entry).map_err(|e| e.to_string())? else {
+                continue;
+            };
+            let claim = api
+                .get(&name.name)
+                .await
+                .map_err(|e| format!("fetch ResourceClaim {}: {}", name.name, api_message(&e)))?;
+            let registered = |driver: &str| self.has_instance(driver);
+            infos.push(claim_info(pod, &name, &claim, &registered)?);
+        }
+        if infos.is_empty() {
+            return Ok(());
+        }
+        let claim_uids: Vec<String> = infos.iter().map(|i| i.uid.clone()).collect();
+        let batches = {
+            let mut cache = self.claims.lock_or_recover();
+            for info in &infos {
+                same_claim(&cache, info)?;
+            }
+            for info in infos {
+                cache.reference(&pod_uid, info);
+            }
+            cache.prepare_batches(&pod_uid)
+        };
+        self.pods
+            .lock_or_recover()
+            .insert(pod_uid.clone(), ObjectKey::of(&pod.metadata));
+        for (driver, calls) in &batches {
+            let (channel, service) = self.instance(driver)?;
+            call(
+                channel,
+                service,
+                Call::Prepare,
+                calls,
+                self.config.call_timeout,
+            )
+            .await?;
+        }
+        let mut cache = self.claims.lock_or_recover();
+        for (driver, calls) in &batches {
+            for claim in calls {
+                cache.mark_prepared(&claim.uid, driver);
+            }
+        }
+        if cache.all_prepared(claim_uids.iter().map(String::as_str)) {
+            Ok(())
+        } else {
+            Err("some claims were not prepared".into())
+        }
+    }
+
+    /// Unprepares the claims `pod_uid` was the last pod to use and drops its references (1.34).
+    pub(super) async fn unprepare_structured(&self, pod_uid: &str) -> Result<(), String> {
+        let batches: Batches = self.claims.lock_or_recover().unprepare_batches(pod_uid);
+        for (driver, calls) in &batches {
+            let (channel, service) = self.instance(driver)?;
+            call(
+                channel,
+                service,
+                Call::Unprepare,
+                calls,
+                self.config.call_timeout,
+            )
+            .await?;
+        }
+        let unprepared: BTreeSet<String> = uids(&batches);
+        self.claims.lock_or_recover().release(pod_uid, &unprepared);
+        self.pods.lock_or_recover().remove(pod_uid);
+        self.failures.lock_or_recover().remove(pod_uid);
+        if !unprepared.is_empty() {
+            tracing::debug!(node = %self.node, pod = pod_uid, claims = unprepared.len(), "Unprepared the claims of a pod");
+        }
+        Ok(())
+    }
+}
