@@ -1,8 +1,9 @@
-//! `dra-controller`: the ledger-backed classic DRA (resource.k8s.io/v1alpha2) resource driver,
-//! the composition of a running controller process, and the `dra-ledger` binary.
-//!
-//! The driver-independent controller (watches, work queue, sync algorithm) is the `dra-framework`
-//! crate; [`driver`] plugs into it through `dra_framework::Driver`.
+//! `dra-controller`: the ledger of both DRA generations, the composition of a running controller
+//! process, and the `dra-ledger` binary. On `v1alpha2` (resource.k8s.io/v1alpha2, Kubernetes
+//! 1.27-1.30) the ledger-backed [`driver`] allocates, plugged into the `dra-framework` controller
+//! (watches, work queue, sync algorithm) through `dra_framework::Driver`; on `v1`
+//! (resource.k8s.io/v1, Kubernetes 1.34+) the kube-scheduler allocates and the [`mirror`] records
+//! the slices and allocations in the same ledger.
 //!
 //! [`driver`] is the ledger-backed resource driver (allocation through the `dra-allocator` ledger,
 //! inventory from ResourceSlices, reconcile with the cluster); [`params`] owns the

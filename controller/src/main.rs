@@ -1,4 +1,4 @@
-//! `dra-ledger`: the classic DRA driver controller with a durable device ledger.
+//! `dra-ledger`: the DRA driver for GPUs with a durable device ledger, on `v1alpha2` and `v1`.
 //!
 //! The command line ([`cli`]: flags, subcommands, logging, exit codes) is part of this binary,
 //! not of the `dra_controller` library, which it drives.

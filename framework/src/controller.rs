@@ -63,7 +63,7 @@ pub enum SyncOutcome {
     Periodic,
 }
 
-/// The classic DRA controller: watches claims, classes, scheduling contexts and pods and calls the
+/// The `v1alpha2` DRA controller: watches claims, classes, scheduling contexts and pods and calls the
 /// [`Driver`]. Clones share the same controller.
 pub struct Controller<D: Driver> {
     pub(crate) inner: Arc<Inner<D>>,

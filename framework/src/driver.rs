@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{AllocationResult, ResourceClaim, ResourceClass};
 
-/// A classic DRA resource driver, called by the [`super::Controller`].
+/// A `v1alpha2` DRA resource driver, called by the [`super::Controller`].
 ///
 /// All calls may be repeated for the same claim (after a crash, a conflict or a stale cache) and
 /// must be idempotent per claim UID.

@@ -1,4 +1,4 @@
-//! `dra-framework`: the classic DRA (resource.k8s.io/v1alpha2) controller framework, the Rust
+//! `dra-framework`: the `v1alpha2` DRA (resource.k8s.io/v1alpha2) controller framework, the Rust
 //! counterpart of Go's `k8s.io/dynamic-resource-allocation/controller` (v0.30.0), with the
 //! improvements listed in `docs/controller.md`.
 //!
@@ -7,7 +7,7 @@
 //! and syncs them with `workers` concurrent workers. Reads come from [`Caches`] (through the
 //! [`MutationCache`] for claims), writes go through [`ClusterApi`].
 //!
-//! Owns the driver-independent part of a classic DRA controller: the watches, the work queue, the
+//! Owns the driver-independent part of a `v1alpha2` DRA controller: the watches, the work queue, the
 //! sync algorithm and the writes to the API server. Generic over [`Driver`]; must not depend on a
 //! particular driver, on the ledger (`dra-allocator`), on the admin API (`dra-api`) or on the
 //! simulated cluster (`dra-sim`). The manifest of this crate lists none of them.

@@ -1,7 +1,7 @@
 //! Prepare latency as the agent runs it, fsyncs included: batches of 1 and of 8 new exclusive
 //! claims, each prepare durable when it returns (the journal's two commits, the CDI files synced
 //! and renamed, the directory synced). Two paths: `JournalPreparer` with resource handles (what
-//! the 1.30 `v1alpha3.Node` service calls), and the modern `v1.DRAPlugin` call as a 1.34 kubelet
+//! the 1.30 `v1alpha3.Node` service calls), and the `v1.DRAPlugin` call as a 1.34 kubelet
 //! makes it, over the plugin's Unix socket, the service reading each claim's allocation (from an
 //! in-memory claim source, so no API server latency is in the figure) before the same preparer.
 //! The journal and CDI directory are made under the target directory, on disk rather than on a
@@ -22,8 +22,8 @@ use dra_node::cdi::CdiDir;
 use dra_node::device::{Inventory, NodeDevice};
 use dra_node::grpc::{DraService, Plugin, PluginConfig, PluginServices};
 use dra_node::journal::Journal;
-use dra_node::modern::claims::{ClaimSource, MemoryClaims};
 use dra_node::prepare::{ClaimPreparer, ClaimRequest, JournalPreparer};
+use dra_node::v1::claims::{ClaimSource, MemoryClaims};
 use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::v1;
 use dra_types::resource_v1::{
     DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
@@ -168,11 +168,9 @@ fn run_v1(batch: usize, rounds: usize) {
         let plugin = Plugin::bind(config).unwrap();
         let socket = plugin.sockets().plugin().to_owned();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(
-            plugin.serve_services(PluginServices::modern(service), async {
-                let _ = stopped.await;
-            }),
-        );
+        let server = tokio::spawn(plugin.serve_services(PluginServices::v1(service), async {
+            let _ = stopped.await;
+        }));
         let channel = Endpoint::from_static("http://localhost")
             .connect_with_connector(tower::service_fn(move |_: Uri| {
                 let socket = socket.clone();

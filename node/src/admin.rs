@@ -70,7 +70,7 @@ impl AgentReadiness {
         self.registered.store(registered, Ordering::Release);
     }
 
-    /// Makes readiness wait for the node's `ResourceSlice` too (modern DRA, where the agent
+    /// Makes readiness wait for the node's `ResourceSlice` too (`v1` DRA, where the agent
     /// publishes it).
     pub fn require_slices(&self) {
         self.slices_required.store(true, Ordering::Release);

@@ -16,7 +16,7 @@ use dra_allocator::handle::HandleData;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::{Api, Client};
 
-use crate::modern::claims::ClaimSource;
+use crate::v1::claims::ClaimSource;
 use dra_types::resource_v1::ResourceClaim as V1ResourceClaim;
 
 /// A claim prepared on this node, as the journal knows it.
@@ -310,7 +310,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_v1_candidate_is_confirmed_by_a_get_and_one_recreated_under_its_name_is_gone() {
-        use crate::modern::claims::MemoryClaims;
+        use crate::v1::claims::MemoryClaims;
         let claims = MemoryClaims::default();
         claims.put(v1_claim("kept", &[(DRIVER, "node-a")]));
         claims.put(v1_claim("moved", &[(DRIVER, "node-b")]));

@@ -15,12 +15,12 @@
 //! - [`admin`] and [`metrics`]: the admin HTTP server and the `dra_ledger_node_` metrics;
 //! - [`agent`]: all of it composed into the running agent of `dra-ledger node`;
 //! - [`local`]: agents for the nodes of a simulated cluster, in one process (demo, tests);
-//! - [`modern`]: modern DRA (Kubernetes 1.34+, `resource.k8s.io/v1`): its objects, the claims
-//!   read from the API server and what their allocations ask of this node, our opaque
-//!   configuration, the node's `ResourceSlice` the agent publishes, and the `--dra-api` mode.
+//! - [`v1`]: the `v1` generation (Kubernetes 1.34+, `resource.k8s.io/v1`): the claims read
+//!   from the API server and what their allocations ask of this node, our opaque configuration
+//!   and the node's `ResourceSlice` the agent publishes.
 //!
-//! The agent depends on the allocator's model and handle format only: never on the controller,
-//! the admin API crate or the simulator.
+//! The agent depends on the allocator's model and handle format and on `dra-types` (the DRA API)
+//! only: never on the controller, the admin API crate or the simulator.
 
 pub mod admin;
 pub mod agent;
@@ -32,5 +32,5 @@ pub mod grpc;
 pub mod journal;
 pub mod local;
 pub mod metrics;
-pub mod modern;
 pub mod prepare;
+pub mod v1;

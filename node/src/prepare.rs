@@ -20,7 +20,7 @@ pub struct ClaimRequest {
     pub resource_handle: String,
 }
 
-/// One claim of a modern kubelet request, its devices read from the claim's allocation
+/// One claim of a v1 kubelet request, its devices read from the claim's allocation
 /// (`status.allocation.devices.results` of this driver on this node).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AllocatedClaim {

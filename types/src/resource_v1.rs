@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use serde::{Deserialize, Serialize};
 
-/// The API group of structured DRA.
+/// The API group of DRA.
 pub const GROUP: &str = "resource.k8s.io";
 /// The API version these types model.
 pub const VERSION: &str = "v1";

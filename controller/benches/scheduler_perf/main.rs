@@ -1,4 +1,4 @@
-//! The classic `scheduler_perf` DRA workload replayed on the simulated cluster: 100 nodes with 20
+//! The `scheduler_perf` DRA workload replayed on the simulated cluster: 100 nodes with 20
 //! devices each; the cluster is first filled halfway (not measured), then the measured pods are
 //! created as fast as the API server takes them and timed until each is seen bound.
 //!
@@ -6,8 +6,8 @@
 //! - `4 claims/pod`: 250 + 250 pods, two claims of each of two classes (NUMA 0 and NUMA 1
 //!   devices), so 2000 devices again.
 //!
-//! Each runs on the simulated Kubernetes 1.30 (classic DRA: our controller allocates through
-//! `PodSchedulingContexts`) and on 1.34 (structured DRA: the simulated kube-scheduler
+//! Each runs on the simulated Kubernetes 1.30 (`v1alpha2`: our controller allocates through
+//! `PodSchedulingContexts`) and on 1.34 (`v1`: the simulated kube-scheduler
 //! allocates from the simulator's `ResourceSlices` by CEL, the NUMA classes being selectors of
 //! the templates; the controller mirrors the allocations into its ledger, and the run ends only
 //! once the ledger holds every claim), so that the two protocols' figures stand side by side.
@@ -28,8 +28,8 @@
 mod e2e_support;
 mod instrument;
 mod report;
-mod structured;
 mod tracker;
+mod v1;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -63,8 +63,8 @@ const DEVICES_PER_NODE: usize = 20;
 const CREATE_CONCURRENCY: usize = 32;
 /// How long a phase may take before the benchmark gives up on it.
 const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
-/// The release whose scheduler allocates (structured DRA).
-const STRUCTURED: &str = "1.34";
+/// The release whose scheduler allocates (`v1`).
+const V1_RELEASE: &str = "1.34";
 /// The names of the threads that run the controller (its runtime and its ledger's writer), whose
 /// CPU time is the controller's; the rest of this process is the load generator and its watches.
 const CONTROLLER_THREADS: [&str; 2] = ["controller", "ledger-writer"];
@@ -162,8 +162,8 @@ async fn create_pods(
     futures::stream::iter(0..count)
         .map(|i| {
             let name = format!("{prefix}-{i}");
-            let body = if release == STRUCTURED {
-                serde_json::to_vec(&structured::pod(&name, claims))
+            let body = if release == V1_RELEASE {
+                serde_json::to_vec(&v1::pod(&name, claims))
             } else {
                 serde_json::to_vec(&e2e_support::pod(&name, claims))
             };
@@ -195,10 +195,10 @@ enum Work {
     ),
 }
 
-/// The objects the workload needs on `release`; on 1.30 the environment of the classic driver.
+/// The objects the workload needs on `release`; on 1.30 the environment of the `v1alpha2` driver.
 async fn prepare_release(plain: &Client, release: &str) -> anyhow::Result<Option<Env>> {
-    if release == STRUCTURED {
-        structured::prepare(plain, DRIVER).await?;
+    if release == V1_RELEASE {
+        v1::prepare(plain, DRIVER).await?;
         return Ok(None);
     }
     let env = Env::connect(plain.clone()).await;
@@ -272,8 +272,8 @@ async fn run(
             })
             .await??
     };
-    let structured = variant.release == STRUCTURED;
-    let tracker = Tracker::start(&plain, variant.claims.len(), structured);
+    let v1 = variant.release == V1_RELEASE;
+    let tracker = Tracker::start(&plain, variant.claims.len(), v1);
 
     let init = ("init", variant.init_pods);
     create_pods(
@@ -379,7 +379,7 @@ fn main() -> anyhow::Result<()> {
     let kubelet = std::env::var("BENCH_KUBELET").is_ok_and(|k| k == "1");
     let scaled = |n: usize| ((n as f64 * scale).round() as usize).max(1);
     let mut variants = Vec::new();
-    for release in ["1.30", STRUCTURED] {
+    for release in ["1.30", V1_RELEASE] {
         variants.push(Variant {
             name: "1 claim/pod",
             release,

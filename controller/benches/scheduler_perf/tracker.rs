@@ -44,9 +44,9 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// Starts watching pods, claims and contexts of the default namespace; on `structured`
+    /// Starts watching pods, claims and contexts of the default namespace; on `v1`
     /// (1.34) pods and `resource.k8s.io/v1` claims.
-    pub fn start(client: &Client, claims_per_pod: usize, structured: bool) -> Arc<Tracker> {
+    pub fn start(client: &Client, claims_per_pod: usize, v1: bool) -> Arc<Tracker> {
         let tracker = Arc::new(Tracker {
             pods: Mutex::new(HashMap::new()),
             claims_per_pod,
@@ -61,7 +61,7 @@ impl Tracker {
             tracker.clone(),
             Tracker::on_pod,
         )];
-        if structured {
+        if v1 {
             let claims = Api::<slim::ClaimV1>::default_namespaced(client.clone());
             tasks.push(spawn_watch(
                 watch_objects(claims, watcher::Config::default()),

@@ -39,8 +39,12 @@ pub use logging::LogFormat;
 /// The default DRA driver name.
 pub const DEFAULT_DRIVER_NAME: &str = "gpu.dra-ledger.io";
 
-/// dra-ledger: a classic DRA (resource.k8s.io/v1alpha2) driver controller for GPUs with a durable
-/// ledger of every device allocation.
+/// dra-ledger: a Kubernetes DRA driver for GPUs with a durable ledger of every device allocation.
+///
+/// On Kubernetes 1.34+ (resource.k8s.io/v1) the node agent publishes each node's devices and the
+/// kube-scheduler allocates; `run` mirrors every allocation into the ledger. On Kubernetes
+/// 1.27-1.30 (resource.k8s.io/v1alpha2) `run` is the driver's controller and allocates itself.
+/// `--dra-api auto` (the default) finds which one a cluster serves.
 #[cfg_attr(feature = "demo", doc = "")]
 #[cfg_attr(
     feature = "demo",

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use dra_allocator::ledger::{same_placement, Allocation, ClaimRef, ImportRequest};
 use dra_allocator::model::{AttributeValue, Device, Quantity, Sharing, Version};
-use dra_node::modern::config::{config_for, our_configs};
+use dra_node::v1::config::{config_for, our_configs};
 use dra_types::resource_v1::{DeviceAttribute, ResourceClaim, ResourceSlice};
 
 use crate::driver::inventory::SkippedAttribute;

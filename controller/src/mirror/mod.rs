@@ -16,7 +16,7 @@
 //!   saying what the ledger sees (`explain`), again only when that text changes.
 //!
 //! [`mapping`] and `explain` are pure; `sync` does the ledger calls and the reconcile, `watch`
-//! the watches and the loop. Must not depend on the classic framework: nothing here allocates.
+//! the watches and the loop. Must not depend on the `v1alpha2` framework: nothing here allocates.
 
 mod explain;
 pub mod mapping;

@@ -11,16 +11,16 @@
 
 mod deploy_support;
 mod e2e_support;
-mod modern_support;
+mod v1_support;
 
 mod deploy_admin_access;
 mod deploy_manifests;
-mod deploy_modern;
 mod deploy_node;
+mod deploy_v1;
 mod lifecycle;
 mod migration;
-mod modern_mirror;
-mod modern_node;
-mod modern_schedule;
 mod node_agents;
 mod placement;
+mod v1_mirror;
+mod v1_node;
+mod v1_schedule;

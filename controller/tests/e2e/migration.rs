@@ -1,5 +1,5 @@
 //! Users of the dra-example-driver switching to dra-ledger (`docs/migrating.md`): the example
-//! driver's classic demo specs (`fixtures/dra-example-driver/gpu-test1..4.yaml`, copied unchanged
+//! driver's `v1alpha2` demo specs (`fixtures/dra-example-driver/gpu-test1..4.yaml`, copied unchanged
 //! from upstream) applied with `kubectl apply -f` to the simulated cluster with our driver, with
 //! only the `ResourceClass` replaced by `deploy/examples/example-driver/resourceclass.yaml`, and
 //! gpu-test4 in its rewritten form (`deploy/examples/example-driver/gpu-test4.yaml`). Without the class default
@@ -152,7 +152,7 @@ pub async fn pod_event(
 }
 
 #[tokio::test]
-async fn example_driver_classic_demo_runs_with_only_the_resource_class_changed() {
+async fn example_driver_v1alpha2_demo_runs_with_only_the_resource_class_changed() {
     let env = Env::start(&[
         node("node-a", "H100", "80Gi", &[0, 0, 0, 0, 1, 1, 1, 1]),
         node("node-b", "H100", "80Gi", &[0, 0, 0, 0, 1, 1, 1, 1]),

@@ -275,7 +275,7 @@ pub async fn populate(client: &Client, config: &ClusterConfig) -> Result<Vec<Str
     if let Some(class) = config
         .resource_class
         .as_ref()
-        .filter(|_| config.kubernetes_version.is_structured())
+        .filter(|_| config.kubernetes_version.serves_v1())
     {
         let classes: Api<dra_types::resource_v1::DeviceClass> = Api::all(client.clone());
         let expression = format!("device.driver == {:?}", config.driver_name);
@@ -321,11 +321,11 @@ pub async fn add_node(client: &Client, config: &ClusterConfig, index: usize) -> 
     .await?;
     if config.devices_per_node > 0
         && !config.kubelet_dirs.contains_key(&name)
-        && config.kubernetes_version.is_structured()
+        && config.kubernetes_version.serves_v1()
     {
         let slices: Api<dra_types::resource_v1::ResourceSlice> = Api::all(client.clone());
         let uid = created.metadata.uid.unwrap_or_default();
-        let slice = inventory::structured_slice(config, index, &uid);
+        let slice = inventory::slice_v1(config, index, &uid);
         with_retry(&format!("publish devices of {name}"), || {
             slices.create(&params, &slice)
         })

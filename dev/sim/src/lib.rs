@@ -1,4 +1,4 @@
-//! `dra-sim`: a simulated Kubernetes 1.30 (classic DRA) or 1.34 (structured DRA) cluster for
+//! `dra-sim`: a simulated Kubernetes 1.30 (`v1alpha2`) or 1.34 (`v1`) cluster for
 //! tests, benchmarks and the demo ([`KubernetesVersion`]).
 //!
 //! [`server`] is an API server subset speaking the real REST protocol over loopback HTTP;

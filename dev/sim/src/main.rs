@@ -6,7 +6,7 @@
 use clap::Parser;
 use dra_sim::cluster::cli::{run, SimArgs};
 
-/// A simulated Kubernetes 1.30 cluster for classic DRA drivers.
+/// A simulated Kubernetes 1.30 cluster for `v1alpha2` DRA drivers.
 ///
 /// Starts an API server on loopback with nodes whose devices are published as
 /// resource.k8s.io/v1alpha2 resource slices, plus the control plane a DRA driver talks to: the

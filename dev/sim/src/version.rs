@@ -1,5 +1,5 @@
-//! The Kubernetes release the simulated cluster behaves as: 1.30 (classic DRA,
-//! `resource.k8s.io/v1alpha2`, the default) or 1.34 (structured DRA, `resource.k8s.io/v1`).
+//! The Kubernetes release the simulated cluster behaves as: 1.30 (`v1alpha2` DRA,
+//! `resource.k8s.io/v1alpha2`, the default) or 1.34 (`resource.k8s.io/v1`).
 //!
 //! One value is chosen per cluster and given to the API server (which resources it serves, in
 //! which shape) and to the actors (which controllers run, how the kubelet talks to plugins).
@@ -10,11 +10,11 @@ use std::str::FromStr;
 /// A Kubernetes release the simulator can play.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum KubernetesVersion {
-    /// 1.30: `resource.k8s.io/v1alpha2` (classic DRA with `PodSchedulingContexts`), pods'
+    /// 1.30: `resource.k8s.io/v1alpha2` (`v1alpha2` with `PodSchedulingContexts`), pods'
     /// `spec.resourceClaims[].source`, kubelet plugin API `v1alpha3`.
     #[default]
     V1_30,
-    /// 1.34: `resource.k8s.io/v1` (structured DRA: `DeviceClasses`, allocation by the scheduler),
+    /// 1.34: `resource.k8s.io/v1` (`v1`: `DeviceClasses`, allocation by the scheduler),
     /// pods' `spec.resourceClaims[].resourceClaimName`, kubelet plugin API `v1.DRAPlugin`.
     V1_34,
 }
@@ -47,8 +47,8 @@ impl KubernetesVersion {
         }
     }
 
-    /// Whether this release serves structured DRA (`resource.k8s.io/v1`) instead of classic DRA.
-    pub fn is_structured(self) -> bool {
+    /// Whether this release serves `resource.k8s.io/v1` instead of `resource.k8s.io/v1alpha2`.
+    pub fn serves_v1(self) -> bool {
         self == KubernetesVersion::V1_34
     }
 }
@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn default_is_1_30() {
         assert_eq!(KubernetesVersion::default().as_str(), "1.30");
-        assert!(!KubernetesVersion::default().is_structured());
-        assert!(KubernetesVersion::V1_34.is_structured());
+        assert!(!KubernetesVersion::default().serves_v1());
+        assert!(KubernetesVersion::V1_34.serves_v1());
     }
 }

@@ -1,4 +1,4 @@
-//! The classic DRA controller framework's tests in one binary, against its fake API server and
+//! The `v1alpha2` DRA controller framework's tests in one binary, against its fake API server and
 //! caches: claim and scheduling-context sync scenarios (the upstream test table), pod claims, the
 //! runtime with its workers, the work queue, and the fixes of known upstream bugs.
 

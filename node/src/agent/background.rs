@@ -14,8 +14,8 @@ use super::AgentConfig;
 use crate::device::Inventory;
 use crate::gc::{find_stale, find_stale_v1, PreparedRef, StaleReason};
 use crate::metrics::{GcKind, NodeMetrics};
-use crate::modern::claims::ClaimSource;
 use crate::prepare::{ClaimPreparer, ClaimRequest};
+use crate::v1::claims::ClaimSource;
 
 /// Starts watching for SIGHUP, which from then on no longer ends the process; `None` (logged)
 /// when it cannot be watched.

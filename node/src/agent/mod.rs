@@ -33,9 +33,9 @@ use crate::discovery::{DeviceSource, DiscoveryRoots};
 use crate::grpc::{DraService, Plugin, PluginConfig, PluginServices};
 use crate::journal::Journal;
 use crate::metrics::{GcKind, NodeMetrics};
-use crate::modern::claims::{ApiClaims, ClaimSource};
-use crate::modern::slices::{keep_published, SlicePublisher};
 use crate::prepare::JournalPreparer;
+use crate::v1::claims::{ApiClaims, ClaimSource};
+use crate::v1::slices::{keep_published, SlicePublisher};
 use background::{collect_garbage, refresh_inventory, watch_hangup, GcClaims};
 use dra_types::api_mode::{resolve, ApiMode, DraApi};
 use measured::Measured;
@@ -129,7 +129,7 @@ pub enum AgentError {
 }
 
 /// Runs the agent until `shutdown` completes. `client` reaches the API server for garbage
-/// collection and, where discovery finds `resource.k8s.io/v1`, for the modern DRA API; without
+/// collection and, where discovery finds `resource.k8s.io/v1`, for the `v1` DRA API; without
 /// one (a node without API access) the agent speaks the 1.30 API and prepared claims are only
 /// unprepared by the kubelet. [`run_with_api`] takes the `--dra-api` flag too.
 pub async fn run(
@@ -230,10 +230,10 @@ pub async fn run_on_with_api(
                 &config.node_name,
             )
             .with_metrics(metrics.clone());
-            (PluginServices::modern(service), Some(GcClaims::V1(claims)))
+            (PluginServices::v1(service), Some(GcClaims::V1(claims)))
         }
         (_, client) => (
-            PluginServices::classic(Arc::clone(&preparer), inventory_rx.clone()),
+            PluginServices::v1alpha2(Arc::clone(&preparer), inventory_rx.clone()),
             client.map(GcClaims::V1alpha2),
         ),
     };

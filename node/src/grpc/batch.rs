@@ -1,6 +1,6 @@
 //! One kubelet batch of claims turned into preparer requests and back: the checks a claim must
 //! pass before the preparer sees it, and the answer map with exactly one entry per claim UID of
-//! the request. Pure; the services around it (`v1alpha3.Node`, the modern `DRAPlugin`) do the
+//! the request. Pure; the services around it (`v1alpha3.Node`, the `DRAPlugin`) do the
 //! calls.
 
 use std::collections::btree_map::Entry;
@@ -48,7 +48,7 @@ impl Batch {
         }))
     }
 
-    /// The batch of claims named only by UID, namespace and name (the modern services'
+    /// The batch of claims named only by UID, namespace and name (the v1 services'
     /// requests, whose `resource_handle` is empty): each UID once, a claim without UID refused,
     /// a UID listed twice with different names refused.
     pub fn of_requests(requests: Vec<ClaimRequest>) -> Self {
@@ -241,16 +241,15 @@ mod tests {
 
     #[test]
     fn a_structured_handle_is_refused_for_prepare() {
-        let mut structured = claim("s", "");
-        structured
-            .structured_resource_handle
+        let mut v1 = claim("s", "");
+        v1.structured_resource_handle
             .push(StructuredResourceHandle::default());
-        let batch = Batch::new(Call::Prepare, vec![structured]);
+        let batch = Batch::new(Call::Prepare, vec![v1]);
         assert!(batch.refused["s"].contains("structured parameters"));
     }
 
     #[test]
-    fn a_modern_batch_takes_each_uid_once_and_refuses_a_uid_under_two_names() {
+    fn a_v1_batch_takes_each_uid_once_and_refuses_a_uid_under_two_names() {
         let request = |uid: &str, name: &str| ClaimRequest {
             uid: uid.into(),
             namespace: "ns".into(),

@@ -1,9 +1,9 @@
-//! The modern kubelet services on the plugin socket (Kubernetes 1.34+):
+//! The v1 kubelet services on the plugin socket (Kubernetes 1.34+):
 //! `k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin` ([`DraService`]) and the wire-identical
 //! `...v1beta1.DRAPlugin` ([`DraServiceV1beta1`], the same calls with the messages converted).
 //!
 //! A prepare request names claims only (`namespace`, `uid`, `name`): each claim is read from the
-//! API server through a [`ClaimSource`], checked ([`crate::modern::allocation`]) and its devices
+//! API server through a [`ClaimSource`], checked ([`crate::v1::allocation`]) and its devices
 //! of this driver in this node's pool go to the same [`ClaimPreparer`] the 1.30 service uses.
 //! The answer has one entry per claim UID of the request: the claim's error, or one `Device` per
 //! allocated result of ours on this node with its request name (a subrequest `req/sub` answered
@@ -18,10 +18,10 @@ use tracing::Instrument;
 
 use super::batch::{log_outcome, nonempty, to_map, Batch};
 use crate::metrics::{NodeMetrics, Outcome};
-use crate::modern::allocation::{node_allocation, ClaimError, NodeAllocation};
-use crate::modern::claims::ClaimSource;
-use crate::modern::config::base_request;
 use crate::prepare::{ClaimPreparer, ClaimRequest};
+use crate::v1::allocation::{node_allocation, ClaimError, NodeAllocation};
+use crate::v1::claims::ClaimSource;
+use crate::v1::config::base_request;
 use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
 
 /// The `v1.DRAPlugin` service.
@@ -187,7 +187,7 @@ impl<P: ClaimPreparer> DraService<P> {
     }
 }
 
-/// The claim of a modern request as the preparer's request (no resource handle).
+/// The claim of a v1 request as the preparer's request (no resource handle).
 fn request_of(claim: v1::Claim) -> ClaimRequest {
     ClaimRequest {
         uid: claim.uid,

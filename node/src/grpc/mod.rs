@@ -1,6 +1,6 @@
 //! The kubelet's gRPC interfaces (generated in `dra_types::kubelet`) served over Unix sockets: the registration service the kubelet's
 //! plugin watcher finds in its registry directory, and on the plugin socket the Kubernetes 1.30
-//! `v1alpha3.Node` service and the modern (1.34+) `v1.DRAPlugin` and `v1beta1.DRAPlugin`.
+//! `v1alpha3.Node` service and the v1 (1.34+) `v1.DRAPlugin` and `v1beta1.DRAPlugin`.
 //!
 //! - [`sockets`]: where the two sockets live, their modes, stale files and removal;
 //! - [`registration`]: `GetInfo` (with the `supported_versions` of the services served),
@@ -41,8 +41,8 @@ use dra_types::kubelet::v1alpha3::node_server::NodeServer;
 pub use dra_service::{DraService, DraServiceV1beta1};
 pub use node_service::NodeService;
 pub use registration::{
-    supported_versions, RegistrationService, RegistrationState, CLASSIC_VERSION, PLUGIN_TYPE,
-    SUPPORTED_VERSIONS, V1BETA1_SERVICE, V1_SERVICE,
+    supported_versions, RegistrationService, RegistrationState, PLUGIN_TYPE, SUPPORTED_VERSIONS,
+    V1ALPHA3_VERSION, V1BETA1_SERVICE, V1_SERVICE,
 };
 pub use sockets::PluginSockets;
 
@@ -156,46 +156,46 @@ impl PluginConfig {
 
 /// The services of the plugin socket, which decide what registration advertises.
 pub struct PluginServices<P> {
-    classic: Option<(Arc<P>, watch::Receiver<Inventory>)>,
-    modern: Option<Arc<DraService<P>>>,
+    v1alpha2: Option<(Arc<P>, watch::Receiver<Inventory>)>,
+    v1: Option<Arc<DraService<P>>>,
 }
 
 impl<P> std::fmt::Debug for PluginServices<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginServices")
-            .field("classic", &self.classic.is_some())
-            .field("modern", &self.modern)
+            .field("v1alpha2", &self.v1alpha2.is_some())
+            .field("v1", &self.v1)
             .finish()
     }
 }
 
 impl<P: ClaimPreparer> PluginServices<P> {
     /// The Kubernetes 1.30 `v1alpha3.Node` service over `preparer`, streaming `inventory`.
-    pub fn classic(preparer: Arc<P>, inventory: watch::Receiver<Inventory>) -> Self {
+    pub fn v1alpha2(preparer: Arc<P>, inventory: watch::Receiver<Inventory>) -> Self {
         PluginServices {
-            classic: Some((preparer, inventory)),
-            modern: None,
+            v1alpha2: Some((preparer, inventory)),
+            v1: None,
         }
     }
 
-    /// The modern `v1.DRAPlugin` and `v1beta1.DRAPlugin` services of `service`.
-    pub fn modern(service: DraService<P>) -> Self {
+    /// The `v1.DRAPlugin` and `v1beta1.DRAPlugin` services of `service`.
+    pub fn v1(service: DraService<P>) -> Self {
         PluginServices {
-            classic: None,
-            modern: Some(Arc::new(service)),
+            v1alpha2: None,
+            v1: Some(Arc::new(service)),
         }
     }
 
-    /// These services and the modern ones of `service` beside them.
+    /// These services and the v1 ones of `service` beside them.
     #[must_use]
-    pub fn with_modern(mut self, service: DraService<P>) -> Self {
-        self.modern = Some(Arc::new(service));
+    pub fn with_v1(mut self, service: DraService<P>) -> Self {
+        self.v1 = Some(Arc::new(service));
         self
     }
 
     /// What registration advertises for these services ([`supported_versions`]).
     pub fn supported_versions(&self) -> Vec<&'static str> {
-        supported_versions(self.classic.is_some(), self.modern.is_some())
+        supported_versions(self.v1alpha2.is_some(), self.v1.is_some())
     }
 }
 
@@ -249,7 +249,7 @@ impl Plugin {
         inventory: watch::Receiver<Inventory>,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<()> {
-        self.serve_services(PluginServices::classic(preparer, inventory), shutdown)
+        self.serve_services(PluginServices::v1alpha2(preparer, inventory), shutdown)
             .await
     }
 
@@ -328,18 +328,18 @@ async fn serve_plugin<P: ClaimPreparer>(
             path: path.clone(),
             source,
         })?;
-    let classic = services.classic.map(|(preparer, inventory)| {
+    let v1alpha2 = services.v1alpha2.map(|(preparer, inventory)| {
         NodeServer::new(NodeService::new(preparer, inventory, stop.clone()))
     });
     let v1 = services
-        .modern
+        .v1
         .as_ref()
         .map(|service| v1::dra_plugin_server::DraPluginServer::from_arc(Arc::clone(service)));
-    let v1beta1 = services.modern.map(|service| {
+    let v1beta1 = services.v1.map(|service| {
         v1beta1::dra_plugin_server::DraPluginServer::new(DraServiceV1beta1(service))
     });
     tonic::transport::Server::builder()
-        .add_optional_service(classic)
+        .add_optional_service(v1alpha2)
         .add_optional_service(v1)
         .add_optional_service(v1beta1)
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped(stop))

@@ -27,7 +27,7 @@ pub const PLUGIN_TYPE: &str = "DRAPlugin";
 /// The `supported_versions` entry of the 1.30 `v1alpha3.Node` service: a 1.30 kubelet parses
 /// every entry as a version, skips those that do not parse and wants a 1.x
 /// ([`super::versions::highest_supported_version`]).
-pub const CLASSIC_VERSION: &str = "1.0.0";
+pub const V1ALPHA3_VERSION: &str = "1.0.0";
 /// The entry of the `k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin` service (the kubelet's
 /// `v1.DRAPluginService`).
 pub const V1_SERVICE: &str = "v1.DRAPlugin";
@@ -35,19 +35,19 @@ pub const V1_SERVICE: &str = "v1.DRAPlugin";
 pub const V1BETA1_SERVICE: &str = "v1beta1.DRAPlugin";
 
 /// What `GetInfo` advertises when only the 1.30 service is served.
-pub const SUPPORTED_VERSIONS: &[&str] = &[CLASSIC_VERSION];
+pub const SUPPORTED_VERSIONS: &[&str] = &[V1ALPHA3_VERSION];
 
-/// What `GetInfo` advertises for the services served: [`CLASSIC_VERSION`] for the 1.30
-/// service, then the modern service names, v1 before v1beta1. A 1.34 kubelet takes the first
+/// What `GetInfo` advertises for the services served: [`V1ALPHA3_VERSION`] for the 1.30
+/// service, then the v1 service names, v1 before v1beta1. A 1.34 kubelet takes the first
 /// entry it knows as a service name ([`super::versions::service_chosen_by_134_kubelet`]), so it
 /// passes over `1.0.0` and picks v1 (a kubelet that knows v1beta1 but not v1 picks v1beta1);
 /// a 1.30 kubelet skips the service names, which are no versions, and takes `1.0.0`.
-pub fn supported_versions(classic: bool, modern: bool) -> Vec<&'static str> {
+pub fn supported_versions(v1alpha2: bool, v1: bool) -> Vec<&'static str> {
     let mut versions = Vec::new();
-    if classic {
-        versions.push(CLASSIC_VERSION);
+    if v1alpha2 {
+        versions.push(V1ALPHA3_VERSION);
     }
-    if modern {
+    if v1 {
         versions.extend([V1_SERVICE, V1BETA1_SERVICE]);
     }
     versions
@@ -288,9 +288,9 @@ mod tests {
             highest_supported_version(&both).unwrap().to_string(),
             "1.0.0"
         );
-        let modern = supported_versions(false, true);
-        assert_eq!(service_chosen_by_134_kubelet(&modern), Ok("v1.DRAPlugin"));
-        assert!(highest_supported_version(&modern).is_err());
+        let v1 = supported_versions(false, true);
+        assert_eq!(service_chosen_by_134_kubelet(&v1), Ok("v1.DRAPlugin"));
+        assert!(highest_supported_version(&v1).is_err());
         assert!(service_chosen_by_134_kubelet(&supported_versions(true, false)).is_err());
     }
 

@@ -91,7 +91,7 @@ fn handle_error(uid: &str, reason: String) -> PrepareError {
     }
 }
 
-/// A refusal of a claim's allocation as read from the API server (the modern path).
+/// A refusal of a claim's allocation as read from the API server (the v1 path).
 fn allocation_error(uid: &str, reason: String) -> PrepareError {
     PrepareError::Allocation {
         uid: uid.to_owned(),

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use dra_allocator::handle::{HandleData, HandleSharing};
 use dra_node::grpc::DraService;
-use dra_node::modern::claims::{ClaimSource, MemoryClaims};
 use dra_node::prepare::{ClaimPreparer, ClaimRequest, JournalPreparer, PrepareError};
+use dra_node::v1::claims::{ClaimSource, MemoryClaims};
 use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::v1;
 use dra_types::resource_v1::{
     DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequestAllocationResult,

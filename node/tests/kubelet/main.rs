@@ -24,6 +24,6 @@ mod v1_prepare;
 mod v1_registration;
 mod v1_slices;
 mod v1_support;
-#[path = "../modern/validate.rs"]
+#[path = "../v1/validate.rs"]
 mod validate;
 mod wire;

@@ -103,7 +103,7 @@ async fn a_plugin_serving_both_apis_is_read_right_by_a_130_and_a_134_kubelet() {
     use std::sync::Arc;
 
     use dra_node::grpc::{DraService, Plugin, PluginServices};
-    use dra_node::modern::claims::{ClaimSource, MemoryClaims};
+    use dra_node::v1::claims::{ClaimSource, MemoryClaims};
     use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::v1;
     use dra_types::kubelet::v1alpha3::node_client::NodeClient;
 
@@ -116,8 +116,8 @@ async fn a_plugin_serving_both_apis_is_read_right_by_a_130_and_a_134_kubelet() {
     let preparer = Arc::new(FakePreparer::default());
     let (_inventory, inventory_rx) = tokio::sync::watch::channel(inventory([gpu("gpu-0", 0)]));
     let claims: Arc<dyn ClaimSource> = Arc::new(MemoryClaims::default());
-    let modern = DraService::new(Arc::clone(&preparer), claims, DRIVER, "node-0");
-    let services = PluginServices::classic(Arc::clone(&preparer), inventory_rx).with_modern(modern);
+    let v1 = DraService::new(Arc::clone(&preparer), claims, DRIVER, "node-0");
+    let services = PluginServices::v1alpha2(Arc::clone(&preparer), inventory_rx).with_v1(v1);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(plugin.serve_services(services, async {
         let _ = stopped.await;
@@ -135,7 +135,7 @@ async fn a_plugin_serving_both_apis_is_read_right_by_a_130_and_a_134_kubelet() {
         .unwrap();
     assert_eq!(service, "v1.DRAPlugin");
     // both services answer on the one plugin socket
-    let classic = NodeClient::new(connect(sockets.plugin()).await)
+    let v1alpha2 = NodeClient::new(connect(sockets.plugin()).await)
         .node_unprepare_resources(
             dra_types::kubelet::v1alpha3::NodeUnprepareResourcesRequest {
                 claims: vec![crate::support::claim("u1", "")],
@@ -144,8 +144,8 @@ async fn a_plugin_serving_both_apis_is_read_right_by_a_130_and_a_134_kubelet() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(classic.claims["u1"].error, "");
-    let modern = v1::dra_plugin_client::DraPluginClient::new(connect(sockets.plugin()).await)
+    assert_eq!(v1alpha2.claims["u1"].error, "");
+    let v1 = v1::dra_plugin_client::DraPluginClient::new(connect(sockets.plugin()).await)
         .node_prepare_resources(v1::NodePrepareResourcesRequest {
             claims: vec![v1::Claim {
                 namespace: "default".into(),
@@ -156,10 +156,7 @@ async fn a_plugin_serving_both_apis_is_read_right_by_a_130_and_a_134_kubelet() {
         .await
         .unwrap()
         .into_inner();
-    assert!(
-        modern.claims["u2"].error.contains("not found"),
-        "{modern:?}"
-    );
+    assert!(v1.claims["u2"].error.contains("not found"), "{v1:?}");
     let _ = stop.send(());
     task.await.unwrap().unwrap();
 }

@@ -12,17 +12,17 @@ use testkit::eventually::eventually;
 use crate::support::{DRIVER, PATIENCE};
 use crate::v1_support::{
     register_as_kubelet_134, shared_config, uid, v1_claim, v1beta1_claim, write_inventory,
-    AgentSettings, Cluster134, ModernAgent, NODE, OTHER_NODE,
+    AgentSettings, Cluster134, V1Agent, NODE, OTHER_NODE,
 };
 
 /// A cluster and a registered agent of `node-0` with devices `gpu-0` to `gpu-3`.
-async fn setup(dir: &std::path::Path, gc_interval: Duration) -> (Cluster134, ModernAgent) {
+async fn setup(dir: &std::path::Path, gc_interval: Duration) -> (Cluster134, V1Agent) {
     let cluster = Cluster134::start().await;
     let inventory = dir.join("devices.yaml");
     write_inventory(&inventory, &["gpu-0", "gpu-1", "gpu-2", "gpu-3"]);
     let mut settings = AgentSettings::file(&inventory);
     settings.gc_interval = gc_interval;
-    let agent = ModernAgent::start(&cluster, dir, settings).await;
+    let agent = V1Agent::start(&cluster, dir, settings).await;
     register_as_kubelet_134(agent.sockets.registration())
         .await
         .unwrap();
@@ -33,7 +33,7 @@ fn prepare_request(claims: Vec<v1::Claim>) -> v1::NodePrepareResourcesRequest {
     v1::NodePrepareResourcesRequest { claims }
 }
 
-fn cdi_env(agent: &ModernAgent, uid: &str) -> String {
+fn cdi_env(agent: &V1Agent, uid: &str) -> String {
     let spec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(agent.cdi.file(uid)).unwrap()).unwrap();
     spec["devices"][0]["containerEdits"]["env"].to_string()

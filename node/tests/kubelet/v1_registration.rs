@@ -12,7 +12,7 @@ use testkit::eventually::eventually;
 
 use crate::support::{connect, register_as_kubelet_130, DRIVER, PATIENCE};
 use crate::v1_support::{
-    register_as_kubelet_134, write_inventory, AgentSettings, Cluster134, ModernAgent, NODE,
+    register_as_kubelet_134, write_inventory, AgentSettings, Cluster134, V1Agent, NODE,
     SLICE_PATIENCE,
 };
 
@@ -22,7 +22,7 @@ async fn a_134_kubelet_registers_the_agent_and_chooses_v1_draplugin() {
     let dir = tempfile::tempdir().unwrap();
     let inventory = dir.path().join("devices.yaml");
     write_inventory(&inventory, &["gpu-0"]);
-    let mut agent = ModernAgent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
+    let mut agent = V1Agent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
     let (status, body) = agent.admin_get("/readyz").await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["registered"], false, "{body}");
@@ -57,11 +57,11 @@ async fn in_v1_mode_the_1_30_service_is_not_served() {
     let dir = tempfile::tempdir().unwrap();
     let inventory = dir.path().join("devices.yaml");
     write_inventory(&inventory, &["gpu-0"]);
-    let mut agent = ModernAgent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
-    let mut classic = NodeClient::new(connect(agent.sockets.plugin()).await);
+    let mut agent = V1Agent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
+    let mut v1alpha2 = NodeClient::new(connect(agent.sockets.plugin()).await);
     let status = tokio::time::timeout(
         PATIENCE,
-        classic.node_prepare_resources(NodePrepareResourcesRequest::default()),
+        v1alpha2.node_prepare_resources(NodePrepareResourcesRequest::default()),
     )
     .await
     .unwrap()
@@ -78,7 +78,7 @@ async fn against_a_1_30_api_server_discovery_chooses_the_1_30_service() {
     let dir = tempfile::tempdir().unwrap();
     let inventory = dir.path().join("devices.yaml");
     write_inventory(&inventory, &["gpu-0"]);
-    let mut agent = ModernAgent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
+    let mut agent = V1Agent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
     let info = register_as_kubelet_130(agent.sockets.registration())
         .await
         .unwrap();
@@ -101,7 +101,7 @@ async fn an_explicit_v1alpha2_is_kept_whatever_the_api_server_serves() {
     write_inventory(&inventory, &["gpu-0"]);
     let mut settings = AgentSettings::file(&inventory);
     settings.dra_api = DraApi::V1alpha2;
-    let mut agent = ModernAgent::start(&cluster, dir.path(), settings).await;
+    let mut agent = V1Agent::start(&cluster, dir.path(), settings).await;
     let info = register_as_kubelet_130(agent.sockets.registration())
         .await
         .unwrap();

@@ -18,7 +18,7 @@ use testkit::eventually::eventually;
 use crate::fake_sysfs::{FakeSysfs, CONTROLLER_3D, NVIDIA};
 use crate::support::DRIVER;
 use crate::v1_support::{
-    write_inventory, AgentSettings, Cluster134, ModernAgent, NODE, SLICE_PATIENCE,
+    write_inventory, AgentSettings, Cluster134, V1Agent, NODE, SLICE_PATIENCE,
 };
 use crate::validate::{kubernetes_validate, report, validate};
 
@@ -73,7 +73,7 @@ async fn the_agent_publishes_its_nodes_devices_owned_by_the_node_and_valid_for_1
     let cluster = Cluster134::start().await;
     let tree = two_gpus();
     let dir = tempfile::tempdir().unwrap();
-    let mut agent = ModernAgent::start(&cluster, dir.path(), sysfs_settings(&tree)).await;
+    let mut agent = V1Agent::start(&cluster, dir.path(), sysfs_settings(&tree)).await;
     let slice = slice_when(&cluster, "the node's slice", |s| s.spec.devices.len() == 2).await;
     let name = slice.metadata.name.clone().unwrap();
     assert!(name.starts_with(&format!("{NODE}-{DRIVER}-")), "{name}");
@@ -126,7 +126,7 @@ async fn a_device_gone_from_sysfs_updates_the_slice_in_place_without_a_gap() {
     let cluster = Cluster134::start().await;
     let tree = two_gpus();
     let dir = tempfile::tempdir().unwrap();
-    let mut agent = ModernAgent::start(&cluster, dir.path(), sysfs_settings(&tree)).await;
+    let mut agent = V1Agent::start(&cluster, dir.path(), sysfs_settings(&tree)).await;
     let first = slice_when(&cluster, "both GPUs published", |s| {
         s.spec.devices.len() == 2
     })
@@ -175,7 +175,7 @@ async fn a_clean_stop_leaves_the_slice_and_the_next_start_adopts_it_one_generati
     let dir = tempfile::tempdir().unwrap();
     let inventory = dir.path().join("devices.yaml");
     write_inventory(&inventory, &["gpu-0", "gpu-1"]);
-    let mut agent = ModernAgent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
+    let mut agent = V1Agent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
     let first = slice_when(&cluster, "the node's slice", |s| s.spec.devices.len() == 2).await;
     agent.stop().await.unwrap();
     let after_stop = cluster.slices_of(NODE).await;
@@ -183,7 +183,7 @@ async fn a_clean_stop_leaves_the_slice_and_the_next_start_adopts_it_one_generati
     assert_eq!(after_stop[0].metadata.uid, first.metadata.uid);
 
     write_inventory(&inventory, &["gpu-0", "gpu-1", "gpu-2"]);
-    let mut agent = ModernAgent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
+    let mut agent = V1Agent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
     let adopted = slice_when(&cluster, "the adopted slice", |s| s.spec.devices.len() == 3).await;
     assert_eq!(adopted.metadata.uid, first.metadata.uid);
     assert_eq!(adopted.spec.pool.generation, first.spec.pool.generation + 1);
@@ -202,7 +202,7 @@ async fn duplicate_slices_of_ours_are_removed_once_the_one_that_stays_is_written
             },
         )]
         .into();
-        let mut slice = dra_node::modern::slice_for(NODE, DRIVER, 3, &stale).unwrap();
+        let mut slice = dra_node::v1::slice_for(NODE, DRIVER, 3, &stale).unwrap();
         slice.metadata.generate_name = None;
         slice.metadata.name = Some(name.to_owned());
         cluster
@@ -214,7 +214,7 @@ async fn duplicate_slices_of_ours_are_removed_once_the_one_that_stays_is_written
     let dir = tempfile::tempdir().unwrap();
     let inventory = dir.path().join("devices.yaml");
     write_inventory(&inventory, &["gpu-0"]);
-    let mut agent = ModernAgent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
+    let mut agent = V1Agent::start(&cluster, dir.path(), AgentSettings::file(&inventory)).await;
     let kept = slice_when(&cluster, "one slice with the inventory", |s| {
         devices(s) == ["gpu-0"]
     })
@@ -241,7 +241,7 @@ async fn the_slice_is_written_despite_write_conflicts() {
     write_inventory(&inventory, &["gpu-0", "gpu-1"]);
     let mut settings = AgentSettings::file(&inventory);
     settings.inventory_interval = Duration::from_millis(200);
-    let mut agent = ModernAgent::start(&cluster, dir.path(), settings).await;
+    let mut agent = V1Agent::start(&cluster, dir.path(), settings).await;
     let first = slice_when(&cluster, "the slice", |s| s.spec.devices.len() == 2).await;
     write_inventory(&inventory, &["gpu-0"]);
     let second = slice_when(&cluster, "the updated slice", |s| s.spec.devices.len() == 1).await;

@@ -1,4 +1,4 @@
-//! The modern tests' side: the simulator's API server playing Kubernetes 1.34 with two ready
+//! The v1 tests' side: the simulator's API server playing Kubernetes 1.34 with two ready
 //! nodes, the real agent (`dra_node::agent`, API discovery choosing `v1`) in a temporary
 //! directory for `node-0`, a client that registers and calls it as a 1.34 kubelet does, and
 //! claims allocated as the 1.34 scheduler writes them (`status.allocation.devices`).
@@ -209,7 +209,7 @@ pub fn agent_config(root: &Path, settings: AgentSettings) -> AgentConfig {
 }
 
 /// The agent of `node-0`, run in this process.
-pub struct ModernAgent {
+pub struct V1Agent {
     pub sockets: PluginSockets,
     pub cdi: CdiDir,
     pub admin: SocketAddr,
@@ -217,9 +217,9 @@ pub struct ModernAgent {
     task: JoinHandle<Result<(), AgentError>>,
 }
 
-impl ModernAgent {
+impl V1Agent {
     /// Starts the agent with its directories under `root` and waits for its registration socket.
-    pub async fn start(cluster: &Cluster134, root: &Path, settings: AgentSettings) -> ModernAgent {
+    pub async fn start(cluster: &Cluster134, root: &Path, settings: AgentSettings) -> V1Agent {
         let dra_api = settings.dra_api;
         let config = agent_config(root, settings);
         let sockets =
@@ -246,7 +246,7 @@ impl ModernAgent {
             async move { exists }
         })
         .await;
-        ModernAgent {
+        V1Agent {
             sockets,
             cdi,
             admin,

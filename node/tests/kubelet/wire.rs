@@ -1,4 +1,4 @@
-//! The messages (1.30 `v1alpha3`, registration, modern `v1beta1` and `v1`) against bytes written
+//! The messages (1.30 `v1alpha3`, registration, `v1beta1` and `v1`) against bytes written
 //! by hand from the upstream field numbers, so that a change to our `.proto` files that a real
 //! kubelet would misread fails here.
 
@@ -45,13 +45,13 @@ fn plugin_info_and_registration_status_use_the_kubelets_field_numbers() {
 
 #[test]
 fn a_kubelet_claim_with_a_structured_handle_decodes_field_by_field() {
-    let structured = field(4, b"node-a"); // StructuredResourceHandle.nodeName = 4
+    let v1 = field(4, b"node-a"); // StructuredResourceHandle.nodeName = 4
     let claim = [
         field(1, b"ns"),
         field(2, b"uid"),
         field(3, b"name"),
         field(4, b"{}"),
-        field(5, &structured),
+        field(5, &v1),
     ]
     .concat();
     let request = NodePrepareResourcesRequest::decode(field(1, &claim).as_slice()).unwrap();
@@ -126,7 +126,7 @@ fn the_services_have_the_names_the_kubelet_calls() {
 }
 
 #[test]
-fn modern_devices_and_claims_use_the_kubelets_field_numbers() {
+fn v1_devices_and_claims_use_the_kubelets_field_numbers() {
     use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
     let device = v1::Device {
         request_names: vec!["gpu".into()],

@@ -9,10 +9,10 @@
 //! there is no workload: the demo serves until Ctrl-C or `--duration`.
 
 pub mod agents;
-pub mod modern;
 pub mod progress;
 pub mod setup;
 pub mod stall;
+pub mod v1;
 pub mod workload;
 
 use std::net::SocketAddr;
@@ -75,8 +75,8 @@ pub struct DemoArgs {
     #[arg(long, value_name = "PATH")]
     pub admin_token_file: Option<PathBuf>,
 
-    /// The Kubernetes release the simulated cluster plays: 1.30 (classic DRA: the controller
-    /// allocates, with immediate claims in the workload) or 1.34 (structured DRA: the
+    /// The Kubernetes release the simulated cluster plays: 1.30 (`v1alpha2`: the controller
+    /// allocates, with immediate claims in the workload) or 1.34 (`v1`: the
     /// scheduler allocates from the slices the node agents publish, by the DeviceClasses of
     /// deploy/overlays/kubernetes-1.34, and the controller mirrors the allocations into the
     /// ledger).
@@ -197,10 +197,10 @@ async fn create_workload_objects(
     numa: usize,
 ) -> anyhow::Result<WorkloadShape> {
     let pairs = args.devices_per_node / numa >= 2;
-    let structured = args.kubernetes_version.is_structured();
+    let v1 = args.kubernetes_version.serves_v1();
     // About one pod in 25 uses an immediate claim; they hold at most a quarter of the devices.
     // 1.34 has no immediate allocation: a claim is allocated when a pod needs it.
-    let immediate_claims = if structured {
+    let immediate_claims = if v1 {
         0
     } else {
         (args.pods / 25)
@@ -208,9 +208,9 @@ async fn create_workload_objects(
             .min(args.nodes * args.devices_per_node / 4)
             .min(args.pods)
     };
-    if structured {
-        modern::create_device_classes(client).await?;
-        modern::create_templates(client, pairs).await?;
+    if v1 {
+        v1::create_device_classes(client).await?;
+        v1::create_templates(client, pairs).await?;
     } else {
         setup::apply_crds(client).await?;
         setup::create_classes_and_templates(client, DEFAULT_DRIVER_NAME, pairs).await?;
@@ -219,7 +219,7 @@ async fn create_workload_objects(
         pods: args.pods,
         immediate_claims,
         pairs,
-        prioritized: structured,
+        prioritized: v1,
     })
 }
 
@@ -232,7 +232,7 @@ async fn with_cluster(
     workdir: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
     let client = cluster.kube_client();
-    let structured = args.kubernetes_version.is_structured();
+    let v1 = args.kubernetes_version.serves_v1();
     let shape = create_workload_objects(args, &client, numa).await?;
     let kubeconfig_path = args
         .kubeconfig_out
@@ -267,17 +267,13 @@ async fn with_cluster(
             replica: "demo".to_owned(),
             // On 1.30 the controller allocates; on 1.34 the scheduler does and the controller
             // mirrors, explaining a claim that waits for 10 s.
-            dra_api: if structured {
-                DraApi::V1
-            } else {
-                DraApi::V1alpha2
-            },
-            explain_after: structured.then_some(Duration::from_secs(10)),
+            dra_api: if v1 { DraApi::V1 } else { DraApi::V1alpha2 },
+            explain_after: v1.then_some(Duration::from_secs(10)),
         },
         client_config,
     )
     .await?;
-    if structured {
+    if v1 {
         println!(
             "dra-ledger demo on Kubernetes 1.34 (resource.k8s.io/v1): {} nodes x {} devices, {} pods; \
              the scheduler allocates, the ledger mirrors",
@@ -399,8 +395,8 @@ async fn drive(
     );
     if agents.is_some() {
         let published = async {
-            if args.kubernetes_version.is_structured() {
-                modern::wait_for_slices(&client, args.nodes).await
+            if args.kubernetes_version.serves_v1() {
+                v1::wait_for_slices(&client, args.nodes).await
             } else {
                 setup::wait_for_slices(&client, args.nodes).await
             }
@@ -423,7 +419,7 @@ async fn drive(
         started,
         cdi: CdiTracker::default(),
     };
-    let mut submitter = Submitter::new(&client, shape, args.kubernetes_version.is_structured());
+    let mut submitter = Submitter::new(&client, shape, args.kubernetes_version.serves_v1());
     let limit = args.nodes * args.devices_per_node;
     let deadline = args.duration.map(|limit| started + limit);
     let mut signal = std::pin::pin!(stop);

@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
 
-use super::modern::{pod_in_1_34_shape, H100_OR_ANY};
 use super::setup::{immediate_claim_name, NAMESPACE, ONE_GPU, TWO_GPUS};
+use super::v1::{pod_in_1_34_shape, H100_OR_ANY};
 
 /// The simulated kubelet's run-time annotation.
 pub const RUN_SECONDS_ANNOTATION: &str = dra_sim::actors::kubelet::RUN_SECONDS_ANNOTATION;
@@ -151,17 +151,17 @@ impl PodPlan {
 pub struct Submitter {
     api: Api<DynamicObject>,
     shape: WorkloadShape,
-    structured: bool,
+    v1: bool,
     next: usize,
 }
 
 impl Submitter {
-    /// A submitter for `shape`, writing pods in the 1.34 shape when `structured`.
-    pub fn new(client: &Client, shape: WorkloadShape, structured: bool) -> Self {
+    /// A submitter for `shape`, writing pods in the 1.34 shape when `v1`.
+    pub fn new(client: &Client, shape: WorkloadShape, v1: bool) -> Self {
         Submitter {
             api: Api::namespaced_with(client.clone(), NAMESPACE, &ApiResource::erase::<Pod>(&())),
             shape,
-            structured,
+            v1,
             next: 0,
         }
     }
@@ -189,7 +189,7 @@ impl Submitter {
                 break;
             }
             let mut pod = serde_json::to_value(plan(self.shape, self.next).to_pod())?;
-            if self.structured {
+            if self.v1 {
                 pod = pod_in_1_34_shape(pod);
             }
             let pod: DynamicObject = serde_json::from_value(pod)?;

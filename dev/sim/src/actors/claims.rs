@@ -5,12 +5,12 @@
 //! `WaitForFirstConsumer` claim loses its last consumer; deletes generated claims of done pods.
 //!
 //! Talks to the API server only through `kube::Client`; reads come from the shared informer stores.
-//! The 1.34 controller (`resource.k8s.io/v1`) is [`structured`], with its decisions in
+//! The 1.34 controller (`resource.k8s.io/v1`) is [`v1`], with its decisions in
 //! [`generated`] and [`reservations`]; it shares the owner helpers here.
 
 pub mod generated;
 pub mod reservations;
-pub mod structured;
+pub mod v1;
 
 use dra_runtime::lock::LockExt;
 use std::collections::HashMap;

@@ -1,9 +1,9 @@
-//! The control-plane actors a DRA driver talks to. For Kubernetes 1.30 (classic DRA): the
+//! The control-plane actors a DRA driver talks to. For Kubernetes 1.30 (`v1alpha2`): the
 //! resourceclaim controller (`claims`), the scheduler with its `DynamicResources` plugin
 //! (`scheduler`), the garbage collector (`gc`) and a minimal kubelet (`kubelet`). For 1.34
-//! (structured DRA, `resource.k8s.io/v1`): the scheduler with the 1.34 `DynamicResources`
-//! plugin, which allocates claims from the `ResourceSlices` with CEL (`structured_scheduler`),
-//! the 1.34 resourceclaim controller (`claims::structured`), the garbage collector and the
+//! (`resource.k8s.io/v1`): the scheduler with the 1.34 `DynamicResources`
+//! plugin, which allocates claims from the `ResourceSlices` with CEL (`scheduler_v1`),
+//! the 1.34 resourceclaim controller (`claims::v1`), the garbage collector and the
 //! kubelet, with the kubelet talking to plugins as 1.34 does. What both schedulers write
 //! besides claims is in `scheduling`. The actors of a release share one set of informers and talk to the API server
 //! only over HTTP through `kube::Client`, exactly like real controllers.
@@ -20,12 +20,12 @@ pub mod kubelet;
 pub mod plugins;
 pub mod pod_shape;
 pub mod resource_v1;
-pub mod scheduler;
+pub mod scheduler_v1;
+pub mod scheduler_v1alpha2;
 pub mod scheduling;
 pub mod selectors;
-pub mod structured_scheduler;
 mod wiring;
-mod wiring_structured;
+mod wiring_v1;
 pub mod writes;
 
 use std::collections::BTreeMap;
@@ -182,8 +182,8 @@ impl Actors {
             kubelet_dirs,
             config.kubernetes_version,
         ));
-        let started = if config.kubernetes_version.is_structured() {
-            wiring_structured::start(&client, config, &plugins, &stop).await
+        let started = if config.kubernetes_version.serves_v1() {
+            wiring_v1::start(&client, config, &plugins, &stop).await
         } else {
             wiring::start(&client, config, &plugins, &stop).await
         };

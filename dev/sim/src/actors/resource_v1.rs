@@ -26,7 +26,7 @@ pub use requests::{
     DeviceSelector, DeviceSubRequest, ExactDeviceRequest, OpaqueDeviceConfiguration,
 };
 
-/// The API group of structured DRA.
+/// The API group of DRA.
 pub const GROUP: &str = "resource.k8s.io";
 /// `apiVersion` of every object here.
 pub const API_VERSION: &str = "resource.k8s.io/v1";

@@ -1,5 +1,5 @@
 //! What every simulated kube-scheduler writes besides claims, for the 1.30 (`scheduler`) and
-//! the 1.34 (`structured_scheduler`) one alike: its `events.k8s.io/v1` events about a pod, the
+//! the 1.34 (`scheduler_v1`) one alike: its `events.k8s.io/v1` events about a pod, the
 //! pod's `PodScheduled` condition and the binding of the pod to a node.
 //!
 //! I/O only, through `kube::Client`; no decisions.

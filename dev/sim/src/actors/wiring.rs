@@ -1,4 +1,4 @@
-//! Wiring of the actors of a 1.30 (classic DRA) cluster: one informer per kind whose changes are
+//! Wiring of the actors of a 1.30 (`v1alpha2`) cluster: one informer per kind whose changes are
 //! routed to the actors that care, the garbage collector's kind table, and the worker loops of
 //! every actor.
 //!
@@ -25,7 +25,7 @@ use super::claims::ClaimController;
 use super::gc::{GarbageCollector, Kind};
 use super::kubelet::Kubelet;
 use super::plugins::Plugins;
-use super::scheduler::Scheduler;
+use super::scheduler_v1alpha2::Scheduler;
 use super::{wait_ready, ActorsConfig, Result, Started};
 use dra_runtime::informer::{spawn_informer, Change};
 

@@ -82,8 +82,8 @@ pub struct SimArgs {
     #[arg(long, conflicts_with_all = ["kubelet_dirs", "kubelet_root"])]
     pub no_kubelet: bool,
 
-    /// The Kubernetes release to play: 1.30 (classic DRA, `resource.k8s.io/v1alpha2`) or 1.34
-    /// (structured DRA, `resource.k8s.io/v1`).
+    /// The Kubernetes release to play: 1.30 (`resource.k8s.io/v1alpha2`) or 1.34
+    /// (`resource.k8s.io/v1`).
     #[arg(long, default_value = "1.30", value_name = "1.30|1.34")]
     pub kubernetes_version: crate::KubernetesVersion,
 

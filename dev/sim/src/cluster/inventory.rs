@@ -158,7 +158,7 @@ pub fn resource_slice(config: &ClusterConfig, index: usize, node_uid: &str) -> R
 /// kubelet plugin publishes it: one pool named after the node at generation 1, `nodeName` set,
 /// the same devices and attributes as [`resource_slice`] with `memory` as a capacity (v1
 /// attributes have no quantities), `generateName` `<node>-<driver>-` and the Node as owner.
-pub fn structured_slice(
+pub fn slice_v1(
     config: &ClusterConfig,
     index: usize,
     node_uid: &str,

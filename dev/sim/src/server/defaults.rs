@@ -42,7 +42,7 @@ pub fn apply_create_defaults(info: &ResourceInfo, obj: &mut Value) {
 /// field out keeps its default instead of clearing it.
 pub fn apply_decode_defaults(info: &ResourceInfo, obj: &mut Value) {
     match (info.group.as_str(), info.kind.as_str()) {
-        _ if super::structured::handles(info) => super::structured::apply_defaults(info, obj),
+        _ if super::resource_v1::handles(info) => super::resource_v1::apply_defaults(info, obj),
         ("resource.k8s.io", "ResourceClaim") => default_claim_spec(&mut obj["spec"]),
         ("resource.k8s.io", "ResourceClaimTemplate") => {
             default_claim_spec(&mut obj["spec"]["spec"]);

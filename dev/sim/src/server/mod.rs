@@ -35,11 +35,11 @@ mod handlers;
 mod openapi;
 mod patch;
 mod render;
+mod resource_v1;
 pub mod resources;
 mod route;
 mod selectors;
 pub mod store;
-mod structured;
 mod typed;
 mod validation;
 

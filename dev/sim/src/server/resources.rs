@@ -84,8 +84,8 @@ impl ResourceInfo {
     pub fn tracks_generation(&self) -> bool {
         self.custom
             || self.kind == "CustomResourceDefinition"
-            || (super::structured::handles(self)
-                && super::structured::tracks_generation(&self.kind))
+            || (super::resource_v1::handles(self)
+                && super::resource_v1::tracks_generation(&self.kind))
     }
 
     /// Whether PUT must carry a resourceVersion (custom resources and CRDs do not allow
@@ -136,16 +136,16 @@ fn builtin(
 }
 
 /// The built-in resources a server playing `release` serves from the start: 1.30 serves
-/// `resource.k8s.io/v1alpha2` (classic DRA), 1.34 `resource.k8s.io/v1` (structured DRA) instead.
+/// `resource.k8s.io/v1alpha2` (`v1alpha2`), 1.34 `resource.k8s.io/v1` (`v1`) instead.
 pub fn builtin_resources_of(release: KubernetesVersion) -> Vec<ResourceInfo> {
-    let r = super::structured::GROUP;
+    let r = super::resource_v1::GROUP;
     let mut resources = builtin_resources();
-    if release.is_structured() {
+    if release.serves_v1() {
         resources.retain(|info| info.group != r);
-        for (plural, kind, namespaced, status) in super::structured::RESOURCES {
+        for (plural, kind, namespaced, status) in super::resource_v1::RESOURCES {
             let mut info = builtin(
                 r,
-                super::structured::VERSION,
+                super::resource_v1::VERSION,
                 plural,
                 kind,
                 namespaced,

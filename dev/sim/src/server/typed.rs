@@ -2,7 +2,7 @@
 //! server decodes into Go types: unknown fields are dropped (or, with `fieldValidation=Strict`,
 //! rejected with 400 `BadRequest`) and wrongly typed fields are a 400 `BadRequest`. The
 //! `resource.k8s.io/v1` kinds and the 1.34 claim fields of pods go through the types of
-//! `super::structured` instead.
+//! `super::resource_v1` instead.
 //!
 //! Custom resources and CRDs are left as they are. Depends only on k8s-openapi and errors.
 
@@ -54,12 +54,12 @@ pub(super) fn decode_as<K: DeserializeOwned + Serialize>(
 pub fn normalise(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value> {
     let original = strict.then(|| obj.clone());
     let mut normalised = match (info.group.as_str(), info.kind.as_str()) {
-        _ if super::structured::handles(info) => super::structured::normalise(info, &obj)?,
+        _ if super::resource_v1::handles(info) => super::resource_v1::normalise(info, &obj)?,
         ("", "Namespace") => round_trip::<Namespace>(obj)?,
         ("", "Node") => round_trip::<Node>(obj)?,
-        ("", "Pod") if info.release.is_structured() => {
+        ("", "Pod") if info.release.serves_v1() => {
             let mut pod = decode_as::<Pod>("Pod", "v1", &obj)?;
-            super::structured::pods::keep_claim_fields(&obj, &mut pod)?;
+            super::resource_v1::pods::keep_claim_fields(&obj, &mut pod)?;
             pod
         }
         ("", "Pod") => round_trip::<Pod>(obj)?,

@@ -141,8 +141,8 @@ pub fn validate_create(info: &ResourceInfo, obj: &Value) -> Result<()> {
     let mut causes = name_causes(info, name, "metadata.name");
     causes.extend(label_causes(meta));
     causes.extend(kind_causes(info, obj));
-    if super::structured::handles(info) {
-        causes.extend(super::structured::create_causes(info, obj));
+    if super::resource_v1::handles(info) {
+        causes.extend(super::resource_v1::create_causes(info, obj));
     }
     if info.kind == "CustomResourceDefinition" {
         causes.extend(super::crd::validate(obj));
@@ -168,8 +168,8 @@ pub fn validate_update(info: &ResourceInfo, old: &Value, new: &Value) -> Result<
         }
     }
     match info.kind.as_str() {
-        _ if super::structured::handles(info) => {
-            causes.extend(super::structured::update_causes(info, old, new));
+        _ if super::resource_v1::handles(info) => {
+            causes.extend(super::resource_v1::update_causes(info, old, new));
         }
         "ResourceClaim" => {
             if old.get("spec") != new.get("spec") {
@@ -209,12 +209,12 @@ fn string_list(v: &Value) -> Vec<&str> {
 
 fn kind_causes(info: &ResourceInfo, obj: &Value) -> Vec<FieldCause> {
     let mut causes = Vec::new();
-    if info.kind == "Pod" && info.release.is_structured() {
-        causes.extend(super::structured::pods::claim_causes(obj));
+    if info.kind == "Pod" && info.release.serves_v1() {
+        causes.extend(super::resource_v1::pods::claim_causes(obj));
     }
     match info.kind.as_str() {
         // The v1 kinds have their own create and update rules.
-        _ if super::structured::handles(info) => {}
+        _ if super::resource_v1::handles(info) => {}
         "Pod" => {
             let containers = obj.pointer("/spec/containers").and_then(Value::as_array);
             match containers {

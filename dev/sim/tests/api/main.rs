@@ -20,5 +20,5 @@ mod python_conformance;
 mod request_options;
 mod scale;
 mod status;
-mod structured;
+mod v1;
 mod watch;

@@ -11,5 +11,5 @@ mod scenario_driver;
 mod kubelet_plugins;
 mod scenario_dra;
 mod scheduling;
-mod structured;
-mod structured_scheduling;
+mod scheduling_v1;
+mod v1;

@@ -1,4 +1,4 @@
-//! Scenarios of the classic DRA protocol against the simulated cluster: a scripted driver inside
+//! Scenarios of the `v1alpha2` DRA protocol against the simulated cluster: a scripted driver inside
 //! the test plays the DRA driver's part over HTTP (unsuitable nodes, allocation on the selected
 //! node with a finalizer, deallocation on request or deletion) while the simulator's scheduler,
 //! resourceclaim controller, garbage collector and kubelet do theirs.

@@ -4,8 +4,8 @@ use dra_allocator::model::Sharing;
 use serde_json::json;
 
 use super::*;
-use crate::modern::claims::MemoryClaims;
 use crate::prepare::{AllocatedClaim, PrepareError};
+use crate::v1::claims::MemoryClaims;
 use dra_types::resource_v1::{
     DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequestAllocationResult,
     ResourceClaim,
@@ -23,7 +23,7 @@ struct Recorder {
 
 impl ClaimPreparer for Recorder {
     fn prepare(&self, _: &[ClaimRequest]) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
-        unreachable!("the modern service prepares allocated claims")
+        unreachable!("the v1 service prepares allocated claims")
     }
 
     fn prepare_allocated(

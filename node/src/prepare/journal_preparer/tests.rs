@@ -279,10 +279,10 @@ fn an_allocated_claim_is_journaled_and_written_like_a_handle_and_repeats_alike()
 #[test]
 fn allocated_claims_share_the_handle_paths_device_checks() {
     let f = fixture();
-    one(&f.preparer, exclusive("classic", &["gpu-0"])).unwrap();
+    one(&f.preparer, exclusive("v1alpha2", &["gpu-0"])).unwrap();
     let taken = one_allocated(&f.preparer, allocated("m", &["gpu-0"], Sharing::Exclusive));
     assert!(
-        matches!(&taken, Err(PrepareError::DeviceInUse { holder, .. }) if holder == "classic"),
+        matches!(&taken, Err(PrepareError::DeviceInUse { holder, .. }) if holder == "v1alpha2"),
         "{taken:?}"
     );
     let unknown = one_allocated(&f.preparer, allocated("u", &["gpu-9"], Sharing::Exclusive));

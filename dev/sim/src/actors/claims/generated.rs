@@ -3,7 +3,7 @@
 //! pod still needs its claims, when it is done for good, and whether a changed pod needs a sync
 //! (a template claim to create, or an allocated claim to reserve for a pod already on a node).
 //!
-//! Pure; the structured controller module does the I/O.
+//! Pure; the v1 controller module does the I/O.
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

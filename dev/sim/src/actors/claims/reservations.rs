@@ -3,7 +3,7 @@
 //! done), the status that drops them (deallocating, `allocation: nil`, when the list becomes
 //! empty on a claim with the delete-protection finalizer), and when that finalizer goes.
 //!
-//! Pure; the structured controller module does the I/O.
+//! Pure; the v1 controller module does the I/O.
 
 use std::collections::{HashSet, VecDeque};
 

@@ -4,7 +4,7 @@
 //! Also the check of the claim cache that a claim of the same name is not an older one. The
 //! error texts are the DRA manager's.
 //!
-//! Pure decisions, no I/O: the structured prepare module reads the claims and does the calls.
+//! Pure decisions, no I/O: the v1 prepare module reads the claims and does the calls.
 
 use std::collections::BTreeSet;
 

@@ -10,7 +10,7 @@
 //! called over the first one the kubelet supports ([`services`], [`instances`]); drivers publish
 //! their own slices, the kubelet only wipes the node's slices at start and those of a driver gone
 //! for the wipe delay ([`wiping`]); claims are checked ([`checks`]) and prepared with
-//! `Claim{namespace, uid, name}` over `v1` or `v1beta1` ([`structured_prepare`], [`calls`]).
+//! `Claim{namespace, uid, name}` over `v1` or `v1beta1` ([`prepare_v1`], [`calls`]).
 //!
 //! Talks to the API server only through `kube::Client` and to plugins over Unix sockets with the
 //! node agent's generated gRPC clients. Nodes without a kubelet directory have no [`NodePlugins`].
@@ -20,11 +20,11 @@ pub mod checks;
 pub mod claims;
 pub mod instances;
 pub mod prepare;
+pub mod prepare_v1;
 pub mod registry;
 pub mod resources;
 pub mod services;
 pub mod slices;
-pub mod structured_prepare;
 pub mod validation;
 pub mod wiping;
 
@@ -233,7 +233,7 @@ impl NodePlugins {
 
     /// The names of the registered drivers.
     pub fn drivers(&self) -> Vec<String> {
-        if self.version.is_structured() {
+        if self.version.serves_v1() {
             return self.instances.lock_or_recover().keys().cloned().collect();
         }
         self.plugins.lock_or_recover().keys().cloned().collect()

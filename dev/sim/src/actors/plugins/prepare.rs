@@ -40,8 +40,8 @@ pub enum Prepare {
 impl NodePlugins {
     /// Prepares the claims of `pod` that are not prepared yet, as the node's release does.
     pub async fn prepare_pod(&self, pod: &Pod) -> Prepare {
-        if self.version.is_structured() {
-            return self.prepare_structured(pod).await;
+        if self.version.serves_v1() {
+            return self.prepare_v1(pod).await;
         }
         let waiting = |reason: String| Prepare::Waiting(reason, self.config.claim_poll);
         let claims = match pod_claims(pod) {
@@ -165,8 +165,8 @@ impl NodePlugins {
 
     /// Unprepares the claims `pod_uid` was the last pod to use and drops its references.
     pub async fn unprepare_pod(&self, pod_uid: &str) -> Result<(), String> {
-        if self.version.is_structured() {
-            return self.unprepare_structured(pod_uid).await;
+        if self.version.serves_v1() {
+            return self.unprepare_v1(pod_uid).await;
         }
         let batches: Batches = self.claims.lock_or_recover().unprepare_batches(pod_uid);
         for (driver, calls) in &batches {

@@ -100,8 +100,8 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
             tracing::warn!(node = %node.node, dir = %dir.display(), %error, "Cannot create a kubelet directory");
         }
     }
-    let structured = node.version.is_structured();
-    if structured && !wipe_at_start(&node, &mut stop).await {
+    let v1 = node.version.serves_v1();
+    if v1 && !wipe_at_start(&node, &mut stop).await {
         return;
     }
     let mut wipes = WipeSchedule::default();
@@ -120,7 +120,7 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
                 ..
             }) = seen.remove(&path)
             {
-                if !structured {
+                if !v1 {
                     deregister(&node, &driver, &path).await;
                 } else if !instances::deregister(&node, &driver, &path) {
                     wipes.driver_gone(&driver, Instant::now(), node.config.wipe_delay);
@@ -138,7 +138,7 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
             if entry.driver.is_some() || entry.retry_at.is_some_and(|at| at > now) {
                 continue;
             }
-            let registered = if structured {
+            let registered = if v1 {
                 instances::register(&node, &path).await
             } else {
                 register(&node, &path).await
@@ -164,7 +164,7 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
                 }
             }
         }
-        if structured {
+        if v1 {
             run_due_wipes(&node, &mut wipes, &mut wipe_failures).await;
         }
         tokio::select! {

@@ -1,4 +1,4 @@
-//! A scripted classic DRA driver for scenario tests. It plays the driver's side of the protocol
+//! A scripted `v1alpha2` DRA driver for scenario tests. It plays the driver's side of the protocol
 //! over HTTP the way the upstream controller library does, with a fixed number of devices per
 //! node: answers `PodSchedulingContexts` with unsuitable nodes, allocates on the selected node
 //! (finalizer first, then `status.allocation` with the pod in `reservedFor`), allocates Immediate

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use testkit::eventually;
 
 use crate::e2e_support::{DRIVER, WAIT};
-use crate::modern_support::{h100s, Modern};
+use crate::v1_support::{h100s, ClusterV1};
 
 /// Our opaque device configuration sharing the claim's devices with up to `consumers` claims.
 fn shared(consumers: u32) -> Value {
@@ -29,16 +29,16 @@ fn one_gpu() -> Value {
 }
 
 /// The `env` edits of the CDI spec of claim `uid` on `node`, once the file is there.
-fn cdi_env(modern: &Modern, node: &str, uid: &str) -> Option<String> {
-    let file = modern.agents.cdi_file(node, uid)?;
+fn cdi_env(v1: &ClusterV1, node: &str, uid: &str) -> Option<String> {
+    let file = v1.agents.cdi_file(node, uid)?;
     let bytes = std::fs::read(file).ok()?;
     let spec: Value = serde_json::from_slice(&bytes).ok()?;
     Some(spec["devices"][0]["containerEdits"]["env"].to_string())
 }
 
 /// `GET /v1/prepared` of the agent on `node`.
-async fn prepared_on(modern: &Modern, node: &str) -> String {
-    let (_, admin) = modern
+async fn prepared_on(v1: &ClusterV1, node: &str) -> String {
+    let (_, admin) = v1
         .agents
         .admin_addrs()
         .into_iter()
@@ -54,8 +54,8 @@ async fn prepared_on(modern: &Modern, node: &str) -> String {
 }
 
 /// One slice per node, written by its agent: our driver, the pool named after the node, `devices`.
-async fn assert_one_slice_per_node(modern: &Modern, devices: &[&str]) {
-    for slice in modern.slices().await {
+async fn assert_one_slice_per_node(v1: &ClusterV1, devices: &[&str]) {
+    for slice in v1.slices().await {
         let spec = &slice.spec;
         assert_eq!(spec.driver, DRIVER);
         let node = spec.node_name.clone().unwrap();
@@ -69,30 +69,28 @@ async fn assert_one_slice_per_node(modern: &Modern, devices: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slices_prepare_sharing_and_unprepare_on_a_1_34_cluster() {
     let dir = tempfile::tempdir().unwrap();
-    let modern = Modern::start(dir.path(), &[h100s(2), h100s(2)], Duration::from_secs(60)).await;
+    let v1 = ClusterV1::start(dir.path(), &[h100s(2), h100s(2)], Duration::from_secs(60)).await;
 
-    assert_one_slice_per_node(&modern, &["gpu-0", "gpu-1"]).await;
+    assert_one_slice_per_node(&v1, &["gpu-0", "gpu-1"]).await;
 
-    modern
-        .device_class("gpu", &format!("device.driver == \"{DRIVER}\""))
+    v1.device_class("gpu", &format!("device.driver == \"{DRIVER}\""))
         .await;
     // Claim a shares gpu-1 of node-0 with one more consumer.
-    let a = modern.claim("a", one_gpu()).await;
-    let pod_a = modern.pod("a", "a", "node-0").await;
-    modern
-        .allocate(
-            "a",
-            &[(DRIVER, "node-0", "gpu-1")],
-            "node-0",
-            shared(2),
-            &pod_a,
-        )
-        .await;
+    let a = v1.claim("a", one_gpu()).await;
+    let pod_a = v1.pod("a", "a", "node-0").await;
+    v1.allocate(
+        "a",
+        &[(DRIVER, "node-0", "gpu-1")],
+        "node-0",
+        shared(2),
+        &pod_a,
+    )
+    .await;
     let uid_a = a.metadata.uid.clone().unwrap();
     eventually("pod a running", WAIT, || async {
-        let running = modern.phase("a").await.as_deref() == Some("Running");
+        let running = v1.phase("a").await.as_deref() == Some("Running");
         if running {
-            let env = cdi_env(&modern, "node-0", &uid_a);
+            let env = cdi_env(&v1, "node-0", &uid_a);
             let env = env.expect("pod a Running before its claim was prepared");
             assert!(env.contains("DRA_LEDGER_DEVICES=gpu-1"), "{env}");
         }
@@ -102,88 +100,84 @@ async fn slices_prepare_sharing_and_unprepare_on_a_1_34_cluster() {
 
     // Claim b wants gpu-1 exclusively: the agent refuses it while claim a holds the device.
     let uid_a_text = uid_a.clone();
-    let b = modern.claim("b", one_gpu()).await;
-    let pod_b = modern.pod("b", "b", "node-0").await;
-    modern
-        .allocate(
-            "b",
-            &[(DRIVER, "node-0", "gpu-1")],
-            "node-0",
-            json!([]),
-            &pod_b,
-        )
-        .await;
+    let b = v1.claim("b", one_gpu()).await;
+    let pod_b = v1.pod("b", "b", "node-0").await;
+    v1.allocate(
+        "b",
+        &[(DRIVER, "node-0", "gpu-1")],
+        "node-0",
+        json!([]),
+        &pod_b,
+    )
+    .await;
     // (An earlier event may tell that the pod was not yet in the claim's reservedFor.)
     let refusal = eventually("pod b's prepare refused by the agent", WAIT, || async {
-        modern
-            .events("b", "FailedPrepareDynamicResources")
+        v1.events("b", "FailedPrepareDynamicResources")
             .await
             .into_iter()
             .find(|message| message.contains("gpu-1"))
     })
     .await;
     assert!(refusal.contains(&uid_a_text), "names the holder: {refusal}");
-    assert_ne!(modern.phase("b").await.as_deref(), Some("Running"));
+    assert_ne!(v1.phase("b").await.as_deref(), Some("Running"));
     let uid_b = b.metadata.uid.clone().unwrap();
-    assert!(cdi_env(&modern, "node-0", &uid_b).is_none());
+    assert!(cdi_env(&v1, "node-0", &uid_b).is_none());
 
     // A claim on the other node is prepared there.
-    let c = modern.claim("c", one_gpu()).await;
-    let pod_c = modern.pod("c", "c", "node-1").await;
-    modern
-        .allocate(
-            "c",
-            &[(DRIVER, "node-1", "gpu-0")],
-            "node-1",
-            json!([]),
-            &pod_c,
-        )
-        .await;
+    let c = v1.claim("c", one_gpu()).await;
+    let pod_c = v1.pod("c", "c", "node-1").await;
+    v1.allocate(
+        "c",
+        &[(DRIVER, "node-1", "gpu-0")],
+        "node-1",
+        json!([]),
+        &pod_c,
+    )
+    .await;
     let uid_c = c.metadata.uid.clone().unwrap();
     eventually("pod c running on node-1", WAIT, || async {
-        modern.phase("c").await.as_deref() == Some("Running")
+        v1.phase("c").await.as_deref() == Some("Running")
     })
     .await;
-    assert!(cdi_env(&modern, "node-1", &uid_c).is_some());
-    assert!(prepared_on(&modern, "node-1").await.contains(&uid_c));
+    assert!(cdi_env(&v1, "node-1", &uid_c).is_some());
+    assert!(prepared_on(&v1, "node-1").await.contains(&uid_c));
 
     // Deleting pod a unprepares claim a before the pod is gone; then claim b gets gpu-1.
-    modern
-        .pods()
+    v1.pods()
         .delete("a", &kube::api::DeleteParams::default())
         .await
         .unwrap();
     eventually("pod a gone", WAIT, || async {
-        let gone = modern.phase("a").await.is_none();
+        let gone = v1.phase("a").await.is_none();
         if gone {
             assert!(
-                cdi_env(&modern, "node-0", &uid_a).is_none(),
+                cdi_env(&v1, "node-0", &uid_a).is_none(),
                 "pod a gone before its claim was unprepared"
             );
         }
         gone
     })
     .await;
-    assert!(!prepared_on(&modern, "node-0").await.contains(&uid_a));
+    assert!(!prepared_on(&v1, "node-0").await.contains(&uid_a));
     eventually("pod b running once gpu-1 is free", WAIT, || async {
-        modern.phase("b").await.as_deref() == Some("Running")
+        v1.phase("b").await.as_deref() == Some("Running")
     })
     .await;
-    let env = cdi_env(&modern, "node-0", &uid_b).unwrap();
+    let env = cdi_env(&v1, "node-0", &uid_b).unwrap();
     assert!(env.contains("DRA_LEDGER_DEVICES=gpu-1"), "{env}");
-    modern.shutdown().await;
+    v1.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_change_republishes_the_pool_with_a_higher_generation() {
     let dir = tempfile::tempdir().unwrap();
-    let modern = Modern::start(dir.path(), &[h100s(2)], Duration::from_millis(200)).await;
-    let before = modern.slices().await.remove(0);
+    let v1 = ClusterV1::start(dir.path(), &[h100s(2)], Duration::from_millis(200)).await;
+    let before = v1.slices().await.remove(0);
     assert_eq!(before.spec.devices.len(), 2);
 
-    modern.set_inventory("node-0", &h100s(1));
+    v1.set_inventory("node-0", &h100s(1));
     let after = eventually("the slice shows one device", WAIT, || async {
-        let slices = modern.slices().await;
+        let slices = v1.slices().await;
         (slices.len() == 1 && slices[0].spec.devices.len() == 1).then(|| slices[0].clone())
     })
     .await;
@@ -194,5 +188,5 @@ async fn an_inventory_change_republishes_the_pool_with_a_higher_generation() {
         before.spec.pool.generation,
         after.spec.pool.generation
     );
-    modern.shutdown().await;
+    v1.shutdown().await;
 }

@@ -1,4 +1,4 @@
-//! One scheduling cycle of the 1.30 `DynamicResources` plugin (classic DRA) as a pure decision:
+//! One scheduling cycle of the 1.30 `DynamicResources` plugin (`v1alpha2`) as a pure decision:
 //! `PreEnqueue` (claims resolve), `PreFilter`, Filter, `PostFilter`, `PreScore`, Reserve and the `PreBind`
 //! waiting point, computed from a snapshot. The caller performs the writes the decision names.
 //! [`decide_explained`] also gives the `FailedScheduling` text a 1.30 scheduler would post for the
@@ -532,7 +532,7 @@ pub fn decide_explained(snap: &Snapshot<'_>) -> (Decision, Option<String>) {
 
 /// The node with the fewest pods; among several, one at random, as kube-scheduler picks among
 /// the nodes of the best score. (Always the first by name would walk every pod through the same
-/// nodes in the same order: in classic DRA the scheduler cannot see which nodes' devices are
+/// nodes in the same order: in `v1alpha2` DRA the scheduler cannot see which nodes' devices are
 /// taken, so it would propose the full ones one after the other.)
 fn least_loaded(feasible: &[&str], load: &dyn Fn(&str) -> usize) -> String {
     let loads: Vec<usize> = feasible.iter().map(|n| load(n)).collect();

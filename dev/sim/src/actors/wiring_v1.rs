@@ -1,7 +1,7 @@
-//! Wiring of the actors of a 1.34 (structured DRA) cluster: informers on pods (read in the 1.34
+//! Wiring of the actors of a 1.34 (`v1`) cluster: informers on pods (read in the 1.34
 //! shape), nodes, config maps and the `resource.k8s.io/v1` kinds, routed to the 1.34
-//! structured scheduler, the resourceclaim controller, the kubelet and the garbage collector, and
-//! their worker loops. The classic-DRA scheduler does not run: `PodSchedulingContexts` are not
+//! v1 scheduler, the resourceclaim controller, the kubelet and the garbage collector, and
+//! their worker loops. The `v1alpha2` scheduler does not run: `PodSchedulingContexts` are not
 //! served in 1.34.
 //!
 //! Only plumbing; the behaviour lives in the actor modules. Must not be used outside `actors`.
@@ -18,13 +18,13 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::claims::structured::StructuredClaimController;
+use super::claims::v1::ClaimControllerV1;
 use super::gc::{GarbageCollector, Kind};
 use super::kubelet::Kubelet;
 use super::plugins::Plugins;
 use super::pod_shape::Pod134;
 use super::resource_v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
-use super::structured_scheduler::StructuredScheduler;
+use super::scheduler_v1::SchedulerV1;
 use super::wiring::{gc_informer, meta_change};
 use super::{wait_ready, ActorsConfig, Result, Started};
 use dra_runtime::informer::{spawn_informer, spawn_informer_as};
@@ -68,7 +68,7 @@ pub(super) async fn start(
     let (slices, slices_w) = reflector::store::<ResourceSlice>();
     let (classes, classes_w) = reflector::store::<DeviceClass>();
     let (config_maps, config_maps_w) = reflector::store::<ConfigMap>();
-    let controller = Arc::new(StructuredClaimController::new(
+    let controller = Arc::new(ClaimControllerV1::new(
         client.clone(),
         pods.clone(),
         claims.clone(),
@@ -81,7 +81,7 @@ pub(super) async fn start(
         config.kubelets,
     ));
     let gc = Arc::new(GarbageCollector::new(client.clone(), gc_kinds()));
-    let scheduler = Arc::new(StructuredScheduler::new(
+    let scheduler = Arc::new(SchedulerV1::new(
         client.clone(),
         pods.clone(),
         nodes.clone(),
@@ -172,7 +172,7 @@ where
 fn inventory_informer<K>(
     client: &Client,
     writer: Writer<K>,
-    scheduler: &Arc<StructuredScheduler>,
+    scheduler: &Arc<SchedulerV1>,
     gc: &Arc<GarbageCollector>,
     kind: usize,
     stop: &watch::Receiver<bool>,
@@ -194,8 +194,8 @@ where
 
 /// Starts the worker loops of the 1.34 actors.
 fn spawn_workers(
-    scheduler: &Arc<StructuredScheduler>,
-    controller: &Arc<StructuredClaimController>,
+    scheduler: &Arc<SchedulerV1>,
+    controller: &Arc<ClaimControllerV1>,
     kubelet: &Arc<Kubelet>,
     gc: &Arc<GarbageCollector>,
     config: &ActorsConfig,
@@ -204,7 +204,7 @@ fn spawn_workers(
     let sched = scheduler.clone();
     tasks.extend(scheduler.queue.spawn_workers(
         config.scheduler_workers,
-        "structured-scheduler",
+        "scheduler-v1",
         move |key| {
             let sched = sched.clone();
             async move { sched.sync(key).await }

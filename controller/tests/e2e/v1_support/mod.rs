@@ -1,5 +1,5 @@
 //! A simulated 1.34 cluster (`resource.k8s.io/v1`) whose kubelets drive real node agents in
-//! modern mode, with the objects the tests create in their 1.34 shape: device classes, claims,
+//! v1 mode, with the objects the tests create in their 1.34 shape: device classes, claims,
 //! pods with `spec.resourceClaims`, and allocations written into claim status as the
 //! kube-scheduler writes them.
 
@@ -85,7 +85,7 @@ fn template_resource() -> ApiResource {
 }
 
 /// The cluster, its agents and where each node's inventory file is.
-pub struct Modern {
+pub struct ClusterV1 {
     /// The simulated cluster.
     pub cluster: ClusterHandle,
     /// A client of its API server.
@@ -96,10 +96,10 @@ pub struct Modern {
     pub inventories: Vec<(String, PathBuf)>,
 }
 
-impl Modern {
+impl ClusterV1 {
     /// A 1.34 cluster with one node per entry of `nodes` (`node-0`, ..), each with a kubelet
     /// directory and an agent serving those devices; returns once every node's slice is there.
-    pub async fn start(dir: &Path, nodes: &[Vec<Gpu>], inventory_interval: Duration) -> Modern {
+    pub async fn start(dir: &Path, nodes: &[Vec<Gpu>], inventory_interval: Duration) -> ClusterV1 {
         let settings = LocalSettings {
             driver_name: DRIVER.into(),
             gc_interval: Duration::from_secs(60),
@@ -108,13 +108,13 @@ impl Modern {
         Self::start_with(dir, nodes, &settings, ClusterHandle::kube_client).await
     }
 
-    /// [`Modern::start`] with the agents' `settings`, their client made by `agent_client`.
+    /// [`ClusterV1::start`] with the agents' `settings`, their client made by `agent_client`.
     pub async fn start_with(
         dir: &Path,
         nodes: &[Vec<Gpu>],
         settings: &LocalSettings,
         agent_client: impl FnOnce(&ClusterHandle) -> Client,
-    ) -> Modern {
+    ) -> ClusterV1 {
         let mut config = ClusterConfig {
             nodes: nodes.len(),
             kubernetes_version: KubernetesVersion::V1_34,
@@ -155,17 +155,17 @@ impl Modern {
         let agents = LocalAgents::start(&locals, settings, Some(&agent_client(&cluster)))
             .await
             .unwrap();
-        let modern = Modern {
+        let v1 = ClusterV1 {
             cluster,
             client,
             agents,
             inventories,
         };
         eventually("every node's slice from its agent", WAIT, || async {
-            modern.slices().await.len() == nodes.len()
+            v1.slices().await.len() == nodes.len()
         })
         .await;
-        modern
+        v1
     }
 
     /// Rewrites the inventory file of `node` to hold `gpus`.

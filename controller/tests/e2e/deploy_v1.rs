@@ -1,6 +1,6 @@
 //! The 1.34 overlay (`deploy/overlays/kubernetes-1.34`), rendered by `kubectl kustomize`: it
 //! validates against the Kubernetes 1.34 and 1.37 schemas (its examples too), runs the node
-//! agent in modern mode and the controller as the mirror, installs no parameter CRDs, and each
+//! agent in v1 mode and the controller as the mirror, installs no parameter CRDs, and each
 //! `ClusterRole` grants exactly the requests its workload makes in that mode: the agent
 //! publishing and republishing its slice, preparing a claim and listing claims for garbage
 //! collection; the mirror recording an allocation of the scheduler and its release, explaining
@@ -24,7 +24,7 @@ use crate::deploy_support::rbac::{granted, lines, RecordingLayer};
 use crate::deploy_support::run_flags::RunFlags;
 use crate::deploy_support::{kubernetes_validate, render_overlay, Document, Rendered};
 use crate::e2e_support::{DRIVER, WAIT};
-use crate::modern_support::{h100s, Modern};
+use crate::v1_support::{h100s, ClusterV1};
 use dra_node::local::LocalSettings;
 use dra_types::resource_v1::ResourceSlice;
 
@@ -82,7 +82,7 @@ fn overlay_examples_validate_against_the_kubernetes_1_34_and_1_37_schemas() {
 }
 
 #[test]
-fn overlay_runs_the_node_agent_in_modern_mode() {
+fn overlay_runs_the_node_agent_in_v1_mode() {
     let Some(rendered) = overlay() else {
         return;
     };
@@ -100,7 +100,7 @@ fn overlay_runs_the_node_agent_in_modern_mode() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overlay_node_cluster_role_grants_exactly_what_the_modern_agent_requests() {
+async fn overlay_node_cluster_role_grants_exactly_what_the_v1_agent_requests() {
     let Some(rendered) = overlay() else {
         return;
     };
@@ -122,44 +122,42 @@ async fn overlay_node_cluster_role_grants_exactly_what_the_modern_agent_requests
             .with_layer(&recorder)
             .build()
     };
-    let modern = Modern::start_with(dir.path(), &[h100s(2)], &settings, agent_client).await;
-    modern
-        .device_class("gpu", &format!("device.driver == \"{DRIVER}\""))
+    let v1 = ClusterV1::start_with(dir.path(), &[h100s(2)], &settings, agent_client).await;
+    v1.device_class("gpu", &format!("device.driver == \"{DRIVER}\""))
         .await;
 
     // Prepare: the claim is read by name.
     let spec =
         json!({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}});
-    modern.claim("a", spec).await;
-    let pod = modern.pod("a", "a", "node-0").await;
-    modern
-        .allocate(
-            "a",
-            &[(DRIVER, "node-0", "gpu-0")],
-            "node-0",
-            json!([]),
-            &pod,
-        )
-        .await;
+    v1.claim("a", spec).await;
+    let pod = v1.pod("a", "a", "node-0").await;
+    v1.allocate(
+        "a",
+        &[(DRIVER, "node-0", "gpu-0")],
+        "node-0",
+        json!([]),
+        &pod,
+    )
+    .await;
     eventually("pod a running", WAIT, || async {
-        modern.phase("a").await.as_deref() == Some("Running")
+        v1.phase("a").await.as_deref() == Some("Running")
     })
     .await;
 
     // A second slice of the node's pool (left by an earlier agent, say) is deleted; an inventory
     // change replaces the slice that stays.
-    let mut stray: ResourceSlice = modern.slices().await.remove(0);
+    let mut stray: ResourceSlice = v1.slices().await.remove(0);
     stray.metadata = kube::api::ObjectMeta {
         name: Some("node-0-stray".into()),
         ..kube::api::ObjectMeta::default()
     };
-    Api::<ResourceSlice>::all(modern.client.clone())
+    Api::<ResourceSlice>::all(v1.client.clone())
         .create(&PostParams::default(), &stray)
         .await
         .unwrap();
-    modern.set_inventory("node-0", &h100s(1));
+    v1.set_inventory("node-0", &h100s(1));
     eventually("one slice with one device", WAIT, || async {
-        let slices = modern.slices().await;
+        let slices = v1.slices().await;
         slices.len() == 1 && slices[0].spec.devices.len() == 1
     })
     .await;
@@ -172,7 +170,7 @@ async fn overlay_node_cluster_role_grants_exactly_what_the_modern_agent_requests
             .any(|a| a.resource == "resourceclaims" && a.verb == "list")
     })
     .await;
-    modern.shutdown().await;
+    v1.shutdown().await;
 
     let observed = recorder.accesses();
     // Discovery (`--dra-api auto` in the agents here) is granted to every authenticated user by
@@ -220,10 +218,10 @@ async fn overlay_controller_cluster_role_grants_exactly_what_the_mirror_requests
     let granted = granted(&role);
 
     let dir = tempfile::tempdir().unwrap();
-    let modern = Modern::start(dir.path(), &[h100s(2)], Duration::from_secs(60)).await;
-    modern.overlay_device_classes().await;
+    let v1 = ClusterV1::start(dir.path(), &[h100s(2)], Duration::from_secs(60)).await;
+    v1.overlay_device_classes().await;
     let recorder = RecordingLayer::default();
-    let mut config = kube::Config::new(modern.cluster.url().parse().unwrap());
+    let mut config = kube::Config::new(v1.cluster.url().parse().unwrap());
     config.default_namespace = "default".into();
     let client = kube::client::ClientBuilder::try_from(config)
         .unwrap()
@@ -245,20 +243,18 @@ async fn overlay_controller_cluster_role_grants_exactly_what_the_mirror_requests
         .expect("the mirror is ready");
 
     // An allocation of the scheduler recorded, then released with its pod.
-    modern
-        .template(
-            "one",
-            json!({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}),
-        )
-        .await;
-    modern.pod_from_template("a", "one").await;
-    let uid = modern.claim_of("a").await.metadata.uid.unwrap();
+    v1.template(
+        "one",
+        json!({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}),
+    )
+    .await;
+    v1.pod_from_template("a", "one").await;
+    let uid = v1.claim_of("a").await.metadata.uid.unwrap();
     eventually("the allocation in the ledger", WAIT, || async {
         ledger.allocation(&uid).unwrap().is_some()
     })
     .await;
-    modern
-        .pods()
+    v1.pods()
         .delete("a", &DeleteParams::default())
         .await
         .unwrap();
@@ -269,7 +265,7 @@ async fn overlay_controller_cluster_role_grants_exactly_what_the_mirror_requests
     // A claim nothing can satisfy is explained; a reconcile lists the claims again.
     let spec = json!({"devices": {"requests": [{"name": "gpu", "exactly": {
         "deviceClassName": format!("l40s.{DRIVER}")}}]}});
-    modern.claim("l40s", spec).await;
+    v1.claim("l40s", spec).await;
     eventually("the NotAllocated event", WAIT, || async {
         recorder
             .accesses()
@@ -280,7 +276,7 @@ async fn overlay_controller_cluster_role_grants_exactly_what_the_mirror_requests
     mirror.reconcile_now().await.unwrap();
     let _ = stop.send(());
     task.await.unwrap();
-    modern.shutdown().await;
+    v1.shutdown().await;
 
     let observed = recorder.accesses();
     let other: BTreeSet<String> = recorder.other();

@@ -1,4 +1,4 @@
-//! The node's `resource.k8s.io/v1` `ResourceSlice`, written by the agent itself (modern DRA has
+//! The node's `resource.k8s.io/v1` `ResourceSlice`, written by the agent itself (`v1` DRA has
 //! no kubelet that publishes for the driver): one slice, one pool named after the node, the
 //! devices of the inventory ([`super::slice_for`]), `generateName: <node>-<driver>-` and a
 //! controller owner reference to the `Node` (so the slice goes with the node).

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use dra_allocator::model::{AttributeValue, Quantity, Version};
 use dra_node::device::{Inventory, NodeDevice};
-use dra_node::modern::slice_for;
+use dra_node::v1::slice_for;
 use dra_types::resource_v1::{DeviceClass, ResourceSlice};
 
 mod validate;

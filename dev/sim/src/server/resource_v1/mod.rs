@@ -1,4 +1,4 @@
-//! `resource.k8s.io/v1` as a Kubernetes 1.34 API server serves it (structured DRA): the four
+//! `resource.k8s.io/v1` as a Kubernetes 1.34 API server serves it (`v1`): the four
 //! resources and their shape ([`types`]), their defaults ([`defaults`]) and validation
 //! ([`validate`]), and the 1.34 shape of pods' claims ([`pods`]).
 //!

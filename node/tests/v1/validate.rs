@@ -1,6 +1,6 @@
 //! `kubernetes-validate --strict` against the Kubernetes 1.34 schemas (unknown fields
 //! rejected), for the tests that check the `resource.k8s.io/v1` objects the agent writes
-//! (`tests/modern`, and the slices the agent publishes in `tests/kubelet`).
+//! (`tests/v1`, and the slices the agent publishes in `tests/kubelet`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -56,7 +56,7 @@ fn slice(name: &str, node: &str, devices: Value) -> Value {
 }
 
 #[tokio::test]
-async fn discovery_serves_resource_v1_and_no_classic_dra() {
+async fn discovery_serves_resource_v1_and_no_v1alpha2() {
     let (server, _client) = start_134().await;
     let version = send(server.addr(), "GET", "/version", None).await.json();
     assert_eq!(version["minor"], "34");
@@ -88,14 +88,14 @@ async fn discovery_serves_resource_v1_and_no_classic_dra() {
             "resourceslices"
         ]
     );
-    let classic = send(
+    let v1alpha2 = send(
         server.addr(),
         "GET",
         "/apis/resource.k8s.io/v1alpha2/resourceclaims",
         None,
     )
     .await;
-    assert_eq!(classic.code, 404, "{}", classic.body);
+    assert_eq!(v1alpha2.code, 404, "{}", v1alpha2.body);
     server.shutdown().await;
 }
 

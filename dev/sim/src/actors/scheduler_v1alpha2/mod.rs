@@ -1,4 +1,4 @@
-//! The kube-scheduler with the 1.30 `DynamicResources` plugin (classic DRA path): schedules pods
+//! The kube-scheduler with the 1.30 `DynamicResources` plugin (`v1alpha2`): schedules pods
 //! whose `schedulerName` is `default-scheduler` (or unset), negotiating with DRA drivers through
 //! `PodSchedulingContexts`, then reserves the claims, binds the pod and deletes the context.
 //! Node filtering is basic: the node exists and is not `spec.unschedulable`; only DRA claims are

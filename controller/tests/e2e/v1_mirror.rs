@@ -29,9 +29,9 @@ use serde_json::{json, Value};
 use testkit::eventually;
 
 use crate::e2e_support::{DRIVER, WAIT};
-use crate::modern_support::{gpus, h100s, Gpu, Modern};
+use crate::v1_support::{gpus, h100s, ClusterV1, Gpu};
 
-const TOKEN: &str = "modern-mirror-token";
+const TOKEN: &str = "v1-mirror-token";
 
 /// A claim spec with one request `gpu` for one device of `class`.
 fn one_of(class: &str) -> Value {
@@ -44,10 +44,10 @@ fn class_of(model: &str) -> String {
 }
 
 /// A 1.34 cluster with agents serving `nodes` and the overlay's device classes.
-async fn cluster(dir: &Path, nodes: &[Vec<Gpu>]) -> Modern {
-    let modern = Modern::start(dir, nodes, Duration::from_secs(60)).await;
-    modern.overlay_device_classes().await;
-    modern
+async fn cluster(dir: &Path, nodes: &[Vec<Gpu>]) -> ClusterV1 {
+    let v1 = ClusterV1::start(dir, nodes, Duration::from_secs(60)).await;
+    v1.overlay_device_classes().await;
+    v1
 }
 
 /// The settings of a controller on `dir`'s ledger (reconciling only when asked, within a test).
@@ -69,15 +69,15 @@ fn settings(dir: &Path, dra_api: DraApi) -> ProcessConfig {
     }
 }
 
-/// Starts the controller of `config` against `modern`'s API server.
-async fn start(modern: &Modern, config: ProcessConfig) -> RunningController {
-    let kube_config = kube::Config::new(modern.cluster.url().parse().unwrap());
+/// Starts the controller of `config` against `v1`'s API server.
+async fn start(v1: &ClusterV1, config: ProcessConfig) -> RunningController {
+    let kube_config = kube::Config::new(v1.cluster.url().parse().unwrap());
     RunningController::start(config, kube_config).await.unwrap()
 }
 
 /// [`start`], then waits until it is ready.
-async fn start_ready(modern: &Modern, config: ProcessConfig) -> RunningController {
-    let controller = start(modern, config).await;
+async fn start_ready(v1: &ClusterV1, config: ProcessConfig) -> RunningController {
+    let controller = start(v1, config).await;
     tokio::time::timeout(WAIT, controller.wait_ready())
         .await
         .expect("the controller becomes ready");
@@ -177,9 +177,9 @@ async fn reconcile(controller: &RunningController) -> Value {
 }
 
 /// Waits until claim `name` is allocated; its UID and `(pool, device)` results.
-async fn allocated(modern: &Modern, name: &str) -> (String, Vec<(String, String)>) {
+async fn allocated(v1: &ClusterV1, name: &str) -> (String, Vec<(String, String)>) {
     eventually(&format!("claim {name} allocated"), WAIT, || async {
-        let claim = modern.claims().get(name).await.unwrap();
+        let claim = v1.claims().get(name).await.unwrap();
         let allocation = claim.status.as_ref()?.allocation.as_ref()?;
         let results = allocation
             .devices
@@ -193,14 +193,14 @@ async fn allocated(modern: &Modern, name: &str) -> (String, Vec<(String, String)
 }
 
 /// The name of the claim the resourceclaim controller made for pod `pod`.
-async fn claim_name_of(modern: &Modern, pod: &str) -> String {
-    let claim: ResourceClaim = modern.claim_of(pod).await;
+async fn claim_name_of(v1: &ClusterV1, pod: &str) -> String {
+    let claim: ResourceClaim = v1.claim_of(pod).await;
     claim.metadata.name.unwrap()
 }
 
 /// The notes of the `events.k8s.io` events about `object` with `reason`.
-async fn notes(modern: &Modern, object: &str, reason: &str) -> Vec<String> {
-    Api::<Event>::default_namespaced(modern.client.clone())
+async fn notes(v1: &ClusterV1, object: &str, reason: &str) -> Vec<String> {
+    Api::<Event>::default_namespaced(v1.client.clone())
         .list(&ListParams::default())
         .await
         .unwrap()
@@ -223,8 +223,8 @@ fn slice_of<'a>(slices: &'a [ResourceSlice], node: &str) -> &'a ResourceSlice {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ledger_holds_the_slices_and_the_schedulers_allocation_until_the_pod_goes() {
     let dir = tempfile::tempdir().unwrap();
-    let modern = cluster(dir.path(), &[h100s(2), gpus("A100", 0, 3)]).await;
-    let controller = start_ready(&modern, settings(dir.path(), DraApi::Auto)).await;
+    let v1 = cluster(dir.path(), &[h100s(2), gpus("A100", 0, 3)]).await;
+    let controller = start_ready(&v1, settings(dir.path(), DraApi::Auto)).await;
     assert_eq!(
         controller.mode,
         ApiMode::V1,
@@ -233,7 +233,7 @@ async fn the_ledger_holds_the_slices_and_the_schedulers_allocation_until_the_pod
     assert!(controller.driver.is_none() && controller.mirror.is_some());
 
     // Each node's inventory is the devices of its slice, with their attributes.
-    let slices = modern.slices().await;
+    let slices = v1.slices().await;
     for (node, model) in [("node-0", "H100"), ("node-1", "A100")] {
         let mut published: Vec<String> = slice_of(&slices, node)
             .spec
@@ -260,10 +260,10 @@ async fn the_ledger_holds_the_slices_and_the_schedulers_allocation_until_the_pod
     assert_eq!(counts["node-1"], (3, 0, 0));
 
     // The scheduler allocates an A100 for the pod; the ledger records it under the claim UID.
-    modern.template("a100", one_of(&class_of("a100"))).await;
-    modern.pod_from_template("a", "a100").await;
-    let name = claim_name_of(&modern, "a").await;
-    let (uid, results) = allocated(&modern, &name).await;
+    v1.template("a100", one_of(&class_of("a100"))).await;
+    v1.pod_from_template("a", "a100").await;
+    let name = claim_name_of(&v1, "a").await;
+    let (uid, results) = allocated(&v1, &name).await;
     assert_eq!(results.len(), 1);
     let (pool, device) = &results[0];
     assert_eq!(pool, "node-1");
@@ -281,8 +281,7 @@ async fn the_ledger_holds_the_slices_and_the_schedulers_allocation_until_the_pod
     assert_eq!(node_counts(&controller).await["node-1"], (3, 1, 0));
 
     // The pod goes, its claim with it: the ledger releases the devices.
-    modern
-        .pods()
+    v1.pods()
         .delete("a", &DeleteParams::default())
         .await
         .unwrap();
@@ -293,7 +292,7 @@ async fn the_ledger_holds_the_slices_and_the_schedulers_allocation_until_the_pod
     // The resourceclaim controller clears the allocation before it deletes the claim (as
     // upstream's does), so the ledger may release it a moment before the claim is gone.
     eventually("the pod's claim deleted", WAIT, || async {
-        modern.claims().get_opt(&name).await.unwrap().is_none()
+        v1.claims().get_opt(&name).await.unwrap().is_none()
     })
     .await;
     assert_eq!(node_counts(&controller).await["node-1"], (3, 0, 0));
@@ -308,22 +307,22 @@ async fn the_ledger_holds_the_slices_and_the_schedulers_allocation_until_the_pod
         assert!(metrics.contains(series), "{series} missing from\n{metrics}");
     }
     controller.shutdown().await.unwrap();
-    modern.shutdown().await;
+    v1.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_only_once_the_first_listing_is_mirrored_and_cordon_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let modern = cluster(dir.path(), &[h100s(2)]).await;
-    modern.template("h100", one_of(&class_of("h100"))).await;
-    modern.pod_from_template("a", "h100").await;
-    let name = claim_name_of(&modern, "a").await;
-    let (uid, results) = allocated(&modern, &name).await;
+    let v1 = cluster(dir.path(), &[h100s(2)]).await;
+    v1.template("h100", one_of(&class_of("h100"))).await;
+    v1.pod_from_template("a", "h100").await;
+    let name = claim_name_of(&v1, "a").await;
+    let (uid, results) = allocated(&v1, &name).await;
 
     // Every list fails for a while: the controller cannot list the claims and slices.
-    let server = modern.cluster.server();
+    let server = v1.cluster.server();
     server.set_faults(Faults::none().read_errors(1.0));
-    let controller = start(&modern, settings(dir.path(), DraApi::V1)).await;
+    let controller = start(&v1, settings(dir.path(), DraApi::V1)).await;
     for _ in 0..10 {
         let (status, body) = call(&controller, "GET", "/readyz", false).await;
         assert_eq!(status, 503, "{body}");
@@ -361,23 +360,22 @@ async fn ready_only_once_the_first_listing_is_mirrored_and_cordon_is_refused() {
         "{devices}"
     );
     controller.shutdown().await.unwrap();
-    modern.shutdown().await;
+    v1.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_of_our_class_that_stays_unallocated_gets_one_not_allocated_event() {
     let dir = tempfile::tempdir().unwrap();
-    let modern = cluster(dir.path(), &[h100s(2)]).await;
-    modern
-        .device_class("nic", "device.driver == 'nic.example.com'")
+    let v1 = cluster(dir.path(), &[h100s(2)]).await;
+    v1.device_class("nic", "device.driver == 'nic.example.com'")
         .await;
-    let controller = start_ready(&modern, settings(dir.path(), DraApi::V1)).await;
+    let controller = start_ready(&v1, settings(dir.path(), DraApi::V1)).await;
 
     // No node has an L40S; nothing ever allocates a claim without a pod, either.
-    modern.claim("l40s", one_of(&class_of("l40s"))).await;
-    modern.claim("nic", one_of("nic")).await;
+    v1.claim("l40s", one_of(&class_of("l40s"))).await;
+    v1.claim("nic", one_of("nic")).await;
     let events = eventually("a NotAllocated event about claim l40s", WAIT, || async {
-        let events = notes(&modern, "l40s", EXPLANATION_REASON).await;
+        let events = notes(&v1, "l40s", EXPLANATION_REASON).await;
         (!events.is_empty()).then_some(events)
     })
     .await;
@@ -391,21 +389,21 @@ async fn a_claim_of_our_class_that_stays_unallocated_gets_one_not_allocated_even
     assert!(note.contains(&class_of("l40s")), "{note}");
     // The same text is not posted again, and a claim of another driver's class gets none.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(notes(&modern, "l40s", EXPLANATION_REASON).await.len(), 1);
-    assert!(notes(&modern, "nic", EXPLANATION_REASON).await.is_empty());
+    assert_eq!(notes(&v1, "l40s", EXPLANATION_REASON).await.len(), 1);
+    assert!(notes(&v1, "nic", EXPLANATION_REASON).await.is_empty());
     controller.shutdown().await.unwrap();
-    modern.shutdown().await;
+    v1.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_counts_and_repairs_what_changed_behind_the_mirrors_back() {
     let dir = tempfile::tempdir().unwrap();
-    let modern = cluster(dir.path(), &[h100s(2), h100s(2)]).await;
-    let controller = start_ready(&modern, settings(dir.path(), DraApi::V1)).await;
-    modern.template("h100", one_of(&class_of("h100"))).await;
-    modern.pod_from_template("a", "h100").await;
-    let name = claim_name_of(&modern, "a").await;
-    let (uid, results) = allocated(&modern, &name).await;
+    let v1 = cluster(dir.path(), &[h100s(2), h100s(2)]).await;
+    let controller = start_ready(&v1, settings(dir.path(), DraApi::V1)).await;
+    v1.template("h100", one_of(&class_of("h100"))).await;
+    v1.pod_from_template("a", "h100").await;
+    let name = claim_name_of(&v1, "a").await;
+    let (uid, results) = allocated(&v1, &name).await;
     let (node, device) = results[0].clone();
     eventually("the allocation in the ledger", WAIT, || async {
         !ledger_allocation(&controller, &uid).await.is_null()
@@ -448,8 +446,8 @@ async fn reconcile_counts_and_repairs_what_changed_behind_the_mirrors_back() {
     assert_eq!(reconcile(&controller).await["drift"], zero_drift());
 
     // The slice of the claim's node disappears: its allocated device is missing, and counted.
-    let slices = Api::<ResourceSlice>::all(modern.client.clone());
-    let slice = slice_of(&modern.slices().await, &node)
+    let slices = Api::<ResourceSlice>::all(v1.client.clone());
+    let slice = slice_of(&v1.slices().await, &node)
         .metadata
         .name
         .clone()
@@ -482,7 +480,7 @@ async fn reconcile_counts_and_repairs_what_changed_behind_the_mirrors_back() {
         assert!(metrics.contains(series), "{series} missing from\n{metrics}");
     }
     controller.shutdown().await.unwrap();
-    modern.shutdown().await;
+    v1.shutdown().await;
 }
 
 /// The drift of a report without any: every kind 0.
@@ -496,7 +494,7 @@ fn zero_drift() -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_mirrors_nothing_until_it_holds_the_lease() {
     let dir = tempfile::tempdir().unwrap();
-    let modern = cluster(dir.path(), &[h100s(2)]).await;
+    let v1 = cluster(dir.path(), &[h100s(2)]).await;
     // Another replica holds the lease and stops renewing it: it expires 2 s after it is seen.
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(chrono::Utc::now());
     let lease: Lease = serde_json::from_value(json!({
@@ -505,7 +503,7 @@ async fn a_standby_mirrors_nothing_until_it_holds_the_lease() {
                  "acquireTime": now, "renewTime": now},
     }))
     .unwrap();
-    let leases = Api::<Lease>::default_namespaced(modern.client.clone());
+    let leases = Api::<Lease>::default_namespaced(v1.client.clone());
     leases.create(&PostParams::default(), &lease).await.unwrap();
     let leader = LeaderConfig {
         lease_duration: Duration::from_secs(2),
@@ -517,7 +515,7 @@ async fn a_standby_mirrors_nothing_until_it_holds_the_lease() {
         leader: Some(leader),
         ..settings(dir.path(), DraApi::V1)
     };
-    let controller = start(&modern, config).await;
+    let controller = start(&v1, config).await;
 
     eventually("/readyz standby", WAIT, || async {
         call(&controller, "GET", "/readyz", false).await.1["status"] == "standby"
@@ -544,5 +542,5 @@ async fn a_standby_mirrors_nothing_until_it_holds_the_lease() {
     let holder = held.spec.and_then(|s| s.holder_identity);
     assert_eq!(holder.as_deref(), Some("mirror-0"));
     controller.shutdown().await.unwrap();
-    modern.shutdown().await;
+    v1.shutdown().await;
 }

@@ -1,4 +1,4 @@
-//! Where the agent reads v1 `ResourceClaim`s: [`ClaimSource`], the two reads the modern prepare
+//! Where the agent reads v1 `ResourceClaim`s: [`ClaimSource`], the two reads the v1 prepare
 //! and garbage collection need, behind a trait so that the gRPC service and the collection can
 //! be run without an API server. [`ApiClaims`] reads them from the API server;
 //! [`MemoryClaims`] holds them in memory (tests, benchmarks).

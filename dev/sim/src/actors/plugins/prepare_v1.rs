@@ -34,7 +34,7 @@ fn api_message(error: &kube::Error) -> String {
 
 impl NodePlugins {
     /// Prepares the claims of `pod` that are not prepared yet (1.34).
-    pub(super) async fn prepare_structured(&self, pod: &Pod) -> Prepare {
+    pub(super) async fn prepare_v1(&self, pod: &Pod) -> Prepare {
         let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
         match self.try_prepare(pod).await {
             Ok(()) => {
@@ -114,7 +114,7 @@ impl NodePlugins {
     }
 
     /// Unprepares the claims `pod_uid` was the last pod to use and drops its references (1.34).
-    pub(super) async fn unprepare_structured(&self, pod_uid: &str) -> Result<(), String> {
+    pub(super) async fn unprepare_v1(&self, pod_uid: &str) -> Result<(), String> {
         let batches: Batches = self.claims.lock_or_recover().unprepare_batches(pod_uid);
         for (driver, calls) in &batches {
             let (channel, service) = self.instance(driver)?;

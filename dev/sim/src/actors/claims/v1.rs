@@ -45,7 +45,7 @@ const COMPONENT: &str = "resource_claim";
 
 /// The 1.34 resourceclaim controller: a pod queue (claims to create or reserve) and a claim queue
 /// (reservations to clean, claims to delete).
-pub struct StructuredClaimController {
+pub struct ClaimControllerV1 {
     client: Client,
     pods: Store<Pod>,
     claims: Store<ResourceClaim>,
@@ -75,7 +75,7 @@ fn api_message(error: &kube::Error) -> String {
     }
 }
 
-impl StructuredClaimController {
+impl ClaimControllerV1 {
     /// A controller reading the given stores.
     pub fn new(
         client: Client,

@@ -2,7 +2,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
 use super::*;
-use crate::modern::config::{CONFIG_API_VERSION, CONFIG_KIND};
+use crate::v1::config::{CONFIG_API_VERSION, CONFIG_KIND};
 use dra_types::resource_v1::{
     AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult,
     DeviceRequestAllocationResult, OpaqueDeviceConfiguration, ResourceClaimStatus,

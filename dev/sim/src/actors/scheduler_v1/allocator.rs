@@ -1,4 +1,4 @@
-//! The structured allocator of `k8s.io/dynamic-resource-allocation` (1.34): for one node, finds
+//! The allocator of `k8s.io/dynamic-resource-allocation/structured` (1.34): for one node, finds
 //! devices for all requests of all the pod's unallocated claims at once, by an exhaustive
 //! depth-first search that takes the first solution. A device matches a request when every
 //! selector of its `DeviceClass` and of the request is true; `ExactCount` takes `count` devices,

@@ -1,4 +1,4 @@
-//! The kube-scheduler of Kubernetes 1.34 with the `DynamicResources` plugin (structured DRA):
+//! The kube-scheduler of Kubernetes 1.34 with the `DynamicResources` plugin (`v1`):
 //! schedules pods whose `schedulerName` is `default-scheduler` (or unset) by allocating their
 //! claims from the `ResourceSlices` itself, then writes each claim (the delete-protection
 //! finalizer, then `status.allocation` and `status.reservedFor` in one `/status` update),
@@ -65,7 +65,7 @@ struct InFlight {
 }
 
 /// The scheduler actor.
-pub struct StructuredScheduler {
+pub struct SchedulerV1 {
     client: Client,
     pods: Store<Pod>,
     nodes: Store<Node>,
@@ -97,7 +97,7 @@ fn devices_of(claim: &ResourceClaim) -> Vec<DeviceId> {
         .collect()
 }
 
-impl StructuredScheduler {
+impl SchedulerV1 {
     /// A scheduler reading the given stores.
     pub fn new(
         client: Client,

@@ -3,13 +3,13 @@
 //! them (`0/N nodes are available: ...`, node reasons counted and sorted) followed by the
 //! `PostFilter` messages of the DRA plugin and default preemption, and the Filter error that
 //! aborts a cycle (`running "DynamicResources" filter plugin: ...`). The `Scheduled` text and
-//! the reasons shared with 1.30 come from [`crate::actors::scheduler::explain`].
+//! the reasons shared with 1.30 come from [`crate::actors::scheduler_v1alpha2::explain`].
 //!
 //! Pure text building: no I/O.
 
 use std::collections::BTreeMap;
 
-pub use crate::actors::scheduler::explain::{
+pub use crate::actors::scheduler_v1alpha2::explain::{
     scheduled, FAILED_SCHEDULING, NODE_UNSCHEDULABLE, NOT_AVAILABLE_ON_NODE, NO_NODES,
     POST_FILTER_STILL, SCHEDULED,
 };

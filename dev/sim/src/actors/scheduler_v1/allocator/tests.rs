@@ -1,4 +1,4 @@
-//! The structured allocator on hand-made slices, classes and claims.
+//! The allocator on hand-made slices, classes and claims.
 
 // The fixture builders take the JSON their callers write inline.
 #![allow(clippy::needless_pass_by_value)]
