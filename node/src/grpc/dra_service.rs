@@ -10,15 +10,17 @@
 //! as `req`, as the upstream kubelet-plugin helper does), pool, device and the claim's CDI
 //! device ID. A claim that fails never fails the call. Unprepare needs the UID only.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::join_all;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::batch::{log_outcome, nonempty, to_map, Batch};
+use super::batch::{Batch, BatchClaim, Call};
+use super::calls;
 use crate::metrics::{NodeMetrics, Outcome};
-use crate::prepare::{ClaimPreparer, ClaimRequest};
+use crate::prepare::{ClaimPreparer, ClaimRequest, PrepareError};
 use crate::v1::allocation::{node_allocation, ClaimError, NodeAllocation};
 use crate::v1::claims::ClaimSource;
 use crate::v1::config::base_request;
@@ -41,9 +43,6 @@ impl<P> std::fmt::Debug for DraService<P> {
             .finish_non_exhaustive()
     }
 }
-
-/// One claim's answer before it becomes a message: its devices, or its error text.
-type Answer = Result<Vec<v1::Device>, String>;
 
 impl<P: ClaimPreparer> DraService<P> {
     /// The service of `driver` on node `node` (whose pool is named after it), reading claims
@@ -85,106 +84,67 @@ impl<P: ClaimPreparer> DraService<P> {
         node_allocation(request, claim.as_ref(), &self.driver, &self.node)
     }
 
+    /// Reads the claim of every request of `batch` and what it asks of this node; a claim that
+    /// cannot be read or prepared here joins the refused ones (counted as a failed prepare).
+    async fn read_all(&self, batch: Batch) -> Batch<NodeAllocation> {
+        let read = join_all(batch.requests.iter().map(|r| self.read(r))).await;
+        if let Some(metrics) = &self.metrics {
+            for _ in read.iter().filter(|r| r.is_err()) {
+                metrics.prepared(Outcome::Error);
+            }
+        }
+        batch.narrowed(read)
+    }
+
     /// Prepares the claims of one request; one answer per claim UID.
     pub async fn prepare(&self, claims: Vec<v1::Claim>) -> v1::NodePrepareResourcesResponse {
-        let batch = Batch::of_requests(claims.into_iter().map(request_of).collect());
-        let read = join_all(batch.requests.iter().map(|r| self.read(r))).await;
-        let mut answers: Vec<(String, Answer)> = Vec::new();
-        let mut allocations = Vec::new();
-        for (request, read) in batch.requests.iter().zip(read) {
-            match read {
-                Ok(allocation) => allocations.push(allocation),
-                Err(error) => {
-                    if let Some(metrics) = &self.metrics {
-                        metrics.prepared(Outcome::Error);
-                    }
-                    answers.push((request.uid.clone(), Err(error.to_string())));
-                }
-            }
-        }
-        if !allocations.is_empty() {
-            let preparer = Arc::clone(&self.preparer);
-            let to_prepare: Vec<_> = allocations.iter().map(NodeAllocation::to_claim).collect();
-            match tokio::task::spawn_blocking(move || preparer.prepare_allocated(&to_prepare)).await
-            {
-                Ok(outcomes) => {
-                    for (uid, result) in outcomes {
-                        let answer = match allocations.iter().find(|a| a.uid == uid) {
-                            Some(allocation) => result
-                                .map(|cdi_ids| devices(allocation, &cdi_ids))
-                                .map_err(|e| e.to_string()),
-                            None => continue,
-                        };
-                        answers.push((uid, answer));
-                    }
-                }
-                Err(error) => {
-                    tracing::error!(%error, "The preparer did not finish");
-                    for allocation in &allocations {
-                        let text =
-                            format!("claim {}: prepare did not finish: {error}", allocation.uid);
-                        answers.push((allocation.uid.clone(), Err(text)));
-                    }
-                }
-            }
-        }
-        let claims = batch.answer(
-            answers,
-            |uid| Err(format!("claim {uid}: the preparer gave no answer")),
-            prepare_reply,
-            |error| prepare_reply(Err(error)),
-        );
-        log_outcome(
-            "prepare",
-            claims.iter().map(|(uid, r)| (uid, r.error.as_str())),
-        );
+        let batch = Batch::of_requests(Call::Prepare, claims.into_iter().map(request_of).collect());
+        let batch = self.read_all(batch).await;
+        let outcomes = calls::run(
+            &self.preparer,
+            batch,
+            prepare_allocated,
+            |allocation, ids| devices(allocation, &ids),
+        )
+        .await;
         v1::NodePrepareResourcesResponse {
-            claims: to_map(claims),
+            claims: calls::replies(outcomes, |outcome| {
+                let (devices, error) = calls::message_parts(outcome);
+                v1::NodePrepareResourceResponse { devices, error }
+            }),
         }
     }
 
     /// Unprepares the claims of one request; one answer per claim UID (an unknown one is
     /// success).
     pub async fn unprepare(&self, claims: Vec<v1::Claim>) -> v1::NodeUnprepareResourcesResponse {
-        let batch = Batch::of_requests(claims.into_iter().map(request_of).collect());
-        let answers = if batch.is_empty() {
-            Vec::new()
-        } else {
-            let preparer = Arc::clone(&self.preparer);
-            let requests = batch.requests.clone();
-            match tokio::task::spawn_blocking(move || preparer.unprepare(&requests)).await {
-                Ok(answers) => answers
-                    .into_iter()
-                    .map(|(uid, r)| (uid, r.map_err(|e| e.to_string())))
-                    .collect(),
-                Err(error) => {
-                    tracing::error!(%error, "The preparer did not finish");
-                    batch
-                        .requests
-                        .iter()
-                        .map(|r| {
-                            let text =
-                                format!("claim {}: unprepare did not finish: {error}", r.uid);
-                            (r.uid.clone(), Err(text))
-                        })
-                        .collect()
-                }
-            }
-        };
-        let claims = batch.answer(
-            answers,
-            |uid| Err(format!("claim {uid}: the preparer gave no answer")),
-            unprepare_reply,
-            |error| unprepare_reply(Err(error)),
+        let batch = Batch::of_requests(
+            Call::Unprepare,
+            claims.into_iter().map(request_of).collect(),
         );
-        log_outcome(
-            "unprepare",
-            claims.iter().map(|(uid, r)| (uid, r.error.as_str())),
-        );
+        let outcomes = calls::run(&self.preparer, batch, P::unprepare, |_, ()| ()).await;
         v1::NodeUnprepareResourcesResponse {
-            claims: to_map(claims),
+            claims: calls::replies(outcomes, |outcome| {
+                let ((), error) = calls::message_parts(outcome);
+                v1::NodeUnprepareResourceResponse { error }
+            }),
         }
     }
+}
+
+impl BatchClaim for NodeAllocation {
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+}
+
+/// The preparer's call for claims read from the API server: their devices on this node.
+fn prepare_allocated<P: ClaimPreparer>(
+    preparer: &P,
+    allocations: &[NodeAllocation],
+) -> Vec<(String, Result<Vec<String>, PrepareError>)> {
+    let claims: Vec<_> = allocations.iter().map(NodeAllocation::to_claim).collect();
+    preparer.prepare_allocated(&claims)
 }
 
 /// The claim of a v1 request as the preparer's request (no resource handle).
@@ -213,25 +173,6 @@ pub fn devices(allocation: &NodeAllocation, cdi_ids: &[String]) -> Vec<v1::Devic
         .collect()
 }
 
-fn prepare_reply(answer: Answer) -> v1::NodePrepareResourceResponse {
-    match answer {
-        Ok(devices) => v1::NodePrepareResourceResponse {
-            devices,
-            error: String::new(),
-        },
-        Err(error) => v1::NodePrepareResourceResponse {
-            devices: Vec::new(),
-            error: nonempty(error),
-        },
-    }
-}
-
-fn unprepare_reply(answer: Result<(), String>) -> v1::NodeUnprepareResourceResponse {
-    v1::NodeUnprepareResourceResponse {
-        error: answer.err().map(nonempty).unwrap_or_default(),
-    }
-}
-
 #[tonic::async_trait]
 impl<P: ClaimPreparer> v1::dra_plugin_server::DraPlugin for DraService<P> {
     async fn node_prepare_resources(
@@ -239,7 +180,7 @@ impl<P: ClaimPreparer> v1::dra_plugin_server::DraPlugin for DraService<P> {
         request: Request<v1::NodePrepareResourcesRequest>,
     ) -> Result<Response<v1::NodePrepareResourcesResponse>, Status> {
         let claims = request.into_inner().claims;
-        let span = tracing::info_span!("prepare", api = "v1", claims = claims.len());
+        let span = calls::span(Call::Prepare, Some("v1"), claims.len());
         Ok(Response::new(self.prepare(claims).instrument(span).await))
     }
 
@@ -248,7 +189,7 @@ impl<P: ClaimPreparer> v1::dra_plugin_server::DraPlugin for DraService<P> {
         request: Request<v1::NodeUnprepareResourcesRequest>,
     ) -> Result<Response<v1::NodeUnprepareResourcesResponse>, Status> {
         let claims = request.into_inner().claims;
-        let span = tracing::info_span!("unprepare", api = "v1", claims = claims.len());
+        let span = calls::span(Call::Unprepare, Some("v1"), claims.len());
         Ok(Response::new(self.unprepare(claims).instrument(span).await))
     }
 }
@@ -263,20 +204,46 @@ impl<P> std::fmt::Debug for DraServiceV1beta1<P> {
     }
 }
 
-fn v1_claim(claim: v1beta1::Claim) -> v1::Claim {
-    v1::Claim {
-        namespace: claim.namespace,
-        uid: claim.uid,
-        name: claim.name,
-    }
+/// The claims of a v1beta1 request as v1 ones.
+fn v1_claims(claims: Vec<v1beta1::Claim>) -> Vec<v1::Claim> {
+    claims
+        .into_iter()
+        .map(|claim| v1::Claim {
+            namespace: claim.namespace,
+            uid: claim.uid,
+            name: claim.name,
+        })
+        .collect()
 }
 
-fn v1beta1_device(device: v1::Device) -> v1beta1::Device {
-    v1beta1::Device {
+/// Each claim's entry of a v1 answer as the v1beta1 one.
+fn v1beta1_entries<A, B>(entries: HashMap<String, A>, entry: fn(A) -> B) -> HashMap<String, B> {
+    entries
+        .into_iter()
+        .map(|(uid, answer)| (uid, entry(answer)))
+        .collect()
+}
+
+fn v1beta1_prepared(
+    answer: v1::NodePrepareResourceResponse,
+) -> v1beta1::NodePrepareResourceResponse {
+    let devices = answer.devices.into_iter().map(|device| v1beta1::Device {
         request_names: device.request_names,
         pool_name: device.pool_name,
         device_name: device.device_name,
         cdi_device_ids: device.cdi_device_ids,
+    });
+    v1beta1::NodePrepareResourceResponse {
+        devices: devices.collect(),
+        error: answer.error,
+    }
+}
+
+fn v1beta1_unprepared(
+    answer: v1::NodeUnprepareResourceResponse,
+) -> v1beta1::NodeUnprepareResourceResponse {
+    v1beta1::NodeUnprepareResourceResponse {
+        error: answer.error,
     }
 }
 
@@ -286,25 +253,10 @@ impl<P: ClaimPreparer> v1beta1::dra_plugin_server::DraPlugin for DraServiceV1bet
         &self,
         request: Request<v1beta1::NodePrepareResourcesRequest>,
     ) -> Result<Response<v1beta1::NodePrepareResourcesResponse>, Status> {
-        let claims: Vec<v1::Claim> = request
-            .into_inner()
-            .claims
-            .into_iter()
-            .map(v1_claim)
-            .collect();
-        let span = tracing::info_span!("prepare", api = "v1beta1", claims = claims.len());
+        let claims = v1_claims(request.into_inner().claims);
+        let span = calls::span(Call::Prepare, Some("v1beta1"), claims.len());
         let answer = self.0.prepare(claims).instrument(span).await;
-        let claims = answer
-            .claims
-            .into_iter()
-            .map(|(uid, claim)| {
-                let claim = v1beta1::NodePrepareResourceResponse {
-                    devices: claim.devices.into_iter().map(v1beta1_device).collect(),
-                    error: claim.error,
-                };
-                (uid, claim)
-            })
-            .collect();
+        let claims = v1beta1_entries(answer.claims, v1beta1_prepared);
         Ok(Response::new(v1beta1::NodePrepareResourcesResponse {
             claims,
         }))
@@ -314,22 +266,10 @@ impl<P: ClaimPreparer> v1beta1::dra_plugin_server::DraPlugin for DraServiceV1bet
         &self,
         request: Request<v1beta1::NodeUnprepareResourcesRequest>,
     ) -> Result<Response<v1beta1::NodeUnprepareResourcesResponse>, Status> {
-        let claims: Vec<v1::Claim> = request
-            .into_inner()
-            .claims
-            .into_iter()
-            .map(v1_claim)
-            .collect();
-        let span = tracing::info_span!("unprepare", api = "v1beta1", claims = claims.len());
+        let claims = v1_claims(request.into_inner().claims);
+        let span = calls::span(Call::Unprepare, Some("v1beta1"), claims.len());
         let answer = self.0.unprepare(claims).instrument(span).await;
-        let claims = answer
-            .claims
-            .into_iter()
-            .map(|(uid, claim)| {
-                let claim = v1beta1::NodeUnprepareResourceResponse { error: claim.error };
-                (uid, claim)
-            })
-            .collect();
+        let claims = v1beta1_entries(answer.claims, v1beta1_unprepared);
         Ok(Response::new(v1beta1::NodeUnprepareResourcesResponse {
             claims,
         }))

@@ -5,7 +5,9 @@
 //! - [`sockets`]: where the two sockets live, their modes, stale files and removal;
 //! - [`registration`]: `GetInfo` (with the `supported_versions` of the services served),
 //!   `NotifyRegistrationStatus` and the registration state;
-//! - [`batch`]: the checks of a claim batch and its answer map;
+//! - [`batch`]: the checks of a claim batch, the error of each claim and the answer map;
+//! - [`calls`]: prepare and unprepare of a batch through the [`ClaimPreparer`], the one path
+//!   every protocol below shares, its services converting their messages only;
 //! - [`node_service`]: `v1alpha3.Node`: prepare, unprepare and the resource stream over a
 //!   [`ClaimPreparer`];
 //! - [`dra_service`]: `v1.DRAPlugin` and `v1beta1.DRAPlugin`: claims read from the API server,
@@ -18,6 +20,7 @@
 //! ([`crate::prepare`]), never the journal or CDI files behind it.
 
 pub mod batch;
+pub mod calls;
 pub mod dra_service;
 pub mod node_service;
 pub mod registration;

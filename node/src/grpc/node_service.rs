@@ -3,8 +3,9 @@
 //!
 //! A batch answers one entry per claim UID of the request; a claim that fails carries its error
 //! in its own entry and the call itself succeeds, because the kubelet discards the whole answer
-//! of a failed call. The preparer blocks (it commits to disk), so it runs on the blocking pool.
+//! of a failed call. The messages are converted here; the call itself is [`super::calls`]'s.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -13,19 +14,17 @@ use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use super::batch::{log_outcome, nonempty, to_map, Batch, Call};
+use super::batch::{Batch, Call};
+use super::calls::{self, Outcome, PreparerCall};
 use super::resources;
 use crate::device::Inventory;
 use crate::prepare::{ClaimPreparer, ClaimRequest};
 use dra_types::kubelet::v1alpha3::node_server::Node;
 use dra_types::kubelet::v1alpha3::{
-    NodeListAndWatchResourcesRequest, NodeListAndWatchResourcesResponse,
+    Claim, NodeListAndWatchResourcesRequest, NodeListAndWatchResourcesResponse,
     NodePrepareResourceResponse, NodePrepareResourcesRequest, NodePrepareResourcesResponse,
     NodeUnprepareResourceResponse, NodeUnprepareResourcesRequest, NodeUnprepareResourcesResponse,
 };
-
-/// One blocking call of the preparer: `ClaimPreparer::prepare` or `ClaimPreparer::unprepare`.
-type PreparerCall<P, A> = fn(&P, &[ClaimRequest]) -> Vec<(String, A)>;
 
 /// The `v1alpha3.Node` service.
 pub struct NodeService<P> {
@@ -55,23 +54,21 @@ impl<P: ClaimPreparer> NodeService<P> {
         }
     }
 
-    /// Runs `call` of the preparer on the blocking pool with the batch's requests.
-    async fn run<A: Send + 'static>(
+    /// `call` of the claims of a request through [`calls::run`], each claim's outcome made its
+    /// answer message by `reply`.
+    async fn call<R: Send + 'static, M>(
         &self,
-        batch: &Batch,
-        call: PreparerCall<P, A>,
-    ) -> std::result::Result<Vec<(String, A)>, String> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
-        let preparer = Arc::clone(&self.preparer);
-        let requests = batch.requests.clone();
-        tokio::task::spawn_blocking(move || call(&preparer, &requests))
-            .await
-            .map_err(|error| {
-                tracing::error!(%error, "The preparer did not finish");
-                error.to_string()
-            })
+        call: Call,
+        claims: Vec<Claim>,
+        work: PreparerCall<P, ClaimRequest, R>,
+        reply: fn(Outcome<R>) -> M,
+    ) -> HashMap<String, M> {
+        let span = calls::span(call, None, claims.len());
+        let batch = Batch::new(call, claims);
+        let outcomes = calls::run(&self.preparer, batch, work, |_, given| given)
+            .instrument(span)
+            .await;
+        calls::replies(outcomes, reply)
     }
 }
 
@@ -87,36 +84,10 @@ impl<P: ClaimPreparer> Node for NodeService<P> {
         request: Request<NodePrepareResourcesRequest>,
     ) -> std::result::Result<Response<NodePrepareResourcesResponse>, Status> {
         let claims = request.into_inner().claims;
-        let span = tracing::info_span!("prepare", claims = claims.len());
-        async {
-            let batch = Batch::new(Call::Prepare, claims);
-            let answers = self.run(&batch, P::prepare).await;
-            let claims = match answers {
-                Ok(answers) => batch.answer(
-                    answers
-                        .into_iter()
-                        .map(|(uid, r)| (uid, r.map_err(|e| e.to_string())))
-                        .collect(),
-                    |uid| Err(format!("claim {uid}: the preparer gave no answer")),
-                    prepare_reply,
-                    prepare_refused,
-                ),
-                Err(error) => {
-                    let failed =
-                        |uid: &str| Err(format!("claim {uid}: prepare did not finish: {error}"));
-                    batch.answer(Vec::new(), failed, prepare_reply, prepare_refused)
-                }
-            };
-            log_outcome(
-                "prepare",
-                claims.iter().map(|(uid, r)| (uid, r.error.as_str())),
-            );
-            Ok(Response::new(NodePrepareResourcesResponse {
-                claims: to_map(claims),
-            }))
-        }
-        .instrument(span)
-        .await
+        let claims = self
+            .call(Call::Prepare, claims, P::prepare, prepare_reply)
+            .await;
+        Ok(Response::new(NodePrepareResourcesResponse { claims }))
     }
 
     async fn node_unprepare_resources(
@@ -124,36 +95,10 @@ impl<P: ClaimPreparer> Node for NodeService<P> {
         request: Request<NodeUnprepareResourcesRequest>,
     ) -> std::result::Result<Response<NodeUnprepareResourcesResponse>, Status> {
         let claims = request.into_inner().claims;
-        let span = tracing::info_span!("unprepare", claims = claims.len());
-        async {
-            let batch = Batch::new(Call::Unprepare, claims);
-            let answers = self.run(&batch, P::unprepare).await;
-            let claims = match answers {
-                Ok(answers) => batch.answer(
-                    answers
-                        .into_iter()
-                        .map(|(uid, r)| (uid, r.map_err(|e| e.to_string())))
-                        .collect(),
-                    |uid| Err(format!("claim {uid}: the preparer gave no answer")),
-                    unprepare_reply,
-                    unprepare_refused,
-                ),
-                Err(error) => {
-                    let failed =
-                        |uid: &str| Err(format!("claim {uid}: unprepare did not finish: {error}"));
-                    batch.answer(Vec::new(), failed, unprepare_reply, unprepare_refused)
-                }
-            };
-            log_outcome(
-                "unprepare",
-                claims.iter().map(|(uid, r)| (uid, r.error.as_str())),
-            );
-            Ok(Response::new(NodeUnprepareResourcesResponse {
-                claims: to_map(claims),
-            }))
-        }
-        .instrument(span)
-        .await
+        let claims = self
+            .call(Call::Unprepare, claims, P::unprepare, unprepare_reply)
+            .await;
+        Ok(Response::new(NodeUnprepareResourcesResponse { claims }))
     }
 
     type NodeListAndWatchResourcesStream = ResourceStream;
@@ -205,34 +150,12 @@ pub fn resource_stream(
     Box::pin(stream)
 }
 
-fn prepare_reply(answer: std::result::Result<Vec<String>, String>) -> NodePrepareResourceResponse {
-    match answer {
-        Ok(cdi_devices) => NodePrepareResourceResponse {
-            cdi_devices,
-            error: String::new(),
-        },
-        Err(error) => prepare_refused(error),
-    }
+fn prepare_reply(outcome: Outcome<Vec<String>>) -> NodePrepareResourceResponse {
+    let (cdi_devices, error) = calls::message_parts(outcome);
+    NodePrepareResourceResponse { cdi_devices, error }
 }
 
-fn prepare_refused(error: String) -> NodePrepareResourceResponse {
-    NodePrepareResourceResponse {
-        cdi_devices: Vec::new(),
-        error: nonempty(error),
-    }
-}
-
-fn unprepare_reply(answer: std::result::Result<(), String>) -> NodeUnprepareResourceResponse {
-    match answer {
-        Ok(()) => NodeUnprepareResourceResponse {
-            error: String::new(),
-        },
-        Err(error) => unprepare_refused(error),
-    }
-}
-
-fn unprepare_refused(error: String) -> NodeUnprepareResourceResponse {
-    NodeUnprepareResourceResponse {
-        error: nonempty(error),
-    }
+fn unprepare_reply(outcome: Outcome<()>) -> NodeUnprepareResourceResponse {
+    let ((), error) = calls::message_parts(outcome);
+    NodeUnprepareResourceResponse { error }
 }
