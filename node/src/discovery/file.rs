@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use dra_allocator::model::{AttributeValue, Quantity, Version};
+use dra_allocator::model::{AttributeValue, ParseError, Quantity, Version};
 use serde::Deserialize;
 use serde_yaml::Value;
 
@@ -81,6 +81,115 @@ where
     deserializer.deserialize_map(Unique(std::marker::PhantomData))
 }
 
+/// What is wrong with an inventory file, naming the device and field.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InventoryFileError {
+    /// The text is not YAML of the inventory's shape (an unknown field, a duplicate key).
+    #[error("{source}")]
+    Syntax {
+        /// The parser's error.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// A device name that is not a DNS label.
+    #[error(
+        "device name {device:?} is not a DNS label (lowercase letters, digits and '-', at most 63)"
+    )]
+    DeviceName {
+        /// The name.
+        device: String,
+    },
+    /// An attribute value of no known kind.
+    #[error("device {device}: attribute {attribute}: {source}")]
+    Attribute {
+        /// The device.
+        device: String,
+        /// The attribute's name.
+        attribute: String,
+        /// What is wrong with its value.
+        #[source]
+        source: AttributeValueError,
+    },
+    /// A device node path that is not absolute.
+    #[error("device {device}: deviceNodes: {} is not an absolute path", path.display())]
+    DeviceNode {
+        /// The device.
+        device: String,
+        /// The path.
+        path: PathBuf,
+    },
+    /// An environment key that cannot name a variable.
+    #[error("device {device}: env: {key:?} is not a variable name")]
+    EnvKey {
+        /// The device.
+        device: String,
+        /// The key.
+        key: String,
+    },
+    /// Two devices of one name.
+    #[error("device {device}: the name is used twice")]
+    DuplicateDevice {
+        /// The device.
+        device: String,
+    },
+}
+
+/// Why an attribute's value has no known kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AttributeValueError {
+    /// A number that is not a 64-bit integer.
+    #[error("{number} is not a 64-bit integer (write a fraction as {{quantity: \"{number}\"}})")]
+    NotAnInteger {
+        /// The number as written.
+        number: String,
+    },
+    /// A map of other than one key.
+    #[error("a typed value has exactly one key, quantity or version")]
+    TypedKeys,
+    /// A typed value whose text is neither a string nor a number.
+    #[error("the {kind} must be written as a string")]
+    TypedText {
+        /// `quantity` or `version`.
+        kind: String,
+    },
+    /// A quantity or version that does not parse.
+    #[error("{source}")]
+    Typed {
+        /// The parser's error.
+        #[source]
+        source: ParseError,
+    },
+    /// A typed value of an unknown kind.
+    #[error("unknown typed value `{kind}`, expected quantity or version")]
+    UnknownType {
+        /// The kind written.
+        kind: String,
+    },
+    /// An empty list.
+    #[error("an empty list has no type; leave the attribute out")]
+    EmptyList,
+    /// A list starting with an integer holding something else.
+    #[error("a list of integers holds only integers")]
+    MixedIntegers,
+    /// A list starting with a string holding something else.
+    #[error("a list of strings holds only strings")]
+    MixedStrings,
+    /// A list of other items.
+    #[error("a list holds integers or strings")]
+    ListItem,
+    /// `null`.
+    #[error("no value")]
+    Null,
+    /// A YAML tag.
+    #[error("unexpected tag {tag}")]
+    Tagged {
+        /// The tag.
+        tag: String,
+    },
+}
+
 /// Reads and checks an inventory file.
 ///
 /// # Errors
@@ -90,9 +199,9 @@ pub fn read(path: &Path) -> Result<Inventory, DiscoveryError> {
         path: path.to_owned(),
         source,
     })?;
-    parse(&text).map_err(|reason| DiscoveryError::InventoryFile {
+    parse(&text).map_err(|source| DiscoveryError::InventoryFile {
         path: path.to_owned(),
-        reason,
+        source,
     })
 }
 
@@ -100,31 +209,36 @@ pub fn read(path: &Path) -> Result<Inventory, DiscoveryError> {
 ///
 /// # Errors
 /// See the module documentation.
-pub fn parse(text: &str) -> Result<Inventory, String> {
-    let file: InventoryFile = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+pub fn parse(text: &str) -> Result<Inventory, InventoryFileError> {
+    let file: InventoryFile =
+        serde_yaml::from_str(text).map_err(|source| InventoryFileError::Syntax { source })?;
     let mut inventory = Inventory::new();
     for device in file.devices {
         let name = device.name;
         check_name(&name)?;
         let mut attributes = BTreeMap::new();
         for (attribute, value) in &device.attributes {
-            let value = attribute_value(value)
-                .map_err(|reason| format!("device {name}: attribute {attribute}: {reason}"))?;
+            let value = attribute_value(value).map_err(|source| InventoryFileError::Attribute {
+                device: name.clone(),
+                attribute: attribute.clone(),
+                source,
+            })?;
             attributes.insert(attribute.clone(), value);
         }
         if let Some(path) = device.device_nodes.iter().find(|p| !p.is_absolute()) {
-            return Err(format!(
-                "device {name}: deviceNodes: {} is not an absolute path",
-                path.display()
-            ));
+            return Err(InventoryFileError::DeviceNode {
+                device: name,
+                path: path.clone(),
+            });
         }
         if let Some(key) = device.env.keys().find(|k| k.is_empty() || k.contains('=')) {
-            return Err(format!(
-                "device {name}: env: {key:?} is not a variable name"
-            ));
+            return Err(InventoryFileError::EnvKey {
+                device: name,
+                key: key.clone(),
+            });
         }
         if inventory.contains_key(&name) {
-            return Err(format!("device {name}: the name is used twice"));
+            return Err(InventoryFileError::DuplicateDevice { device: name });
         }
         inventory.insert(
             name.clone(),
@@ -140,7 +254,7 @@ pub fn parse(text: &str) -> Result<Inventory, String> {
 }
 
 /// Device names go into `namedResources` instances: DNS labels.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), InventoryFileError> {
     let valid = !name.is_empty()
         && name.len() <= 63
         && name
@@ -151,44 +265,49 @@ fn check_name(name: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!(
-            "device name {name:?} is not a DNS label (lowercase letters, digits and '-', at most 63)"
-        ))
+        Err(InventoryFileError::DeviceName {
+            device: name.to_owned(),
+        })
     }
 }
 
 /// One attribute's value: an integer, a boolean, a string, `{quantity: ..}`, `{version: ..}`,
 /// or a non-empty list of integers or of strings.
-fn attribute_value(value: &Value) -> Result<AttributeValue, String> {
+fn attribute_value(value: &Value) -> Result<AttributeValue, AttributeValueError> {
     match value {
         Value::Bool(b) => Ok(AttributeValue::Bool(*b)),
-        Value::Number(n) => n.as_i64().map(AttributeValue::Int).ok_or_else(|| {
-            format!("{n} is not a 64-bit integer (write a fraction as {{quantity: \"{n}\"}})")
-        }),
+        Value::Number(n) => {
+            n.as_i64()
+                .map(AttributeValue::Int)
+                .ok_or_else(|| AttributeValueError::NotAnInteger {
+                    number: n.to_string(),
+                })
+        }
         Value::String(s) => Ok(AttributeValue::String(s.clone())),
         Value::Mapping(map) => {
             let mut entries = map.iter();
             let (Some((Value::String(kind), inner)), None) = (entries.next(), entries.next())
             else {
-                return Err("a typed value has exactly one key, quantity or version".to_owned());
+                return Err(AttributeValueError::TypedKeys);
             };
             let text = scalar_text(inner)
-                .ok_or_else(|| format!("the {kind} must be written as a string"))?;
-            match kind.as_str() {
-                "quantity" => Quantity::parse(&text)
-                    .map(AttributeValue::Quantity)
-                    .map_err(|e| e.to_string()),
-                "version" => Version::parse(&text)
-                    .map(AttributeValue::Version)
-                    .map_err(|e| e.to_string()),
-                other => Err(format!(
-                    "unknown typed value `{other}`, expected quantity or version"
-                )),
-            }
+                .ok_or_else(|| AttributeValueError::TypedText { kind: kind.clone() })?;
+            let typed = match kind.as_str() {
+                "quantity" => Quantity::parse(&text).map(AttributeValue::Quantity),
+                "version" => Version::parse(&text).map(AttributeValue::Version),
+                other => {
+                    return Err(AttributeValueError::UnknownType {
+                        kind: other.to_owned(),
+                    })
+                }
+            };
+            typed.map_err(|source| AttributeValueError::Typed { source })
         }
         Value::Sequence(items) => list(items),
-        Value::Null => Err("no value".to_owned()),
-        Value::Tagged(tagged) => Err(format!("unexpected tag {}", tagged.tag)),
+        Value::Null => Err(AttributeValueError::Null),
+        Value::Tagged(tagged) => Err(AttributeValueError::Tagged {
+            tag: tagged.tag.to_string(),
+        }),
     }
 }
 
@@ -201,28 +320,23 @@ fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
-fn list(items: &[Value]) -> Result<AttributeValue, String> {
+fn list(items: &[Value]) -> Result<AttributeValue, AttributeValueError> {
     match items.first() {
-        None => Err("an empty list has no type; leave the attribute out".to_owned()),
+        None => Err(AttributeValueError::EmptyList),
         Some(Value::Number(_)) => items
             .iter()
-            .map(|item| {
-                item.as_i64()
-                    .ok_or("a list of integers holds only integers")
-            })
+            .map(|item| item.as_i64().ok_or(AttributeValueError::MixedIntegers))
             .collect::<Result<_, _>>()
-            .map(AttributeValue::IntSlice)
-            .map_err(str::to_owned),
+            .map(AttributeValue::IntSlice),
         Some(Value::String(_)) => items
             .iter()
             .map(|item| {
                 item.as_str()
                     .map(str::to_owned)
-                    .ok_or("a list of strings holds only strings")
+                    .ok_or(AttributeValueError::MixedStrings)
             })
             .collect::<Result<_, _>>()
-            .map(AttributeValue::StringSlice)
-            .map_err(str::to_owned),
-        Some(_) => Err("a list holds integers or strings".to_owned()),
+            .map(AttributeValue::StringSlice),
+        Some(_) => Err(AttributeValueError::ListItem),
     }
 }

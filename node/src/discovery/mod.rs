@@ -96,12 +96,13 @@ pub enum DiscoveryError {
         source: std::io::Error,
     },
     /// The inventory file is not a valid inventory.
-    #[error("inventory file {path}: {reason}")]
+    #[error("inventory file {path}: {source}")]
     InventoryFile {
         /// The file.
         path: PathBuf,
         /// What is wrong, naming the device and field.
-        reason: String,
+        #[source]
+        source: file::InventoryFileError,
     },
     /// A call into the NVIDIA management library failed (or the library is not there).
     #[error("nvml {call}: {source}")]

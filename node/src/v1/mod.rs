@@ -59,7 +59,24 @@ pub enum SliceError {
         /// The attribute name.
         attribute: String,
         /// What v1 does not allow.
-        reason: String,
+        reason: AttributeRefusal,
+    },
+}
+
+/// What v1 does not allow of an attribute.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttributeRefusal {
+    /// The name is not `<id>` or `<domain>/<id>`.
+    #[error("name is not <id> or <domain>/<id> (id: a C identifier of at most 32)")]
+    Name,
+    /// A list value: v1 has no list type.
+    #[error("v1 attributes have no list type")]
+    List,
+    /// A string or version longer than v1 allows.
+    #[error("value is {len} bytes long, at most {MAX_ATTRIBUTE_VALUE_LENGTH} allowed")]
+    TooLong {
+        /// The value's length in bytes.
+        len: usize,
     },
 }
 
@@ -125,15 +142,13 @@ fn device(name: &str, attributes: &BTreeMap<String, AttributeValue>) -> Result<D
         ..Device::default()
     };
     for (key, value) in attributes {
-        let refuse = |reason: String| SliceError::Attribute {
+        let refuse = |reason: AttributeRefusal| SliceError::Attribute {
             device: name.to_owned(),
             attribute: key.clone(),
             reason,
         };
         if !is_attribute_name(key) {
-            return Err(refuse(
-                "name is not <id> or <domain>/<id> (id: a C identifier of at most 32)".into(),
-            ));
+            return Err(refuse(AttributeRefusal::Name));
         }
         let attribute = match value {
             AttributeValue::Int(i) => DeviceAttribute::Int(*i),
@@ -152,7 +167,7 @@ fn device(name: &str, attributes: &BTreeMap<String, AttributeValue>) -> Result<D
                 continue;
             }
             AttributeValue::IntSlice(_) | AttributeValue::StringSlice(_) => {
-                return Err(refuse("v1 attributes have no list type".into()));
+                return Err(refuse(AttributeRefusal::List));
             }
         };
         out.attributes.insert(key.clone(), attribute);
@@ -161,12 +176,9 @@ fn device(name: &str, attributes: &BTreeMap<String, AttributeValue>) -> Result<D
 }
 
 /// `text` if v1 takes it as a `string` or `version` value.
-fn bounded(text: &str) -> Result<String, String> {
+fn bounded(text: &str) -> Result<String, AttributeRefusal> {
     if text.len() > MAX_ATTRIBUTE_VALUE_LENGTH {
-        Err(format!(
-            "value is {} bytes long, at most {MAX_ATTRIBUTE_VALUE_LENGTH} allowed",
-            text.len()
-        ))
+        Err(AttributeRefusal::TooLong { len: text.len() })
     } else {
         Ok(text.to_owned())
     }

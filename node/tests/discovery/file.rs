@@ -12,7 +12,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn refused(text: &str) -> String {
-    file::parse(text).unwrap_err()
+    file::parse(text).unwrap_err().to_string()
 }
 
 #[test]
