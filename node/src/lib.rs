@@ -10,11 +10,13 @@
 //! - [`prepare`]: prepare and unprepare of a batch of claims (handle checks, journal, CDI), and
 //!   the recovery of half-done entries at start;
 //! - [`grpc`]: the kubelet's gRPC services (registration, the 1.30 `v1alpha3.Node`, the 1.34+
-//!   `v1.DRAPlugin` and `v1beta1.DRAPlugin`) over Unix sockets;
+//!   `v1.DRAPlugin` and `v1beta1.DRAPlugin`, the three on one prepare and unprepare path) over
+//!   Unix sockets;
 //! - [`gc`]: which prepared claims the API server shows stale (v1alpha2 or v1 claims);
 //! - [`admin`] and [`metrics`]: the admin HTTP server and the `dra_ledger_node_` metrics;
 //! - [`agent`]: all of it composed into the running agent of `dra-ledger node`;
-//! - [`local`]: agents for the nodes of a simulated cluster, in one process (demo, tests);
+//! - `local` (only with the `demo` feature): agents for the nodes of a simulated cluster, in
+//!   one process (`dra-ledger demo`, the end-to-end tests); not in a product build;
 //! - [`v1`]: the `v1` generation (Kubernetes 1.34+, `resource.k8s.io/v1`): the claims read
 //!   from the API server and what their allocations ask of this node, our opaque configuration
 //!   and the node's `ResourceSlice` the agent publishes.
@@ -30,6 +32,7 @@ pub mod discovery;
 pub mod gc;
 pub mod grpc;
 pub mod journal;
+#[cfg(feature = "demo")]
 pub mod local;
 pub mod metrics;
 pub mod prepare;
