@@ -9,10 +9,9 @@ use dra_node::cdi::CdiDir;
 use dra_node::grpc::Plugin;
 use dra_node::journal::Journal;
 use dra_node::prepare::JournalPreparer;
-use dra_types::kubelet::v1alpha3::{NodePrepareResourcesRequest, NodeUnprepareResourcesRequest};
 use tokio::sync::{oneshot, watch};
 
-use crate::support::{claim, config, connect, gpu, inventory, DRIVER};
+use crate::support::{claim, config, connect, gpu, inventory, prepare, unprepare, DRIVER};
 use dra_types::kubelet::v1alpha3::node_client::NodeClient;
 
 const NODE: &str = "node-a";
@@ -49,31 +48,19 @@ async fn bad_claims_fail_alone_and_leave_no_spec_or_entry() {
     }));
     let mut node = NodeClient::new(connect(&socket).await);
 
-    let empty = node
-        .node_prepare_resources(NodePrepareResourcesRequest { claims: Vec::new() })
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(empty.claims.is_empty());
+    assert!(prepare(&mut node, Vec::new()).await.is_empty());
 
     let oversized = handle("big", NODE, &["gpu-1"]) + &" ".repeat(16 * 1024);
-    let request = NodePrepareResourcesRequest {
-        claims: vec![
-            claim("good", &handle("good", NODE, &["gpu-0"])),
-            claim("garbage", "{\"node\": 7"),
-            claim("elsewhere", &handle("elsewhere", "node-b", &["gpu-1"])),
-            claim("borrowed", &handle("someone-else", NODE, &["gpu-1"])),
-            claim("missing", &handle("missing", NODE, &["gpu-9"])),
-            claim("taken", &handle("taken", NODE, &["gpu-0"])),
-            claim("big", &oversized),
-        ],
-    };
-    let answer = node
-        .node_prepare_resources(request)
-        .await
-        .unwrap()
-        .into_inner()
-        .claims;
+    let claims = vec![
+        claim("good", &handle("good", NODE, &["gpu-0"])),
+        claim("garbage", "{\"node\": 7"),
+        claim("elsewhere", &handle("elsewhere", "node-b", &["gpu-1"])),
+        claim("borrowed", &handle("someone-else", NODE, &["gpu-1"])),
+        claim("missing", &handle("missing", NODE, &["gpu-9"])),
+        claim("taken", &handle("taken", NODE, &["gpu-0"])),
+        claim("big", &oversized),
+    ];
+    let answer = prepare(&mut node, claims).await;
     assert_eq!(answer.len(), 7);
     assert_eq!(answer["good"].error, "");
     assert_eq!(answer["good"].cdi_devices, [format!("{DRIVER}/claim=good")]);
@@ -97,14 +84,8 @@ async fn bad_claims_fail_alone_and_leave_no_spec_or_entry() {
     let entries = preparer.entries().unwrap();
     assert_eq!(entries.keys().collect::<Vec<_>>(), ["good"]);
 
-    let unprepared = node
-        .node_unprepare_resources(NodeUnprepareResourcesRequest {
-            claims: vec![claim("never-prepared", ""), claim("good", "")],
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .claims;
+    let claims = vec![claim("never-prepared", ""), claim("good", "")];
+    let unprepared = unprepare(&mut node, claims).await;
     assert_eq!(unprepared["never-prepared"].error, "");
     assert_eq!(unprepared["good"].error, "");
     assert!(cdi.list().unwrap().is_empty());

@@ -1,12 +1,9 @@
 //! `NodeListAndWatchResources`: the inventory first, then after every change.
 
 use dra_types::kubelet::k8s::io::api::resource::v1alpha2::NamedResourcesInstance;
-use dra_types::kubelet::v1alpha3::{
-    NodeListAndWatchResourcesRequest, NodeListAndWatchResourcesResponse,
-};
-use futures::StreamExt;
+use dra_types::kubelet::v1alpha3::NodeListAndWatchResourcesResponse;
 
-use crate::support::{gpu, inventory, Agent, PATIENCE};
+use crate::support::{gpu, inventory, next_message, Agent};
 
 fn instances(message: &NodeListAndWatchResourcesResponse) -> &[NamedResourcesInstance] {
     assert_eq!(message.resources.len(), 1, "{message:?}");
@@ -27,17 +24,8 @@ fn names(message: &NodeListAndWatchResourcesResponse) -> Vec<&str> {
 #[tokio::test]
 async fn the_resource_stream_starts_with_every_device_and_follows_the_inventory() {
     let mut agent = Agent::start();
-    let mut node = agent.node().await;
-    let mut stream = node
-        .node_list_and_watch_resources(NodeListAndWatchResourcesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    let first = tokio::time::timeout(PATIENCE, stream.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let mut stream = agent.resource_stream().await;
+    let first = next_message(&mut stream).await;
     assert_eq!(names(&first), ["gpu-0", "gpu-1"]);
     let gpu0 = &instances(&first)[0];
     let attribute = |name: &str| {
@@ -65,19 +53,11 @@ async fn the_resource_stream_starts_with_every_device_and_follows_the_inventory(
     agent
         .inventory
         .send_replace(inventory([gpu("gpu-1", 1), gpu("gpu-2", 0)]));
-    let second = tokio::time::timeout(PATIENCE, stream.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let second = next_message(&mut stream).await;
     assert_eq!(names(&second), ["gpu-1", "gpu-2"]);
 
     agent.inventory.send_replace(inventory([]));
-    let third = tokio::time::timeout(PATIENCE, stream.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let third = next_message(&mut stream).await;
     assert!(third.resources.is_empty(), "{third:?}");
     agent.stop().await.unwrap();
 }
@@ -86,17 +66,8 @@ async fn the_resource_stream_starts_with_every_device_and_follows_the_inventory(
 async fn a_second_watcher_gets_the_current_inventory_first() {
     let mut agent = Agent::start();
     agent.inventory.send_replace(inventory([gpu("gpu-5", 0)]));
-    let mut node = agent.node().await;
-    let mut stream = node
-        .node_list_and_watch_resources(NodeListAndWatchResourcesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    let first = tokio::time::timeout(PATIENCE, stream.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let mut stream = agent.resource_stream().await;
+    let first = next_message(&mut stream).await;
     assert_eq!(names(&first), ["gpu-5"]);
     agent.stop().await.unwrap();
 }

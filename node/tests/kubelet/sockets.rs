@@ -2,10 +2,9 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use dra_types::kubelet::v1alpha3::NodeListAndWatchResourcesRequest;
 use futures::StreamExt;
 
-use crate::support::{config, register_as_kubelet_130, Agent, PATIENCE};
+use crate::support::{config, next_message, register_as_kubelet_130, Agent, PATIENCE};
 
 fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -51,12 +50,7 @@ async fn stale_sockets_of_a_killed_run_are_replaced() {
     register_as_kubelet_130(agent.sockets.registration())
         .await
         .unwrap();
-    let mut node = agent.node().await;
-    node.node_prepare_resources(
-        dra_types::kubelet::v1alpha3::NodePrepareResourcesRequest::default(),
-    )
-    .await
-    .unwrap();
+    assert!(agent.prepare(Vec::new()).await.is_empty());
     agent.stop().await.unwrap();
 }
 
@@ -66,17 +60,8 @@ async fn a_clean_stop_removes_both_sockets_even_with_the_resource_stream_open() 
     register_as_kubelet_130(agent.sockets.registration())
         .await
         .unwrap();
-    let mut node = agent.node().await;
-    let mut stream = node
-        .node_list_and_watch_resources(NodeListAndWatchResourcesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    tokio::time::timeout(PATIENCE, stream.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let mut stream = agent.resource_stream().await;
+    next_message(&mut stream).await;
     agent.stop().await.unwrap();
     assert!(!agent.sockets.registration().exists());
     assert!(!agent.sockets.plugin().exists());

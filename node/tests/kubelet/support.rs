@@ -1,7 +1,7 @@
 //! The tests' side: a fake preparer, an agent serving the plugin sockets in a temporary
 //! directory, and a client that talks to them as the 1.30 kubelet does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,10 +16,15 @@ use dra_node::prepare::{AllocatedClaim, ClaimPreparer, ClaimRequest, PrepareErro
 use dra_types::kubelet::pluginregistration::registration_client::RegistrationClient;
 use dra_types::kubelet::pluginregistration::{InfoRequest, PluginInfo, RegistrationStatus};
 use dra_types::kubelet::v1alpha3::node_client::NodeClient;
-use dra_types::kubelet::v1alpha3::Claim;
+use dra_types::kubelet::v1alpha3::{
+    Claim, NodeListAndWatchResourcesRequest, NodeListAndWatchResourcesResponse,
+    NodePrepareResourceResponse, NodePrepareResourcesRequest, NodeUnprepareResourceResponse,
+    NodeUnprepareResourcesRequest,
+};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::Streaming;
 
 pub const DRIVER: &str = "gpu.example.com";
 /// How long a test waits for something the agent does in the background.
@@ -37,6 +42,11 @@ pub struct FakePreparer {
 impl FakePreparer {
     pub fn calls(&self) -> Vec<Vec<ClaimRequest>> {
         self.calls.lock().unwrap().clone()
+    }
+
+    /// The UIDs of every claim of every call, in call order.
+    pub fn seen_uids(&self) -> Vec<String> {
+        self.calls().concat().into_iter().map(|c| c.uid).collect()
     }
 
     fn prepare_one(&self, claim: &ClaimRequest) -> Result<Vec<String>, PrepareError> {
@@ -157,6 +167,36 @@ pub fn claim(uid: &str, handle: &str) -> Claim {
     }
 }
 
+/// The next message of a resource stream, which comes within [`PATIENCE`].
+pub async fn next_message(
+    stream: &mut Streaming<NodeListAndWatchResourcesResponse>,
+) -> NodeListAndWatchResourcesResponse {
+    let next = tokio::time::timeout(PATIENCE, stream.message()).await;
+    next.expect("a message in time")
+        .unwrap()
+        .expect("the stream is open")
+}
+
+/// What a `v1alpha3.Node` prepare of `claims` answers, by claim UID.
+pub async fn prepare(
+    node: &mut NodeClient<Channel>,
+    claims: Vec<Claim>,
+) -> HashMap<String, NodePrepareResourceResponse> {
+    let request = NodePrepareResourcesRequest { claims };
+    let answer = node.node_prepare_resources(request).await;
+    answer.unwrap().into_inner().claims
+}
+
+/// What a `v1alpha3.Node` unprepare of `claims` answers, by claim UID.
+pub async fn unprepare(
+    node: &mut NodeClient<Channel>,
+    claims: Vec<Claim>,
+) -> HashMap<String, NodeUnprepareResourceResponse> {
+    let request = NodeUnprepareResourcesRequest { claims };
+    let answer = node.node_unprepare_resources(request).await;
+    answer.unwrap().into_inner().claims
+}
+
 /// The agent's plugin, served from a temporary kubelet directory.
 pub struct Agent {
     pub dir: tempfile::TempDir,
@@ -207,6 +247,30 @@ impl Agent {
 
     pub async fn node(&self) -> NodeClient<Channel> {
         NodeClient::new(connect(self.sockets.plugin()).await)
+    }
+
+    /// What a prepare of `claims` through the agent's `v1alpha3.Node` answers, by claim UID.
+    pub async fn prepare(
+        &self,
+        claims: Vec<Claim>,
+    ) -> HashMap<String, NodePrepareResourceResponse> {
+        prepare(&mut self.node().await, claims).await
+    }
+
+    /// What an unprepare of `claims` answers, by claim UID.
+    pub async fn unprepare(
+        &self,
+        claims: Vec<Claim>,
+    ) -> HashMap<String, NodeUnprepareResourceResponse> {
+        unprepare(&mut self.node().await, claims).await
+    }
+
+    /// The resource stream, opened as the kubelet opens it.
+    pub async fn resource_stream(&self) -> Streaming<NodeListAndWatchResourcesResponse> {
+        let mut node = self.node().await;
+        let request = NodeListAndWatchResourcesRequest {};
+        let stream = node.node_list_and_watch_resources(request).await;
+        stream.unwrap().into_inner()
     }
 
     pub async fn registration_client(&self) -> RegistrationClient<Channel> {

@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
+use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::v1beta1;
 use testkit::eventually::eventually;
 
 use crate::support::{DRIVER, PATIENCE};
 use crate::v1_support::{
-    register_as_kubelet_134, shared_config, uid, v1_claim, v1beta1_claim, write_inventory,
-    AgentSettings, Cluster134, V1Agent, NODE, OTHER_NODE,
+    register_as_kubelet_134, shared_config, uid, v1beta1_claim, write_inventory, AgentSettings,
+    Cluster134, V1Agent, NODE, OTHER_NODE,
 };
 
 /// A cluster and a registered agent of `node-0` with devices `gpu-0` to `gpu-3`.
@@ -27,10 +27,6 @@ async fn setup(dir: &std::path::Path, gc_interval: Duration) -> (Cluster134, V1A
         .await
         .unwrap();
     (cluster, agent)
-}
-
-fn prepare_request(claims: Vec<v1::Claim>) -> v1::NodePrepareResourcesRequest {
-    v1::NodePrepareResourcesRequest { claims }
 }
 
 fn cdi_env(agent: &V1Agent, uid: &str) -> String {
@@ -54,14 +50,9 @@ async fn an_allocated_claim_is_prepared_with_one_device_per_result_and_unprepare
         )
         .await;
     let uid = uid(&claim);
-    let mut kubelet = agent.v1().await;
-    let answer = kubelet
-        .node_prepare_resources(prepare_request(vec![v1_claim(&claim)]))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.claims.len(), 1);
-    let entry = &answer.claims[&uid];
+    let answer = agent.prepare(&[&claim]).await;
+    assert_eq!(answer.len(), 1);
+    let entry = &answer[&uid];
     assert_eq!(entry.error, "");
     let cdi_id = format!("{DRIVER}/claim={uid}");
     let devices: Vec<(Vec<String>, &str, &str, Vec<String>)> = entry
@@ -92,31 +83,16 @@ async fn an_allocated_claim_is_prepared_with_one_device_per_result_and_unprepare
     assert_eq!(prepared["items"][0]["uid"], uid.as_str(), "{prepared}");
 
     // the kubelet repeats a prepare it did not see answered: the same answer
-    let again = kubelet
-        .node_prepare_resources(prepare_request(vec![v1_claim(&claim)]))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(again.claims[&uid], *entry);
+    let again = agent.prepare(&[&claim]).await;
+    assert_eq!(again[&uid], *entry);
 
     // unprepare names the claim only; the API server is not asked (the claim may be gone)
     cluster.delete_claim("pair").await;
-    let unprepare = v1::NodeUnprepareResourcesRequest {
-        claims: vec![v1_claim(&claim)],
-    };
-    let answer = kubelet
-        .node_unprepare_resources(unprepare.clone())
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.claims[&uid].error, "");
+    let answer = agent.unprepare(&[&claim]).await;
+    assert_eq!(answer[&uid].error, "");
     assert!(!agent.cdi.file(&uid).exists());
-    let repeat = kubelet
-        .node_unprepare_resources(unprepare)
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(repeat.claims[&uid].error, "", "an unknown claim is success");
+    let repeat = agent.unprepare(&[&claim]).await;
+    assert_eq!(repeat[&uid].error, "", "an unknown claim is success");
     agent.stop().await.unwrap();
 }
 
@@ -124,9 +100,7 @@ async fn an_allocated_claim_is_prepared_with_one_device_per_result_and_unprepare
 async fn claims_of_another_driver_or_another_node_fail_alone_in_their_batch() {
     let dir = tempfile::tempdir().unwrap();
     let (cluster, mut agent) = setup(dir.path(), Duration::from_secs(3600)).await;
-    let good = cluster
-        .allocate("good", &[("gpu", DRIVER, NODE, "gpu-0")], Vec::new())
-        .await;
+    let good = cluster.allocate_here("good", "gpu-0").await;
     let foreign = cluster
         .allocate(
             "nic",
@@ -141,32 +115,22 @@ async fn claims_of_another_driver_or_another_node_fail_alone_in_their_batch() {
             Vec::new(),
         )
         .await;
-    let answer = agent
-        .v1()
-        .await
-        .node_prepare_resources(prepare_request(vec![
-            v1_claim(&good),
-            v1_claim(&foreign),
-            v1_claim(&elsewhere),
-        ]))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(answer.claims.len(), 3);
-    assert_eq!(answer.claims[&uid(&good)].error, "");
-    assert_eq!(answer.claims[&uid(&good)].devices.len(), 1);
+    let answer = agent.prepare(&[&good, &foreign, &elsewhere]).await;
+    assert_eq!(answer.len(), 3);
+    assert_eq!(answer[&uid(&good)].error, "");
+    assert_eq!(answer[&uid(&good)].devices.len(), 1);
     assert_eq!(
-        answer.claims[&uid(&foreign)].error,
+        answer[&uid(&foreign)].error,
         format!("claim default/nic: the allocation has no device of driver {DRIVER}")
     );
     assert_eq!(
-        answer.claims[&uid(&elsewhere)].error,
+        answer[&uid(&elsewhere)].error,
         format!(
             "claim default/elsewhere: the devices of driver {DRIVER} are allocated in pool \
              node-1, not in this node's pool node-0"
         )
     );
-    assert!(answer.claims[&uid(&foreign)].devices.is_empty());
+    assert!(answer[&uid(&foreign)].devices.is_empty());
     assert_eq!(agent.cdi.list().unwrap(), [uid(&good)]);
     agent.stop().await.unwrap();
 }
@@ -176,30 +140,17 @@ async fn a_claim_deleted_before_its_prepare_is_refused_and_one_recreated_under_i
 ) {
     let dir = tempfile::tempdir().unwrap();
     let (cluster, mut agent) = setup(dir.path(), Duration::from_secs(3600)).await;
-    let old = cluster
-        .allocate("gpu", &[("gpu", DRIVER, NODE, "gpu-0")], Vec::new())
-        .await;
+    let old = cluster.allocate_here("gpu", "gpu-0").await;
     cluster.delete_claim("gpu").await;
-    let mut kubelet = agent.v1().await;
-    let answer = kubelet
-        .node_prepare_resources(prepare_request(vec![v1_claim(&old)]))
-        .await
-        .unwrap()
-        .into_inner();
+    let answer = agent.prepare(&[&old]).await;
     assert_eq!(
-        answer.claims[&uid(&old)].error,
+        answer[&uid(&old)].error,
         "claim default/gpu: not found (deleted since it was allocated?)"
     );
-    let new = cluster
-        .allocate("gpu", &[("gpu", DRIVER, NODE, "gpu-0")], Vec::new())
-        .await;
-    let answer = kubelet
-        .node_prepare_resources(prepare_request(vec![v1_claim(&old)]))
-        .await
-        .unwrap()
-        .into_inner();
+    let new = cluster.allocate_here("gpu", "gpu-0").await;
+    let answer = agent.prepare(&[&old]).await;
     assert_eq!(
-        answer.claims[&uid(&old)].error,
+        answer[&uid(&old)].error,
         format!(
             "claim default/gpu: got replaced (UID {}, the kubelet asked for {})",
             uid(&new),
@@ -214,9 +165,7 @@ async fn a_claim_deleted_before_its_prepare_is_refused_and_one_recreated_under_i
 async fn a_v1beta1_kubelet_prepares_and_unprepares_the_same_way() {
     let dir = tempfile::tempdir().unwrap();
     let (cluster, mut agent) = setup(dir.path(), Duration::from_secs(3600)).await;
-    let claim = cluster
-        .allocate("beta", &[("gpu", DRIVER, NODE, "gpu-3")], Vec::new())
-        .await;
+    let claim = cluster.allocate_here("beta", "gpu-3").await;
     let uid = uid(&claim);
     let mut kubelet = agent.v1beta1().await;
     let answer = kubelet
@@ -254,30 +203,17 @@ async fn our_opaque_configuration_in_the_allocation_decides_sharing_and_a_bad_on
 {
     let dir = tempfile::tempdir().unwrap();
     let (cluster, mut agent) = setup(dir.path(), Duration::from_secs(3600)).await;
-    let first = cluster
-        .allocate(
-            "first",
-            &[("gpu", DRIVER, NODE, "gpu-0")],
-            vec![shared_config(2)],
-        )
-        .await;
-    let second = cluster
-        .allocate(
-            "second",
-            &[("gpu", DRIVER, NODE, "gpu-0")],
-            vec![shared_config(2)],
-        )
-        .await;
-    let third = cluster
-        .allocate(
-            "third",
-            &[("gpu", DRIVER, NODE, "gpu-0")],
-            vec![shared_config(2)],
-        )
-        .await;
-    let exclusive = cluster
-        .allocate("exclusive", &[("gpu", DRIVER, NODE, "gpu-0")], Vec::new())
-        .await;
+    let mut sharing = Vec::new();
+    for name in ["first", "second", "third"] {
+        let results = [("gpu", DRIVER, NODE, "gpu-0")];
+        sharing.push(
+            cluster
+                .allocate(name, &results, vec![shared_config(2)])
+                .await,
+        );
+    }
+    let [first, second, third] = <[_; 3]>::try_from(sharing).unwrap();
+    let exclusive = cluster.allocate_here("exclusive", "gpu-0").await;
     let mut bad = shared_config(2);
     if let Some(opaque) = bad.opaque.as_mut() {
         opaque.parameters["sharing"]["timeSlice"] = "Long".into();
@@ -290,18 +226,9 @@ async fn our_opaque_configuration_in_the_allocation_decides_sharing_and_a_bad_on
         )
         .await;
     let answer = agent
-        .v1()
-        .await
-        .node_prepare_resources(prepare_request(
-            [&first, &second, &third, &exclusive, &misconfigured]
-                .into_iter()
-                .map(v1_claim)
-                .collect(),
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    let error = |claim| answer.claims[&uid(claim)].error.clone();
+        .prepare(&[&first, &second, &third, &exclusive, &misconfigured])
+        .await;
+    let error = |claim| answer[&uid(claim)].error.clone();
     assert_eq!(error(&first), "");
     assert_eq!(
         error(&second),
@@ -336,23 +263,10 @@ async fn our_opaque_configuration_in_the_allocation_decides_sharing_and_a_bad_on
 async fn a_prepared_claim_deleted_from_the_api_server_is_unprepared_by_garbage_collection() {
     let dir = tempfile::tempdir().unwrap();
     let (cluster, mut agent) = setup(dir.path(), Duration::from_millis(200)).await;
-    let kept = cluster
-        .allocate("kept", &[("gpu", DRIVER, NODE, "gpu-0")], Vec::new())
-        .await;
-    let dropped = cluster
-        .allocate("dropped", &[("gpu", DRIVER, NODE, "gpu-1")], Vec::new())
-        .await;
-    let answer = agent
-        .v1()
-        .await
-        .node_prepare_resources(prepare_request(vec![v1_claim(&kept), v1_claim(&dropped)]))
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(
-        answer.claims.values().all(|c| c.error.is_empty()),
-        "{answer:?}"
-    );
+    let kept = cluster.allocate_here("kept", "gpu-0").await;
+    let dropped = cluster.allocate_here("dropped", "gpu-1").await;
+    let answer = agent.prepare(&[&kept, &dropped]).await;
+    assert!(answer.values().all(|c| c.error.is_empty()), "{answer:?}");
     cluster.delete_claim("dropped").await;
     // counted once the unprepare is done, spec and journal entry gone
     let addr = agent.admin.to_string();

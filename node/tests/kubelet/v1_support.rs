@@ -3,6 +3,7 @@
 //! directory for `node-0`, a client that registers and calls it as a 1.34 kubelet does, and
 //! claims allocated as the 1.34 scheduler writes them (`status.allocation.devices`).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -124,6 +125,13 @@ impl Cluster134 {
         let stored = self.claims().get(name).await.unwrap();
         assert_eq!(stored.metadata.uid, created.metadata.uid);
         stored
+    }
+
+    /// Claim `name` allocated `device` of this node for its request `gpu`, without
+    /// configuration.
+    pub async fn allocate_here(&self, name: &str, device: &str) -> ResourceClaim {
+        self.allocate(name, &[("gpu", DRIVER, NODE, device)], Vec::new())
+            .await
     }
 
     pub async fn delete_claim(&self, name: &str) {
@@ -261,6 +269,28 @@ impl V1Agent {
 
     pub async fn v1beta1(&self) -> v1beta1::dra_plugin_client::DraPluginClient<Channel> {
         v1beta1::dra_plugin_client::DraPluginClient::new(connect(self.sockets.plugin()).await)
+    }
+
+    /// What a `v1.DRAPlugin` prepare of `claims` answers, by claim UID.
+    pub async fn prepare(
+        &self,
+        claims: &[&ResourceClaim],
+    ) -> HashMap<String, v1::NodePrepareResourceResponse> {
+        let claims = claims.iter().map(|claim| v1_claim(claim)).collect();
+        let request = v1::NodePrepareResourcesRequest { claims };
+        let answer = self.v1().await.node_prepare_resources(request).await;
+        answer.unwrap().into_inner().claims
+    }
+
+    /// What a `v1.DRAPlugin` unprepare of `claims` answers, by claim UID.
+    pub async fn unprepare(
+        &self,
+        claims: &[&ResourceClaim],
+    ) -> HashMap<String, v1::NodeUnprepareResourceResponse> {
+        let claims = claims.iter().map(|claim| v1_claim(claim)).collect();
+        let request = v1::NodeUnprepareResourcesRequest { claims };
+        let answer = self.v1().await.node_unprepare_resources(request).await;
+        answer.unwrap().into_inner().claims
     }
 
     /// Stops the agent and returns what it returned.
