@@ -5,14 +5,15 @@
 //! handle, which names the node) or as `resource.k8s.io/v1` ones (1.34+: the allocation names
 //! devices of pools, our pool being named after the node); [`CollectedClaim`] is what both give.
 //!
-//! [`stale_claims`] is the pure decision over one list of claims; [`confirm_stale`] (and, for v1
-//! claims, [`find_stale_v1`]) checks each candidate again with a GET by name before it is
-//! unprepared, so that a claim prepared after the list was taken is never collected. The caller
-//! unprepares what is confirmed.
+//! [`stale_claims`] is the pure decision over one list of claims; [`find_stale`] (and, for v1
+//! claims, [`find_stale_v1`]) takes the list and checks each candidate again with a GET by name
+//! before it is unprepared, so that a claim prepared after the list was taken is never
+//! collected; both generations take that one path. The caller unprepares what is confirmed.
 
 use std::collections::BTreeMap;
 
 use dra_allocator::handle::HandleData;
+use futures::future::BoxFuture;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::{Api, Client};
 
@@ -141,59 +142,92 @@ pub async fn find_stale(
     node: &str,
     driver: &str,
 ) -> kube::Result<Vec<(PreparedRef, StaleReason)>> {
-    if prepared.is_empty() {
-        return Ok(Vec::new());
-    }
-    let all: Api<ResourceClaim> = Api::all(client.clone());
-    let listed = all.list(&kube::api::ListParams::default()).await?.items;
-    let candidates = stale_claims(prepared, &listed, node, driver);
-    confirm_stale(client, candidates, node, driver).await
+    find_stale_in(&V1alpha2Claims(client.clone()), prepared, node, driver).await
 }
 
-/// Keeps the candidates that a fresh GET still shows stale.
-pub async fn confirm_stale(
-    client: &Client,
-    candidates: Vec<(PreparedRef, StaleReason)>,
-    node: &str,
-    driver: &str,
-) -> kube::Result<Vec<(PreparedRef, StaleReason)>> {
-    let mut confirmed = Vec::new();
-    for (prepared, _) in candidates {
-        let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &prepared.namespace);
-        let current = api
-            .get_opt(&prepared.name)
-            .await?
-            .filter(|c| c.metadata.uid.as_deref() == Some(prepared.uid.as_str()));
-        if let Some(reason) = stale_reason(current.as_ref(), node, driver) {
-            confirmed.push((prepared, reason));
-        }
-    }
-    Ok(confirmed)
-}
-
-/// [`find_stale`] for v1 claims read through `claims`: one list, then a GET by namespace and name
-/// of each candidate.
+/// [`find_stale`] for v1 claims read through `claims`.
 pub async fn find_stale_v1(
     claims: &dyn ClaimSource,
     prepared: &[PreparedRef],
     node: &str,
     driver: &str,
 ) -> kube::Result<Vec<(PreparedRef, StaleReason)>> {
-    if prepared.is_empty() {
-        return Ok(Vec::new());
+    find_stale_in(claims, prepared, node, driver).await
+}
+
+/// The two reads of garbage collection, in either generation: one list of every claim, then a
+/// GET of each candidate by namespace and name.
+#[async_trait::async_trait]
+trait ClaimReads: Sync {
+    /// The claim object of the generation.
+    type Claim: CollectedClaim + Send;
+
+    /// Every claim of every namespace.
+    async fn list(&self) -> kube::Result<Vec<Self::Claim>>;
+
+    /// The claim `namespace/name`, `None` when there is none.
+    async fn get(&self, namespace: &str, name: &str) -> kube::Result<Option<Self::Claim>>;
+}
+
+/// The `resource.k8s.io/v1alpha2` claims of the API server a client reaches.
+struct V1alpha2Claims(Client);
+
+#[async_trait::async_trait]
+impl ClaimReads for V1alpha2Claims {
+    type Claim = ResourceClaim;
+
+    async fn list(&self) -> kube::Result<Vec<ResourceClaim>> {
+        let all: Api<ResourceClaim> = Api::all(self.0.clone());
+        Ok(all.list(&kube::api::ListParams::default()).await?.items)
     }
-    let listed = claims.list().await?;
-    let mut confirmed = Vec::new();
-    for (prepared, _) in stale_claims(prepared, &listed, node, driver) {
-        let current = claims
-            .get(&prepared.namespace, &prepared.name)
-            .await?
-            .filter(|c| c.metadata.uid.as_deref() == Some(prepared.uid.as_str()));
-        if let Some(reason) = stale_reason(current.as_ref(), node, driver) {
-            confirmed.push((prepared, reason));
+
+    async fn get(&self, namespace: &str, name: &str) -> kube::Result<Option<ResourceClaim>> {
+        let api: Api<ResourceClaim> = Api::namespaced(self.0.clone(), namespace);
+        api.get_opt(name).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ClaimReads for dyn ClaimSource {
+    type Claim = V1ResourceClaim;
+
+    async fn list(&self) -> kube::Result<Vec<Self::Claim>> {
+        ClaimSource::list(self).await
+    }
+
+    async fn get(&self, namespace: &str, name: &str) -> kube::Result<Option<Self::Claim>> {
+        ClaimSource::get(self, namespace, name).await
+    }
+}
+
+/// The prepared claims one list of `claims` shows stale, each kept only while a fresh GET of the
+/// claim under its namespace and name (and UID) still shows it stale.
+///
+/// A boxed future: as a plain `async fn` generic over the reads, the compiler cannot prove the
+/// agent's collection task `Send`.
+fn find_stale_in<'a, R: ClaimReads + ?Sized>(
+    claims: &'a R,
+    prepared: &'a [PreparedRef],
+    node: &'a str,
+    driver: &'a str,
+) -> BoxFuture<'a, kube::Result<Vec<(PreparedRef, StaleReason)>>> {
+    Box::pin(async move {
+        if prepared.is_empty() {
+            return Ok(Vec::new());
         }
-    }
-    Ok(confirmed)
+        let listed = claims.list().await?;
+        let mut confirmed = Vec::new();
+        for (prepared, _) in stale_claims(prepared, &listed, node, driver) {
+            let current = claims
+                .get(&prepared.namespace, &prepared.name)
+                .await?
+                .filter(|c| c.uid() == Some(prepared.uid.as_str()));
+            if let Some(reason) = stale_reason(current.as_ref(), node, driver) {
+                confirmed.push((prepared, reason));
+            }
+        }
+        Ok(confirmed)
+    })
 }
 
 #[cfg(test)]
@@ -240,6 +274,30 @@ mod tests {
         }
     }
 
+    /// The claims of `uids` prepared here that `listed` shows stale on node-a, with their
+    /// reasons.
+    fn stale_reasons<C: CollectedClaim>(uids: &[&str], listed: &[C]) -> Vec<(String, StaleReason)> {
+        let all: Vec<PreparedRef> = uids.iter().map(|uid| prepared(uid)).collect();
+        stale_claims(&all, listed, "node-a", DRIVER)
+            .into_iter()
+            .map(|(p, reason)| (p.uid, reason))
+            .collect()
+    }
+
+    /// What both generations find stale of claims `moved` (allocated on node-b), `free`
+    /// (unallocated), `foreign` (another driver's) and `gone` (not listed), in that order.
+    fn moved_free_foreign_gone() -> Vec<(String, StaleReason)> {
+        [
+            ("moved", StaleReason::OtherNode("node-b".into())),
+            ("free", StaleReason::NotAllocated),
+            ("foreign", StaleReason::NotAllocated),
+            ("gone", StaleReason::Gone),
+        ]
+        .into_iter()
+        .map(|(uid, reason)| (uid.to_owned(), reason))
+        .collect()
+    }
+
     #[test]
     fn a_claim_allocated_here_is_kept_and_the_others_are_stale_with_their_reason() {
         let listed = [
@@ -248,21 +306,8 @@ mod tests {
             claim("free", None),
             claim("foreign", Some(("other.example.com", "node-a"))),
         ];
-        let all = ["here", "moved", "free", "foreign", "gone"].map(prepared);
-        let stale = stale_claims(&all, &listed, "node-a", DRIVER);
-        let reasons: Vec<(&str, StaleReason)> = stale
-            .iter()
-            .map(|(p, r)| (p.uid.as_str(), r.clone()))
-            .collect();
-        assert_eq!(
-            reasons,
-            [
-                ("moved", StaleReason::OtherNode("node-b".into())),
-                ("free", StaleReason::NotAllocated),
-                ("foreign", StaleReason::NotAllocated),
-                ("gone", StaleReason::Gone),
-            ]
-        );
+        let all = ["here", "moved", "free", "foreign", "gone"];
+        assert_eq!(stale_reasons(&all, &listed), moved_free_foreign_gone());
     }
 
     fn v1_claim(uid: &str, results: &[(&str, &str)]) -> V1ResourceClaim {
@@ -291,21 +336,8 @@ mod tests {
             v1_claim("free", &[]),
             v1_claim("foreign", &[("other.example.com", "node-a")]),
         ];
-        let all = ["here", "partly", "moved", "free", "foreign", "gone"].map(prepared);
-        let stale = stale_claims(&all, &listed, "node-a", DRIVER);
-        let reasons: Vec<(&str, StaleReason)> = stale
-            .iter()
-            .map(|(p, r)| (p.uid.as_str(), r.clone()))
-            .collect();
-        assert_eq!(
-            reasons,
-            [
-                ("moved", StaleReason::OtherNode("node-b".into())),
-                ("free", StaleReason::NotAllocated),
-                ("foreign", StaleReason::NotAllocated),
-                ("gone", StaleReason::Gone),
-            ]
-        );
+        let all = ["here", "partly", "moved", "free", "foreign", "gone"];
+        assert_eq!(stale_reasons(&all, &listed), moved_free_foreign_gone());
     }
 
     #[tokio::test]

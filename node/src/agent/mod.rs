@@ -77,6 +77,16 @@ pub struct ApiAccess {
     pub dra_api: DraApi,
 }
 
+impl ApiAccess {
+    /// `client`, with the DRA API chosen by discovery (`--dra-api auto`).
+    pub fn discovered(client: Option<kube::Client>) -> Self {
+        ApiAccess {
+            client,
+            dra_api: DraApi::Auto,
+        }
+    }
+}
+
 impl std::fmt::Debug for ApiAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApiAccess")
@@ -137,11 +147,7 @@ pub async fn run(
     client: Option<kube::Client>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), AgentError> {
-    let access = ApiAccess {
-        client,
-        dra_api: DraApi::Auto,
-    };
-    run_with_api(config, access, shutdown).await
+    run_with_api(config, ApiAccess::discovered(client), shutdown).await
 }
 
 /// [`run`] with the API access and DRA API given.
@@ -167,11 +173,7 @@ pub async fn run_on(
     client: Option<kube::Client>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), AgentError> {
-    let access = ApiAccess {
-        client,
-        dra_api: DraApi::Auto,
-    };
-    run_on_with_api(listener, config, access, shutdown).await
+    run_on_with_api(listener, config, ApiAccess::discovered(client), shutdown).await
 }
 
 /// [`run_on`] with the API access and DRA API given.
