@@ -21,6 +21,8 @@ mod checks;
 mod child;
 mod child_process;
 mod kill_loop;
+#[path = "../common/opaque.rs"]
+mod opaque;
 mod paths;
 mod setup;
 

@@ -12,10 +12,10 @@ use dra_node::prepare::{ClaimPreparer, ClaimRequest, JournalPreparer, PrepareErr
 use dra_node::v1::claims::{ClaimSource, MemoryClaims};
 use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::v1;
 use dra_types::resource_v1::{
-    DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequestAllocationResult,
-    ResourceClaim,
+    DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
 };
 
+use crate::opaque::shared_config;
 use crate::setup::{DRIVER, NODE};
 
 /// Which path a run takes.
@@ -88,16 +88,7 @@ fn allocated_claim(request: &ClaimRequest) -> ResourceClaim {
         .collect();
     let config = match data.sharing {
         HandleSharing::Exclusive => Vec::new(),
-        HandleSharing::Shared { max_consumers } => vec![DeviceAllocationConfiguration::opaque(
-            "FromClaim",
-            &[],
-            DRIVER,
-            serde_json::json!({
-                "apiVersion": "dra-ledger.io/v1alpha1",
-                "kind": "DeviceConfig",
-                "sharing": {"mode": "Shared", "maxConsumers": max_consumers},
-            }),
-        )],
+        HandleSharing::Shared { max_consumers } => vec![shared_config(DRIVER, max_consumers)],
     };
     ResourceClaim::new(&request.namespace, &request.name, &request.uid)
         .allocated(DeviceAllocationResult { results, config })

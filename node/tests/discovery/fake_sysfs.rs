@@ -19,6 +19,9 @@ pub const PROCESSING_ACCELERATOR: u32 = 0x12_00_00;
 pub const ETHERNET: u32 = 0x02_00_00;
 pub const BRIDGE_OTHER: u32 = 0x06_80_00;
 
+/// The place in the PCI tree of the first slot's function.
+pub const FIRST_SLOT: &str = "pci0000:00/0000:00:01.0/0000:01:00.0";
+
 pub struct FakeSysfs {
     pub dir: tempfile::TempDir,
 }
@@ -61,6 +64,14 @@ impl FakeSysfs {
         let link = self.sysfs().join("bus/pci/devices").join(&address);
         std::os::unix::fs::symlink(Path::new("../../../devices").join(path), link).unwrap();
         Function { dir }
+    }
+}
+
+impl FakeSysfs {
+    /// A GPU (a 3D controller) of `vendor` and `device` at the first slot,
+    /// `0000:01:00.0` behind the root port `0000:00:01.0`.
+    pub fn gpu(&self, vendor: u16, device: u16) -> Function {
+        self.function(FIRST_SLOT, CONTROLLER_3D, vendor, device)
     }
 }
 

@@ -90,13 +90,7 @@ fn nvml_answers_become_attributes_nodes_and_the_visible_devices_env() {
 #[test]
 fn values_nvml_does_not_report_are_left_out_or_taken_from_sysfs() {
     let tree = FakeSysfs::new();
-    tree.function(
-        "pci0000:00/0000:00:01.0/0000:01:00.0",
-        CONTROLLER_3D,
-        NVIDIA,
-        0x1eb8,
-    )
-    .numa(0);
+    tree.gpu(NVIDIA, 0x1eb8).numa(0);
     let gpu = GpuInfo {
         uuid: "GPU-t4".to_owned(),
         name: "Tesla T4".to_owned(),

@@ -43,13 +43,7 @@ fn unknown_sources_and_a_file_without_path_are_refused_clearly() {
 #[test]
 fn discover_reads_the_source_it_names() {
     let tree = FakeSysfs::new();
-    tree.function(
-        "pci0000:00/0000:00:01.0/0000:01:00.0",
-        CONTROLLER_3D,
-        NVIDIA,
-        0x2330,
-    )
-    .numa(0);
+    tree.gpu(NVIDIA, 0x2330).numa(0);
     assert_eq!(
         DeviceSource::Sysfs.discover(&tree.roots()).unwrap().len(),
         1

@@ -228,13 +228,7 @@ fn mixed_machine() -> FakeSysfs {
         0x7d1d,
     )
     .numa(-1);
-    tree.function(
-        "pci0000:00/0000:00:01.0/0000:01:00.0",
-        CONTROLLER_3D,
-        NVIDIA,
-        0x2684,
-    )
-    .numa(-1);
+    tree.gpu(NVIDIA, 0x2684).numa(-1);
     tree.function("pci0000:00/0000:00:01.1/0000:03:00.0", VGA, AMD, 0x744c)
         .numa(-1)
         .drm(&["card1", "renderD129"]);
@@ -293,12 +287,7 @@ fn unknown_numa_node_leaves_the_attribute_out() {
         "-1 is unknown"
     );
     let tree = FakeSysfs::new();
-    tree.function(
-        "pci0000:00/0000:00:01.0/0000:01:00.0",
-        CONTROLLER_3D,
-        NVIDIA,
-        0x2330,
-    );
+    tree.gpu(NVIDIA, 0x2330);
     let inventory = sysfs::discover(&tree.roots()).unwrap();
     assert_eq!(
         attribute(&inventory, "gpu-0", "numa"),
@@ -310,13 +299,7 @@ fn unknown_numa_node_leaves_the_attribute_out() {
 #[test]
 fn gpu_without_a_bound_driver_has_no_drm_nodes() {
     let tree = FakeSysfs::new();
-    tree.function(
-        "pci0000:00/0000:00:01.0/0000:01:00.0",
-        CONTROLLER_3D,
-        AMD,
-        0x74a1,
-    )
-    .numa(0);
+    tree.gpu(AMD, 0x74a1).numa(0);
     let inventory = sysfs::discover(&tree.roots()).unwrap();
     assert_eq!(inventory["gpu-0"].device_nodes, nodes(&["/dev/kfd"]));
 }

@@ -15,6 +15,8 @@
 #[path = "../discovery/fake_sysfs.rs"]
 mod fake_sysfs;
 mod journal;
+#[path = "../common/opaque.rs"]
+mod opaque;
 mod prepare;
 mod registration;
 mod resources;

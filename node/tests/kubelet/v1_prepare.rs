@@ -9,10 +9,11 @@ use std::time::Duration;
 use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::v1beta1;
 use testkit::eventually::eventually;
 
+use crate::opaque::shared_config;
 use crate::support::{DRIVER, PATIENCE};
 use crate::v1_support::{
-    register_as_kubelet_134, shared_config, uid, v1beta1_claim, write_inventory, AgentSettings,
-    Cluster134, V1Agent, NODE, OTHER_NODE,
+    register_as_kubelet_134, uid, v1beta1_claim, write_inventory, AgentSettings, Cluster134,
+    V1Agent, NODE, OTHER_NODE,
 };
 
 /// A cluster and a registered agent of `node-0` with devices `gpu-0` to `gpu-3`.
@@ -208,13 +209,13 @@ async fn our_opaque_configuration_in_the_allocation_decides_sharing_and_a_bad_on
         let results = [("gpu", DRIVER, NODE, "gpu-0")];
         sharing.push(
             cluster
-                .allocate(name, &results, vec![shared_config(2)])
+                .allocate(name, &results, vec![shared_config(DRIVER, 2)])
                 .await,
         );
     }
     let [first, second, third] = <[_; 3]>::try_from(sharing).unwrap();
     let exclusive = cluster.allocate_here("exclusive", "gpu-0").await;
-    let mut bad = shared_config(2);
+    let mut bad = shared_config(DRIVER, 2);
     if let Some(opaque) = bad.opaque.as_mut() {
         opaque.parameters["sharing"]["timeSlice"] = "Long".into();
     }

@@ -342,19 +342,5 @@ pub async fn register_as_kubelet_134(
     verdict.map(|service| (info, service))
 }
 
-/// Our opaque configuration sharing each device among up to `max` claims.
-pub fn shared_config(max: u32) -> DeviceAllocationConfiguration {
-    DeviceAllocationConfiguration::opaque(
-        "FromClaim",
-        &[],
-        DRIVER,
-        serde_json::json!({
-            "apiVersion": "dra-ledger.io/v1alpha1",
-            "kind": "DeviceConfig",
-            "sharing": {"mode": "Shared", "maxConsumers": max},
-        }),
-    )
-}
-
 /// How long a change of the slice may take to show.
 pub const SLICE_PATIENCE: Duration = Duration::from_secs(20);

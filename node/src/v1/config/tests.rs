@@ -30,6 +30,12 @@ fn entry(
     }
 }
 
+/// An entry of ours from `source` for `requests` sharing each device among `max` claims.
+fn shared_entry(source: &str, requests: &[&str], max: u32) -> DeviceAllocationConfiguration {
+    let sharing = json!({"mode": "Shared", "maxConsumers": max});
+    entry(source, requests, DRIVER, params(&sharing))
+}
+
 fn allocation(config: Vec<DeviceAllocationConfiguration>) -> DeviceAllocationResult {
     DeviceAllocationResult {
         results: Vec::new(),
@@ -145,18 +151,8 @@ fn only_our_drivers_entries_are_read_and_a_bad_one_names_its_index() {
 fn claim_entries_win_over_class_entries_whatever_their_order_in_the_list() {
     let configs = our_configs(
         &allocation(vec![
-            entry(
-                "FromClaim",
-                &[],
-                DRIVER,
-                params(&json!({"mode": "Shared", "maxConsumers": 2})),
-            ),
-            entry(
-                "FromClass",
-                &[],
-                DRIVER,
-                params(&json!({"mode": "Shared", "maxConsumers": 8})),
-            ),
+            shared_entry("FromClaim", &[], 2),
+            shared_entry("FromClass", &[], 8),
         ]),
         DRIVER,
     )
@@ -169,12 +165,7 @@ fn within_one_source_the_later_entry_wins_as_a_whole() {
     let bare = json!({"apiVersion": CONFIG_API_VERSION, "kind": CONFIG_KIND});
     let configs = our_configs(
         &allocation(vec![
-            entry(
-                "FromClaim",
-                &[],
-                DRIVER,
-                params(&json!({"mode": "Shared", "maxConsumers": 2})),
-            ),
+            shared_entry("FromClaim", &[], 2),
             entry("FromClaim", &[], DRIVER, bare),
         ]),
         DRIVER,
@@ -187,18 +178,8 @@ fn within_one_source_the_later_entry_wins_as_a_whole() {
 fn an_entry_with_requests_applies_to_those_requests_and_their_subrequests_only() {
     let configs = our_configs(
         &allocation(vec![
-            entry(
-                "FromClass",
-                &[],
-                DRIVER,
-                params(&json!({"mode": "Shared", "maxConsumers": 8})),
-            ),
-            entry(
-                "FromClaim",
-                &["big"],
-                DRIVER,
-                params(&json!({"mode": "Shared", "maxConsumers": 2})),
-            ),
+            shared_entry("FromClass", &[], 8),
+            shared_entry("FromClaim", &["big"], 2),
             entry(
                 "FromClaim",
                 &["small/one"],
