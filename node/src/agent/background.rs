@@ -1,4 +1,5 @@
-//! The agent's background tasks: the inventory read again every `inventory_interval` and on
+//! The agent's background tasks: the kubelet's registration mirrored into readiness and
+//! metrics, the admin server, the inventory read again every `inventory_interval` and on
 //! SIGHUP, and garbage collection every `gc_interval` against the claims of the API version the
 //! agent runs with. Each task logs its own failures and runs until it is aborted.
 
@@ -7,15 +8,41 @@ use std::sync::{Arc, RwLock};
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::measured::Measured;
 use super::AgentConfig;
+use crate::admin::{self, AgentReadiness, AgentState};
 use crate::device::Inventory;
 use crate::gc::{find_stale, find_stale_v1, PreparedRef, StaleReason};
+use crate::grpc::RegistrationState;
 use crate::metrics::{GcKind, NodeMetrics};
 use crate::prepare::{ClaimPreparer, ClaimRequest};
 use crate::v1::claims::ClaimSource;
+
+/// Mirrors the registration state the kubelet reports into the readiness and the
+/// `registered` gauge, until the plugin is gone.
+pub(super) async fn mirror_registration(
+    mut registration: watch::Receiver<RegistrationState>,
+    readiness: AgentReadiness,
+    metrics: NodeMetrics,
+) {
+    loop {
+        let registered = registration.borrow_and_update().is_registered();
+        readiness.set_registered(registered);
+        metrics.set_registered(registered);
+        if registration.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Serves the admin API on `listener` with `state`; a failure is logged.
+pub(super) async fn serve_admin(listener: tokio::net::TcpListener, state: AgentState) {
+    if let Err(e) = axum::serve(listener, admin::router(state)).await {
+        error!(error = %e, "The admin server stopped");
+    }
+}
 
 /// Starts watching for SIGHUP, which from then on no longer ends the process; `None` (logged)
 /// when it cannot be watched.

@@ -24,9 +24,10 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tracing::{error, info};
+use tokio::task::JoinHandle;
+use tracing::info;
 
-use crate::admin::{self, AgentReadiness, AgentState, PreparedClaim};
+use crate::admin::{AgentReadiness, AgentState, PreparedClaim};
 use crate::cdi::CdiDir;
 use crate::device::Inventory;
 use crate::discovery::{DeviceSource, DiscoveryRoots};
@@ -36,7 +37,9 @@ use crate::metrics::{GcKind, NodeMetrics};
 use crate::prepare::JournalPreparer;
 use crate::v1::claims::{ApiClaims, ClaimSource};
 use crate::v1::slices::{keep_published, SlicePublisher};
-use background::{collect_garbage, refresh_inventory, watch_hangup, GcClaims};
+use background::{
+    collect_garbage, mirror_registration, refresh_inventory, serve_admin, watch_hangup, GcClaims,
+};
 use dra_types::api_mode::{resolve, ApiMode, DraApi};
 use measured::Measured;
 
@@ -198,40 +201,24 @@ pub async fn run_on_with_api(
         &config.registry_dir,
         &config.plugins_dir,
     ))?;
-    let mut registration = plugin.registration();
-    let (ready, gauge) = (readiness.clone(), metrics.clone());
-    let registration_task = tokio::spawn(async move {
-        loop {
-            let registered = registration.borrow_and_update().is_registered();
-            ready.set_registered(registered);
-            gauge.set_registered(registered);
-            if registration.changed().await.is_err() {
-                return;
-            }
-        }
-    });
+    let mut tasks = vec![tokio::spawn(mirror_registration(
+        plugin.registration(),
+        readiness.clone(),
+        metrics.clone(),
+    ))];
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut tasks = vec![registration_task];
     let (services, gc_claims) = match (mode, access.client) {
         (ApiMode::V1, Some(client)) => {
-            readiness.require_slices();
-            let published = readiness.clone();
-            tasks.push(tokio::spawn(keep_published(
-                SlicePublisher::new(&client, &config.node_name, &config.driver_name),
-                inventory_rx.clone(),
-                config.inventory_interval,
-                move |_| published.set_slices_published(),
-                stop_rx.clone(),
-            )));
-            let claims: Arc<dyn ClaimSource> = Arc::new(ApiClaims::new(client));
-            let service = DraService::new(
-                Arc::clone(&preparer),
-                Arc::clone(&claims),
-                &config.driver_name,
-                &config.node_name,
-            )
-            .with_metrics(metrics.clone());
+            let parts = V1Parts {
+                config: &config,
+                readiness: &readiness,
+                metrics: &metrics,
+                inventory: &inventory_rx,
+                stop: &stop_rx,
+            };
+            let (service, claims, publisher) = parts.start(client, &preparer);
+            tasks.push(publisher);
             (PluginServices::v1(service), Some(GcClaims::V1(claims)))
         }
         (_, client) => (
@@ -242,11 +229,7 @@ pub async fn run_on_with_api(
 
     let addr = listener.local_addr().unwrap_or(config.listen);
     let state = admin_state(readiness, metrics.clone(), &preparer, &inventory_rx);
-    tasks.push(tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, admin::router(state)).await {
-            error!(error = %e, "The admin server stopped");
-        }
-    }));
+    tasks.push(tokio::spawn(serve_admin(listener, state)));
     // SIGHUP is watched before the agent says it started: until then its default action
     // would end the process.
     let hangup = watch_hangup();
@@ -273,6 +256,46 @@ pub async fn run_on_with_api(
         task.abort();
     }
     served.map_err(AgentError::from)
+}
+
+/// What the `v1` mode's parts of the agent share with the rest.
+struct V1Parts<'a> {
+    config: &'a AgentConfig,
+    readiness: &'a AgentReadiness,
+    metrics: &'a NodeMetrics,
+    inventory: &'a watch::Receiver<Inventory>,
+    stop: &'a watch::Receiver<bool>,
+}
+
+impl V1Parts<'_> {
+    /// The `v1.DRAPlugin` service over `preparer` reading claims through `client`, the claims
+    /// garbage collection reads, and the task keeping the node's slice published (readiness
+    /// waits for its first write).
+    fn start(
+        &self,
+        client: kube::Client,
+        preparer: &Arc<Measured>,
+    ) -> (DraService<Measured>, Arc<dyn ClaimSource>, JoinHandle<()>) {
+        let config = self.config;
+        self.readiness.require_slices();
+        let readiness = self.readiness.clone();
+        let publisher = tokio::spawn(keep_published(
+            SlicePublisher::new(&client, &config.node_name, &config.driver_name),
+            self.inventory.clone(),
+            config.inventory_interval,
+            move |_| readiness.set_slices_published(),
+            self.stop.clone(),
+        ));
+        let claims: Arc<dyn ClaimSource> = Arc::new(ApiClaims::new(client));
+        let service = DraService::new(
+            Arc::clone(preparer),
+            Arc::clone(&claims),
+            &config.driver_name,
+            &config.node_name,
+        )
+        .with_metrics(self.metrics.clone());
+        (service, claims, publisher)
+    }
 }
 
 /// The journal opened and recovered, and the first inventory read: the preparer, the

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use dra_allocator::model::Sharing;
 
-use super::config::{config_for, our_configs, ConfigError};
+use super::config::{config_for, our_configs, ConfigError, ScopedConfig};
 use crate::prepare::{AllocatedClaim, ClaimRequest};
 use dra_types::resource_v1::ResourceClaim;
 
@@ -244,16 +244,32 @@ pub fn node_allocation(
         name: name(),
         source,
     })?;
+    let sharing = one_sharing(request, &here, &configs)?;
+    Ok(NodeAllocation {
+        uid: request.uid.clone(),
+        namespace: namespace(),
+        name: name(),
+        results: here,
+        sharing,
+    })
+}
+
+/// The one sharing `configs` give every result of `here`; exclusive when there is none.
+fn one_sharing(
+    request: &ClaimRequest,
+    here: &[NodeResult],
+    configs: &[ScopedConfig],
+) -> Result<Sharing, ClaimError> {
     let mut first: Option<(&str, Sharing)> = None;
-    for result in &here {
-        let sharing = config_for(&result.request, &configs).sharing;
+    for result in here {
+        let sharing = config_for(&result.request, configs).sharing;
         match first {
             None => first = Some((&result.request, sharing)),
-            Some((request, other)) if other != sharing => {
+            Some((first_request, other)) if other != sharing => {
                 return Err(ClaimError::MixedSharing {
-                    namespace: namespace(),
-                    name: name(),
-                    first: request.to_owned(),
+                    namespace: request.namespace.clone(),
+                    name: request.name.clone(),
+                    first: first_request.to_owned(),
                     first_sharing: SharingText(other),
                     second: result.request.clone(),
                     second_sharing: SharingText(sharing),
@@ -262,14 +278,7 @@ pub fn node_allocation(
             Some(_) => {}
         }
     }
-    let sharing = first.map_or(Sharing::Exclusive, |(_, sharing)| sharing);
-    Ok(NodeAllocation {
-        uid: request.uid.clone(),
-        namespace: namespace(),
-        name: name(),
-        results: here,
-        sharing,
-    })
+    Ok(first.map_or(Sharing::Exclusive, |(_, sharing)| sharing))
 }
 
 #[cfg(test)]
