@@ -28,7 +28,6 @@ use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::v1;
 use dra_types::resource_v1::{
     DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
 };
-use tonic::transport::{Endpoint, Uri};
 
 const DRIVER: &str = "gpu.dra-ledger.io";
 const NODE: &str = "bench-node";
@@ -171,16 +170,7 @@ fn run_v1(batch: usize, rounds: usize) {
         let server = tokio::spawn(plugin.serve_services(PluginServices::v1(service), async {
             let _ = stopped.await;
         }));
-        let channel = Endpoint::from_static("http://localhost")
-            .connect_with_connector(tower::service_fn(move |_: Uri| {
-                let socket = socket.clone();
-                async move {
-                    let stream = tokio::net::UnixStream::connect(socket).await?;
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-                }
-            }))
-            .await
-            .unwrap();
+        let channel = dra_sim::actors::plugins::connect(&socket).await.unwrap();
         let mut kubelet = v1::dra_plugin_client::DraPluginClient::new(channel);
         let mut times = Vec::with_capacity(rounds);
         for round in 0..WARMUP + rounds {

@@ -2,7 +2,7 @@
 //! directory, and a client that talks to them as the 1.30 kubelet does.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use dra_types::kubelet::v1alpha3::{
 };
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 use tonic::Streaming;
 
 pub const DRIVER: &str = "gpu.example.com";
@@ -289,19 +289,9 @@ impl Agent {
     }
 }
 
-/// A gRPC channel over the Unix socket at `path`.
+/// A gRPC channel over the Unix socket at `path`, connected as the simulated kubelet connects.
 pub async fn connect(path: &Path) -> Channel {
-    let path: PathBuf = path.to_owned();
-    Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let path = path.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(path).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-        .await
-        .unwrap()
+    dra_sim::actors::plugins::connect(path).await.unwrap()
 }
 
 /// What a 1.30 kubelet does with a new registration socket: `GetInfo`, the checks of its DRA
