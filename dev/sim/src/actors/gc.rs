@@ -194,9 +194,18 @@ impl GarbageCollector {
     }
 
     fn kind_of(&self, owner: &OwnerReference) -> Option<usize> {
-        self.kinds.iter().position(|k| {
-            k.resource.kind == owner.kind && k.resource.api_version == owner.api_version
-        })
+        self.position(&owner.kind, &owner.api_version)
+    }
+
+    /// The number `observe` takes for objects of `resource`, if the collector tracks it.
+    pub(crate) fn kind_index(&self, resource: &ApiResource) -> Option<usize> {
+        self.position(&resource.kind, &resource.api_version)
+    }
+
+    fn position(&self, kind: &str, api_version: &str) -> Option<usize> {
+        self.kinds
+            .iter()
+            .position(|k| k.resource.kind == kind && k.resource.api_version == api_version)
     }
 
     /// Whether the owner exists: known to the graph, or confirmed by a live read. Owners of kinds

@@ -25,7 +25,6 @@ pub mod scheduler_v1alpha2;
 pub mod scheduling;
 pub mod selectors;
 mod wiring;
-mod wiring_v1;
 pub mod writes;
 
 use std::collections::BTreeMap;
@@ -182,11 +181,7 @@ impl Actors {
             kubelet_dirs,
             config.kubernetes_version,
         ));
-        let started = if config.kubernetes_version.serves_v1() {
-            wiring_v1::start(&client, config, &plugins, &stop).await
-        } else {
-            wiring::start(&client, config, &plugins, &stop).await
-        };
+        let started = wiring::start(&client, config, &plugins, &stop).await;
         let Started {
             mut tasks,
             queues_close,

@@ -62,7 +62,7 @@ async fn deleted_owner_queues_its_dependents_again() {
 #[tokio::test]
 async fn dependent_of_known_owners_is_settled_without_reading_the_server() {
     // The client reaches nothing: a read of the server would fail the sync.
-    let gc = GarbageCollector::new(test_client(), crate::actors::wiring::gc_kinds());
+    let gc = GarbageCollector::new(test_client(), crate::actors::wiring::v1alpha2_gc_kinds());
     let pod = meta("pod-uid", "p", None);
     let claim = meta("claim-uid", "c", Some("pod-uid"));
     gc.observe(0, &Change::Applied(&pod));

@@ -1,0 +1,511 @@
+//! Wiring of the actors: one informer per kind whose changes are routed to the actors that care,
+//! the garbage collector's kind table, the worker loops of every actor and how their queues close.
+//!
+//! What both generations share is here: the informers of pods, nodes, claims, slices, templates,
+//! classes and config maps, the kubelet and the garbage collector, the workers of the scheduler,
+//! the resourceclaim controller, the kubelet and the collector, and the shutdown closers in that
+//! order. [`v1alpha2`] (1.30) and [`v1`] (1.34) name their types, build their scheduler and
+//! controller, and add what only they have (1.30: `PodSchedulingContexts`).
+//!
+//! Only plumbing; the behaviour lives in the actor modules. Must not be used outside `actors`.
+
+mod v1;
+mod v1alpha2;
+
+#[cfg(test)]
+pub(super) use v1alpha2::gc_kinds as v1alpha2_gc_kinds;
+
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::ApiResource;
+use kube::runtime::reflector::{self, store::Writer, Store};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::gc::{GarbageCollector, Kind};
+use super::kubelet::Kubelet;
+use super::plugins::Plugins;
+use super::{wait_ready, ActorsConfig, ObjectKey, Result, Started};
+use dra_runtime::informer::{spawn_informer_as, Change};
+use dra_runtime::workqueue::{Next, WorkQueue};
+
+/// Starts the informers of the cluster's generation, waits until each has listed once, then
+/// starts the workers.
+pub(super) async fn start(
+    client: &Client,
+    config: &ActorsConfig,
+    plugins: &Arc<Plugins>,
+    stop: &watch::Receiver<bool>,
+) -> Result<Started> {
+    if config.kubernetes_version.serves_v1() {
+        v1::start(client, config, plugins, stop).await
+    } else {
+        v1alpha2::start(client, config, plugins, stop).await
+    }
+}
+
+/// A kind an informer can watch.
+trait Watched:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
+{
+}
+
+/// The types that tell the generations apart.
+trait Generation: 'static {
+    /// What pods are decoded as before they are stored as `Pod`.
+    type PodWire: Watched + Into<Pod>;
+    /// `ResourceClaim`.
+    type Claim: Watched;
+    /// `ResourceSlice`.
+    type Slice: Watched;
+    /// `ResourceClaimTemplate`.
+    type Template: Watched;
+    /// `ResourceClass` (1.30) or `DeviceClass` (1.34).
+    type Class: Watched;
+    /// The scheduler.
+    type Scheduler: SchedulerLoop<Claim = Self::Claim>;
+    /// The resourceclaim controller.
+    type Controller: ControllerLoop<Claim = Self::Claim>;
+    /// Whether the scheduler allocates from `ResourceSlices`, so that a slice change wakes the
+    /// pods waiting for devices.
+    const SLICES_WAKE_SCHEDULER: bool;
+}
+
+/// A generation's scheduler, as the wiring drives it.
+trait SchedulerLoop: Send + Sync + 'static {
+    /// The claim type it watches.
+    type Claim;
+    /// The name of its workers.
+    const WORKERS: &'static str;
+    /// Its work queue.
+    fn queue(&self) -> &WorkQueue<ObjectKey>;
+    /// Routes a pod change.
+    fn on_pod(&self, change: &Change<'_, Pod>);
+    /// Routes a claim change.
+    fn on_claim(&self, change: &Change<'_, Self::Claim>);
+    /// Wakes every pod waiting for something to change.
+    fn queue_all_waiting(&self);
+    /// One scheduling cycle of a pod.
+    fn sync(self: Arc<Self>, key: ObjectKey) -> impl Future<Output = Result<Next>> + Send;
+}
+
+/// A generation's resourceclaim controller, as the wiring drives it.
+trait ControllerLoop: Send + Sync + 'static {
+    /// The claim type it watches.
+    type Claim;
+    /// Its queue of pods.
+    fn pod_queue(&self) -> &WorkQueue<ObjectKey>;
+    /// Its queue of claims.
+    fn claim_queue(&self) -> &WorkQueue<ObjectKey>;
+    /// Routes a pod change.
+    fn on_pod(&self, change: &Change<'_, Pod>);
+    /// Routes a claim change.
+    fn on_claim(&self, change: &Change<'_, Self::Claim>);
+    /// One sync of a pod.
+    fn sync_pod(self: Arc<Self>, key: ObjectKey) -> impl Future<Output = Result<Next>> + Send;
+    /// One sync of a claim.
+    fn sync_claim(self: Arc<Self>, key: ObjectKey) -> impl Future<Output = Result<Next>> + Send;
+}
+
+/// Implements [`SchedulerLoop`] for a scheduler type with the inherent methods of that name.
+macro_rules! scheduler_loop {
+    ($scheduler:ty, $claim:ty, $workers:literal) => {
+        impl super::SchedulerLoop for $scheduler {
+            type Claim = $claim;
+            const WORKERS: &'static str = $workers;
+            fn queue(&self) -> &dra_runtime::workqueue::WorkQueue<crate::actors::ObjectKey> {
+                &self.queue
+            }
+            fn on_pod(
+                &self,
+                change: &dra_runtime::informer::Change<'_, k8s_openapi::api::core::v1::Pod>,
+            ) {
+                <$scheduler>::on_pod(self, change);
+            }
+            fn on_claim(&self, change: &dra_runtime::informer::Change<'_, $claim>) {
+                <$scheduler>::on_claim(self, change);
+            }
+            fn queue_all_waiting(&self) {
+                <$scheduler>::queue_all_waiting(self);
+            }
+            fn sync(
+                self: std::sync::Arc<Self>,
+                key: crate::actors::ObjectKey,
+            ) -> impl std::future::Future<
+                Output = crate::actors::Result<dra_runtime::workqueue::Next>,
+            > + Send {
+                async move { <$scheduler>::sync(&self, key).await }
+            }
+        }
+    };
+}
+
+/// Implements [`ControllerLoop`] for a controller type with the inherent methods of that name.
+macro_rules! controller_loop {
+    ($controller:ty, $claim:ty) => {
+        impl super::ControllerLoop for $controller {
+            type Claim = $claim;
+            fn pod_queue(&self) -> &dra_runtime::workqueue::WorkQueue<crate::actors::ObjectKey> {
+                &self.pod_queue
+            }
+            fn claim_queue(&self) -> &dra_runtime::workqueue::WorkQueue<crate::actors::ObjectKey> {
+                &self.claim_queue
+            }
+            fn on_pod(
+                &self,
+                change: &dra_runtime::informer::Change<'_, k8s_openapi::api::core::v1::Pod>,
+            ) {
+                <$controller>::on_pod(self, change);
+            }
+            fn on_claim(&self, change: &dra_runtime::informer::Change<'_, $claim>) {
+                <$controller>::on_claim(self, change);
+            }
+            fn sync_pod(
+                self: std::sync::Arc<Self>,
+                key: crate::actors::ObjectKey,
+            ) -> impl std::future::Future<
+                Output = crate::actors::Result<dra_runtime::workqueue::Next>,
+            > + Send {
+                async move { <$controller>::sync_pod(&self, key).await }
+            }
+            fn sync_claim(
+                self: std::sync::Arc<Self>,
+                key: crate::actors::ObjectKey,
+            ) -> impl std::future::Future<
+                Output = crate::actors::Result<dra_runtime::workqueue::Next>,
+            > + Send {
+                async move { <$controller>::sync_claim(&self, key).await }
+            }
+        }
+    };
+}
+use {controller_loop, scheduler_loop};
+
+/// One kind for the garbage collector.
+fn gc_kind<K: Resource<DynamicType = ()>>(namespaced: bool) -> Kind {
+    Kind {
+        resource: ApiResource::erase::<K>(&()),
+        namespaced,
+    }
+}
+
+/// The kinds the garbage collector of `G` tracks, in the order it lists dependents: pods, nodes,
+/// claims, the generation's `own` kinds, slices, templates, classes and config maps.
+fn gc_kinds<G: Generation>(own: Vec<Kind>) -> Vec<Kind> {
+    let mut kinds = vec![
+        gc_kind::<Pod>(true),
+        gc_kind::<Node>(false),
+        gc_kind::<G::Claim>(true),
+    ];
+    kinds.extend(own);
+    kinds.extend([
+        gc_kind::<G::Slice>(false),
+        gc_kind::<G::Template>(true),
+        gc_kind::<G::Class>(false),
+        gc_kind::<ConfigMap>(true),
+    ]);
+    kinds
+}
+
+/// The metadata of an object's change, for the garbage collector.
+fn meta_change<'a, K: Resource<DynamicType = ()>>(
+    change: &Change<'a, K>,
+) -> Change<'a, ObjectMeta> {
+    match change {
+        Change::Applied(obj) => Change::Applied(obj.meta()),
+        Change::Deleted(obj) => Change::Deleted(obj.meta()),
+        Change::Resynced => Change::Resynced,
+    }
+}
+
+/// The informer stores of the kinds both generations watch.
+struct Stores<G: Generation> {
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    claims: Store<G::Claim>,
+    slices: Store<G::Slice>,
+    templates: Store<G::Template>,
+    classes: Store<G::Class>,
+}
+
+/// The write halves of those stores, and of the config maps' (only the collector reads those).
+struct Writers<G: Generation> {
+    pods: Writer<Pod>,
+    nodes: Writer<Node>,
+    claims: Writer<G::Claim>,
+    slices: Writer<G::Slice>,
+    templates: Writer<G::Template>,
+    classes: Writer<G::Class>,
+    config_maps: Writer<ConfigMap>,
+}
+
+/// Empty stores for `G`'s common kinds.
+fn stores<G: Generation>() -> (Stores<G>, Writers<G>) {
+    let (pods, pods_w) = reflector::store();
+    let (nodes, nodes_w) = reflector::store();
+    let (claims, claims_w) = reflector::store();
+    let (slices, slices_w) = reflector::store();
+    let (templates, templates_w) = reflector::store();
+    let (classes, classes_w) = reflector::store();
+    let (_, config_maps_w) = reflector::store();
+    let stores = Stores {
+        pods,
+        nodes,
+        claims,
+        slices,
+        templates,
+        classes,
+    };
+    let writers = Writers {
+        pods: pods_w,
+        nodes: nodes_w,
+        claims: claims_w,
+        slices: slices_w,
+        templates: templates_w,
+        classes: classes_w,
+        config_maps: config_maps_w,
+    };
+    (stores, writers)
+}
+
+/// The informers started so far, and what tells that each has listed once.
+struct Informers<'a> {
+    client: &'a Client,
+    stop: &'a watch::Receiver<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    listed: Vec<BoxFuture<'static, Result<()>>>,
+}
+
+impl<'a> Informers<'a> {
+    fn new(client: &'a Client, stop: &'a watch::Receiver<bool>) -> Self {
+        Self {
+            client,
+            stop,
+            tasks: Vec::new(),
+            listed: Vec::new(),
+        }
+    }
+
+    /// Starts an informer that keeps `writer`'s store up to date and calls `on_change` after
+    /// each change.
+    fn watch<K: Watched>(
+        &mut self,
+        writer: Writer<K>,
+        on_change: impl Fn(Change<'_, K>) + Send + 'static,
+    ) {
+        self.watch_as::<K, K>(writer, on_change);
+    }
+
+    /// [`Informers::watch`] with objects decoded as `W` and stored as `K`.
+    fn watch_as<W: Watched + Into<K>, K: Watched>(
+        &mut self,
+        writer: Writer<K>,
+        on_change: impl Fn(Change<'_, K>) + Send + 'static,
+    ) {
+        let store = writer.as_reader();
+        self.listed
+            .push(async move { wait_ready(&store).await }.boxed());
+        self.tasks.push(spawn_informer_as::<W, K, _>(
+            Api::all(self.client.clone()),
+            writer,
+            on_change,
+            self.stop.clone(),
+        ));
+    }
+
+    /// Waits until every informer has listed once, in the order they were started.
+    async fn listed(self) -> Result<Vec<JoinHandle<()>>> {
+        for listed in self.listed {
+            listed.await?;
+        }
+        Ok(self.tasks)
+    }
+}
+
+/// The actors of a generation, shared between informer handlers and workers.
+struct Parts<G: Generation> {
+    scheduler: Arc<G::Scheduler>,
+    controller: Arc<G::Controller>,
+    kubelet: Arc<Kubelet>,
+    gc: Arc<GarbageCollector>,
+}
+
+impl<G: Generation> Parts<G> {
+    /// The generation's scheduler and controller with the kubelet and a collector over
+    /// `gc_kinds`.
+    fn new(
+        client: &Client,
+        config: &ActorsConfig,
+        plugins: &Arc<Plugins>,
+        pods: &Store<Pod>,
+        (scheduler, controller): (G::Scheduler, G::Controller),
+        gc_kinds: Vec<Kind>,
+    ) -> Self {
+        Self {
+            scheduler: Arc::new(scheduler),
+            controller: Arc::new(controller),
+            kubelet: Arc::new(Kubelet::new(
+                client.clone(),
+                pods.clone(),
+                Arc::clone(plugins),
+                config.kubelets,
+            )),
+            gc: Arc::new(GarbageCollector::new(client.clone(), gc_kinds)),
+        }
+    }
+
+    /// The collector's number of kind `K`.
+    fn gc_index<K: Resource<DynamicType = ()>>(&self) -> usize {
+        self.gc
+            .kind_index(&ApiResource::erase::<K>(&()))
+            .expect("every watched kind is in the collector's table")
+    }
+
+    /// A handler that only records changes for the collector.
+    fn observed<K: Watched>(&self) -> impl Fn(Change<'_, K>) + Send + 'static {
+        let (g, kind) = (Arc::clone(&self.gc), self.gc_index::<K>());
+        move |change| g.observe(kind, &meta_change(&change))
+    }
+
+    /// A handler for what the scheduler allocates from: a change wakes the waiting pods.
+    fn wakes_scheduler<K: Watched>(&self) -> impl Fn(Change<'_, K>) + Send + 'static {
+        let (s, g, kind) = (
+            Arc::clone(&self.scheduler),
+            Arc::clone(&self.gc),
+            self.gc_index::<K>(),
+        );
+        move |change| {
+            s.queue_all_waiting();
+            g.observe(kind, &meta_change(&change));
+        }
+    }
+
+    /// Starts the informers of the kinds both generations watch.
+    fn watch_common(&self, informers: &mut Informers<'_>, writers: Writers<G>) {
+        let (s, c, k, g, kind) = (
+            Arc::clone(&self.scheduler),
+            Arc::clone(&self.controller),
+            Arc::clone(&self.kubelet),
+            Arc::clone(&self.gc),
+            self.gc_index::<Pod>(),
+        );
+        informers.watch_as::<G::PodWire, Pod>(writers.pods, move |change| {
+            s.on_pod(&change);
+            c.on_pod(&change);
+            k.on_pod(&change);
+            g.observe(kind, &meta_change(&change));
+        });
+        informers.watch(writers.nodes, self.wakes_scheduler());
+        let (s, c, g, kind) = (
+            Arc::clone(&self.scheduler),
+            Arc::clone(&self.controller),
+            Arc::clone(&self.gc),
+            self.gc_index::<G::Claim>(),
+        );
+        informers.watch(writers.claims, move |change| {
+            s.on_claim(&change);
+            c.on_claim(&change);
+            g.observe(kind, &meta_change(&change));
+        });
+        if G::SLICES_WAKE_SCHEDULER {
+            informers.watch(writers.slices, self.wakes_scheduler());
+        } else {
+            informers.watch(writers.slices, self.observed());
+        }
+        informers.watch(writers.templates, self.observed());
+        informers.watch(writers.classes, self.wakes_scheduler());
+        informers.watch(writers.config_maps, self.observed());
+    }
+
+    /// Waits until every informer has listed once, then starts the workers.
+    async fn start(self, informers: Informers<'_>, config: &ActorsConfig) -> Result<Started> {
+        let mut tasks = informers.listed().await?;
+        tasks.extend(workers(
+            &self.scheduler,
+            self.scheduler.queue(),
+            config.scheduler_workers,
+            G::Scheduler::WORKERS,
+            G::Scheduler::sync,
+        ));
+        tasks.extend(workers(
+            &self.controller,
+            self.controller.pod_queue(),
+            config.claim_workers,
+            "resourceclaim-pods",
+            G::Controller::sync_pod,
+        ));
+        tasks.extend(workers(
+            &self.controller,
+            self.controller.claim_queue(),
+            config.claim_workers,
+            "resourceclaim-claims",
+            G::Controller::sync_claim,
+        ));
+        tasks.extend(workers(
+            &self.kubelet,
+            &self.kubelet.queue,
+            config.kubelet_workers,
+            "kubelet",
+            |k: Arc<Kubelet>, key| async move { k.sync(key).await },
+        ));
+        tasks.extend(workers(
+            &self.gc,
+            &self.gc.queue,
+            config.gc_workers,
+            "garbage-collector",
+            |g: Arc<GarbageCollector>, uid| async move { g.sync(uid).await },
+        ));
+        let queues_close = vec![
+            closer(self.scheduler.queue()),
+            closer(self.controller.pod_queue()),
+            closer(self.controller.claim_queue()),
+            closer(&self.kubelet.queue),
+            closer(&self.gc.queue),
+        ];
+        Ok(Started {
+            tasks,
+            queues_close,
+        })
+    }
+}
+
+/// `count` workers named `name` that run `sync` of `actor` on the keys of `queue`.
+fn workers<A, T, F, Fut>(
+    actor: &Arc<A>,
+    queue: &WorkQueue<T>,
+    count: usize,
+    name: &'static str,
+    sync: F,
+) -> Vec<JoinHandle<()>>
+where
+    A: Send + Sync + 'static,
+    T: Clone + Eq + Hash + fmt::Debug + Send + Sync + 'static,
+    F: Fn(Arc<A>, T) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<Next>> + Send,
+{
+    let actor = Arc::clone(actor);
+    queue.spawn_workers(count, name, move |key| sync(Arc::clone(&actor), key))
+}
+
+/// Closes `queue` at shutdown.
+fn closer<T>(queue: &WorkQueue<T>) -> Box<dyn Fn() + Send + Sync>
+where
+    T: Clone + Eq + Hash + fmt::Debug + Send + Sync + 'static,
+{
+    let queue = queue.clone();
+    Box::new(move || queue.shut_down())
+}
