@@ -63,6 +63,9 @@ pub enum ClusterError {
     /// A `--fault-delay` range ends before it starts.
     #[error("delay range {0:?} ends before it starts")]
     DelayRange(String),
+    /// A `--kubelet-dir` value is not `NODE=DIR`.
+    #[error("{0:?} is not NODE=DIR")]
+    KubeletDirFlag(String),
 }
 
 impl From<ServerError> for ClusterError {

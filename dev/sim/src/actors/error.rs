@@ -1,6 +1,9 @@
 //! The error type of the control-plane actors.
 //!
-//! Owns only error classification; must not depend on any actor module.
+//! Owns only error classification; must not depend on any actor module but for the error types
+//! of the plugins' error module.
+
+use super::plugins::error::CallError;
 
 /// What failed inside an actor.
 #[derive(Debug, thiserror::Error)]
@@ -41,12 +44,18 @@ pub enum ActorError {
     /// A controller cannot finish a sync for a reason of its own (the text is upstream's).
     #[error("{0}")]
     Sync(String),
-    /// A call to a node's DRA plugin failed.
-    #[error("{0}")]
-    Plugin(String),
-    /// A task of the actors could not be started or stopped.
-    #[error("actor runtime: {0}")]
-    Runtime(String),
+    /// The claims of a pod could not be unprepared by its node's DRA plugins.
+    #[error("unprepare claims of pod {pod}: {source}")]
+    Unprepare {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// The failed call.
+        #[source]
+        source: CallError,
+    },
+    /// An informer ended before its first list.
+    #[error("actor runtime: informer stopped before its first list")]
+    InformerStopped,
 }
 
 /// Result alias of the actors.

@@ -179,9 +179,12 @@ impl Kubelet {
     async fn release_departed(&self, key: &ObjectKey, current: Option<&str>) -> Result<()> {
         for (node, uid) in self.plugins.tracked(key) {
             if Some(uid.as_str()) != current {
-                node.unprepare_pod(&uid).await.map_err(|e| {
-                    ActorError::Plugin(format!("unprepare claims of pod {key}: {e}"))
-                })?;
+                node.unprepare_pod(&uid)
+                    .await
+                    .map_err(|source| ActorError::Unprepare {
+                        pod: key.to_string(),
+                        source,
+                    })?;
             }
         }
         Ok(())
@@ -211,9 +214,12 @@ impl Kubelet {
                 _ => false,
             };
             if unprepare && node.holds(&uid) {
-                node.unprepare_pod(&uid).await.map_err(|e| {
-                    ActorError::Plugin(format!("unprepare claims of pod {key}: {e}"))
-                })?;
+                node.unprepare_pod(&uid)
+                    .await
+                    .map_err(|source| ActorError::Unprepare {
+                        pod: key.to_string(),
+                        source,
+                    })?;
             }
             if let Step::Start(_) = step {
                 match node.prepare_pod(&pod).await {

@@ -235,5 +235,5 @@ where
     store
         .wait_until_ready()
         .await
-        .map_err(|_| ActorError::Runtime("informer stopped before its first list".into()))
+        .map_err(|_| ActorError::InformerStopped)
 }

@@ -162,12 +162,12 @@ fn parse_delay(text: &str) -> Result<(Duration, Duration)> {
 }
 
 /// Parses `NODE=DIR` of `--kubelet-dir`.
-fn parse_kubelet_dir(text: &str) -> Result<(String, PathBuf), String> {
+fn parse_kubelet_dir(text: &str) -> Result<(String, PathBuf)> {
     match text.split_once('=') {
         Some((node, dir)) if !node.is_empty() && !dir.is_empty() => {
             Ok((node.to_owned(), PathBuf::from(dir)))
         }
-        _ => Err(format!("{text:?} is not NODE=DIR")),
+        _ => Err(ClusterError::KubeletDirFlag(text.to_owned())),
     }
 }
 

@@ -7,14 +7,16 @@
 //! I/O and the checks of the answer; which claims go into a batch is decided elsewhere.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
 use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
 use tonic::transport::Channel;
-use tonic::{Code, Status};
+use tonic::Status;
 
 use super::claims::ClaimCall;
+use super::error::CallError;
 use super::services::Service;
 
 /// Which call.
@@ -35,82 +37,91 @@ impl Call {
     }
 }
 
-/// A gRPC code as Go's `codes.Code` names it.
-fn go_code(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "Canceled",
-        Code::Unknown => "Unknown",
-        Code::InvalidArgument => "InvalidArgument",
-        Code::DeadlineExceeded => "DeadlineExceeded",
-        Code::NotFound => "NotFound",
-        Code::AlreadyExists => "AlreadyExists",
-        Code::PermissionDenied => "PermissionDenied",
-        Code::ResourceExhausted => "ResourceExhausted",
-        Code::FailedPrecondition => "FailedPrecondition",
-        Code::Aborted => "Aborted",
-        Code::OutOfRange => "OutOfRange",
-        Code::Unimplemented => "Unimplemented",
-        Code::Internal => "Internal",
-        Code::Unavailable => "Unavailable",
-        Code::DataLoss => "DataLoss",
-        Code::Unauthenticated => "Unauthenticated",
+impl fmt::Display for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
-}
-
-/// A gRPC status as grpc-go prints its error: `rpc error: code = C desc = D`.
-pub fn grpc_error(status: &Status) -> String {
-    format!(
-        "rpc error: code = {} desc = {}",
-        go_code(status.code()),
-        status.message()
-    )
 }
 
 /// Checks the answer to `call` for `claims`: `errors` is each answered claim UID with its error
 /// (empty when it succeeded).
-pub fn check_answer<S: BuildHasher>(
+pub(crate) fn check_answer<S: BuildHasher>(
     call: Call,
     claims: &[ClaimCall],
     errors: &HashMap<String, String, S>,
-) -> Result<(), String> {
+) -> Result<(), CallError> {
     let mut answered: Vec<(&String, &String)> = errors.iter().collect();
     answered.sort();
     for (uid, error) in answered {
         let Some(asked) = claims.iter().find(|c| c.uid == *uid) else {
-            return Err(format!(
-                "{} returned result for unknown claim UID {uid}",
-                call.name()
-            ));
+            return Err(CallError::UnknownClaim {
+                call,
+                uid: uid.clone(),
+            });
         };
         if !error.is_empty() {
-            return Err(format!(
-                "{} failed for ResourceClaim {}: {error}",
-                call.name(),
-                asked.name
-            ));
+            return Err(CallError::ResourceClaimFailed {
+                call,
+                name: asked.name.clone(),
+                error: error.clone(),
+            });
         }
     }
-    let skipped = claims.len().saturating_sub(errors.len());
-    if skipped > 0 {
-        return Err(format!("{} skipped {skipped} ResourceClaims", call.name()));
+    let count = claims.len().saturating_sub(errors.len());
+    if count > 0 {
+        return Err(CallError::Skipped { call, count });
     }
     Ok(())
 }
 
 /// Makes `call` for `claims` over `service` and checks the answer (see [`check_answer`]).
-pub async fn call(
+pub(crate) async fn call(
     channel: Channel,
     service: Service,
     call: Call,
     claims: &[ClaimCall],
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), CallError> {
     let answer = tokio::time::timeout(timeout, send(channel, service, call, claims))
         .await
         .unwrap_or_else(|_| Err(Status::deadline_exceeded("context deadline exceeded")))
-        .map_err(|status| format!("{}: {}", call.name(), grpc_error(&status)))?;
+        .map_err(|status| CallError::Rpc { call, status })?;
     check_answer(call, claims, &answer)
+}
+
+/// Sends `call` over the gRPC package `$api` (`v1` or `v1beta1`, the same messages apart from
+/// the package) and returns each answered claim UID with its error.
+macro_rules! send_over {
+    ($api:ident, $channel:expr, $call:expr, $claims:expr) => {{
+        let mut client = $api::dra_plugin_client::DraPluginClient::new($channel);
+        let claims: Vec<$api::Claim> = $claims
+            .iter()
+            .map(|c| $api::Claim {
+                namespace: c.namespace.clone(),
+                uid: c.uid.clone(),
+                name: c.name.clone(),
+            })
+            .collect();
+        let errors: HashMap<String, String> = match $call {
+            Call::Prepare => client
+                .node_prepare_resources($api::NodePrepareResourcesRequest { claims })
+                .await?
+                .into_inner()
+                .claims
+                .into_iter()
+                .map(|(uid, r)| (uid, r.error))
+                .collect(),
+            Call::Unprepare => client
+                .node_unprepare_resources($api::NodeUnprepareResourcesRequest { claims })
+                .await?
+                .into_inner()
+                .claims
+                .into_iter()
+                .map(|(uid, r)| (uid, r.error))
+                .collect(),
+        };
+        Ok(errors)
+    }};
 }
 
 async fn send(
@@ -120,64 +131,8 @@ async fn send(
     claims: &[ClaimCall],
 ) -> Result<HashMap<String, String>, Status> {
     match service {
-        Service::V1 => {
-            let mut client = v1::dra_plugin_client::DraPluginClient::new(channel);
-            let claims: Vec<v1::Claim> = claims
-                .iter()
-                .map(|c| v1::Claim {
-                    namespace: c.namespace.clone(),
-                    uid: c.uid.clone(),
-                    name: c.name.clone(),
-                })
-                .collect();
-            Ok(match call {
-                Call::Prepare => client
-                    .node_prepare_resources(v1::NodePrepareResourcesRequest { claims })
-                    .await?
-                    .into_inner()
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| (uid, r.error))
-                    .collect(),
-                Call::Unprepare => client
-                    .node_unprepare_resources(v1::NodeUnprepareResourcesRequest { claims })
-                    .await?
-                    .into_inner()
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| (uid, r.error))
-                    .collect(),
-            })
-        }
-        Service::V1Beta1 => {
-            let mut client = v1beta1::dra_plugin_client::DraPluginClient::new(channel);
-            let claims: Vec<v1beta1::Claim> = claims
-                .iter()
-                .map(|c| v1beta1::Claim {
-                    namespace: c.namespace.clone(),
-                    uid: c.uid.clone(),
-                    name: c.name.clone(),
-                })
-                .collect();
-            Ok(match call {
-                Call::Prepare => client
-                    .node_prepare_resources(v1beta1::NodePrepareResourcesRequest { claims })
-                    .await?
-                    .into_inner()
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| (uid, r.error))
-                    .collect(),
-                Call::Unprepare => client
-                    .node_unprepare_resources(v1beta1::NodeUnprepareResourcesRequest { claims })
-                    .await?
-                    .into_inner()
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| (uid, r.error))
-                    .collect(),
-            })
-        }
+        Service::V1 => send_over!(v1, channel, call, claims),
+        Service::V1Beta1 => send_over!(v1beta1, channel, call, claims),
     }
 }
 
@@ -213,11 +168,15 @@ mod tests {
     fn a_claims_error_names_the_claim() {
         let claims = calls(&["a"]);
         assert_eq!(
-            check_answer(Call::Prepare, &claims, &answer(&[("a", "no such GPU")])).unwrap_err(),
+            check_answer(Call::Prepare, &claims, &answer(&[("a", "no such GPU")]))
+                .unwrap_err()
+                .to_string(),
             "NodePrepareResources failed for ResourceClaim claim-a: no such GPU"
         );
         assert_eq!(
-            check_answer(Call::Unprepare, &claims, &answer(&[("a", "busy")])).unwrap_err(),
+            check_answer(Call::Unprepare, &claims, &answer(&[("a", "busy")]))
+                .unwrap_err()
+                .to_string(),
             "NodeUnprepareResources failed for ResourceClaim claim-a: busy"
         );
     }
@@ -226,24 +185,16 @@ mod tests {
     fn unknown_and_missing_claims_fail_the_batch() {
         let claims = calls(&["a", "b"]);
         assert_eq!(
-            check_answer(Call::Prepare, &claims, &answer(&[("a", ""), ("zz", "")])).unwrap_err(),
+            check_answer(Call::Prepare, &claims, &answer(&[("a", ""), ("zz", "")]))
+                .unwrap_err()
+                .to_string(),
             "NodePrepareResources returned result for unknown claim UID zz"
         );
         assert_eq!(
-            check_answer(Call::Unprepare, &claims, &answer(&[("b", "")])).unwrap_err(),
+            check_answer(Call::Unprepare, &claims, &answer(&[("b", "")]))
+                .unwrap_err()
+                .to_string(),
             "NodeUnprepareResources skipped 1 ResourceClaims"
-        );
-    }
-
-    #[test]
-    fn grpc_errors_read_as_grpc_go_prints_them() {
-        assert_eq!(
-            grpc_error(&Status::unavailable("connection refused")),
-            "rpc error: code = Unavailable desc = connection refused"
-        );
-        assert_eq!(
-            grpc_error(&Status::cancelled("gone")),
-            "rpc error: code = Canceled desc = gone"
         );
     }
 }

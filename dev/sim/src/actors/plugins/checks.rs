@@ -11,41 +11,45 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::claims::{ClaimCache, ClaimInfo, Handle};
+use super::error::{ClaimError, DriverError};
 use crate::actors::claim_refs::{is_for_pod, is_reserved_for_pod, ClaimName};
 use crate::actors::resource_v1::ResourceClaim;
 
 /// Checks `claim` (named by `pod_claim` of `pod`) before it is prepared; `registered` tells
 /// whether a driver has a registered plugin. The claim info has one handle per driver, without
 /// data (the plugin reads the allocation itself).
-pub fn claim_info(
+pub(crate) fn claim_info(
     pod: &Pod,
     pod_claim: &ClaimName,
     claim: &ResourceClaim,
     registered: &dyn Fn(&str) -> bool,
-) -> Result<ClaimInfo, String> {
+) -> Result<ClaimInfo, ClaimError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     if pod_claim.check_owner {
-        is_for_pod(pod, &claim.metadata)?;
+        is_for_pod(pod, &claim.metadata).map_err(|reason| ClaimError::NotForPod { reason })?;
     }
     if !is_reserved_for_pod(pod, claim) {
-        return Err(format!(
-            "pod {} ({}) is not allowed to use ResourceClaim {} ({uid})",
-            pod.metadata.name.as_deref().unwrap_or_default(),
-            pod.metadata.uid.as_deref().unwrap_or_default(),
-            pod_claim.name
-        ));
+        return Err(ClaimError::NotReservedForPod {
+            pod: pod.metadata.name.clone().unwrap_or_default(),
+            pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
+            claim: pod_claim.name.clone(),
+            claim_uid: uid,
+        });
     }
     if !claim.is_allocated() {
-        return Err(format!("ResourceClaim {name}: not allocated"));
+        return Err(ClaimError::Unallocated { name });
     }
     let drivers = claim.allocated_drivers();
     for driver in &drivers {
         if driver.is_empty() {
-            return Err("DRA driver name is empty".into());
+            return Err(DriverError::EmptyName.into());
         }
         if !registered(driver) {
-            return Err(format!("DRA driver {driver} is not registered"));
+            return Err(DriverError::NotRegistered {
+                driver: driver.clone(),
+            }
+            .into());
         }
     }
     Ok(ClaimInfo {
@@ -66,12 +70,12 @@ pub fn claim_info(
 
 /// `Err` when the cache holds a claim of the same namespace and name as `info` with another UID
 /// (the claim was replaced while an old pod still referenced the old one).
-pub fn same_claim(cache: &ClaimCache, info: &ClaimInfo) -> Result<(), String> {
+pub(crate) fn same_claim(cache: &ClaimCache, info: &ClaimInfo) -> Result<(), ClaimError> {
     match cache.uid_of(&info.namespace, &info.name) {
-        Some(uid) if uid != info.uid => Err(format!(
-            "old ResourceClaim with same name {} and different UID {uid} still exists (previous pod force-deleted?!)",
-            info.name
-        )),
+        Some(uid) if uid != info.uid => Err(ClaimError::Replaced {
+            name: info.name.clone(),
+            uid: uid.to_owned(),
+        }),
         _ => Ok(()),
     }
 }
@@ -166,7 +170,7 @@ mod tests {
             &|_| true,
         );
         assert_eq!(
-            error.unwrap_err(),
+            error.unwrap_err().to_string(),
             "pod p (pod-uid) is not allowed to use ResourceClaim c (claim-uid)"
         );
     }
@@ -176,7 +180,10 @@ mod tests {
         let unallocated = claim_info(&pod(), &direct(), &claim(&[], &["pod-uid"], false), &|_| {
             true
         });
-        assert_eq!(unallocated.unwrap_err(), "ResourceClaim c: not allocated");
+        assert_eq!(
+            unallocated.unwrap_err().to_string(),
+            "ResourceClaim c: not allocated"
+        );
         let unregistered = claim_info(
             &pod(),
             &direct(),
@@ -184,7 +191,7 @@ mod tests {
             &|d| d == "a.example.com",
         );
         assert_eq!(
-            unregistered.unwrap_err(),
+            unregistered.unwrap_err().to_string(),
             "DRA driver b.example.com is not registered"
         );
         let nameless = claim_info(
@@ -193,7 +200,10 @@ mod tests {
             &claim(&[""], &["pod-uid"], true),
             &|_| true,
         );
-        assert_eq!(nameless.unwrap_err(), "DRA driver name is empty");
+        assert_eq!(
+            nameless.unwrap_err().to_string(),
+            "DRA driver name is empty"
+        );
     }
 
     #[test]
@@ -204,7 +214,9 @@ mod tests {
             name: "c".into(),
             check_owner: true,
         };
-        let error = claim_info(&pod(), &templated, &foreign, &|_| true).unwrap_err();
+        let error = claim_info(&pod(), &templated, &foreign, &|_| true)
+            .unwrap_err()
+            .to_string();
         assert!(error.ends_with("(pod is not owner)"), "{error}");
         assert!(claim_info(&pod(), &direct(), &foreign, &|_| true).is_ok());
     }
@@ -226,7 +238,7 @@ mod tests {
             ..old
         };
         assert_eq!(
-            same_claim(&cache, &replaced).unwrap_err(),
+            same_claim(&cache, &replaced).unwrap_err().to_string(),
             "old ResourceClaim with same name c and different UID claim-uid still exists (previous pod force-deleted?!)"
         );
     }

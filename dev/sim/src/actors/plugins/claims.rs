@@ -12,6 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 
+use super::error::ClaimError;
+
 /// A claim of a pod: the `ResourceClaim`'s name and whether it was made from a template (then it
 /// must be owned by the pod).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +27,7 @@ pub struct PodClaim {
 /// The claims of `pod`, in `spec.resourceClaims` order. A template entry takes its claim name from
 /// `status.resourceClaimStatuses` (an entry without a name needs no claim); `Err` says which entry
 /// cannot be resolved yet.
-pub fn pod_claims(pod: &Pod) -> Result<Vec<PodClaim>, String> {
+pub(crate) fn pod_claims(pod: &Pod) -> Result<Vec<PodClaim>, ClaimError> {
     let statuses = pod
         .status
         .as_ref()
@@ -45,10 +47,9 @@ pub fn pod_claims(pod: &Pod) -> Result<Vec<PodClaim>, String> {
         } else if source.is_some_and(|s| s.resource_claim_template_name.is_some()) {
             match statuses.and_then(|list| list.iter().find(|s| s.name == entry.name)) {
                 None => {
-                    return Err(format!(
-                        "pod claim {}: resourceclaim not created yet",
-                        entry.name
-                    ))
+                    return Err(ClaimError::NotCreated {
+                        entry: entry.name.clone(),
+                    })
                 }
                 Some(status) => {
                     if let Some(name) = &status.resource_claim_name {
@@ -60,7 +61,9 @@ pub fn pod_claims(pod: &Pod) -> Result<Vec<PodClaim>, String> {
                 }
             }
         } else {
-            return Err(format!("pod claim {}: no claim source", entry.name));
+            return Err(ClaimError::NoSource {
+                entry: entry.name.clone(),
+            });
         }
     }
     Ok(claims)
@@ -119,11 +122,11 @@ pub type Batches = BTreeMap<String, Vec<ClaimCall>>;
 
 /// Checks `claim` for `pod` as the 1.30 kubelet does before it prepares: owned by the pod when made
 /// from a template, allocated, and reserved for the pod. `Err` says why not (yet).
-pub fn prepared_claim_info(
+pub(crate) fn prepared_claim_info(
     pod: &Pod,
     pod_claim: &PodClaim,
     claim: &ResourceClaim,
-) -> Result<ClaimInfo, String> {
+) -> Result<ClaimInfo, ClaimError> {
     let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let name = claim.metadata.name.clone().unwrap_or_default();
     let namespace = claim.metadata.namespace.clone().unwrap_or_default();
@@ -135,12 +138,12 @@ pub fn prepared_claim_info(
             .flatten()
             .any(|r| r.controller == Some(true) && r.uid == pod_uid);
         if !owned {
-            return Err(format!("resourceclaim {name} was not created for the pod"));
+            return Err(ClaimError::NotOwned { name });
         }
     }
     let status = claim.status.as_ref();
     let Some(allocation) = status.and_then(|s| s.allocation.as_ref()) else {
-        return Err(format!("resourceclaim {namespace}/{name} is not allocated"));
+        return Err(ClaimError::NotAllocated { namespace, name });
     };
     let reserved = status
         .and_then(|s| s.reserved_for.as_ref())
@@ -149,9 +152,7 @@ pub fn prepared_claim_info(
                 .any(|r| r.resource == "pods" && r.uid == pod_uid)
         });
     if !reserved {
-        return Err(format!(
-            "resourceclaim {namespace}/{name} is not reserved for the pod"
-        ));
+        return Err(ClaimError::NotReserved { namespace, name });
     }
     let fallback = status
         .and_then(|s| s.driver_name.clone())
@@ -443,6 +444,7 @@ mod tests {
         let waiting = pod(&[("b", None, Some("tmpl"))], &[]);
         assert!(pod_claims(&waiting)
             .unwrap_err()
+            .to_string()
             .contains("not created yet"));
     }
 
@@ -468,11 +470,15 @@ mod tests {
             }]
         );
         let not_reserved = prepared_claim_info(&p, &direct, &claim(&[(None, "h")], &["other"]));
-        assert!(not_reserved.unwrap_err().contains("not reserved"));
+        assert!(not_reserved
+            .unwrap_err()
+            .to_string()
+            .contains("not reserved"));
         let mut unallocated = claim(&[], &["pod-1"]);
         unallocated.status.as_mut().unwrap().allocation = None;
         assert!(prepared_claim_info(&p, &direct, &unallocated)
             .unwrap_err()
+            .to_string()
             .contains("not allocated"));
         let mut foreign = claim(&[(None, "h")], &["pod-1"]);
         foreign.metadata.owner_references = None;

@@ -10,14 +10,12 @@ use dra_runtime::lock::LockExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dra_types::kubelet::pluginregistration::registration_client::RegistrationClient;
-use dra_types::kubelet::pluginregistration::InfoRequest;
-use tokio::time::timeout;
 use tonic::transport::Channel;
 
-use super::registry::{notify, DIAL_TIMEOUT, INFO_TIMEOUT};
+use super::error::{DriverError, RegistrationError};
+use super::registry::{get_info, notify, verdict};
 use super::services::{accept, Service};
-use super::{connect, lazy_channel, NodePlugins};
+use super::{lazy_channel, NodePlugins};
 
 /// One registered plugin of a driver.
 #[derive(Debug)]
@@ -33,17 +31,11 @@ pub(super) struct Instance {
 }
 
 /// Registers the plugin behind the registration socket at `socket`; returns its driver name.
-pub(super) async fn register(node: &Arc<NodePlugins>, socket: &Path) -> Result<String, String> {
-    let channel = timeout(DIAL_TIMEOUT, connect(socket))
-        .await
-        .map_err(|_| format!("dial {}: timed out", socket.display()))?
-        .map_err(|e| format!("dial {}: {e}", socket.display()))?;
-    let mut client = RegistrationClient::new(channel);
-    let info = timeout(INFO_TIMEOUT, client.get_info(InfoRequest {}))
-        .await
-        .map_err(|_| "GetInfo timed out".to_owned())?
-        .map_err(|e| format!("GetInfo: {e}"))?
-        .into_inner();
+pub(super) async fn register(
+    node: &Arc<NodePlugins>,
+    socket: &Path,
+) -> Result<String, RegistrationError> {
+    let (mut client, info) = get_info(socket).await?;
     let registered: Vec<PathBuf> = node
         .instances
         .lock_or_recover()
@@ -52,7 +44,7 @@ pub(super) async fn register(node: &Arc<NodePlugins>, socket: &Path) -> Result<S
         .flatten()
         .map(|i| i.endpoint.clone())
         .collect();
-    let verdict = accept(
+    let accepted = accept(
         socket,
         &info.r#type,
         &info.name,
@@ -60,13 +52,7 @@ pub(super) async fn register(node: &Arc<NodePlugins>, socket: &Path) -> Result<S
         &info.supported_versions,
         &registered,
     );
-    let accepted = match verdict {
-        Ok(accepted) => accepted,
-        Err(reason) => {
-            notify(&mut client, false, &reason).await;
-            return Err(reason);
-        }
-    };
+    let accepted = verdict(&mut client, accepted).await?;
     let instance = Instance {
         socket: socket.to_owned(),
         endpoint: accepted.endpoint.clone(),
@@ -103,16 +89,18 @@ pub(super) fn deregister(node: &NodePlugins, driver: &str, socket: &Path) -> boo
 impl NodePlugins {
     /// The connection and service of `driver`'s most recent instance, or the 1.34 kubelet's
     /// error when it has none.
-    pub(super) fn instance(&self, driver: &str) -> Result<(Channel, Service), String> {
+    pub(super) fn instance(&self, driver: &str) -> Result<(Channel, Service), DriverError> {
         if driver.is_empty() {
-            return Err("DRA driver name is empty".into());
+            return Err(DriverError::EmptyName);
         }
         self.instances
             .lock_or_recover()
             .get(driver)
             .and_then(|list| list.last())
             .map(|i| (i.channel.clone(), i.service))
-            .ok_or_else(|| format!("DRA driver {driver} is not registered"))
+            .ok_or_else(|| DriverError::NotRegistered {
+                driver: driver.to_owned(),
+            })
     }
 
     /// Whether `driver` has a registered instance.

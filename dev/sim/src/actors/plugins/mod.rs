@@ -18,6 +18,7 @@
 pub mod calls;
 pub mod checks;
 pub mod claims;
+pub mod error;
 pub mod instances;
 pub mod prepare;
 pub mod prepare_v1;
@@ -42,6 +43,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use super::ObjectKey;
 use crate::KubernetesVersion;
 use claims::ClaimCache;
+use error::DriverError;
 use instances::Instance;
 use validation::Version;
 
@@ -254,13 +256,13 @@ impl NodePlugins {
     }
 
     /// The connection to `driver`'s plugin, or the 1.30 kubelet's error when none is registered.
-    fn channel(&self, driver: &str) -> Result<Channel, String> {
+    fn channel(&self, driver: &str) -> Result<Channel, DriverError> {
         self.plugins
             .lock_or_recover()
             .get(driver)
             .map(|p| p.channel.clone())
-            .ok_or_else(|| {
-                format!("plugin name {driver} not found in the list of registered DRA plugins")
+            .ok_or_else(|| DriverError::PluginNotFound {
+                driver: driver.to_owned(),
             })
     }
 }

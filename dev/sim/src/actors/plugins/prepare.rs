@@ -7,7 +7,7 @@
 //! I/O only; which claims go into which call is decided by the claims module.
 
 use dra_runtime::lock::LockExt;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use dra_types::kubelet::v1alpha3::node_client::NodeClient;
@@ -17,8 +17,11 @@ use dra_types::kubelet::v1alpha3::{
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::Api;
+use tonic::Status;
 
+use super::calls::Call;
 use super::claims::{pod_claims, prepared_claim_info, uids, Batches, ClaimCall};
+use super::error::{CallError, ClaimError};
 use super::{backoff, NodePlugins};
 use crate::actors::events::{post_pod_warning, Reporter};
 use crate::actors::ObjectKey;
@@ -27,23 +30,23 @@ use crate::actors::ObjectKey;
 pub const FAILED_PREPARE_REASON: &str = "FailedPrepareDynamicResources";
 
 /// Where a pod's prepare stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Prepare {
+#[derive(Debug)]
+pub(crate) enum Prepare {
     /// Every claim of the pod is prepared: it may run.
     Ready,
     /// A claim is not resolvable, allocated or reserved for the pod yet: look again after the wait.
-    Waiting(String, Duration),
+    Waiting(ClaimError, Duration),
     /// A prepare call failed (the event is posted): try again after the wait.
     Failed(String, Duration),
 }
 
 impl NodePlugins {
     /// Prepares the claims of `pod` that are not prepared yet, as the node's release does.
-    pub async fn prepare_pod(&self, pod: &Pod) -> Prepare {
+    pub(crate) async fn prepare_pod(&self, pod: &Pod) -> Prepare {
         if self.version.serves_v1() {
             return self.prepare_v1(pod).await;
         }
-        let waiting = |reason: String| Prepare::Waiting(reason, self.config.claim_poll);
+        let waiting = |reason: ClaimError| Prepare::Waiting(reason, self.config.claim_poll);
         let claims = match pod_claims(pod) {
             Ok(claims) => claims,
             Err(reason) => return waiting(reason),
@@ -59,13 +62,16 @@ impl NodePlugins {
             let claim = match api.get_opt(&pod_claim.name).await {
                 Ok(Some(claim)) => claim,
                 Ok(None) => {
-                    return waiting(format!(
-                        "resourceclaim {namespace}/{} not found",
-                        pod_claim.name
-                    ))
+                    return waiting(ClaimError::NotFound {
+                        namespace,
+                        name: pod_claim.name.clone(),
+                    })
                 }
-                Err(error) => {
-                    return waiting(format!("get resourceclaim {}: {error}", pod_claim.name))
+                Err(source) => {
+                    return waiting(ClaimError::Get {
+                        name: pod_claim.name.clone(),
+                        source: Box::new(source),
+                    })
                 }
             };
             match prepared_claim_info(pod, pod_claim, &claim) {
@@ -86,7 +92,7 @@ impl NodePlugins {
             .insert(pod_uid.clone(), ObjectKey::of(&pod.metadata));
         let mut result = Ok(());
         for (driver, calls) in &batches {
-            result = self.prepare_batch(driver, calls).await;
+            result = self.call_batch(Call::Prepare, driver, calls).await;
             if result.is_err() {
                 break;
             }
@@ -124,53 +130,80 @@ impl NodePlugins {
         )
     }
 
-    /// One `NodePrepareResources` call; the claims it prepared are marked in the cache even when
-    /// another claim of the call failed (nothing is rolled back, as in 1.30).
-    async fn prepare_batch(&self, driver: &str, calls: &[ClaimCall]) -> Result<(), String> {
-        let channel = self.channel(driver)?;
-        let request = NodePrepareResourcesRequest {
-            claims: calls.iter().map(claim).collect(),
-        };
-        let mut client = NodeClient::new(channel);
-        let call = client.node_prepare_resources(request);
-        let response = tokio::time::timeout(self.config.call_timeout, call)
-            .await
-            .map_err(|_| "NodePrepareResources failed: deadline exceeded".to_owned())?
-            .map_err(|status| format!("NodePrepareResources failed: {status}"))?
-            .into_inner();
-        let requested: BTreeSet<&str> = calls.iter().map(|c| c.uid.as_str()).collect();
-        for (uid, answer) in &response.claims {
-            let Some(asked) = calls.iter().find(|c| c.uid == *uid) else {
-                return Err(format!(
-                    "NodePrepareResources returned result for unknown claim UID {uid}"
-                ));
+    /// One `call` with `driver`'s batch of claims, checked as the 1.30 DRA manager checks the
+    /// answer. A prepare marks the claims it prepared in the cache even when another claim of the
+    /// call failed (nothing is rolled back, as in 1.30).
+    async fn call_batch(
+        &self,
+        call: Call,
+        driver: &str,
+        calls: &[ClaimCall],
+    ) -> Result<(), CallError> {
+        let mut client = NodeClient::new(self.channel(driver)?);
+        let claims: Vec<Claim> = calls.iter().map(claim).collect();
+        let answer = async {
+            let errors: HashMap<String, String> = match call {
+                Call::Prepare => client
+                    .node_prepare_resources(NodePrepareResourcesRequest { claims })
+                    .await?
+                    .into_inner()
+                    .claims
+                    .into_iter()
+                    .map(|(uid, r)| (uid, r.error))
+                    .collect(),
+                Call::Unprepare => client
+                    .node_unprepare_resources(NodeUnprepareResourcesRequest { claims })
+                    .await?
+                    .into_inner()
+                    .claims
+                    .into_iter()
+                    .map(|(uid, r)| (uid, r.error))
+                    .collect(),
             };
-            if !answer.error.is_empty() {
-                return Err(format!(
-                    "NodePrepareResources failed for claim {}/{}: {}",
-                    asked.namespace, asked.name, answer.error
-                ));
+            Ok::<_, Status>(errors)
+        };
+        let answer = tokio::time::timeout(self.config.call_timeout, answer)
+            .await
+            .map_err(|_| CallError::Deadline { call })?
+            .map_err(|status| CallError::Status { call, status })?;
+        for (uid, error) in &answer {
+            let Some(asked) = calls.iter().find(|c| c.uid == *uid) else {
+                return Err(CallError::UnknownClaim {
+                    call,
+                    uid: uid.clone(),
+                });
+            };
+            if !error.is_empty() {
+                return Err(CallError::ClaimFailed {
+                    call,
+                    namespace: asked.namespace.clone(),
+                    name: asked.name.clone(),
+                    error: error.clone(),
+                });
             }
-            self.claims.lock_or_recover().mark_prepared(uid, driver);
+            if call == Call::Prepare {
+                self.claims.lock_or_recover().mark_prepared(uid, driver);
+            }
         }
-        let left_out = requested
-            .iter()
-            .filter(|uid| !response.claims.contains_key(**uid))
+        let requested: BTreeSet<&str> = calls.iter().map(|c| c.uid.as_str()).collect();
+        let count = requested
+            .into_iter()
+            .filter(|uid| !answer.contains_key(*uid))
             .count();
-        if left_out > 0 {
-            return Err(format!("NodePrepareResources left out {left_out} claims"));
+        if count > 0 {
+            return Err(CallError::LeftOut { call, count });
         }
         Ok(())
     }
 
     /// Unprepares the claims `pod_uid` was the last pod to use and drops its references.
-    pub async fn unprepare_pod(&self, pod_uid: &str) -> Result<(), String> {
+    pub(crate) async fn unprepare_pod(&self, pod_uid: &str) -> Result<(), CallError> {
         if self.version.serves_v1() {
             return self.unprepare_v1(pod_uid).await;
         }
         let batches: Batches = self.claims.lock_or_recover().unprepare_batches(pod_uid);
         for (driver, calls) in &batches {
-            self.unprepare_batch(driver, calls).await?;
+            self.call_batch(Call::Unprepare, driver, calls).await?;
         }
         self.claims
             .lock_or_recover()
@@ -179,44 +212,6 @@ impl NodePlugins {
         self.failures.lock_or_recover().remove(pod_uid);
         if !batches.is_empty() {
             tracing::debug!(node = %self.node, pod = pod_uid, claims = uids(&batches).len(), "Unprepared the claims of a pod");
-        }
-        Ok(())
-    }
-
-    async fn unprepare_batch(&self, driver: &str, calls: &[ClaimCall]) -> Result<(), String> {
-        let channel = self.channel(driver)?;
-        let request = NodeUnprepareResourcesRequest {
-            claims: calls.iter().map(claim).collect(),
-        };
-        let mut client = NodeClient::new(channel);
-        let call = client.node_unprepare_resources(request);
-        let response = tokio::time::timeout(self.config.call_timeout, call)
-            .await
-            .map_err(|_| "NodeUnprepareResources failed: deadline exceeded".to_owned())?
-            .map_err(|status| format!("NodeUnprepareResources failed: {status}"))?
-            .into_inner();
-        for (uid, answer) in &response.claims {
-            let Some(asked) = calls.iter().find(|c| c.uid == *uid) else {
-                return Err(format!(
-                    "NodeUnprepareResources returned result for unknown claim UID {uid}"
-                ));
-            };
-            if !answer.error.is_empty() {
-                return Err(format!(
-                    "NodeUnprepareResources failed for claim {}/{}: {}",
-                    asked.namespace, asked.name, answer.error
-                ));
-            }
-        }
-        let left_out = calls
-            .iter()
-            .map(|c| c.uid.as_str())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .filter(|uid| !response.claims.contains_key(*uid))
-            .count();
-        if left_out > 0 {
-            return Err(format!("NodeUnprepareResources left out {left_out} claims"));
         }
         Ok(())
     }

@@ -18,19 +18,13 @@ use kube::Api;
 use super::calls::{call, Call};
 use super::checks::{claim_info, same_claim};
 use super::claims::{uids, Batches};
+use super::error::{CallError, ClaimError, PrepareError};
 use super::prepare::{Prepare, FAILED_PREPARE_REASON};
 use super::NodePlugins;
 use crate::actors::claim_refs::{claim_name, pod_claim_entries};
 use crate::actors::events::{post_pod_warning, Reporter};
 use crate::actors::resource_v1::ResourceClaim;
 use crate::actors::ObjectKey;
-
-fn api_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(response) => response.message.clone(),
-        other => other.to_string(),
-    }
-}
 
 impl NodePlugins {
     /// Prepares the claims of `pod` that are not prepared yet (1.34).
@@ -56,19 +50,22 @@ impl NodePlugins {
         }
     }
 
-    async fn try_prepare(&self, pod: &Pod) -> Result<(), String> {
+    async fn try_prepare(&self, pod: &Pod) -> Result<(), PrepareError> {
         let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
         let mut infos = Vec::new();
         for entry in pod_claim_entries(pod) {
-            let Some(name) = claim_name(pod, entry).map_err(|e| e.to_string())? else {
+            let Some(name) = claim_name(pod, entry).map_err(ClaimError::Name)? else {
                 continue;
             };
             let claim = api
                 .get(&name.name)
                 .await
-                .map_err(|e| format!("fetch ResourceClaim {}: {}", name.name, api_message(&e)))?;
+                .map_err(|source| ClaimError::Fetch {
+                    name: name.name.clone(),
+                    source: Box::new(source),
+                })?;
             let registered = |driver: &str| self.has_instance(driver);
             infos.push(claim_info(pod, &name, &claim, &registered)?);
         }
@@ -109,12 +106,12 @@ impl NodePlugins {
         if cache.all_prepared(claim_uids.iter().map(String::as_str)) {
             Ok(())
         } else {
-            Err("some claims were not prepared".into())
+            Err(PrepareError::NotAllPrepared)
         }
     }
 
     /// Unprepares the claims `pod_uid` was the last pod to use and drops its references (1.34).
-    pub(super) async fn unprepare_v1(&self, pod_uid: &str) -> Result<(), String> {
+    pub(super) async fn unprepare_v1(&self, pod_uid: &str) -> Result<(), CallError> {
         let batches: Batches = self.claims.lock_or_recover().unprepare_batches(pod_uid);
         for (driver, calls) in &batches {
             let (channel, service) = self.instance(driver)?;

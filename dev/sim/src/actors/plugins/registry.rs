@@ -20,18 +20,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dra_types::kubelet::pluginregistration::registration_client::RegistrationClient;
-use dra_types::kubelet::pluginregistration::{InfoRequest, RegistrationStatus};
+use dra_types::kubelet::pluginregistration::{InfoRequest, PluginInfo, RegistrationStatus};
 use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
+use tonic::transport::Channel;
 
+use super::error::RegistrationError;
 use super::validation::accept;
 use super::wiping::{delete_node_slices, WipeSchedule};
 use super::{backoff, connect, instances, lazy_channel, resources, NodePlugins, Registered};
 
 /// How long dialing a registration socket may take (10 s).
-pub(super) const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// The deadline of `GetInfo` (1 s).
-pub(super) const INFO_TIMEOUT: Duration = Duration::from_secs(1);
+const INFO_TIMEOUT: Duration = Duration::from_secs(1);
 /// The deadline of `NotifyRegistrationStatus` (5 s).
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -200,24 +202,54 @@ fn scan(dir: &Path) -> BTreeMap<PathBuf, FileId> {
         .collect()
 }
 
-/// Registers the plugin behind the registration socket at `socket`; returns its driver name.
-async fn register(node: &Arc<NodePlugins>, socket: &Path) -> Result<String, String> {
+/// Dials the registration socket at `socket` and asks the plugin who it is.
+pub(super) async fn get_info(
+    socket: &Path,
+) -> Result<(RegistrationClient<Channel>, PluginInfo), RegistrationError> {
     let channel = timeout(DIAL_TIMEOUT, connect(socket))
         .await
-        .map_err(|_| format!("dial {}: timed out", socket.display()))?
-        .map_err(|e| format!("dial {}: {e}", socket.display()))?;
+        .map_err(|_| RegistrationError::DialTimeout {
+            socket: socket.to_owned(),
+        })?
+        .map_err(|source| RegistrationError::Dial {
+            socket: socket.to_owned(),
+            source,
+        })?;
     let mut client = RegistrationClient::new(channel);
     let info = timeout(INFO_TIMEOUT, client.get_info(InfoRequest {}))
         .await
-        .map_err(|_| "GetInfo timed out".to_owned())?
-        .map_err(|e| format!("GetInfo: {e}"))?
+        .map_err(|_| RegistrationError::GetInfoTimeout)?
+        .map_err(RegistrationError::GetInfo)?
         .into_inner();
+    Ok((client, info))
+}
+
+/// The kubelet's verdict on a plugin; a refusal is also sent back to the plugin.
+pub(super) async fn verdict<T, E>(
+    client: &mut RegistrationClient<Channel>,
+    verdict: Result<T, E>,
+) -> Result<T, RegistrationError>
+where
+    E: std::error::Error + Into<RegistrationError>,
+{
+    match verdict {
+        Ok(accepted) => Ok(accepted),
+        Err(refusal) => {
+            notify(client, false, &refusal.to_string()).await;
+            Err(refusal.into())
+        }
+    }
+}
+
+/// Registers the plugin behind the registration socket at `socket`; returns its driver name.
+async fn register(node: &Arc<NodePlugins>, socket: &Path) -> Result<String, RegistrationError> {
+    let (mut client, info) = get_info(socket).await?;
     let registered = node
         .plugins
         .lock_or_recover()
         .get(&info.name)
         .map(|p| p.version.clone());
-    let verdict = accept(
+    let accepted = accept(
         socket,
         &info.r#type,
         &info.name,
@@ -225,13 +257,7 @@ async fn register(node: &Arc<NodePlugins>, socket: &Path) -> Result<String, Stri
         &info.supported_versions,
         registered.as_ref(),
     );
-    let accepted = match verdict {
-        Ok(accepted) => accepted,
-        Err(reason) => {
-            notify(&mut client, false, &reason).await;
-            return Err(reason);
-        }
-    };
+    let accepted = verdict(&mut client, accepted).await?;
     let channel = lazy_channel(&accepted.endpoint);
     let stream = tokio::spawn(resources::monitor(
         node.client.clone(),
@@ -260,7 +286,7 @@ async fn register(node: &Arc<NodePlugins>, socket: &Path) -> Result<String, Stri
 
 /// Tells the plugin the outcome; a plugin that does not listen stays registered.
 pub(super) async fn notify(
-    client: &mut RegistrationClient<tonic::transport::Channel>,
+    client: &mut RegistrationClient<Channel>,
     registered: bool,
     error: &str,
 ) {

@@ -10,6 +10,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::error::{ServiceError, V1Refusal};
 use super::validation::DRA_PLUGIN_TYPE;
 
 /// A `DRAPlugin` gRPC service of the kubelet plugin API.
@@ -40,28 +41,16 @@ impl fmt::Display for Service {
     }
 }
 
-/// A list as Go's `%q` prints a `[]string`: `["a" "b"]`.
-fn go_quoted(list: &[&str]) -> String {
-    let quoted: Vec<String> = list.iter().map(|s| format!("{s:?}")).collect();
-    format!("[{}]", quoted.join(" "))
-}
-
 /// The service the kubelet uses for a plugin listing `supported`: the first entry it supports.
-pub fn choose_service(supported: &[String]) -> Result<Service, String> {
+pub(crate) fn choose_service(supported: &[String]) -> Result<Service, ServiceError> {
     if supported.is_empty() {
-        return Err("empty list of supported gRPC services (aka supported versions)".into());
+        return Err(ServiceError::Empty);
     }
     supported
         .iter()
         .find_map(|entry| Service::SUPPORTED.into_iter().find(|s| s.name() == entry))
-        .ok_or_else(|| {
-            let plugin: Vec<&str> = supported.iter().map(String::as_str).collect();
-            let kubelet: Vec<&str> = Service::SUPPORTED.iter().map(|s| s.name()).collect();
-            format!(
-                "none of services supported by the plugin ({}) are supported by the kubelet ({})",
-                go_quoted(&plugin),
-                go_quoted(&kubelet)
-            )
+        .ok_or_else(|| ServiceError::NoneSupported {
+            plugin: supported.to_vec(),
         })
 }
 
@@ -79,36 +68,40 @@ pub struct Accepted {
 /// The 1.34 kubelet's verdict on a plugin's `GetInfo` answer at `socket`. `registered` are the
 /// endpoints of the driver's instances already registered. `Err` is the error reported back
 /// through `NotifyRegistrationStatus`.
-pub fn accept(
+pub(crate) fn accept(
     socket: &Path,
     kind: &str,
     name: &str,
     endpoint: &str,
     supported: &[String],
     registered: &[PathBuf],
-) -> Result<Accepted, String> {
+) -> Result<Accepted, V1Refusal> {
     if kind != DRA_PLUGIN_TYPE {
-        return Err(format!(
-            "RegisterPlugin error -- no handler registered for plugin type: {kind} at socket {}",
-            socket.display()
-        ));
+        return Err(V1Refusal::PluginType {
+            kind: kind.to_owned(),
+            socket: socket.to_owned(),
+        });
     }
     let endpoint = if endpoint.is_empty() {
         socket.to_owned()
     } else {
         PathBuf::from(endpoint)
     };
-    let service = choose_service(supported).map_err(|error| {
-        format!(
-            "RegisterPlugin error -- plugin validation failed with err: invalid supported gRPC versions of DRA driver plugin {name} at endpoint {}: {error}",
-            endpoint.display()
-        )
-    })?;
+    let service = match choose_service(supported) {
+        Ok(service) => service,
+        Err(source) => {
+            return Err(V1Refusal::Services {
+                name: name.to_owned(),
+                endpoint,
+                source,
+            })
+        }
+    };
     if registered.contains(&endpoint) {
-        return Err(format!(
-            "RegisterPlugin error -- plugin registration failed with err: endpoint {} already registered for DRA driver plugin {name}",
-            endpoint.display()
-        ));
+        return Err(V1Refusal::EndpointTaken {
+            name: name.to_owned(),
+            endpoint,
+        });
     }
     Ok(Accepted {
         name: name.to_owned(),
@@ -137,13 +130,15 @@ mod tests {
 
     #[test]
     fn a_list_without_a_supported_service_is_refused() {
-        let error = choose_service(&list(&["1.0.0", "v1alpha3"])).unwrap_err();
+        let error = choose_service(&list(&["1.0.0", "v1alpha3"]))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             error,
             r#"none of services supported by the plugin (["1.0.0" "v1alpha3"]) are supported by the kubelet (["v1.DRAPlugin" "v1beta1.DRAPlugin"])"#
         );
         assert_eq!(
-            choose_service(&[]).unwrap_err(),
+            choose_service(&[]).unwrap_err().to_string(),
             "empty list of supported gRPC services (aka supported versions)"
         );
     }
@@ -152,7 +147,9 @@ mod tests {
     fn registration_checks_the_type_the_services_and_the_endpoint() {
         let socket = Path::new("/k/plugins_registry/d-reg.sock");
         let services = list(&["v1.DRAPlugin"]);
-        let csi = accept(socket, "CSIPlugin", "d", "", &services, &[]).unwrap_err();
+        let csi = accept(socket, "CSIPlugin", "d", "", &services, &[])
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             csi,
             "RegisterPlugin error -- no handler registered for plugin type: CSIPlugin at socket /k/plugins_registry/d-reg.sock"
@@ -170,7 +167,7 @@ mod tests {
             &[],
         );
         assert!(
-            old.unwrap_err().starts_with(
+            old.unwrap_err().to_string().starts_with(
                 "RegisterPlugin error -- plugin validation failed with err: invalid supported gRPC versions of DRA driver plugin d at endpoint /k/plugins/d/dra.sock: none of services"
             )
         );
@@ -183,7 +180,7 @@ mod tests {
             &[PathBuf::from(endpoint)],
         );
         assert_eq!(
-            taken.unwrap_err(),
+            taken.unwrap_err().to_string(),
             "RegisterPlugin error -- plugin registration failed with err: endpoint /k/plugins/d/dra.sock already registered for DRA driver plugin d"
         );
         let second = accept(

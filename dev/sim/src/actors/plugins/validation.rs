@@ -10,6 +10,8 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::error::{SupportedVersionError, V1alpha2Refusal, VersionError};
+
 /// The registration type of a DRA plugin.
 pub const DRA_PLUGIN_TYPE: &str = "DRAPlugin";
 
@@ -20,7 +22,7 @@ pub struct Version(Vec<u64>);
 impl Version {
     /// Parses `text` as `ParseGeneric` does: blanks, an optional `v`, at least two dot-separated
     /// numbers; whatever follows the numbers (a pre-release, build metadata) is ignored.
-    pub fn parse_generic(text: &str) -> Result<Version, String> {
+    pub(crate) fn parse_generic(text: &str) -> Result<Version, VersionError> {
         let trimmed = text.trim();
         let rest = trimmed.strip_prefix('v').unwrap_or(trimmed);
         let numeric_end = rest
@@ -28,21 +30,27 @@ impl Version {
             .unwrap_or(rest.len());
         let numeric = &rest[..numeric_end];
         if numeric.is_empty() || !numeric.starts_with(|c: char| c.is_ascii_digit()) {
-            return Err(format!("could not parse {text:?} as version"));
+            return Err(VersionError::Unparsable {
+                text: text.to_owned(),
+            });
         }
         // A trailing dot ("1.2.") is not part of the numbers.
         let numeric = numeric.trim_end_matches('.');
         let parts: Vec<&str> = numeric.split('.').collect();
         if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
-            return Err(format!("illegal version string {text:?}"));
+            return Err(VersionError::Components {
+                text: text.to_owned(),
+            });
         }
         parts
             .iter()
             .map(|p| {
-                p.parse::<u64>()
-                    .map_err(|e| format!("illegal version string {p:?}: {e}"))
+                p.parse::<u64>().map_err(|source| VersionError::Component {
+                    component: (*p).to_owned(),
+                    source,
+                })
             })
-            .collect::<Result<Vec<u64>, String>>()
+            .collect::<Result<Vec<u64>, VersionError>>()
             .map(Version)
     }
 
@@ -80,15 +88,17 @@ impl fmt::Display for Version {
 }
 
 /// The highest version of `versions` a 1.30 kubelet supports (`HighestSupportedVersion`).
-pub fn highest_supported_version(versions: &[String]) -> Result<Version, String> {
+pub(crate) fn highest_supported_version(
+    versions: &[String],
+) -> Result<Version, SupportedVersionError> {
     if versions.is_empty() {
-        return Err("empty array for supported versions".into());
+        return Err(SupportedVersionError::Empty);
     }
     let mut highest: Option<Version> = None;
-    let mut last_error = None;
+    let mut last = None;
     for text in versions.iter().rev() {
         match Version::parse_generic(text) {
-            Err(error) => last_error = Some(error),
+            Err(error) => last = Some(error),
             Ok(version) if version.major() > 1 => {}
             Ok(version) => {
                 if highest.as_ref().is_none_or(|h| *h < version) {
@@ -98,15 +108,13 @@ pub fn highest_supported_version(versions: &[String]) -> Result<Version, String>
         }
     }
     let Some(highest) = highest else {
-        return Err(format!(
-            "could not find a highest supported version from versions ({versions:?}) reported: {}",
-            last_error.unwrap_or_else(|| "none".into())
-        ));
+        return Err(SupportedVersionError::NoneFound {
+            versions: versions.to_vec(),
+            last,
+        });
     };
     if highest.major() != 1 {
-        return Err(format!(
-            "highest supported version reported is {highest}, must be v1.x"
-        ));
+        return Err(SupportedVersionError::NotV1 { highest });
     }
     Ok(highest)
 }
@@ -125,44 +133,49 @@ pub struct Accepted {
 /// The 1.30 kubelet's verdict on a plugin's `GetInfo` answer at `socket`. `registered` is the
 /// version of the plugin already registered under the same name, if any. `Err` is the error
 /// reported back through `NotifyRegistrationStatus`.
-pub fn accept(
+pub(crate) fn accept(
     socket: &Path,
     kind: &str,
     name: &str,
     endpoint: &str,
     versions: &[String],
     registered: Option<&Version>,
-) -> Result<Accepted, String> {
+) -> Result<Accepted, V1alpha2Refusal> {
     if kind != DRA_PLUGIN_TYPE {
-        return Err(format!(
-            "no handler registered for plugin type: {kind} at socket {}",
-            socket.display()
-        ));
+        return Err(V1alpha2Refusal::PluginType {
+            kind: kind.to_owned(),
+            socket: socket.to_owned(),
+        });
     }
     let endpoint = if endpoint.is_empty() {
         socket.to_owned()
     } else {
         PathBuf::from(endpoint)
     };
+    let name = name.to_owned();
     if versions.is_empty() {
-        return Err(format!(
-            "validation failed for DRA plugin {name:?}: plugin returned an empty list for supported versions"
-        ));
+        return Err(V1alpha2Refusal::NoVersions { name });
     }
-    let version = highest_supported_version(versions).map_err(|e| {
-        format!(
-            "validation failed for DRA plugin {name:?}: none of the versions specified {versions:?} are supported: {e}"
-        )
-    })?;
+    let version = match highest_supported_version(versions) {
+        Ok(version) => version,
+        Err(source) => {
+            return Err(V1alpha2Refusal::Versions {
+                name,
+                versions: versions.to_vec(),
+                source,
+            })
+        }
+    };
     if let Some(existing) = registered {
         if *existing >= version {
-            return Err(format!(
-                "validation failed for DRA plugin {name:?}: another plugin with the same name is already registered with a higher supported version: {existing}"
-            ));
+            return Err(V1alpha2Refusal::HigherVersionRegistered {
+                name,
+                existing: existing.clone(),
+            });
         }
     }
     Ok(Accepted {
-        name: name.to_owned(),
+        name,
         endpoint,
         version,
     })
@@ -210,13 +223,17 @@ mod tests {
 
     #[test]
     fn lists_without_a_one_point_x_are_refused() {
-        let none = highest_supported_version(&list(&["v1alpha3", "v1.DRAPlugin"])).unwrap_err();
+        let none = highest_supported_version(&list(&["v1alpha3", "v1.DRAPlugin"]))
+            .unwrap_err()
+            .to_string();
         assert!(
             none.contains("could not find a highest supported version"),
             "{none}"
         );
         assert!(none.contains("illegal version string"), "{none}");
-        let zero = highest_supported_version(&list(&["0.3.0"])).unwrap_err();
+        let zero = highest_supported_version(&list(&["0.3.0"]))
+            .unwrap_err()
+            .to_string();
         assert!(zero.contains("must be v1.x"), "{zero}");
         assert!(highest_supported_version(&list(&["2.0.0"])).is_err());
         assert!(highest_supported_version(&[]).is_err());
@@ -226,7 +243,9 @@ mod tests {
     fn only_dra_plugins_are_accepted_and_an_empty_endpoint_means_the_socket() {
         let socket = Path::new("/k/plugins_registry/d.sock");
         let versions = list(&["1.0.0"]);
-        let csi = accept(socket, "CSIPlugin", "d", "", &versions, None).unwrap_err();
+        let csi = accept(socket, "CSIPlugin", "d", "", &versions, None)
+            .unwrap_err()
+            .to_string();
         assert!(
             csi.contains("no handler registered for plugin type: CSIPlugin"),
             "{csi}"
@@ -259,7 +278,7 @@ mod tests {
             &list(&["1.0.0"]),
             Some(&old),
         );
-        assert!(same.unwrap_err().contains("already registered"));
+        assert!(same.unwrap_err().to_string().contains("already registered"));
         let higher = accept(
             socket,
             DRA_PLUGIN_TYPE,
