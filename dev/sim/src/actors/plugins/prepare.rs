@@ -92,7 +92,7 @@ impl NodePlugins {
             .insert(pod_uid.clone(), ObjectKey::of(&pod.metadata));
         let mut result = Ok(());
         for (driver, calls) in &batches {
-            result = self.call_batch(Call::Prepare, driver, calls).await;
+            result = self.call_driver(Call::Prepare, driver, calls).await;
             if result.is_err() {
                 break;
             }
@@ -133,7 +133,7 @@ impl NodePlugins {
     /// One `call` with `driver`'s batch of claims, checked as the 1.30 DRA manager checks the
     /// answer. A prepare marks the claims it prepared in the cache even when another claim of the
     /// call failed (nothing is rolled back, as in 1.30).
-    async fn call_batch(
+    async fn call_v1alpha2(
         &self,
         call: Call,
         driver: &str,
@@ -198,27 +198,37 @@ impl NodePlugins {
 
     /// Unprepares the claims `pod_uid` was the last pod to use and drops its references.
     pub(crate) async fn unprepare_pod(&self, pod_uid: &str) -> Result<(), CallError> {
-        if self.version.serves_v1() {
-            return self.unprepare_v1(pod_uid).await;
-        }
         let batches: Batches = self.claims.lock_or_recover().unprepare_batches(pod_uid);
         for (driver, calls) in &batches {
-            self.call_batch(Call::Unprepare, driver, calls).await?;
+            self.call_driver(Call::Unprepare, driver, calls).await?;
         }
-        self.claims
-            .lock_or_recover()
-            .release(pod_uid, &uids(&batches));
+        let unprepared = uids(&batches);
+        self.claims.lock_or_recover().release(pod_uid, &unprepared);
         self.pods.lock_or_recover().remove(pod_uid);
         self.failures.lock_or_recover().remove(pod_uid);
-        if !batches.is_empty() {
-            tracing::debug!(node = %self.node, pod = pod_uid, claims = uids(&batches).len(), "Unprepared the claims of a pod");
+        if !unprepared.is_empty() {
+            tracing::debug!(node = %self.node, pod = pod_uid, claims = unprepared.len(), "Unprepared the claims of a pod");
         }
         Ok(())
     }
 
+    /// One `call` with `driver`'s batch, as the node's release makes it.
+    pub(super) async fn call_driver(
+        &self,
+        call: Call,
+        driver: &str,
+        claims: &[ClaimCall],
+    ) -> Result<(), CallError> {
+        if self.version.serves_v1() {
+            self.call_v1(call, driver, claims).await
+        } else {
+            self.call_v1alpha2(call, driver, claims).await
+        }
+    }
+
     /// Posts a core/v1 Warning event on `pod` from the kubelet of this node; a failed post is
     /// only logged.
-    async fn post_warning(&self, pod: &Pod, message: &str) {
+    pub(super) async fn post_warning(&self, pod: &Pod, message: &str) {
         let reporter = Reporter {
             component: "kubelet",
             host: Some(&self.node),

@@ -10,19 +10,16 @@
 //! I/O only; the checks and the batches are decided by the checks and claims modules.
 
 use dra_runtime::lock::LockExt;
-use std::collections::BTreeSet;
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 
-use super::calls::{call, Call};
+use super::calls::{self, Call};
 use super::checks::{claim_info, same_claim};
-use super::claims::{uids, Batches};
+use super::claims::ClaimCall;
 use super::error::{CallError, ClaimError, PrepareError};
-use super::prepare::{Prepare, FAILED_PREPARE_REASON};
+use super::prepare::Prepare;
 use super::NodePlugins;
 use crate::actors::claim_refs::{claim_name, pod_claim_entries};
-use crate::actors::events::{post_pod_warning, Reporter};
 use crate::actors::resource_v1::ResourceClaim;
 use crate::actors::ObjectKey;
 
@@ -39,12 +36,7 @@ impl NodePlugins {
                 let message = format!(
                     "Failed to prepare dynamic resources: prepare dynamic resources: {error}"
                 );
-                let reporter = Reporter {
-                    component: "kubelet",
-                    host: Some(&self.node),
-                };
-                post_pod_warning(&self.client, pod, reporter, FAILED_PREPARE_REASON, &message)
-                    .await;
+                self.post_warning(pod, &message).await;
                 Prepare::Failed(message, self.note_failure(&pod_uid))
             }
         }
@@ -87,15 +79,7 @@ impl NodePlugins {
             .lock_or_recover()
             .insert(pod_uid.clone(), ObjectKey::of(&pod.metadata));
         for (driver, calls) in &batches {
-            let (channel, service) = self.instance(driver)?;
-            call(
-                channel,
-                service,
-                Call::Prepare,
-                calls,
-                self.config.call_timeout,
-            )
-            .await?;
+            self.call_driver(Call::Prepare, driver, calls).await?;
         }
         let mut cache = self.claims.lock_or_recover();
         for (driver, calls) in &batches {
@@ -110,27 +94,15 @@ impl NodePlugins {
         }
     }
 
-    /// Unprepares the claims `pod_uid` was the last pod to use and drops its references (1.34).
-    pub(super) async fn unprepare_v1(&self, pod_uid: &str) -> Result<(), CallError> {
-        let batches: Batches = self.claims.lock_or_recover().unprepare_batches(pod_uid);
-        for (driver, calls) in &batches {
-            let (channel, service) = self.instance(driver)?;
-            call(
-                channel,
-                service,
-                Call::Unprepare,
-                calls,
-                self.config.call_timeout,
-            )
-            .await?;
-        }
-        let unprepared: BTreeSet<String> = uids(&batches);
-        self.claims.lock_or_recover().release(pod_uid, &unprepared);
-        self.pods.lock_or_recover().remove(pod_uid);
-        self.failures.lock_or_recover().remove(pod_uid);
-        if !unprepared.is_empty() {
-            tracing::debug!(node = %self.node, pod = pod_uid, claims = unprepared.len(), "Unprepared the claims of a pod");
-        }
-        Ok(())
+    /// One `call` with `driver`'s batch over the service its most recent instance registered
+    /// (1.34).
+    pub(super) async fn call_v1(
+        &self,
+        call: Call,
+        driver: &str,
+        claims: &[ClaimCall],
+    ) -> Result<(), CallError> {
+        let (channel, service) = self.instance(driver)?;
+        calls::call(channel, service, call, claims, self.config.call_timeout).await
     }
 }
