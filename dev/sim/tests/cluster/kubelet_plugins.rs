@@ -16,7 +16,7 @@ use dra_node::discovery::{DeviceSource, DiscoveryRoots};
 use dra_sim::actors::plugins::PluginsConfig;
 use dra_sim::actors::ActorsConfig;
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle, DEFAULT_DRIVER_NAME};
-use k8s_openapi::api::core::v1::{ClaimSource, Container, Event, Pod, PodResourceClaim, PodSpec};
+use k8s_openapi::api::core::v1::{ClaimSource, Container, Pod, PodResourceClaim, PodSpec};
 use k8s_openapi::api::resource::v1alpha2::{
     AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec,
     ResourceClaimStatus, ResourceHandle, ResourceSlice,
@@ -25,6 +25,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use testkit::eventually;
+
+use crate::support::events_about;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -269,18 +271,6 @@ async fn pod_phase(client: &Client, name: &str) -> Option<String> {
     Some(pod.status.and_then(|s| s.phase).unwrap_or_default())
 }
 
-async fn warnings_of(client: &Client, pod: &str) -> Vec<Event> {
-    Api::<Event>::default_namespaced(client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(pod))
-        .filter(|e| e.reason.as_deref() == Some("FailedPrepareDynamicResources"))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_registers_and_its_inventory_becomes_the_nodes_resource_slice() {
     let mut setup = Setup::start().await;
@@ -364,7 +354,7 @@ async fn a_pod_runs_only_once_its_claim_is_prepared_and_is_removed_after_unprepa
         "a FailedPrepareDynamicResources event",
         PATIENCE,
         || async {
-            let events = warnings_of(&client, "refused").await;
+            let events = events_about(&client, "refused", "FailedPrepareDynamicResources").await;
             (!events.is_empty()).then_some(events)
         },
     )
@@ -381,7 +371,10 @@ async fn a_pod_runs_only_once_its_claim_is_prepared_and_is_removed_after_unprepa
         "{message}"
     );
     eventually("the prepare is retried", PATIENCE, || async {
-        warnings_of(&client, "refused").await.len() >= 2
+        events_about(&client, "refused", "FailedPrepareDynamicResources")
+            .await
+            .len()
+            >= 2
     })
     .await;
     assert_eq!(

@@ -7,6 +7,7 @@
 
 mod fake_plugin;
 mod scenario_driver;
+mod support;
 
 mod kubelet_plugins;
 mod scenario_dra;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::scenario_driver::{Driver, Record, Script, CLASS, FINALIZER};
+use crate::support::{batch_size, create_pod, get_pod, node_of, phase};
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::Faults;
 use k8s_openapi::api::core::v1::{ClaimSource, Container, Event, Pod, PodResourceClaim, PodSpec};
@@ -89,13 +90,6 @@ fn pod(name: &str, claims: &[(&str, &str)], run_seconds: Option<&str>) -> Pod {
     }
 }
 
-async fn create_pod(client: &Client, pod: &Pod) {
-    Api::<Pod>::default_namespaced(client.clone())
-        .create(&PostParams::default(), pod)
-        .await
-        .expect("pod created");
-}
-
 /// Creates a claim of the scripted driver's class (`allocation_mode` unset: `WaitForFirstConsumer`).
 async fn create_claim(client: &Client, name: &str, allocation_mode: Option<&str>) {
     let claim = ResourceClaim {
@@ -114,24 +108,6 @@ async fn create_claim(client: &Client, name: &str, allocation_mode: Option<&str>
         .create(&PostParams::default(), &claim)
         .await
         .expect("claim created");
-}
-
-async fn get_pod(client: &Client, name: &str) -> Pod {
-    Api::<Pod>::default_namespaced(client.clone())
-        .get(name)
-        .await
-        .expect("pod exists")
-}
-
-fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or_default()
-}
-
-fn node_of(pod: &Pod) -> Option<String> {
-    pod.spec.as_ref().and_then(|s| s.node_name.clone())
 }
 
 async fn claims(client: &Client) -> Vec<ResourceClaim> {
@@ -203,7 +179,7 @@ async fn pods_with_claim_templates_are_scheduled_run_and_release_their_claims() 
         )
         .await;
         assert_eq!(
-            node_of(&pod).as_deref(),
+            node_of(&pod),
             Some(node.as_str()),
             "pod bound where its claim was allocated"
         );
@@ -233,19 +209,11 @@ async fn pods_with_claim_templates_are_scheduled_run_and_release_their_claims() 
     cluster.shutdown().await;
 }
 
-/// Pods of the claim batch test; `DRA_SIM_BATCH_PODS` raises it (e.g. 1000).
-fn batch_size() -> usize {
-    std::env::var("DRA_SIM_BATCH_PODS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_of_pods_with_claims_is_allocated_bound_and_run() {
     let cluster = cluster(10).await;
     let client = cluster.kube_client();
-    let count = batch_size();
+    let count = batch_size(100);
     let driver = Driver::start(client.clone(), Script::with_capacity(count));
     create_template(&client, "gpu-template").await;
     let started = std::time::Instant::now();
@@ -461,7 +429,7 @@ async fn unsuitable_selected_node_clears_selection_before_deallocation() {
     };
     let pod = get_pod(&client, "pair").await;
     assert_eq!(
-        node_of(&pod).as_deref(),
+        node_of(&pod),
         Some(other),
         "the pod moved to the node that fits both claims"
     );
@@ -550,7 +518,10 @@ async fn pod_with_immediate_claim_waits_for_allocation_and_lands_on_its_node() {
         allocated_on, "node-2",
         "the scripted driver picks the last node for immediate claims"
     );
-    assert_eq!(node_of(&get_pod(&client, "user").await), Some(allocated_on));
+    assert_eq!(
+        node_of(&get_pod(&client, "user").await),
+        Some(allocated_on.as_str())
+    );
     let reserved = claim.status.unwrap().reserved_for.unwrap();
     assert_eq!(
         reserved.len(),

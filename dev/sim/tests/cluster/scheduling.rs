@@ -6,13 +6,15 @@
 use std::time::{Duration, Instant};
 use testkit::eventually;
 
+use crate::support::{batch_size, create_pod, get_pod, node_of, phase};
+
 use dra_sim::actors::{Actors, ActorsConfig};
 use dra_sim::cluster::{populate, start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::SimServer;
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::Api;
 
 async fn cluster(nodes: usize) -> ClusterHandle {
     start_cluster(ClusterConfig {
@@ -44,49 +46,24 @@ fn pod(name: &str, scheduler: Option<&str>, run_seconds: Option<&str>) -> Pod {
     }
 }
 
-async fn create(client: &Client, pod: &Pod) {
-    Api::<Pod>::default_namespaced(client.clone())
-        .create(&PostParams::default(), pod)
-        .await
-        .expect("pod created");
-}
-
-async fn get(client: &Client, name: &str) -> Pod {
-    Api::<Pod>::default_namespaced(client.clone())
-        .get(name)
-        .await
-        .expect("pod exists")
-}
-
-fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or_default()
-}
-
-fn node_of(pod: &Pod) -> Option<&str> {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_without_claims_is_bound_runs_and_succeeds_after_its_run_time() {
     let cluster = cluster(2).await;
     let client = cluster.kube_client();
     let started = Instant::now();
-    create(&client, &pod("short", None, Some("0.5"))).await;
+    create_pod(&client, &pod("short", None, Some("0.5"))).await;
     eventually("the pod runs", Duration::from_secs(10), || async {
-        phase(&get(&client, "short").await) == "Running"
+        phase(&get_pod(&client, "short").await) == "Running"
     })
     .await;
-    let running = get(&client, "short").await;
+    let running = get_pod(&client, "short").await;
     assert!(cluster
         .node_names()
         .iter()
         .any(|n| Some(n.as_str()) == node_of(&running)));
     assert!(running.status.as_ref().unwrap().start_time.is_some());
     eventually("the pod succeeds", Duration::from_secs(10), || async {
-        phase(&get(&client, "short").await) == "Succeeded"
+        phase(&get_pod(&client, "short").await) == "Succeeded"
     })
     .await;
     assert!(
@@ -118,9 +95,9 @@ async fn pods_of_other_schedulers_and_cordoned_nodes_are_left_alone() {
     let actors = Actors::start(client.clone(), &config.actors)
         .await
         .expect("actors start");
-    create(&client, &pod("foreign", Some("volcano"), None)).await;
+    create_pod(&client, &pod("foreign", Some("volcano"), None)).await;
     for i in 0..4 {
-        create(
+        create_pod(
             &client,
             &pod(&format!("local-{i}"), Some("default-scheduler"), None),
         )
@@ -132,21 +109,21 @@ async fn pods_of_other_schedulers_and_cordoned_nodes_are_left_alone() {
         || async {
             let mut all = true;
             for i in 0..4 {
-                all &= phase(&get(&client, &format!("local-{i}")).await) == "Running";
+                all &= phase(&get_pod(&client, &format!("local-{i}")).await) == "Running";
             }
             all
         },
     )
     .await;
     for i in 0..4 {
-        let pod = get(&client, &format!("local-{i}")).await;
+        let pod = get_pod(&client, &format!("local-{i}")).await;
         assert_eq!(
             node_of(&pod),
             Some("node-1"),
             "the cordoned node gets no pods"
         );
     }
-    let foreign = get(&client, "foreign").await;
+    let foreign = get_pod(&client, "foreign").await;
     assert_eq!(
         node_of(&foreign),
         None,
@@ -161,9 +138,9 @@ async fn pods_of_other_schedulers_and_cordoned_nodes_are_left_alone() {
 async fn kubelet_completes_graceful_deletion_of_bound_pod() {
     let cluster = cluster(1).await;
     let client = cluster.kube_client();
-    create(&client, &pod("server", None, None)).await;
+    create_pod(&client, &pod("server", None, None)).await;
     eventually("the pod runs", Duration::from_secs(10), || async {
-        phase(&get(&client, "server").await) == "Running"
+        phase(&get_pod(&client, "server").await) == "Running"
     })
     .await;
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
@@ -190,23 +167,23 @@ async fn without_kubelets_bound_pods_stay_pending_and_deleted_ones_terminating()
     .await
     .expect("cluster starts");
     let client = cluster.kube_client();
-    create(&client, &pod("first", None, Some("0"))).await;
+    create_pod(&client, &pod("first", None, Some("0"))).await;
     eventually(
         "the first pod is bound",
         Duration::from_secs(10),
-        || async { node_of(&get(&client, "first").await).is_some() },
+        || async { node_of(&get_pod(&client, "first").await).is_some() },
     )
     .await;
     // A pod bound later: by then a kubelet would long have started the first one.
-    create(&client, &pod("second", None, None)).await;
+    create_pod(&client, &pod("second", None, None)).await;
     eventually(
         "the second pod is bound",
         Duration::from_secs(10),
-        || async { node_of(&get(&client, "second").await).is_some() },
+        || async { node_of(&get_pod(&client, "second").await).is_some() },
     )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let first = get(&client, "first").await;
+    let first = get_pod(&client, "first").await;
     assert_eq!(phase(&first), "Pending", "{:?}", first.status);
     assert!(first.status.unwrap().start_time.is_none());
 
@@ -220,22 +197,14 @@ async fn without_kubelets_bound_pods_stay_pending_and_deleted_ones_terminating()
     cluster.shutdown().await;
 }
 
-/// Pods to schedule in the batch test; `DRA_SIM_BATCH_PODS` raises it (e.g. 1000).
-fn batch_size() -> usize {
-    std::env::var("DRA_SIM_BATCH_PODS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_of_pods_is_scheduled_and_spread_over_nodes() {
     let cluster = cluster(10).await;
     let client = cluster.kube_client();
-    let count = batch_size();
+    let count = batch_size(300);
     let started = Instant::now();
     for i in 0..count {
-        create(&client, &pod(&format!("batch-{i}"), None, None)).await;
+        create_pod(&client, &pod(&format!("batch-{i}"), None, None)).await;
     }
     let created = started.elapsed();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());

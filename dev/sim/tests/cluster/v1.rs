@@ -23,7 +23,7 @@ use dra_sim::KubernetesVersion;
 use dra_types::resource_v1::{
     Device, ResourcePool, ResourceSlice as SliceObject, ResourceSliceSpec,
 };
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -33,6 +33,7 @@ use serde_json::{json, Value};
 use testkit::eventually;
 
 use crate::fake_plugin::{FakePlugin, Serves};
+use crate::support::events_about;
 
 const NODE: &str = "node-0";
 const DRIVER: &str = "gpu.example.com";
@@ -175,18 +176,6 @@ async fn allocated_claim(client: &Client, name: &str, driver: &str) -> ResourceC
         .unwrap()
 }
 
-async fn warnings(client: &Client, pod: &str, reason: &str) -> Vec<Event> {
-    Api::<Event>::default_namespaced(client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(pod))
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect()
-}
-
 fn both() -> Serves {
     Serves {
         v1: true,
@@ -288,7 +277,7 @@ async fn a_missing_template_is_an_event_and_the_claim_of_a_finished_pod_is_delet
     )
     .await;
     let events = eventually("a FailedResourceClaimCreation event", PATIENCE, || async {
-        let events = warnings(&client, "orphan", "FailedResourceClaimCreation").await;
+        let events = events_about(&client, "orphan", "FailedResourceClaimCreation").await;
         (!events.is_empty()).then_some(events)
     })
     .await;
@@ -491,14 +480,14 @@ async fn a_plugin_advertising_only_v1beta1_is_called_over_v1beta1() {
         "a FailedPrepareDynamicResources event naming the driver",
         PATIENCE,
         || async {
-            warnings(&client, "stuck", "FailedPrepareDynamicResources")
+            events_about(&client, "stuck", "FailedPrepareDynamicResources")
                 .await
                 .iter()
                 .any(|e| e.message.as_deref() == Some(expected))
         },
     )
     .await;
-    let messages: Vec<String> = warnings(&client, "stuck", "FailedPrepareDynamicResources")
+    let messages: Vec<String> = events_about(&client, "stuck", "FailedPrepareDynamicResources")
         .await
         .into_iter()
         .filter_map(|e| e.message)

@@ -4,6 +4,7 @@
 //! recorded with the service it came over and answered with success; every registration status
 //! the kubelet sends is recorded.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -37,17 +38,23 @@ struct Record {
 }
 
 impl Record {
-    fn call(
+    /// Records a call and answers each of its claims with success.
+    fn answer<R: Default>(
         &self,
         service: &'static str,
         method: &'static str,
         claims: Vec<(String, String, String)>,
-    ) {
+    ) -> HashMap<String, R> {
+        let answers = claims
+            .iter()
+            .map(|(_, uid, _)| (uid.clone(), R::default()))
+            .collect();
         self.calls.lock().unwrap().push(Call {
             service,
             method,
             claims,
         });
+        answers
     }
 }
 
@@ -76,103 +83,51 @@ impl Registration for Reg {
     }
 }
 
-struct V1(Arc<Record>);
+/// A `DRAPlugin` server of the gRPC package `$api` (`v1` or `v1beta1`) named `$server`: every
+/// call is recorded under the package's name and every claim answered with success.
+macro_rules! recording_service {
+    ($server:ident, $api:ident) => {
+        struct $server(Arc<Record>);
 
-#[tonic::async_trait]
-impl v1::dra_plugin_server::DraPlugin for V1 {
-    async fn node_prepare_resources(
-        &self,
-        request: Request<v1::NodePrepareResourcesRequest>,
-    ) -> Result<Response<v1::NodePrepareResourcesResponse>, Status> {
-        let claims = request.into_inner().claims;
-        self.0.call(
-            "v1",
-            "prepare",
-            claims
-                .iter()
-                .map(|c| (c.namespace.clone(), c.uid.clone(), c.name.clone()))
-                .collect(),
-        );
-        let answers = claims
-            .into_iter()
-            .map(|c| (c.uid, v1::NodePrepareResourceResponse::default()))
-            .collect();
-        Ok(Response::new(v1::NodePrepareResourcesResponse {
-            claims: answers,
-        }))
-    }
+        #[tonic::async_trait]
+        impl $api::dra_plugin_server::DraPlugin for $server {
+            async fn node_prepare_resources(
+                &self,
+                request: Request<$api::NodePrepareResourcesRequest>,
+            ) -> Result<Response<$api::NodePrepareResourcesResponse>, Status> {
+                let claims = claim_triples!(request);
+                Ok(Response::new($api::NodePrepareResourcesResponse {
+                    claims: self.0.answer(stringify!($api), "prepare", claims),
+                }))
+            }
 
-    async fn node_unprepare_resources(
-        &self,
-        request: Request<v1::NodeUnprepareResourcesRequest>,
-    ) -> Result<Response<v1::NodeUnprepareResourcesResponse>, Status> {
-        let claims = request.into_inner().claims;
-        self.0.call(
-            "v1",
-            "unprepare",
-            claims
-                .iter()
-                .map(|c| (c.namespace.clone(), c.uid.clone(), c.name.clone()))
-                .collect(),
-        );
-        let answers = claims
-            .into_iter()
-            .map(|c| (c.uid, v1::NodeUnprepareResourceResponse::default()))
-            .collect();
-        Ok(Response::new(v1::NodeUnprepareResourcesResponse {
-            claims: answers,
-        }))
-    }
+            async fn node_unprepare_resources(
+                &self,
+                request: Request<$api::NodeUnprepareResourcesRequest>,
+            ) -> Result<Response<$api::NodeUnprepareResourcesResponse>, Status> {
+                let claims = claim_triples!(request);
+                Ok(Response::new($api::NodeUnprepareResourcesResponse {
+                    claims: self.0.answer(stringify!($api), "unprepare", claims),
+                }))
+            }
+        }
+    };
 }
 
-struct V1Beta1(Arc<Record>);
-
-#[tonic::async_trait]
-impl v1beta1::dra_plugin_server::DraPlugin for V1Beta1 {
-    async fn node_prepare_resources(
-        &self,
-        request: Request<v1beta1::NodePrepareResourcesRequest>,
-    ) -> Result<Response<v1beta1::NodePrepareResourcesResponse>, Status> {
-        let claims = request.into_inner().claims;
-        self.0.call(
-            "v1beta1",
-            "prepare",
-            claims
-                .iter()
-                .map(|c| (c.namespace.clone(), c.uid.clone(), c.name.clone()))
-                .collect(),
-        );
-        let answers = claims
+/// `(namespace, uid, name)` of each claim of a request, in request order.
+macro_rules! claim_triples {
+    ($request:expr) => {
+        $request
+            .into_inner()
+            .claims
             .into_iter()
-            .map(|c| (c.uid, v1beta1::NodePrepareResourceResponse::default()))
-            .collect();
-        Ok(Response::new(v1beta1::NodePrepareResourcesResponse {
-            claims: answers,
-        }))
-    }
-
-    async fn node_unprepare_resources(
-        &self,
-        request: Request<v1beta1::NodeUnprepareResourcesRequest>,
-    ) -> Result<Response<v1beta1::NodeUnprepareResourcesResponse>, Status> {
-        let claims = request.into_inner().claims;
-        self.0.call(
-            "v1beta1",
-            "unprepare",
-            claims
-                .iter()
-                .map(|c| (c.namespace.clone(), c.uid.clone(), c.name.clone()))
-                .collect(),
-        );
-        let answers = claims
-            .into_iter()
-            .map(|c| (c.uid, v1beta1::NodeUnprepareResourceResponse::default()))
-            .collect();
-        Ok(Response::new(v1beta1::NodeUnprepareResourcesResponse {
-            claims: answers,
-        }))
-    }
+            .map(|c| (c.namespace, c.uid, c.name))
+            .collect()
+    };
 }
+
+recording_service!(V1, v1);
+recording_service!(V1Beta1, v1beta1);
 
 /// Which services the plugin serves on its service socket.
 #[derive(Debug, Clone, Copy)]
