@@ -141,7 +141,7 @@ impl Default for ClusterConfig {
 
 impl ClusterConfig {
     /// Checks the configuration before anything starts.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         for memory in &self.memory {
             inventory::check_quantity(memory)?;
         }

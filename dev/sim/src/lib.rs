@@ -4,13 +4,17 @@
 //! [`server`] is an API server subset speaking the real REST protocol over loopback HTTP;
 //! [`actors`] are the control-plane components (scheduler DRA plugin, resourceclaim controller,
 //! garbage collector, kubelet) running as API clients against it; [`cluster`] assembles both.
-//! Of the workspace it uses `dra-framework` (process helpers) and `dra-node` (only the generated
-//! gRPC clients and messages of the kubelet plugin interfaces, which the simulated kubelet calls);
-//! neither depends on this crate.
+//! Of the workspace it uses `dra-types` (the `resource.k8s.io/v1` objects and the kubelet's
+//! generated gRPC code) and `dra-runtime` (work queue, informers, lock policy); no product crate.
+//!
+//! The public surface is what the controller's demo and tests, the node agent's tests and this
+//! crate's tests use: [`cluster`] (start, shape, handle, `sim` flags), [`server`], the actors'
+//! [`actors::Actors`] with its configuration and the few names of [`actors::kubelet`] and
+//! [`actors::plugins`] those tests read; the rest is crate-private.
 
 pub mod actors;
 pub mod cluster;
 pub mod server;
-pub mod version;
+mod version;
 
-pub use version::KubernetesVersion;
+pub use version::{KubernetesVersion, UnsupportedVersion};

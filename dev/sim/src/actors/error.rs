@@ -59,11 +59,11 @@ pub enum ActorError {
 }
 
 /// Result alias of the actors.
-pub type Result<T, E = ActorError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = ActorError> = std::result::Result<T, E>;
 
 impl ActorError {
     /// Wraps a client error with what the actor was doing.
-    pub fn api(action: impl Into<String>, source: kube::Error) -> Self {
+    pub(crate) fn api(action: impl Into<String>, source: kube::Error) -> Self {
         Self::Api {
             action: action.into(),
             source,
@@ -72,7 +72,7 @@ impl ActorError {
 }
 
 /// The HTTP status code of an API error response, if the error is one.
-pub fn status_code(error: &kube::Error) -> Option<u16> {
+pub(crate) fn status_code(error: &kube::Error) -> Option<u16> {
     match error {
         kube::Error::Api(response) => Some(response.code),
         _ => None,
@@ -80,17 +80,17 @@ pub fn status_code(error: &kube::Error) -> Option<u16> {
 }
 
 /// Whether the error says the object does not exist.
-pub fn is_not_found(error: &kube::Error) -> bool {
+pub(crate) fn is_not_found(error: &kube::Error) -> bool {
     status_code(error) == Some(404)
 }
 
 /// Whether the error is a resourceVersion conflict or an existing name (HTTP 409).
-pub fn is_conflict(error: &kube::Error) -> bool {
+pub(crate) fn is_conflict(error: &kube::Error) -> bool {
     status_code(error) == Some(409)
 }
 
 /// Whether retrying the same request later may succeed: 409, 429, 5xx and transport errors.
-pub fn is_transient(error: &kube::Error) -> bool {
+pub(crate) fn is_transient(error: &kube::Error) -> bool {
     match status_code(error) {
         Some(code) => code == 409 || code == 429 || code >= 500,
         None => !matches!(

@@ -12,7 +12,7 @@ use kube::{Api, Client};
 
 /// Who posts an event.
 #[derive(Debug, Clone, Copy)]
-pub struct Reporter<'a> {
+pub(crate) struct Reporter<'a> {
     /// The component (`kubelet`, `resource_claim`).
     pub component: &'a str,
     /// The node of a kubelet.
@@ -20,7 +20,7 @@ pub struct Reporter<'a> {
 }
 
 /// The Warning event with `reason` and `message` on `pod`.
-pub fn pod_warning(pod: &Pod, reporter: Reporter<'_>, reason: &str, message: &str) -> Event {
+pub(crate) fn pod_warning(pod: &Pod, reporter: Reporter<'_>, reason: &str, message: &str) -> Event {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let now = Utc::now();
@@ -58,7 +58,7 @@ pub fn pod_warning(pod: &Pod, reporter: Reporter<'_>, reason: &str, message: &st
 }
 
 /// Posts [`pod_warning`]; a failure is only logged.
-pub async fn post_pod_warning(
+pub(crate) async fn post_pod_warning(
     client: &Client,
     pod: &Pod,
     reporter: Reporter<'_>,

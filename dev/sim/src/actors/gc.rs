@@ -27,16 +27,16 @@ use dra_runtime::informer::Change;
 use dra_runtime::workqueue::{Next, WorkQueue};
 
 /// Finalizer of an owner deleted with foreground propagation.
-pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+pub(crate) const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 /// Finalizer of an owner deleted with orphan propagation.
-pub const ORPHAN_FINALIZER: &str = "orphan";
+pub(crate) const ORPHAN_FINALIZER: &str = "orphan";
 /// How often an owner in a foreground deletion looks again at dependents that block it (changes
 /// of the dependents wake it earlier).
 const OWNER_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// One kind the collector tracks.
 #[derive(Debug, Clone)]
-pub struct Kind {
+pub(crate) struct Kind {
     /// Group, version, kind and plural.
     pub resource: ApiResource,
     /// Whether objects of the kind live in a namespace.
@@ -61,7 +61,7 @@ struct Graph {
 
 /// What the collector does with a dependent whose owners were looked up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Keep it as it is.
     Keep,
     /// Every owner is gone: delete it.
@@ -71,7 +71,10 @@ pub enum Verdict {
 }
 
 /// The decision for a dependent given, per owner reference, whether the owner still exists.
-pub fn verdict(owners: &[OwnerReference], exists: &dyn Fn(&OwnerReference) -> bool) -> Verdict {
+pub(crate) fn verdict(
+    owners: &[OwnerReference],
+    exists: &dyn Fn(&OwnerReference) -> bool,
+) -> Verdict {
     if owners.is_empty() {
         return Verdict::Keep;
     }
@@ -90,7 +93,7 @@ pub fn verdict(owners: &[OwnerReference], exists: &dyn Fn(&OwnerReference) -> bo
 }
 
 /// The garbage collector actor.
-pub struct GarbageCollector {
+pub(crate) struct GarbageCollector {
     client: Client,
     kinds: Vec<Kind>,
     graph: Mutex<Graph>,
@@ -100,7 +103,7 @@ pub struct GarbageCollector {
 
 impl GarbageCollector {
     /// A collector over `kinds` (the index of a kind in this list is what `observe` takes).
-    pub fn new(client: Client, kinds: Vec<Kind>) -> Self {
+    pub(crate) fn new(client: Client, kinds: Vec<Kind>) -> Self {
         Self {
             client,
             kinds,
@@ -110,7 +113,7 @@ impl GarbageCollector {
     }
 
     /// Records a change of an object of kind number `kind`.
-    pub fn observe(&self, kind: usize, change: &Change<'_, ObjectMeta>) {
+    pub(crate) fn observe(&self, kind: usize, change: &Change<'_, ObjectMeta>) {
         let mut graph = self.graph.lock_or_recover();
         match change {
             Change::Applied(meta) => {
@@ -242,7 +245,7 @@ impl GarbageCollector {
     }
 
     /// Examines one object: as a deleting owner, then as a dependent.
-    pub async fn sync(&self, uid: String) -> Result<Next> {
+    pub(crate) async fn sync(&self, uid: String) -> Result<Next> {
         let Some(vertex) = self.graph.lock_or_recover().vertices.get(&uid).cloned() else {
             return Ok(Next::Done);
         };

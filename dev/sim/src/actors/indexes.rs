@@ -27,7 +27,7 @@ use super::ObjectKey;
 
 /// What put a pod on a node for [`NodeLoad`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Placement {
+pub(crate) enum Placement {
     /// The pod is bound to the node (`spec.nodeName`).
     Bound,
     /// The pod's scheduling context selected the node (`spec.selectedNode`).
@@ -70,24 +70,24 @@ impl LoadState {
 
 /// Pods per node, counted once per pod and placement.
 #[derive(Debug, Default)]
-pub struct NodeLoad {
+pub(crate) struct NodeLoad {
     state: Mutex<LoadState>,
 }
 
 impl NodeLoad {
     /// No pod on any node.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Records that `key` is placed on `node` by `placement` (`None` or empty: on no node).
-    pub fn place(&self, placement: Placement, key: ObjectKey, node: Option<&str>) {
+    pub(crate) fn place(&self, placement: Placement, key: ObjectKey, node: Option<&str>) {
         self.state.lock_or_recover().place(placement, key, node);
     }
 
     /// Replaces every entry of `placement` with `entries` (after a relist, which reports no
     /// deletions missed while the watch was down).
-    pub fn reset(
+    pub(crate) fn reset(
         &self,
         placement: Placement,
         entries: impl IntoIterator<Item = (ObjectKey, Option<String>)>,
@@ -108,7 +108,7 @@ impl NodeLoad {
     }
 
     /// The count of pods on `node`.
-    pub fn count(&self, node: &str) -> usize {
+    pub(crate) fn count(&self, node: &str) -> usize {
         self.state
             .lock_or_recover()
             .per_node
@@ -118,7 +118,7 @@ impl NodeLoad {
     }
 
     /// The count of every node with at least one pod.
-    pub fn counts(&self) -> HashMap<String, usize> {
+    pub(crate) fn counts(&self) -> HashMap<String, usize> {
         self.state.lock_or_recover().per_node.clone()
     }
 }
@@ -183,7 +183,7 @@ impl<K: Clone + Eq + Hash, V: Clone + Eq + Hash> Reverse<K, V> {
 
 /// Claims by the UID of the pod that controls them.
 #[derive(Debug, Default)]
-pub struct OwnedClaims {
+pub(crate) struct OwnedClaims {
     /// Claim -> the UID of its controlling pod (at most one).
     state: Mutex<Reverse<ObjectKey, String>>,
 }
@@ -198,24 +198,24 @@ fn owner(meta: &ObjectMeta) -> Vec<String> {
 
 impl OwnedClaims {
     /// No claim known.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Records a created or changed claim.
-    pub fn applied(&self, meta: &ObjectMeta) {
+    pub(crate) fn applied(&self, meta: &ObjectMeta) {
         self.state
             .lock_or_recover()
             .set(ObjectKey::of(meta), owner(meta));
     }
 
     /// Forgets a deleted claim.
-    pub fn deleted(&self, meta: &ObjectMeta) {
+    pub(crate) fn deleted(&self, meta: &ObjectMeta) {
         self.state.lock_or_recover().remove(&ObjectKey::of(meta));
     }
 
     /// Replaces the index with the claims of a relist.
-    pub fn reset<'a>(&self, claims: impl IntoIterator<Item = &'a ObjectMeta>) {
+    pub(crate) fn reset<'a>(&self, claims: impl IntoIterator<Item = &'a ObjectMeta>) {
         let mut state = self.state.lock_or_recover();
         *state = Reverse::default();
         for meta in claims {
@@ -224,12 +224,12 @@ impl OwnedClaims {
     }
 
     /// The claims controlled by the pod with this UID.
-    pub fn of_pod(&self, pod_uid: &str) -> Vec<ObjectKey> {
+    pub(crate) fn of_pod(&self, pod_uid: &str) -> Vec<ObjectKey> {
         self.state.lock_or_recover().keys(pod_uid)
     }
 
     /// The first claim of `store` controlled by the pod with this UID that `matches` accepts.
-    pub fn find<K>(
+    pub(crate) fn find<K>(
         &self,
         pod_uid: &str,
         store: &Store<K>,
@@ -248,29 +248,29 @@ impl OwnedClaims {
 /// The pods that use each claim (by the claim names they resolve to), as upstream's pod index by
 /// claim: a claim change reaches only its pods.
 #[derive(Debug, Default)]
-pub struct ClaimUsers {
+pub(crate) struct ClaimUsers {
     /// Pod -> the claims it uses.
     state: Mutex<Reverse<ObjectKey, ObjectKey>>,
 }
 
 impl ClaimUsers {
     /// No pod known.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Records that `pod` uses `claims` (none: forgets the pod).
-    pub fn set(&self, pod: ObjectKey, claims: Vec<ObjectKey>) {
+    pub(crate) fn set(&self, pod: ObjectKey, claims: Vec<ObjectKey>) {
         self.state.lock_or_recover().set(pod, claims);
     }
 
     /// Forgets a pod.
-    pub fn remove(&self, pod: &ObjectKey) {
+    pub(crate) fn remove(&self, pod: &ObjectKey) {
         self.state.lock_or_recover().remove(pod);
     }
 
     /// Replaces the index with the pods of a relist.
-    pub fn reset(&self, pods: impl IntoIterator<Item = (ObjectKey, Vec<ObjectKey>)>) {
+    pub(crate) fn reset(&self, pods: impl IntoIterator<Item = (ObjectKey, Vec<ObjectKey>)>) {
         let mut state = self.state.lock_or_recover();
         *state = Reverse::default();
         for (pod, claims) in pods {
@@ -279,7 +279,7 @@ impl ClaimUsers {
     }
 
     /// The pods that use `claim`.
-    pub fn of(&self, claim: &ObjectKey) -> Vec<ObjectKey> {
+    pub(crate) fn of(&self, claim: &ObjectKey) -> Vec<ObjectKey> {
         self.state.lock_or_recover().keys(claim)
     }
 }
@@ -289,19 +289,19 @@ impl ClaimUsers {
 /// that arrived during the binding would otherwise run one on the stale cached pod and bind it
 /// again).
 #[derive(Debug, Default)]
-pub struct AssumedPods {
+pub(crate) struct AssumedPods {
     state: Mutex<HashMap<ObjectKey, String>>,
 }
 
 impl AssumedPods {
     /// No pod assumed.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Records the pod `key` with `uid` as bound, unless `still_waiting` (asked under the lock,
     /// after the bind) finds that the informer shows the binding already.
-    pub fn assume(&self, key: &ObjectKey, uid: &str, still_waiting: impl FnOnce() -> bool) {
+    pub(crate) fn assume(&self, key: &ObjectKey, uid: &str, still_waiting: impl FnOnce() -> bool) {
         let mut state = self.state.lock_or_recover();
         if still_waiting() {
             state.insert(key.clone(), uid.to_owned());
@@ -309,7 +309,7 @@ impl AssumedPods {
     }
 
     /// Whether the pod `key` with `uid` was bound by this scheduler.
-    pub fn is_assumed(&self, key: &ObjectKey, uid: &str) -> bool {
+    pub(crate) fn is_assumed(&self, key: &ObjectKey, uid: &str) -> bool {
         self.state
             .lock_or_recover()
             .get(key)
@@ -317,12 +317,12 @@ impl AssumedPods {
     }
 
     /// Forgets the pod `key`: the informer shows it bound, or it is gone.
-    pub fn forget(&self, key: &ObjectKey) {
+    pub(crate) fn forget(&self, key: &ObjectKey) {
         self.state.lock_or_recover().remove(key);
     }
 
     /// Keeps only the pods that `still_waiting` accepts (after a relist).
-    pub fn retain(&self, mut still_waiting: impl FnMut(&ObjectKey, &str) -> bool) {
+    pub(crate) fn retain(&self, mut still_waiting: impl FnMut(&ObjectKey, &str) -> bool) {
         self.state
             .lock_or_recover()
             .retain(|key, uid| still_waiting(key, uid));
@@ -337,24 +337,24 @@ impl AssumedPods {
 /// informer may catch up between the snapshot and the check, and the decision would still rest
 /// on the older copy. An entry lives as long as its object.
 #[derive(Debug, Default)]
-pub struct OwnWrites {
+pub(crate) struct OwnWrites {
     state: Mutex<HashMap<ObjectKey, u64>>,
 }
 
 /// The resourceVersion of an object as a number (the simulator's are); `None` without one.
-pub fn version_of(meta: &ObjectMeta) -> Option<u64> {
+pub(crate) fn version_of(meta: &ObjectMeta) -> Option<u64> {
     meta.resource_version.as_deref()?.parse().ok()
 }
 
 impl OwnWrites {
     /// No write recorded.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Records this scheduler's write of `key` that produced version `written`. A version that is
     /// not a number counts as later than any copy: the object is read live until it is gone.
-    pub fn wrote(&self, key: &ObjectKey, written: Option<u64>) {
+    pub(crate) fn wrote(&self, key: &ObjectKey, written: Option<u64>) {
         let written = written.unwrap_or(u64::MAX);
         let mut state = self.state.lock_or_recover();
         let at = state.entry(key.clone()).or_insert(written);
@@ -362,7 +362,7 @@ impl OwnWrites {
     }
 
     /// Whether a copy of `key` at version `copy` predates this scheduler's last write of it.
-    pub fn newer_than(&self, key: &ObjectKey, copy: Option<u64>) -> bool {
+    pub(crate) fn newer_than(&self, key: &ObjectKey, copy: Option<u64>) -> bool {
         self.state
             .lock_or_recover()
             .get(key)
@@ -370,12 +370,12 @@ impl OwnWrites {
     }
 
     /// Forgets `key` (deleted).
-    pub fn forget(&self, key: &ObjectKey) {
+    pub(crate) fn forget(&self, key: &ObjectKey) {
         self.state.lock_or_recover().remove(key);
     }
 
     /// After a relist: forgets the writes of objects that `exists` no longer finds.
-    pub fn retain(&self, mut exists: impl FnMut(&ObjectKey) -> bool) {
+    pub(crate) fn retain(&self, mut exists: impl FnMut(&ObjectKey) -> bool) {
         self.state.lock_or_recover().retain(|key, _| exists(key));
     }
 }

@@ -33,7 +33,7 @@ pub const RUN_SECONDS_ANNOTATION: &str = "sim.dra-ledger.io/run-seconds";
 
 /// What the kubelet does with a pod now.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Not bound, or already finished: nothing.
     Nothing,
     /// Bound and not started: mark it Running; finish after the given run time, if any.
@@ -47,7 +47,7 @@ pub enum Step {
 }
 
 /// The run time the annotation asks for; `None` when absent or not a non-negative number.
-pub fn run_time(pod: &Pod) -> Option<Duration> {
+pub(crate) fn run_time(pod: &Pod) -> Option<Duration> {
     let raw = pod
         .metadata
         .annotations
@@ -59,7 +59,7 @@ pub fn run_time(pod: &Pod) -> Option<Duration> {
 
 /// The kubelet's decision for `pod` at time `now`. `started` is when this kubelet started the
 /// pod, if it remembers; otherwise `status.startTime` (whole seconds only) is used.
-pub fn step(pod: &Pod, now: DateTime<Utc>, started: Option<DateTime<Utc>>) -> Step {
+pub(crate) fn step(pod: &Pod, now: DateTime<Utc>, started: Option<DateTime<Utc>>) -> Step {
     let bound = pod
         .spec
         .as_ref()
@@ -103,7 +103,7 @@ fn conditions(ready: bool, now: &str) -> serde_json::Value {
 }
 
 /// The kubelet actor.
-pub struct Kubelet {
+pub(crate) struct Kubelet {
     client: Client,
     pods: Store<Pod>,
     /// Precise start times of the pods this kubelet started, by UID.
@@ -124,7 +124,12 @@ impl Kubelet {
     /// A kubelet reading the pod store, preparing claims through `plugins` on their nodes.
     /// When not `enabled` it ignores every pod: bound pods stay Pending, as on nodes without a
     /// kubelet (the fake nodes of the upstream `scheduler_perf` harness).
-    pub fn new(client: Client, pods: Store<Pod>, plugins: Arc<Plugins>, enabled: bool) -> Self {
+    pub(crate) fn new(
+        client: Client,
+        pods: Store<Pod>,
+        plugins: Arc<Plugins>,
+        enabled: bool,
+    ) -> Self {
         Self {
             client,
             pods,
@@ -147,7 +152,7 @@ impl Kubelet {
     }
 
     /// Queues a changed pod that is bound to a node.
-    pub fn on_pod(&self, change: &Change<'_, Pod>) {
+    pub(crate) fn on_pod(&self, change: &Change<'_, Pod>) {
         if !self.enabled {
             return;
         }
@@ -191,7 +196,7 @@ impl Kubelet {
     }
 
     /// Moves the pod one step along its life on the node.
-    pub async fn sync(&self, key: ObjectKey) -> Result<Next> {
+    pub(crate) async fn sync(&self, key: ObjectKey) -> Result<Next> {
         let pod = self
             .pods
             .get(&ObjectRef::new(&key.name).within(&key.namespace));

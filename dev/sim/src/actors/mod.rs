@@ -1,31 +1,35 @@
 //! The control-plane actors a DRA driver talks to. For Kubernetes 1.30 (`v1alpha2`): the
 //! resourceclaim controller (`claims`), the scheduler with its `DynamicResources` plugin
-//! (`scheduler`), the garbage collector (`gc`) and a minimal kubelet (`kubelet`). For 1.34
-//! (`resource.k8s.io/v1`): the scheduler with the 1.34 `DynamicResources`
-//! plugin, which allocates claims from the `ResourceSlices` with CEL (`scheduler_v1`),
-//! the 1.34 resourceclaim controller (`claims::v1`), the garbage collector and the
-//! kubelet, with the kubelet talking to plugins as 1.34 does. What both schedulers write
-//! besides claims is in `scheduling`. The actors of a release share one set of informers and talk to the API server
-//! only over HTTP through `kube::Client`, exactly like real controllers.
+//! (`scheduler_v1alpha2`), the garbage collector (`gc`) and a minimal kubelet (`kubelet`). For
+//! 1.34 (`resource.k8s.io/v1`): the scheduler with the 1.34 `DynamicResources` plugin, which
+//! allocates claims from the `ResourceSlices` with CEL (`scheduler_v1`), the 1.34 resourceclaim
+//! controller (`claims::v1`), the garbage collector and the kubelet, with the kubelet talking to
+//! plugins as 1.34 does. What both schedulers write besides claims is in `scheduling`. The actors
+//! of a release share one set of informers (`wiring`: what both releases share once, each
+//! release only what differs) and talk to the API server only over HTTP through `kube::Client`,
+//! exactly like real controllers.
+//!
+//! Public: [`Actors`], [`ActorsConfig`], [`ActorError`], [`POD_CLAIM_NAME_ANNOTATION`],
+//! `kubelet::RUN_SECONDS_ANNOTATION` and the plugins' configuration, directories and services.
 //!
 //! Must not depend on the server module: actors see the cluster only through the client.
 
-pub mod claim_refs;
-pub mod claims;
-pub mod error;
-pub mod events;
-pub mod gc;
-pub mod indexes;
+pub(crate) mod claim_refs;
+pub(crate) mod claims;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod gc;
+pub(crate) mod indexes;
 pub mod kubelet;
 pub mod plugins;
-pub mod pod_shape;
+pub(crate) mod pod_shape;
 pub mod resource_v1;
-pub mod scheduler_v1;
+pub(crate) mod scheduler_v1;
 pub mod scheduler_v1alpha2;
-pub mod scheduling;
+pub(crate) mod scheduling;
 pub mod selectors;
 mod wiring;
-pub mod writes;
+pub(crate) mod writes;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -42,13 +46,14 @@ use kube::{Client, Resource};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use error::{ActorError, Result};
+pub use error::ActorError;
+pub(crate) use error::Result;
 
 use plugins::{Plugins, PluginsConfig};
 
 /// The retry backoff of every actor's work queue and write loop: 5 ms doubling up to 5 s per key,
 /// without an overall bucket.
-pub const ACTOR_BACKOFF: RateLimit =
+pub(crate) const ACTOR_BACKOFF: RateLimit =
     RateLimit::per_key(Duration::from_millis(5), Duration::from_secs(5));
 
 /// Annotation on a claim generated from a template naming the pod claim it was made for.
@@ -65,7 +70,7 @@ pub struct ObjectKey {
 
 impl ObjectKey {
     /// The key of `namespace/name`.
-    pub fn new(namespace: &str, name: &str) -> Self {
+    pub(crate) fn new(namespace: &str, name: &str) -> Self {
         Self {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
@@ -73,7 +78,7 @@ impl ObjectKey {
     }
 
     /// The key of an object.
-    pub fn of(meta: &ObjectMeta) -> Self {
+    pub(crate) fn of(meta: &ObjectMeta) -> Self {
         Self::new(
             meta.namespace.as_deref().unwrap_or_default(),
             meta.name.as_deref().unwrap_or_default(),
@@ -89,7 +94,7 @@ impl fmt::Display for ObjectKey {
 
 /// The names of the `ResourceClaims` a pod uses, as far as they are known: direct references and
 /// the generated names recorded in `status.resourceClaimStatuses`.
-pub fn pod_claim_names(pod: &Pod) -> Vec<String> {
+pub(crate) fn pod_claim_names(pod: &Pod) -> Vec<String> {
     let direct = pod
         .spec
         .iter()

@@ -24,11 +24,11 @@ use super::ACTOR_BACKOFF;
 /// by a cycle that ran before the informer showed the first binding (the bind then finds the pod
 /// bound, as upstream's assumed-pod cache would have kept the cycle from running).
 #[derive(Debug, Default)]
-pub struct LastEvents(Mutex<HashMap<String, String>>);
+pub(crate) struct LastEvents(Mutex<HashMap<String, String>>);
 
 impl LastEvents {
     /// Whether `text` differs from the last text recorded for the pod; records it.
-    pub fn is_new(&self, pod_uid: &str, text: &str) -> bool {
+    pub(crate) fn is_new(&self, pod_uid: &str, text: &str) -> bool {
         let mut last = self.0.lock_or_recover();
         if last.get(pod_uid).is_some_and(|t| t == text) {
             return false;
@@ -38,7 +38,7 @@ impl LastEvents {
     }
 
     /// Forgets a deleted pod.
-    pub fn forget(&self, pod_uid: &str) {
+    pub(crate) fn forget(&self, pod_uid: &str) {
         self.0.lock_or_recover().remove(pod_uid);
     }
 }
@@ -47,7 +47,7 @@ impl LastEvents {
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
 /// The node a pod is bound to.
-pub fn bound_node(pod: &Pod) -> Option<&str> {
+pub(crate) fn bound_node(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 
@@ -70,7 +70,7 @@ pub fn wants(pod: &Pod) -> bool {
 /// Creates one `events.k8s.io/v1` Event about the pod, reported by `default-scheduler`. Each
 /// text is an event of its own (a client-side series would keep the first note). Failing to
 /// post does not stop scheduling.
-pub async fn post_event(
+pub(crate) async fn post_event(
     client: &Client,
     pod: &Pod,
     type_: &str,
@@ -104,7 +104,7 @@ pub async fn post_event(
 
 /// Records why the pod waits in its `PodScheduled` condition (status False, `reason`), as the
 /// scheduler does, when the message changed. Failing to record it does not stop scheduling.
-pub async fn record_unschedulable(
+pub(crate) async fn record_unschedulable(
     client: &Client,
     key: &ObjectKey,
     pod: &Pod,
@@ -143,7 +143,7 @@ pub async fn record_unschedulable(
 /// Binds the pod to `node` through `pods/binding`, retrying transient failures. `Ok(false)`
 /// when the pod is gone; a conflict whose live pod already has a node counts as bound (an
 /// earlier attempt may have succeeded with its answer lost).
-pub async fn bind(client: &Client, key: &ObjectKey, node: &str) -> Result<bool> {
+pub(crate) async fn bind(client: &Client, key: &ObjectKey, node: &str) -> Result<bool> {
     let binding = Binding {
         metadata: ObjectMeta {
             name: Some(key.name.clone()),

@@ -18,20 +18,23 @@ use super::ACTOR_BACKOFF;
 
 /// How many times a transient failure is retried inside one reconcile before it is handed back to
 /// the work queue (which retries again later with its own backoff).
-pub const ATTEMPTS: u32 = 8;
+pub(crate) const ATTEMPTS: u32 = 8;
 
 /// Writes of one kind whose answer the actor does not use. The server's errors come back as from
 /// [`Api`]; the object it answers with is only read as text, not decoded (decoding a pod or an
 /// event is most of such a call's cost in the simulator's own process).
 #[derive(Clone)]
-pub struct Unread {
+pub(crate) struct Unread {
     client: Client,
     request: kube::core::Request,
 }
 
 impl Unread {
     /// Writes to objects of `K` in `namespace`.
-    pub fn namespaced<K: Resource<DynamicType = ()>>(client: &Client, namespace: &str) -> Self {
+    pub(crate) fn namespaced<K: Resource<DynamicType = ()>>(
+        client: &Client,
+        namespace: &str,
+    ) -> Self {
         Self {
             client: client.clone(),
             request: kube::core::Request::new(K::url_path(&(), Some(namespace))),
@@ -47,13 +50,17 @@ impl Unread {
     }
 
     /// Creates `object`.
-    pub async fn create(&self, params: &PostParams, object: &impl Serialize) -> kube::Result<()> {
+    pub(crate) async fn create(
+        &self,
+        params: &PostParams,
+        object: &impl Serialize,
+    ) -> kube::Result<()> {
         let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
         self.send(self.request.create(params, body)).await
     }
 
     /// Patches the object `name`.
-    pub async fn patch<P: Serialize + Debug>(
+    pub(crate) async fn patch<P: Serialize + Debug>(
         &self,
         name: &str,
         params: &PatchParams,
@@ -63,7 +70,7 @@ impl Unread {
     }
 
     /// Patches the status of the object `name`.
-    pub async fn patch_status<P: Serialize + Debug>(
+    pub(crate) async fn patch_status<P: Serialize + Debug>(
         &self,
         name: &str,
         params: &PatchParams,
@@ -77,7 +84,7 @@ impl Unread {
     }
 
     /// Posts `body` to the subresource `subresource` of the object `name`.
-    pub async fn create_subresource(
+    pub(crate) async fn create_subresource(
         &self,
         subresource: &str,
         name: &str,
@@ -92,13 +99,13 @@ impl Unread {
     }
 
     /// Deletes the object `name`.
-    pub async fn delete(&self, name: &str, params: &DeleteParams) -> kube::Result<()> {
+    pub(crate) async fn delete(&self, name: &str, params: &DeleteParams) -> kube::Result<()> {
         self.send(self.request.delete(name, params)).await
     }
 }
 
 /// Runs `op` until it succeeds, fails for good, or `ATTEMPTS` transient failures happened.
-pub async fn with_retry<T, F, Fut>(action: &str, mut op: F) -> Result<T>
+pub(crate) async fn with_retry<T, F, Fut>(action: &str, mut op: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = std::result::Result<T, kube::Error>>,
@@ -119,7 +126,7 @@ where
 
 /// Which part of the object a read-modify-write replaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
+pub(crate) enum Part {
     /// The main resource (spec, metadata).
     Main,
     /// The status subresource.
@@ -150,7 +157,7 @@ where
 /// read the object live. A write that succeeds proves the copy was current; when `mutate` finds
 /// nothing to change in the copy, that is decided again on the live object, since the copy
 /// may be stale. `mutate` may run twice and must set every flag it reports through each time.
-pub async fn modify_write<K, F>(
+pub(crate) async fn modify_write<K, F>(
     api: &Api<K>,
     name: &str,
     part: Part,
@@ -209,7 +216,7 @@ where
 /// Reads `name` live, lets `mutate` change it (returning false when nothing needs to change) and
 /// writes it back with the read resourceVersion, re-reading on conflicts. Returns the written
 /// object, or `None` when the object is gone or `mutate` made no change.
-pub async fn read_modify_write<K, F>(
+pub(crate) async fn read_modify_write<K, F>(
     api: &Api<K>,
     name: &str,
     part: Part,

@@ -173,7 +173,7 @@ fn parse_kubelet_dir(text: &str) -> Result<(String, PathBuf)> {
 
 impl SimArgs {
     /// The cluster configuration these flags describe.
-    pub fn to_config(&self) -> Result<ClusterConfig> {
+    pub(crate) fn to_config(&self) -> Result<ClusterConfig> {
         let mut config = ClusterConfig {
             server: ServerConfig {
                 addr: self.listen,
@@ -212,7 +212,7 @@ impl SimArgs {
     }
 
     /// The fault injection these flags describe (none by default).
-    pub fn faults(&self) -> Faults {
+    pub(crate) fn faults(&self) -> Faults {
         let (min, max) = self.fault_delay;
         let mut faults = Faults::seeded(self.fault_seed)
             .conflicts(self.fault_conflict_rate)

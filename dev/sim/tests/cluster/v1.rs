@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dra_sim::actors::kubelet::RUN_SECONDS_ANNOTATION;
-use dra_sim::actors::plugins::services::Service;
 use dra_sim::actors::plugins::PluginsConfig;
+use dra_sim::actors::plugins::Service;
 use dra_sim::actors::resource_v1::{
     ResourceClaim, ResourceClaimTemplate, ResourceSlice, DELETE_PROTECTION_FINALIZER,
 };

@@ -17,7 +17,7 @@ use super::error::ClaimError;
 /// A claim of a pod: the `ResourceClaim`'s name and whether it was made from a template (then it
 /// must be owned by the pod).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodClaim {
+pub(crate) struct PodClaim {
     /// The `ResourceClaim`'s name in the pod's namespace.
     pub name: String,
     /// Made from a template for this pod.
@@ -71,7 +71,7 @@ pub(crate) fn pod_claims(pod: &Pod) -> Result<Vec<PodClaim>, ClaimError> {
 
 /// One resource handle of an allocated claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Handle {
+pub(crate) struct Handle {
     /// The driver the handle is for (`driverName`, else the claim's `status.driverName`).
     pub driver: String,
     /// The handle's opaque `data`.
@@ -80,7 +80,7 @@ pub struct Handle {
 
 /// A claim the kubelet keeps in memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimInfo {
+pub(crate) struct ClaimInfo {
     /// Namespace.
     pub namespace: String,
     /// Name.
@@ -97,7 +97,7 @@ pub struct ClaimInfo {
 
 impl ClaimInfo {
     /// Whether every driver of the claim prepared it.
-    pub fn is_prepared(&self) -> bool {
+    pub(crate) fn is_prepared(&self) -> bool {
         self.handles
             .iter()
             .all(|h| self.prepared.contains(&h.driver))
@@ -106,7 +106,7 @@ impl ClaimInfo {
 
 /// What one call carries for a claim: `v1alpha3.Claim` without the structured handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimCall {
+pub(crate) struct ClaimCall {
     /// Namespace.
     pub namespace: String,
     /// UID.
@@ -118,7 +118,7 @@ pub struct ClaimCall {
 }
 
 /// Calls per driver name.
-pub type Batches = BTreeMap<String, Vec<ClaimCall>>;
+pub(crate) type Batches = BTreeMap<String, Vec<ClaimCall>>;
 
 /// Checks `claim` for `pod` as the 1.30 kubelet does before it prepares: owned by the pod when made
 /// from a template, allocated, and reserved for the pod. `Err` says why not (yet).
@@ -188,38 +188,31 @@ pub(crate) fn prepared_claim_info(
 
 /// The claims of one node, by claim UID.
 #[derive(Debug, Default, Clone)]
-pub struct ClaimCache {
+pub(crate) struct ClaimCache {
     claims: BTreeMap<String, ClaimInfo>,
 }
 
 impl ClaimCache {
     /// Adds `pod_uid`'s reference to `claim`, which is added when new (a claim already known keeps
     /// what was prepared).
-    pub fn reference(&mut self, pod_uid: &str, claim: ClaimInfo) {
+    pub(crate) fn reference(&mut self, pod_uid: &str, claim: ClaimInfo) {
         let entry = self.claims.entry(claim.uid.clone()).or_insert(claim);
         entry.pods.insert(pod_uid.to_owned());
     }
 
     /// Whether the pod references any claim.
-    pub fn holds(&self, pod_uid: &str) -> bool {
+    pub(crate) fn holds(&self, pod_uid: &str) -> bool {
         self.claims.values().any(|c| c.pods.contains(pod_uid))
     }
 
-    /// The pods referencing claims.
-    pub fn pods(&self) -> BTreeSet<String> {
-        self.claims
-            .values()
-            .flat_map(|c| c.pods.iter().cloned())
-            .collect()
-    }
-
     /// A claim by UID.
-    pub fn get(&self, uid: &str) -> Option<&ClaimInfo> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, uid: &str) -> Option<&ClaimInfo> {
         self.claims.get(uid)
     }
 
     /// The UID of the cached claim of this namespace and name, if one is cached.
-    pub fn uid_of(&self, namespace: &str, name: &str) -> Option<&str> {
+    pub(crate) fn uid_of(&self, namespace: &str, name: &str) -> Option<&str> {
         self.claims
             .values()
             .find(|c| c.namespace == namespace && c.name == name)
@@ -227,13 +220,13 @@ impl ClaimCache {
     }
 
     /// Whether every claim of `claim_uids` is prepared.
-    pub fn all_prepared<'a>(&self, mut claim_uids: impl Iterator<Item = &'a str>) -> bool {
+    pub(crate) fn all_prepared<'a>(&self, mut claim_uids: impl Iterator<Item = &'a str>) -> bool {
         claim_uids.all(|uid| self.claims.get(uid).is_some_and(ClaimInfo::is_prepared))
     }
 
     /// The pod's `NodePrepareResources` calls: of each claim it references, the handles of the
     /// drivers that have not prepared it yet.
-    pub fn prepare_batches(&self, pod_uid: &str) -> Batches {
+    pub(crate) fn prepare_batches(&self, pod_uid: &str) -> Batches {
         let mut batches = Batches::new();
         for claim in self.claims.values().filter(|c| c.pods.contains(pod_uid)) {
             for handle in claim
@@ -251,7 +244,7 @@ impl ClaimCache {
     }
 
     /// Records that `driver` prepared the claim.
-    pub fn mark_prepared(&mut self, claim_uid: &str, driver: &str) {
+    pub(crate) fn mark_prepared(&mut self, claim_uid: &str, driver: &str) {
         if let Some(claim) = self.claims.get_mut(claim_uid) {
             claim.prepared.insert(driver.to_owned());
         }
@@ -259,7 +252,7 @@ impl ClaimCache {
 
     /// The `NodeUnprepareResources` calls once `pod_uid` no longer runs: the claims it is the
     /// last pod to reference, every handle per driver. Claims other pods still use need no call.
-    pub fn unprepare_batches(&self, pod_uid: &str) -> Batches {
+    pub(crate) fn unprepare_batches(&self, pod_uid: &str) -> Batches {
         let mut batches = Batches::new();
         for claim in self
             .claims
@@ -279,7 +272,7 @@ impl ClaimCache {
     /// Drops `pod_uid`'s references once its unprepare calls succeeded: claims nobody references
     /// any more are forgotten; a claim in `unprepared` that another pod referenced meanwhile counts
     /// as unprepared again.
-    pub fn release(&mut self, pod_uid: &str, unprepared: &BTreeSet<String>) {
+    pub(crate) fn release(&mut self, pod_uid: &str, unprepared: &BTreeSet<String>) {
         for claim in self.claims.values_mut() {
             claim.pods.remove(pod_uid);
             if unprepared.contains(&claim.uid) {
@@ -300,7 +293,7 @@ fn call(claim: &ClaimInfo, handle: &Handle) -> ClaimCall {
 }
 
 /// The claim UIDs of a batch.
-pub fn uids(batches: &Batches) -> BTreeSet<String> {
+pub(crate) fn uids(batches: &Batches) -> BTreeSet<String> {
     batches.values().flatten().map(|c| c.uid.clone()).collect()
 }
 

@@ -1,33 +1,35 @@
 //! The simulated kubelet's side of the DRA plugin interfaces, for the nodes given a kubelet
 //! directory. As Kubernetes 1.30 does it: plugins found in `<root>/plugins_registry/` are
-//! registered ([`registry`]), their `NodeListAndWatchResources` stream becomes the node's
-//! `ResourceSlices` ([`resources`]), and a pod's claims are prepared before it runs and unprepared
-//! after it ends ([`prepare`]). The decisions are pure and tested on their own: what registration
-//! accepts ([`validation`]), which claims to prepare or unprepare ([`claims`]) and which slice
-//! writes match a message ([`slices`]).
+//! registered (`registry`), their `NodeListAndWatchResources` stream becomes the node's
+//! `ResourceSlices` (`resources`), and a pod's claims are prepared before it runs and unprepared
+//! after it ends (`prepare`). The decisions are pure and tested on their own: what registration
+//! accepts (`validation`), which claims to prepare or unprepare (`claims`) and which slice
+//! writes match a message (`slices`).
 //!
 //! As Kubernetes 1.34 does it: a plugin registers with the `DRAPlugin` services it serves and is
-//! called over the first one the kubelet supports ([`services`], [`instances`]); drivers publish
+//! called over the first one the kubelet supports (`services`, `instances`); drivers publish
 //! their own slices, the kubelet only wipes the node's slices at start and those of a driver gone
-//! for the wipe delay ([`wiping`]); claims are checked ([`checks`]) and prepared with
-//! `Claim{namespace, uid, name}` over `v1` or `v1beta1` ([`prepare_v1`], [`calls`]).
+//! for the wipe delay (`wiping`); claims are checked (`checks`) and prepared with
+//! `Claim{namespace, uid, name}` over `v1` or `v1beta1` (`prepare_v1`, `calls`).
 //!
 //! Talks to the API server only through `kube::Client` and to plugins over Unix sockets with the
 //! node agent's generated gRPC clients. Nodes without a kubelet directory have no [`NodePlugins`].
 
-pub mod calls;
-pub mod checks;
-pub mod claims;
-pub mod error;
-pub mod instances;
-pub mod prepare;
-pub mod prepare_v1;
-pub mod registry;
-pub mod resources;
-pub mod services;
-pub mod slices;
-pub mod validation;
-pub mod wiping;
+pub(crate) mod calls;
+mod checks;
+pub(crate) mod claims;
+pub(crate) mod error;
+mod instances;
+pub(crate) mod prepare;
+mod prepare_v1;
+mod registry;
+mod resources;
+pub(crate) mod services;
+mod slices;
+pub(crate) mod validation;
+pub(crate) mod wiping;
+
+pub use services::Service;
 
 use dra_runtime::lock::LockExt;
 use std::collections::BTreeMap;
@@ -93,7 +95,7 @@ impl Default for PluginsConfig {
 }
 
 /// The wait after `failures` failures in a row (at least 1): `initial` doubled, at most `max`.
-pub fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
+pub(crate) fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
     let exponent = failures.saturating_sub(1).min(20);
     initial.saturating_mul(1 << exponent).min(max)
 }
@@ -107,7 +109,7 @@ pub struct Plugins {
 impl Plugins {
     /// The plugin handling of the nodes in `kubelet_dirs` (node name -> kubelet root), as the
     /// kubelet of `version` does it.
-    pub fn new(
+    pub(crate) fn new(
         client: &Client,
         config: &PluginsConfig,
         kubelet_dirs: &BTreeMap<String, PathBuf>,
@@ -140,7 +142,7 @@ impl Plugins {
     }
 
     /// Starts one registry watcher per node; they stop when `stop` turns true.
-    pub fn spawn(&self, stop: &watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
+    pub(crate) fn spawn(&self, stop: &watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
         self.nodes
             .values()
             .map(|node| tokio::spawn(registry::watch(Arc::clone(node), stop.clone())))
@@ -148,7 +150,7 @@ impl Plugins {
     }
 
     /// The keys of every pod that still references claims on some node.
-    pub fn tracked_keys(&self) -> Vec<ObjectKey> {
+    pub(crate) fn tracked_keys(&self) -> Vec<ObjectKey> {
         let mut keys: Vec<ObjectKey> = self
             .nodes
             .values()
@@ -166,7 +168,7 @@ impl Plugins {
     }
 
     /// The pods of `key` that still reference claims: `(node, pod UID)`.
-    pub fn tracked(&self, key: &ObjectKey) -> Vec<(Arc<NodePlugins>, String)> {
+    pub(crate) fn tracked(&self, key: &ObjectKey) -> Vec<(Arc<NodePlugins>, String)> {
         self.nodes
             .values()
             .flat_map(|node| {
@@ -218,18 +220,13 @@ impl std::fmt::Debug for NodePlugins {
 }
 
 impl NodePlugins {
-    /// The node's name.
-    pub fn node(&self) -> &str {
-        &self.node
-    }
-
     /// The directory watched for registration sockets.
-    pub fn registry_dir(&self) -> PathBuf {
+    pub(crate) fn registry_dir(&self) -> PathBuf {
         self.root.join(REGISTRY_DIR)
     }
 
     /// The directory plugins put their service sockets in.
-    pub fn plugins_dir(&self) -> PathBuf {
+    pub(crate) fn plugins_dir(&self) -> PathBuf {
         self.root.join(PLUGINS_DIR)
     }
 
@@ -242,7 +239,7 @@ impl NodePlugins {
     }
 
     /// Whether the pod references claims that are not unprepared yet.
-    pub fn holds(&self, pod_uid: &str) -> bool {
+    pub(crate) fn holds(&self, pod_uid: &str) -> bool {
         self.claims.lock_or_recover().holds(pod_uid)
     }
 
@@ -269,7 +266,7 @@ impl NodePlugins {
 
 /// A gRPC channel to the Unix socket at `path`, connected on first use and again after a
 /// failure, as the 1.30 kubelet keeps one connection per plugin.
-pub fn lazy_channel(path: &Path) -> Channel {
+pub(crate) fn lazy_channel(path: &Path) -> Channel {
     let path = path.to_owned();
     Endpoint::from_static("http://localhost")
         .connect_timeout(Duration::from_secs(1))
@@ -283,7 +280,7 @@ pub fn lazy_channel(path: &Path) -> Channel {
 }
 
 /// A gRPC channel to the Unix socket at `path`, connected now.
-pub async fn connect(path: &Path) -> Result<Channel, tonic::transport::Error> {
+pub(crate) async fn connect(path: &Path) -> Result<Channel, tonic::transport::Error> {
     let path = path.to_owned();
     Endpoint::from_static("http://localhost")
         .connect_with_connector(tower::service_fn(move |_: Uri| {

@@ -27,7 +27,7 @@ use crate::actors::events::{post_pod_warning, Reporter};
 use crate::actors::ObjectKey;
 
 /// The event reason of a failed prepare (kubelet's `events.FailedPrepareDynamicResources`).
-pub const FAILED_PREPARE_REASON: &str = "FailedPrepareDynamicResources";
+pub(crate) const FAILED_PREPARE_REASON: &str = "FailedPrepareDynamicResources";
 
 /// Where a pod's prepare stands.
 #[derive(Debug)]

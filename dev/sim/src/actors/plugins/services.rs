@@ -24,7 +24,7 @@ pub enum Service {
 
 impl Service {
     /// The services the 1.34 kubelet supports, most recent first.
-    pub const SUPPORTED: [Service; 2] = [Service::V1, Service::V1Beta1];
+    pub(crate) const SUPPORTED: [Service; 2] = [Service::V1, Service::V1Beta1];
 
     /// The name a plugin lists in `supported_versions`.
     pub fn name(self) -> &'static str {
@@ -56,7 +56,7 @@ pub(crate) fn choose_service(supported: &[String]) -> Result<Service, ServiceErr
 
 /// A plugin instance the kubelet accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Accepted {
+pub(crate) struct Accepted {
     /// The driver name.
     pub name: String,
     /// The socket of the plugin's `DRAPlugin` service.

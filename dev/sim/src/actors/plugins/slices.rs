@@ -15,10 +15,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use dra_types::kubelet::k8s::io::api::resource::v1alpha2 as proto;
 
 /// The resource model of one slice (v1alpha2 has `namedResources` only).
-pub type Model = Option<NamedResourcesResources>;
+pub(crate) type Model = Option<NamedResourcesResources>;
 
 /// The models of a message, in its order, normalized (see [`normalize`]).
-pub fn models(resources: &[proto::ResourceModel]) -> Vec<Model> {
+pub(crate) fn models(resources: &[proto::ResourceModel]) -> Vec<Model> {
     resources
         .iter()
         .map(|r| normalize(r.named_resources.as_ref().map(named_resources)))
@@ -58,7 +58,7 @@ fn attribute(attribute: &proto::NamedResourcesAttribute) -> NamedResourcesAttrib
 
 /// The model as stored: an instance without attributes has none (`None`), so that a model read
 /// back from the API server compares equal to the one written.
-pub fn normalize(model: Model) -> Model {
+pub(crate) fn normalize(model: Model) -> Model {
     model.map(|mut named| {
         for instance in &mut named.instances {
             if instance.attributes.as_ref().is_some_and(Vec::is_empty) {
@@ -71,7 +71,7 @@ pub fn normalize(model: Model) -> Model {
 
 /// One write that brings the stored slices to the published models.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SliceChange {
+pub(crate) enum SliceChange {
     /// Create a slice with this model.
     Create(Model),
     /// Give the existing slice of this name this model.
@@ -83,7 +83,7 @@ pub enum SliceChange {
 /// The writes that make `stored` (`(name, model)` of the node's slices of the driver) match
 /// `wanted`: a stored slice whose model is wanted stays; each wanted model not stored takes over
 /// an obsolete slice if one is left, else is created; obsolete slices left over are deleted.
-pub fn plan(stored: &[(String, Model)], wanted: &[Model]) -> Vec<SliceChange> {
+pub(crate) fn plan(stored: &[(String, Model)], wanted: &[Model]) -> Vec<SliceChange> {
     let mut matched = vec![false; wanted.len()];
     let mut obsolete = Vec::new();
     for (name, model) in stored {
@@ -111,7 +111,7 @@ pub fn plan(stored: &[(String, Model)], wanted: &[Model]) -> Vec<SliceChange> {
 
 /// A new slice of `driver` on `node` (UID `node_uid`) with `model`: `generateName
 /// <node>-<driver>-`, owned by the Node as the simulated inventory's slices are.
-pub fn new_slice(node: &str, node_uid: &str, driver: &str, model: Model) -> ResourceSlice {
+pub(crate) fn new_slice(node: &str, node_uid: &str, driver: &str, model: Model) -> ResourceSlice {
     ResourceSlice {
         metadata: ObjectMeta {
             generate_name: Some(format!("{node}-{driver}-")),

@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use super::error::{SupportedVersionError, V1alpha2Refusal, VersionError};
 
 /// The registration type of a DRA plugin.
-pub const DRA_PLUGIN_TYPE: &str = "DRAPlugin";
+pub(crate) const DRA_PLUGIN_TYPE: &str = "DRAPlugin";
 
 /// A version of two or more numeric components (apimachinery's generic version).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Version(Vec<u64>);
+pub(crate) struct Version(Vec<u64>);
 
 impl Version {
     /// Parses `text` as `ParseGeneric` does: blanks, an optional `v`, at least two dot-separated
@@ -55,7 +55,7 @@ impl Version {
     }
 
     /// The first component.
-    pub fn major(&self) -> u64 {
+    pub(crate) fn major(&self) -> u64 {
         self.0.first().copied().unwrap_or(0)
     }
 }
@@ -121,7 +121,7 @@ pub(crate) fn highest_supported_version(
 
 /// A plugin the kubelet accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Accepted {
+pub(crate) struct Accepted {
     /// The driver name.
     pub name: String,
     /// The socket of the plugin's `v1alpha3.Node` service.

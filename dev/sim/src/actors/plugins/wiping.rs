@@ -18,24 +18,24 @@ use crate::actors::resource_v1::ResourceSlice;
 
 /// When the slices of drivers without a registered plugin are to be deleted.
 #[derive(Debug, Default, Clone)]
-pub struct WipeSchedule {
+pub(crate) struct WipeSchedule {
     due: BTreeMap<String, Instant>,
 }
 
 impl WipeSchedule {
     /// The driver's last plugin went at `now`: its slices go at `now + delay`. A wipe already
     /// scheduled keeps its time.
-    pub fn driver_gone(&mut self, driver: &str, now: Instant, delay: Duration) {
+    pub(crate) fn driver_gone(&mut self, driver: &str, now: Instant, delay: Duration) {
         self.due.entry(driver.to_owned()).or_insert(now + delay);
     }
 
     /// A plugin of the driver registered: its wipe is cancelled. Returns whether one was pending.
-    pub fn driver_back(&mut self, driver: &str) -> bool {
+    pub(crate) fn driver_back(&mut self, driver: &str) -> bool {
         self.due.remove(driver).is_some()
     }
 
     /// The drivers whose wipe is due at `now`.
-    pub fn due(&self, now: Instant) -> Vec<String> {
+    pub(crate) fn due(&self, now: Instant) -> Vec<String> {
         self.due
             .iter()
             .filter(|(_, at)| **at <= now)
@@ -44,23 +44,24 @@ impl WipeSchedule {
     }
 
     /// The driver's wipe is done.
-    pub fn done(&mut self, driver: &str) {
+    pub(crate) fn done(&mut self, driver: &str) {
         self.due.remove(driver);
     }
 
     /// The driver's wipe failed: try again at `at`.
-    pub fn retry(&mut self, driver: &str, at: Instant) {
+    pub(crate) fn retry(&mut self, driver: &str, at: Instant) {
         self.due.insert(driver.to_owned(), at);
     }
 
     /// Whether a wipe of the driver is pending.
-    pub fn is_pending(&self, driver: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_pending(&self, driver: &str) -> bool {
         self.due.contains_key(driver)
     }
 }
 
 /// The field selector of the node's slices, of one driver or of all.
-pub fn selector(node: &str, driver: Option<&str>) -> String {
+pub(crate) fn selector(node: &str, driver: Option<&str>) -> String {
     match driver {
         Some(driver) => format!("spec.nodeName={node},spec.driver={driver}"),
         None => format!("spec.nodeName={node}"),
@@ -68,7 +69,11 @@ pub fn selector(node: &str, driver: Option<&str>) -> String {
 }
 
 /// Deletes the slices of `node` (of `driver` only, when given).
-pub async fn delete_node_slices(client: &Client, node: &str, driver: Option<&str>) -> Result<()> {
+pub(crate) async fn delete_node_slices(
+    client: &Client,
+    node: &str,
+    driver: Option<&str>,
+) -> Result<()> {
     let api: Api<ResourceSlice> = Api::all(client.clone());
     let fields = selector(node, driver);
     let list = ListParams::default().fields(&fields);
