@@ -116,6 +116,50 @@ pub(crate) struct Kubelet {
     enabled: bool,
 }
 
+/// Unprepares on `node` the claims of the pod of `key` with `uid`.
+async fn unprepare(node: &NodePlugins, key: &ObjectKey, uid: &str) -> Result<()> {
+    node.unprepare_pod(uid)
+        .await
+        .map_err(|source| ActorError::Unprepare {
+            pod: key.to_string(),
+            source,
+        })
+}
+
+/// The claims of `pod` on a node with plugins, at `step`: unprepared once the pod has ended or is
+/// being removed, prepared before it starts. `Some` is the wait before the pod is looked at again
+/// because its claims are not prepared yet.
+async fn drive_claims(
+    node: &NodePlugins,
+    pod: &Pod,
+    key: &ObjectKey,
+    step: Step,
+) -> Result<Option<Duration>> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let done = match step {
+        Step::Remove => true,
+        Step::Nothing => is_pod_done(pod),
+        _ => false,
+    };
+    if done && node.holds(uid) {
+        unprepare(node, key, uid).await?;
+    }
+    if let Step::Start(_) = step {
+        match node.prepare_pod(pod).await {
+            Prepare::Ready => {}
+            Prepare::Waiting(reason, wait) => {
+                tracing::debug!(pod = %key, %reason, "Claims not ready for the pod yet");
+                return Ok(Some(wait));
+            }
+            Prepare::Failed(reason, wait) => {
+                tracing::debug!(pod = %key, %reason, ?wait, "Preparing the pod's claims failed");
+                return Ok(Some(wait));
+            }
+        }
+    }
+    Ok(None)
+}
+
 fn node_of(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref()?.node_name.as_deref()
 }
@@ -184,12 +228,7 @@ impl Kubelet {
     async fn release_departed(&self, key: &ObjectKey, current: Option<&str>) -> Result<()> {
         for (node, uid) in self.plugins.tracked(key) {
             if Some(uid.as_str()) != current {
-                node.unprepare_pod(&uid)
-                    .await
-                    .map_err(|source| ActorError::Unprepare {
-                        pod: key.to_string(),
-                        source,
-                    })?;
+                unprepare(&node, key, &uid).await?;
             }
         }
         Ok(())
@@ -205,53 +244,21 @@ impl Kubelet {
         let Some(pod) = pod else {
             return Ok(Next::Done);
         };
-        let api = Unread::namespaced::<Pod>(&self.client, &key.namespace);
         let now = Utc::now();
-        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let started = self.started.lock_or_recover().get(&uid).copied();
         let step = step(&pod, now, started);
         let plugins = self.plugins_of(&pod);
         if let Some(node) = &plugins {
-            let unprepare = match step {
-                Step::Remove => true,
-                Step::Nothing => is_pod_done(&pod),
-                _ => false,
-            };
-            if unprepare && node.holds(&uid) {
-                node.unprepare_pod(&uid)
-                    .await
-                    .map_err(|source| ActorError::Unprepare {
-                        pod: key.to_string(),
-                        source,
-                    })?;
-            }
-            if let Step::Start(_) = step {
-                match node.prepare_pod(&pod).await {
-                    Prepare::Ready => {}
-                    Prepare::Waiting(reason, wait) => {
-                        tracing::debug!(pod = %key, %reason, "Claims not ready for the pod yet");
-                        return Ok(Next::After(wait));
-                    }
-                    Prepare::Failed(reason, wait) => {
-                        tracing::debug!(pod = %key, %reason, ?wait, "Preparing the pod's claims failed");
-                        return Ok(Next::After(wait));
-                    }
-                }
+            if let Some(wait) = drive_claims(node, &pod, &key, step).await? {
+                return Ok(Next::After(wait));
             }
         }
+        let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let (patch, next) = match step {
             Step::Nothing => return Ok(Next::Done),
             Step::Wait(delay) => return Ok(Next::After(delay)),
-            Step::Remove => {
-                let action = format!("remove pod {key}");
-                let params = DeleteParams::default().grace_period(0);
-                return match with_retry(&action, || api.delete(&key.name, &params)).await {
-                    Ok(()) => Ok(Next::Done),
-                    Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(Next::Done),
-                    Err(error) => Err(error),
-                };
-            }
+            Step::Remove => return self.remove(&key).await,
             Step::Start(run) => {
                 self.started.lock_or_recover().insert(uid.clone(), now);
                 let host_ip = "10.0.0.1";
@@ -272,6 +279,7 @@ impl Kubelet {
                 (patch, Next::Done)
             }
         };
+        let api = Unread::namespaced::<Pod>(&self.client, &key.namespace);
         let action = format!("update status of pod {key}");
         let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
         match with_retry(&action, || api.patch_status(&key.name, &params, &patch)).await {
@@ -280,6 +288,18 @@ impl Kubelet {
                 Ok(Next::After(std::time::Duration::ZERO))
             }
             Ok(()) => Ok(next),
+            Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(Next::Done),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Removes the pod of `key` for good (no grace period); a pod already gone is done.
+    async fn remove(&self, key: &ObjectKey) -> Result<Next> {
+        let api = Unread::namespaced::<Pod>(&self.client, &key.namespace);
+        let action = format!("remove pod {key}");
+        let params = DeleteParams::default().grace_period(0);
+        match with_retry(&action, || api.delete(&key.name, &params)).await {
+            Ok(()) => Ok(Next::Done),
             Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(Next::Done),
             Err(error) => Err(error),
         }

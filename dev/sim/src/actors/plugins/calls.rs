@@ -43,6 +43,22 @@ impl fmt::Display for Call {
     }
 }
 
+/// The claim of `claims` that an answer's `uid` is for; an answer for a claim that was not asked
+/// for fails the call.
+pub(super) fn asked<'a>(
+    call: Call,
+    claims: &'a [ClaimCall],
+    uid: &str,
+) -> Result<&'a ClaimCall, CallError> {
+    claims
+        .iter()
+        .find(|c| c.uid == uid)
+        .ok_or_else(|| CallError::UnknownClaim {
+            call,
+            uid: uid.to_owned(),
+        })
+}
+
 /// Checks the answer to `call` for `claims`: `errors` is each answered claim UID with its error
 /// (empty when it succeeded).
 pub(crate) fn check_answer<S: BuildHasher>(
@@ -53,16 +69,11 @@ pub(crate) fn check_answer<S: BuildHasher>(
     let mut answered: Vec<(&String, &String)> = errors.iter().collect();
     answered.sort();
     for (uid, error) in answered {
-        let Some(asked) = claims.iter().find(|c| c.uid == *uid) else {
-            return Err(CallError::UnknownClaim {
-                call,
-                uid: uid.clone(),
-            });
-        };
+        let claim = asked(call, claims, uid)?;
         if !error.is_empty() {
             return Err(CallError::ResourceClaimFailed {
                 call,
-                name: asked.name.clone(),
+                name: claim.name.clone(),
                 error: error.clone(),
             });
         }
@@ -89,40 +100,39 @@ pub(crate) async fn call(
     check_answer(call, claims, &answer)
 }
 
-/// Sends `call` over the gRPC package `$api` (`v1` or `v1beta1`, the same messages apart from
-/// the package) and returns each answered claim UID with its error.
-macro_rules! send_over {
-    ($api:ident, $channel:expr, $call:expr, $claims:expr) => {{
-        let mut client = $api::dra_plugin_client::DraPluginClient::new($channel);
-        let claims: Vec<$api::Claim> = $claims
-            .iter()
-            .map(|c| $api::Claim {
-                namespace: c.namespace.clone(),
-                uid: c.uid.clone(),
-                name: c.name.clone(),
-            })
-            .collect();
-        let errors: HashMap<String, String> = match $call {
-            Call::Prepare => client
-                .node_prepare_resources($api::NodePrepareResourcesRequest { claims })
-                .await?
-                .into_inner()
-                .claims
-                .into_iter()
-                .map(|(uid, r)| (uid, r.error))
-                .collect(),
-            Call::Unprepare => client
-                .node_unprepare_resources($api::NodeUnprepareResourcesRequest { claims })
-                .await?
-                .into_inner()
-                .claims
-                .into_iter()
-                .map(|(uid, r)| (uid, r.error))
-                .collect(),
+/// Sends a [`Call`] with `$claims` (the package's `Claim` messages) through `$client` of the
+/// kubelet plugin API package `$api` (`v1alpha3`, `v1` or `v1beta1`: the same calls apart from
+/// the package) and returns each answered claim UID with its error; `?` returns the gRPC status.
+macro_rules! send_call {
+    ($api:ident, $client:expr, $call:expr, $claims:expr) => {{
+        let mut client = $client;
+        let claims = $claims;
+        let errors: std::collections::HashMap<String, String> = match $call {
+            $crate::actors::plugins::calls::Call::Prepare => {
+                let request = $api::NodePrepareResourcesRequest { claims };
+                let answer = client.node_prepare_resources(request).await?;
+                answer
+                    .into_inner()
+                    .claims
+                    .into_iter()
+                    .map(|(uid, r)| (uid, r.error))
+                    .collect()
+            }
+            $crate::actors::plugins::calls::Call::Unprepare => {
+                let request = $api::NodeUnprepareResourcesRequest { claims };
+                let answer = client.node_unprepare_resources(request).await?;
+                answer
+                    .into_inner()
+                    .claims
+                    .into_iter()
+                    .map(|(uid, r)| (uid, r.error))
+                    .collect()
+            }
         };
-        Ok(errors)
+        errors
     }};
 }
+pub(super) use send_call;
 
 async fn send(
     channel: Channel,
@@ -130,9 +140,24 @@ async fn send(
     call: Call,
     claims: &[ClaimCall],
 ) -> Result<HashMap<String, String>, Status> {
+    /// `v1` and `v1beta1` take a claim as `Claim{namespace, uid, name}`.
+    macro_rules! over {
+        ($api:ident) => {{
+            let client = $api::dra_plugin_client::DraPluginClient::new(channel);
+            let claims: Vec<$api::Claim> = claims
+                .iter()
+                .map(|c| $api::Claim {
+                    namespace: c.namespace.clone(),
+                    uid: c.uid.clone(),
+                    name: c.name.clone(),
+                })
+                .collect();
+            Ok(send_call!($api, client, call, claims))
+        }};
+    }
     match service {
-        Service::V1 => send_over!(v1, channel, call, claims),
-        Service::V1Beta1 => send_over!(v1beta1, channel, call, claims),
+        Service::V1 => over!(v1),
+        Service::V1Beta1 => over!(v1beta1),
     }
 }
 

@@ -44,15 +44,7 @@ pub(super) async fn register(
         .flatten()
         .map(|i| i.endpoint.clone())
         .collect();
-    let accepted = accept(
-        socket,
-        &info.r#type,
-        &info.name,
-        &info.endpoint,
-        &info.supported_versions,
-        &registered,
-    );
-    let accepted = verdict(&mut client, accepted).await?;
+    let accepted = verdict(&mut client, accept(socket, &info, &registered)).await?;
     let instance = Instance {
         socket: socket.to_owned(),
         endpoint: accepted.endpoint.clone(),

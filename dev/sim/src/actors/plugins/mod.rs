@@ -293,6 +293,28 @@ pub(crate) async fn connect(path: &Path) -> Result<Channel, tonic::transport::Er
         .await
 }
 
+/// Owned strings, for the registration tests.
+#[cfg(test)]
+fn list(entries: &[&str]) -> Vec<String> {
+    entries.iter().map(|&e| e.to_owned()).collect()
+}
+
+/// What a plugin answers to `GetInfo`, for the registration tests.
+#[cfg(test)]
+fn plugin(
+    kind: &str,
+    name: &str,
+    endpoint: &str,
+    versions: &[String],
+) -> dra_types::kubelet::pluginregistration::PluginInfo {
+    dra_types::kubelet::pluginregistration::PluginInfo {
+        r#type: kind.to_owned(),
+        name: name.to_owned(),
+        endpoint: endpoint.to_owned(),
+        supported_versions: versions.to_vec(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,19 +7,16 @@
 //! I/O only; which claims go into which call is decided by the claims module.
 
 use dra_runtime::lock::LockExt;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use dra_types::kubelet::v1alpha3::node_client::NodeClient;
-use dra_types::kubelet::v1alpha3::{
-    Claim, NodePrepareResourcesRequest, NodeUnprepareResourcesRequest,
-};
+use dra_types::kubelet::v1alpha3::{self, node_client::NodeClient};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::Api;
 use tonic::Status;
 
-use super::calls::Call;
+use super::calls::{asked, send_call, Call};
 use super::claims::{pod_claims, prepared_claim_info, uids, Batches, ClaimCall};
 use super::error::{CallError, ClaimError};
 use super::{backoff, NodePlugins};
@@ -139,40 +136,15 @@ impl NodePlugins {
         driver: &str,
         calls: &[ClaimCall],
     ) -> Result<(), CallError> {
-        let mut client = NodeClient::new(self.channel(driver)?);
-        let claims: Vec<Claim> = calls.iter().map(claim).collect();
-        let answer = async {
-            let errors: HashMap<String, String> = match call {
-                Call::Prepare => client
-                    .node_prepare_resources(NodePrepareResourcesRequest { claims })
-                    .await?
-                    .into_inner()
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| (uid, r.error))
-                    .collect(),
-                Call::Unprepare => client
-                    .node_unprepare_resources(NodeUnprepareResourcesRequest { claims })
-                    .await?
-                    .into_inner()
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| (uid, r.error))
-                    .collect(),
-            };
-            Ok::<_, Status>(errors)
-        };
+        let client = NodeClient::new(self.channel(driver)?);
+        let claims: Vec<v1alpha3::Claim> = calls.iter().map(claim).collect();
+        let answer = async { Ok::<_, Status>(send_call!(v1alpha3, client, call, claims)) };
         let answer = tokio::time::timeout(self.config.call_timeout, answer)
             .await
             .map_err(|_| CallError::Deadline { call })?
             .map_err(|status| CallError::Status { call, status })?;
         for (uid, error) in &answer {
-            let Some(asked) = calls.iter().find(|c| c.uid == *uid) else {
-                return Err(CallError::UnknownClaim {
-                    call,
-                    uid: uid.clone(),
-                });
-            };
+            let asked = asked(call, calls, uid)?;
             if !error.is_empty() {
                 return Err(CallError::ClaimFailed {
                     call,
@@ -237,8 +209,8 @@ impl NodePlugins {
     }
 }
 
-fn claim(call: &ClaimCall) -> Claim {
-    Claim {
+fn claim(call: &ClaimCall) -> v1alpha3::Claim {
+    v1alpha3::Claim {
         namespace: call.namespace.clone(),
         uid: call.uid.clone(),
         name: call.name.clone(),

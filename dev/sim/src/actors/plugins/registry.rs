@@ -249,15 +249,7 @@ async fn register(node: &Arc<NodePlugins>, socket: &Path) -> Result<String, Regi
         .lock_or_recover()
         .get(&info.name)
         .map(|p| p.version.clone());
-    let accepted = accept(
-        socket,
-        &info.r#type,
-        &info.name,
-        &info.endpoint,
-        &info.supported_versions,
-        registered.as_ref(),
-    );
-    let accepted = verdict(&mut client, accepted).await?;
+    let accepted = verdict(&mut client, accept(socket, &info, registered.as_ref())).await?;
     let channel = lazy_channel(&accepted.endpoint);
     let stream = tokio::spawn(resources::monitor(
         node.client.clone(),

@@ -10,6 +10,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use dra_types::kubelet::pluginregistration::PluginInfo;
+
 use super::error::{ServiceError, V1Refusal};
 use super::validation::DRA_PLUGIN_TYPE;
 
@@ -70,12 +72,15 @@ pub(crate) struct Accepted {
 /// through `NotifyRegistrationStatus`.
 pub(crate) fn accept(
     socket: &Path,
-    kind: &str,
-    name: &str,
-    endpoint: &str,
-    supported: &[String],
+    info: &PluginInfo,
     registered: &[PathBuf],
 ) -> Result<Accepted, V1Refusal> {
+    let (kind, name, endpoint, supported) = (
+        &info.r#type,
+        &info.name,
+        &info.endpoint,
+        &info.supported_versions,
+    );
     if kind != DRA_PLUGIN_TYPE {
         return Err(V1Refusal::PluginType {
             kind: kind.to_owned(),
@@ -113,10 +118,7 @@ pub(crate) fn accept(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn list(entries: &[&str]) -> Vec<String> {
-        entries.iter().map(|&e| e.to_owned()).collect()
-    }
+    use crate::actors::plugins::{list, plugin};
 
     #[test]
     fn the_first_supported_entry_of_the_plugins_list_wins() {
@@ -147,23 +149,20 @@ mod tests {
     fn registration_checks_the_type_the_services_and_the_endpoint() {
         let socket = Path::new("/k/plugins_registry/d-reg.sock");
         let services = list(&["v1.DRAPlugin"]);
-        let csi = accept(socket, "CSIPlugin", "d", "", &services, &[])
+        let csi = accept(socket, &plugin("CSIPlugin", "d", "", &services), &[])
             .unwrap_err()
             .to_string();
         assert_eq!(
             csi,
             "RegisterPlugin error -- no handler registered for plugin type: CSIPlugin at socket /k/plugins_registry/d-reg.sock"
         );
-        let ok = accept(socket, DRA_PLUGIN_TYPE, "d", "", &services, &[]).unwrap();
+        let ok = accept(socket, &plugin(DRA_PLUGIN_TYPE, "d", "", &services), &[]).unwrap();
         assert_eq!(ok.endpoint, socket);
         assert_eq!(ok.service, Service::V1);
         let endpoint = "/k/plugins/d/dra.sock";
         let old = accept(
             socket,
-            DRA_PLUGIN_TYPE,
-            "d",
-            endpoint,
-            &list(&["1.0.0"]),
+            &plugin(DRA_PLUGIN_TYPE, "d", endpoint, &list(&["1.0.0"])),
             &[],
         );
         assert!(
@@ -173,10 +172,7 @@ mod tests {
         );
         let taken = accept(
             socket,
-            DRA_PLUGIN_TYPE,
-            "d",
-            endpoint,
-            &services,
+            &plugin(DRA_PLUGIN_TYPE, "d", endpoint, &services),
             &[PathBuf::from(endpoint)],
         );
         assert_eq!(
@@ -185,10 +181,7 @@ mod tests {
         );
         let second = accept(
             socket,
-            DRA_PLUGIN_TYPE,
-            "d",
-            "/k/plugins/d/dra-2.sock",
-            &services,
+            &plugin(DRA_PLUGIN_TYPE, "d", "/k/plugins/d/dra-2.sock", &services),
             &[PathBuf::from(endpoint)],
         );
         assert!(second.is_ok(), "a second instance at its own endpoint");

@@ -10,6 +10,8 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use dra_types::kubelet::pluginregistration::PluginInfo;
+
 use super::error::{SupportedVersionError, V1alpha2Refusal, VersionError};
 
 /// The registration type of a DRA plugin.
@@ -135,12 +137,15 @@ pub(crate) struct Accepted {
 /// reported back through `NotifyRegistrationStatus`.
 pub(crate) fn accept(
     socket: &Path,
-    kind: &str,
-    name: &str,
-    endpoint: &str,
-    versions: &[String],
+    info: &PluginInfo,
     registered: Option<&Version>,
 ) -> Result<Accepted, V1alpha2Refusal> {
+    let (kind, name, endpoint, versions) = (
+        &info.r#type,
+        &info.name,
+        &info.endpoint,
+        &info.supported_versions,
+    );
     if kind != DRA_PLUGIN_TYPE {
         return Err(V1alpha2Refusal::PluginType {
             kind: kind.to_owned(),
@@ -161,7 +166,7 @@ pub(crate) fn accept(
         Err(source) => {
             return Err(V1alpha2Refusal::Versions {
                 name,
-                versions: versions.to_vec(),
+                versions: versions.clone(),
                 source,
             })
         }
@@ -184,10 +189,7 @@ pub(crate) fn accept(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn list(entries: &[&str]) -> Vec<String> {
-        entries.iter().map(|&e| e.to_owned()).collect()
-    }
+    use crate::actors::plugins::{list, plugin};
 
     #[test]
     fn generic_versions_need_two_numbers_and_may_start_with_v() {
@@ -243,27 +245,29 @@ mod tests {
     fn only_dra_plugins_are_accepted_and_an_empty_endpoint_means_the_socket() {
         let socket = Path::new("/k/plugins_registry/d.sock");
         let versions = list(&["1.0.0"]);
-        let csi = accept(socket, "CSIPlugin", "d", "", &versions, None)
+        let csi = accept(socket, &plugin("CSIPlugin", "d", "", &versions), None)
             .unwrap_err()
             .to_string();
         assert!(
             csi.contains("no handler registered for plugin type: CSIPlugin"),
             "{csi}"
         );
-        let ok = accept(socket, DRA_PLUGIN_TYPE, "d", "", &versions, None).unwrap();
+        let ok = accept(socket, &plugin(DRA_PLUGIN_TYPE, "d", "", &versions), None).unwrap();
         assert_eq!(ok.endpoint, socket);
         let ok = accept(
             socket,
-            DRA_PLUGIN_TYPE,
-            "d",
-            "/k/plugins/d/plugin.sock",
-            &versions,
+            &plugin(DRA_PLUGIN_TYPE, "d", "/k/plugins/d/plugin.sock", &versions),
             None,
         )
         .unwrap();
         assert_eq!(ok.endpoint, Path::new("/k/plugins/d/plugin.sock"));
-        assert!(accept(socket, DRA_PLUGIN_TYPE, "d", "", &[], None).is_err());
-        assert!(accept(socket, DRA_PLUGIN_TYPE, "d", "", &list(&["v1alpha3"]), None).is_err());
+        assert!(accept(socket, &plugin(DRA_PLUGIN_TYPE, "d", "", &[]), None).is_err());
+        assert!(accept(
+            socket,
+            &plugin(DRA_PLUGIN_TYPE, "d", "", &list(&["v1alpha3"])),
+            None
+        )
+        .is_err());
     }
 
     #[test]
@@ -272,19 +276,13 @@ mod tests {
         let old = Version::parse_generic("1.0.0").unwrap();
         let same = accept(
             socket,
-            DRA_PLUGIN_TYPE,
-            "d",
-            "",
-            &list(&["1.0.0"]),
+            &plugin(DRA_PLUGIN_TYPE, "d", "", &list(&["1.0.0"])),
             Some(&old),
         );
         assert!(same.unwrap_err().to_string().contains("already registered"));
         let higher = accept(
             socket,
-            DRA_PLUGIN_TYPE,
-            "d",
-            "",
-            &list(&["1.1.0"]),
+            &plugin(DRA_PLUGIN_TYPE, "d", "", &list(&["1.1.0"])),
             Some(&old),
         );
         assert_eq!(higher.unwrap().version.to_string(), "1.1.0");

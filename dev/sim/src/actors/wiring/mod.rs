@@ -46,11 +46,25 @@ pub(super) async fn start(
     plugins: &Arc<Plugins>,
     stop: &watch::Receiver<bool>,
 ) -> Result<Started> {
+    let env = Env {
+        client,
+        config,
+        plugins,
+        stop,
+    };
     if config.kubernetes_version.serves_v1() {
-        v1::start(client, config, plugins, stop).await
+        v1::start(&env).await
     } else {
-        v1alpha2::start(client, config, plugins, stop).await
+        v1alpha2::start(&env).await
     }
+}
+
+/// What the actors of a generation are started with.
+struct Env<'a> {
+    client: &'a Client,
+    config: &'a ActorsConfig,
+    plugins: &'a Arc<Plugins>,
+    stop: &'a watch::Receiver<bool>,
 }
 
 /// A kind an informer can watch.
@@ -79,7 +93,7 @@ trait Generation: 'static {
     /// The scheduler.
     type Scheduler: SchedulerLoop<Claim = Self::Claim>;
     /// The resourceclaim controller.
-    type Controller: ControllerLoop<Claim = Self::Claim>;
+    type Controller: ControllerLoop<Claim = Self::Claim, Template = Self::Template>;
     /// Whether the scheduler allocates from `ResourceSlices`, so that a slice change wakes the
     /// pods waiting for devices.
     const SLICES_WAKE_SCHEDULER: bool;
@@ -106,7 +120,16 @@ trait SchedulerLoop: Send + Sync + 'static {
 /// A generation's resourceclaim controller, as the wiring drives it.
 trait ControllerLoop: Send + Sync + 'static {
     /// The claim type it watches.
-    type Claim;
+    type Claim: Watched;
+    /// The template type it makes claims from.
+    type Template: Watched;
+    /// A controller reading the given stores.
+    fn new(
+        client: Client,
+        pods: Store<Pod>,
+        claims: Store<Self::Claim>,
+        templates: Store<Self::Template>,
+    ) -> Self;
     /// Its queue of pods.
     fn pod_queue(&self) -> &WorkQueue<ObjectKey>;
     /// Its queue of claims.
@@ -156,9 +179,18 @@ macro_rules! scheduler_loop {
 
 /// Implements [`ControllerLoop`] for a controller type with the inherent methods of that name.
 macro_rules! controller_loop {
-    ($controller:ty, $claim:ty) => {
+    ($controller:ty, $claim:ty, $template:ty) => {
         impl super::ControllerLoop for $controller {
             type Claim = $claim;
+            type Template = $template;
+            fn new(
+                client: kube::Client,
+                pods: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Pod>,
+                claims: kube::runtime::reflector::Store<$claim>,
+                templates: kube::runtime::reflector::Store<$template>,
+            ) -> Self {
+                <$controller>::new(client, pods, claims, templates)
+            }
             fn pod_queue(&self) -> &dra_runtime::workqueue::WorkQueue<crate::actors::ObjectKey> {
                 &self.pod_queue
             }
@@ -193,7 +225,35 @@ macro_rules! controller_loop {
         }
     };
 }
-use {controller_loop, scheduler_loop};
+/// Declares a generation: its marker type, the types of [`Generation`], and the loops of its
+/// scheduler (with the name of its workers) and controller.
+macro_rules! generation {
+    (
+        $(#[$doc:meta])* $name:ident {
+            pods: $pods:ty, claims: $claim:ty, slices: $slice:ty, templates: $template:ty,
+            classes: $class:ty, scheduler: $scheduler:ty = $workers:literal,
+            controller: $controller:ty, slices_wake_scheduler: $wake:literal $(,)?
+        }
+    ) => {
+        $(#[$doc])*
+        struct $name;
+
+        impl super::Generation for $name {
+            type PodWire = $pods;
+            type Claim = $claim;
+            type Slice = $slice;
+            type Template = $template;
+            type Class = $class;
+            type Scheduler = $scheduler;
+            type Controller = $controller;
+            const SLICES_WAKE_SCHEDULER: bool = $wake;
+        }
+
+        super::scheduler_loop!($scheduler, $claim, $workers);
+        super::controller_loop!($controller, $claim, $template);
+    };
+}
+use {controller_loop, generation, scheduler_loop};
 
 /// One kind for the garbage collector.
 fn gc_kind<K: Resource<DynamicType = ()>>(namespaced: bool) -> Kind {
@@ -291,10 +351,10 @@ struct Informers<'a> {
 }
 
 impl<'a> Informers<'a> {
-    fn new(client: &'a Client, stop: &'a watch::Receiver<bool>) -> Self {
+    fn new(env: &Env<'a>) -> Self {
         Self {
-            client,
-            stop,
+            client: env.client,
+            stop: env.stop,
             tasks: Vec::new(),
             listed: Vec::new(),
         }
@@ -345,26 +405,31 @@ struct Parts<G: Generation> {
 }
 
 impl<G: Generation> Parts<G> {
-    /// The generation's scheduler and controller with the kubelet and a collector over
-    /// `gc_kinds`.
+    /// The generation's `scheduler`, its controller, the kubelet and a collector over
+    /// `gc_kinds`, reading `stores`.
     fn new(
-        client: &Client,
-        config: &ActorsConfig,
-        plugins: &Arc<Plugins>,
-        pods: &Store<Pod>,
-        (scheduler, controller): (G::Scheduler, G::Controller),
+        env: &Env<'_>,
+        stores: &Stores<G>,
+        scheduler: G::Scheduler,
         gc_kinds: Vec<Kind>,
     ) -> Self {
+        let controller = G::Controller::new(
+            env.client.clone(),
+            stores.pods.clone(),
+            stores.claims.clone(),
+            stores.templates.clone(),
+        );
+        let kubelet = Kubelet::new(
+            env.client.clone(),
+            stores.pods.clone(),
+            Arc::clone(env.plugins),
+            env.config.kubelets,
+        );
         Self {
             scheduler: Arc::new(scheduler),
             controller: Arc::new(controller),
-            kubelet: Arc::new(Kubelet::new(
-                client.clone(),
-                pods.clone(),
-                Arc::clone(plugins),
-                config.kubelets,
-            )),
-            gc: Arc::new(GarbageCollector::new(client.clone(), gc_kinds)),
+            kubelet: Arc::new(kubelet),
+            gc: Arc::new(GarbageCollector::new(env.client.clone(), gc_kinds)),
         }
     }
 
@@ -431,8 +496,18 @@ impl<G: Generation> Parts<G> {
         informers.watch(writers.config_maps, self.observed());
     }
 
-    /// Waits until every informer has listed once, then starts the workers.
-    async fn start(self, informers: Informers<'_>, config: &ActorsConfig) -> Result<Started> {
+    /// Starts the informers of the common kinds and those `own` adds, waits until every one
+    /// has listed once, then starts the workers.
+    async fn start(
+        self,
+        env: &Env<'_>,
+        writers: Writers<G>,
+        own: impl FnOnce(&Self, &mut Informers<'_>),
+    ) -> Result<Started> {
+        let config = env.config;
+        let mut informers = Informers::new(env);
+        self.watch_common(&mut informers, writers);
+        own(&self, &mut informers);
         let mut tasks = informers.listed().await?;
         tasks.extend(workers(
             &self.scheduler,

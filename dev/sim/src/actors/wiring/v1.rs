@@ -5,69 +5,35 @@
 //!
 //! Only plumbing; what both generations share is in the parent module.
 
-use std::sync::Arc;
-
-use kube::Client;
-use tokio::sync::watch;
-
-use super::{gc_kinds, stores, Generation, Informers, Parts};
+use super::{gc_kinds, stores, Env, Parts};
 use crate::actors::claims::v1::ClaimControllerV1;
-use crate::actors::plugins::Plugins;
 use crate::actors::pod_shape::Pod134;
 use crate::actors::resource_v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use crate::actors::scheduler_v1::SchedulerV1;
-use crate::actors::{ActorsConfig, Result, Started};
+use crate::actors::{Result, Started};
 
-/// Kubernetes 1.34.
-struct V1;
-
-impl Generation for V1 {
-    type PodWire = Pod134;
-    type Claim = ResourceClaim;
-    type Slice = ResourceSlice;
-    type Template = ResourceClaimTemplate;
-    type Class = DeviceClass;
-    type Scheduler = SchedulerV1;
-    type Controller = ClaimControllerV1;
-    const SLICES_WAKE_SCHEDULER: bool = true;
+super::generation! {
+    /// Kubernetes 1.34.
+    V1 {
+        pods: Pod134, claims: ResourceClaim, slices: ResourceSlice, templates: ResourceClaimTemplate,
+        classes: DeviceClass, scheduler: SchedulerV1 = "scheduler-v1",
+        controller: ClaimControllerV1, slices_wake_scheduler: true,
+    }
 }
 
-super::scheduler_loop!(SchedulerV1, ResourceClaim, "scheduler-v1");
-super::controller_loop!(ClaimControllerV1, ResourceClaim);
-
 /// Starts the 1.34 actors' informers, waits until each has listed once, then starts the workers.
-pub(super) async fn start(
-    client: &Client,
-    config: &ActorsConfig,
-    plugins: &Arc<Plugins>,
-    stop: &watch::Receiver<bool>,
-) -> Result<Started> {
+pub(super) async fn start(env: &Env<'_>) -> Result<Started> {
     let (stores, writers) = stores::<V1>();
     let scheduler = SchedulerV1::new(
-        client.clone(),
+        env.client.clone(),
         stores.pods.clone(),
         stores.nodes.clone(),
         stores.claims.clone(),
         stores.slices.clone(),
         stores.classes.clone(),
     );
-    let controller = ClaimControllerV1::new(
-        client.clone(),
-        stores.pods.clone(),
-        stores.claims.clone(),
-        stores.templates.clone(),
-    );
-    let parts = Parts::<V1>::new(
-        client,
-        config,
-        plugins,
-        &stores.pods,
-        (scheduler, controller),
-        gc_kinds::<V1>(Vec::new()),
-    );
-    let mut informers = Informers::new(client, stop);
-    parts.watch_common(&mut informers, writers);
-    parts.start(informers, config).await
+    let parts = Parts::<V1>::new(env, &stores, scheduler, gc_kinds::<V1>(Vec::new()));
+    parts.start(env, writers, |_, _| {}).await
 }
