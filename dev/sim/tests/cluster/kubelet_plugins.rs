@@ -18,15 +18,15 @@ use dra_sim::actors::ActorsConfig;
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle, DEFAULT_DRIVER_NAME};
 use k8s_openapi::api::core::v1::{ClaimSource, Container, Pod, PodResourceClaim, PodSpec};
 use k8s_openapi::api::resource::v1alpha2::{
-    AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec,
-    ResourceClaimStatus, ResourceHandle, ResourceSlice,
+    AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
+    ResourceHandle, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use testkit::eventually;
 
-use crate::support::events_about;
+use crate::support::{create_v1alpha2_claim, events_about, list};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -141,11 +141,8 @@ fn write_inventory(path: &Path, devices: &[&str]) {
 }
 
 async fn slices_of_node(client: &Client, node: &str) -> Vec<ResourceSlice> {
-    Api::<ResourceSlice>::all(client.clone())
-        .list(&ListParams::default())
+    list(Api::<ResourceSlice>::all(client.clone()))
         .await
-        .unwrap()
-        .items
         .into_iter()
         .filter(|s| s.node_name.as_deref() == Some(node))
         .collect()
@@ -167,25 +164,6 @@ async fn wait_for_devices(client: &Client, devices: &[&str]) -> ResourceSlice {
         (slices.len() == 1 && device_names(&slices[0]) == devices).then(|| slices[0].clone())
     })
     .await
-}
-
-async fn create_claim(client: &Client, name: &str) -> ResourceClaim {
-    let claim = ResourceClaim {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: ResourceClaimSpec {
-            resource_class_name: CLASS.into(),
-            allocation_mode: Some("Immediate".into()),
-            parameters_ref: None,
-        },
-        status: None,
-    };
-    Api::<ResourceClaim>::default_namespaced(client.clone())
-        .create(&PostParams::default(), &claim)
-        .await
-        .unwrap()
 }
 
 /// A pod bound to the plugin node using claim `claim`.
@@ -333,7 +311,7 @@ async fn a_pod_runs_only_once_its_claim_is_prepared_and_is_removed_after_unprepa
     wait_for_devices(&client, &["gpu-0", "gpu-1"]).await;
 
     // Allocated after the pod exists: until then the pod waits.
-    let claim = create_claim(&client, "gpu-claim").await;
+    let claim = create_v1alpha2_claim(&client, "gpu-claim", CLASS, Some("Immediate")).await;
     let pod = create_pod(&client, "worker", "gpu-claim").await;
     let uid = claim.metadata.uid.clone().unwrap();
     allocate(&client, &claim, handle_for(&claim, &["gpu-0"]), &pod).await;
@@ -347,7 +325,7 @@ async fn a_pod_runs_only_once_its_claim_is_prepared_and_is_removed_after_unprepa
     );
 
     // A handle the agent refuses: an event, and the pod does not run.
-    let bad = create_claim(&client, "bad-claim").await;
+    let bad = create_v1alpha2_claim(&client, "bad-claim", CLASS, Some("Immediate")).await;
     let bad_pod = create_pod(&client, "refused", "bad-claim").await;
     allocate(&client, &bad, "{\"not\": \"a handle\"}".into(), &bad_pod).await;
     let events = eventually(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::scenario_driver::{Driver, Record, Script, CLASS, FINALIZER};
-use crate::support::{batch_size, create_pod, get_pod, node_of, phase};
+use crate::support::{batch_size, create_pod, create_v1alpha2_claim, get_pod, node_of, phase};
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::Faults;
 use k8s_openapi::api::core::v1::{ClaimSource, Container, Event, Pod, PodResourceClaim, PodSpec};
@@ -88,26 +88,6 @@ fn pod(name: &str, claims: &[(&str, &str)], run_seconds: Option<&str>) -> Pod {
         }),
         status: None,
     }
-}
-
-/// Creates a claim of the scripted driver's class (`allocation_mode` unset: `WaitForFirstConsumer`).
-async fn create_claim(client: &Client, name: &str, allocation_mode: Option<&str>) {
-    let claim = ResourceClaim {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: ResourceClaimSpec {
-            resource_class_name: CLASS.into(),
-            allocation_mode: allocation_mode.map(Into::into),
-            parameters_ref: None,
-        },
-        status: None,
-    };
-    Api::<ResourceClaim>::default_namespaced(client.clone())
-        .create(&PostParams::default(), &claim)
-        .await
-        .expect("claim created");
 }
 
 async fn claims(client: &Client) -> Vec<ResourceClaim> {
@@ -482,7 +462,7 @@ async fn pod_with_immediate_claim_waits_for_allocation_and_lands_on_its_node() {
     let client = cluster.kube_client();
     let script = Arc::new(Script::with_capacity(2).immediate_paused());
     let driver = Driver::start_shared(client.clone(), script.clone());
-    create_claim(&client, "shared-gpu", Some("Immediate")).await;
+    create_v1alpha2_claim(&client, "shared-gpu", CLASS, Some("Immediate")).await;
     create_pod(&client, &pod("user", &[("gpu", "claim:shared-gpu")], None)).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
@@ -562,7 +542,7 @@ async fn a_pod_whose_claim_does_not_exist_waits_without_events_until_the_claim_a
         "{conditions:?}"
     );
 
-    create_claim(&client, "late-gpu", None).await;
+    create_v1alpha2_claim(&client, "late-gpu", CLASS, None).await;
     eventually("the pod runs", Duration::from_secs(30), || async {
         phase(&get_pod(&client, "late").await) == "Running"
     })

@@ -16,10 +16,12 @@ use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::KubernetesVersion;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
 use testkit::eventually;
+
+use crate::support::list;
 
 const DRIVER: &str = "gpu.dra-ledger.io";
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -166,11 +168,8 @@ async fn devices(client: &Client, name: &str) -> Vec<String> {
 
 /// The notes of the scheduler's events with `reason` about pod `name`.
 async fn events(client: &Client, name: &str, reason: &str) -> Vec<String> {
-    Api::<Event>::default_namespaced(client.clone())
-        .list(&ListParams::default())
+    list(Api::<Event>::default_namespaced(client.clone()))
         .await
-        .unwrap()
-        .items
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .filter(|e| e.reason.as_deref() == Some(reason))

@@ -28,18 +28,12 @@ pub enum Call {
     Unprepare,
 }
 
-impl Call {
-    fn name(self) -> &'static str {
-        match self {
-            Call::Prepare => "NodePrepareResources",
-            Call::Unprepare => "NodeUnprepareResources",
-        }
-    }
-}
-
 impl fmt::Display for Call {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(match self {
+            Call::Prepare => "NodePrepareResources",
+            Call::Unprepare => "NodeUnprepareResources",
+        })
     }
 }
 
@@ -105,33 +99,32 @@ pub(crate) async fn call(
 /// the package) and returns each answered claim UID with its error; `?` returns the gRPC status.
 macro_rules! send_call {
     ($api:ident, $client:expr, $call:expr, $claims:expr) => {{
-        let mut client = $client;
-        let claims = $claims;
-        let errors: std::collections::HashMap<String, String> = match $call {
-            $crate::actors::plugins::calls::Call::Prepare => {
-                let request = $api::NodePrepareResourcesRequest { claims };
-                let answer = client.node_prepare_resources(request).await?;
-                answer
-                    .into_inner()
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| (uid, r.error))
-                    .collect()
-            }
-            $crate::actors::plugins::calls::Call::Unprepare => {
-                let request = $api::NodeUnprepareResourcesRequest { claims };
-                let answer = client.node_unprepare_resources(request).await?;
-                answer
-                    .into_inner()
-                    .claims
-                    .into_iter()
-                    .map(|(uid, r)| (uid, r.error))
-                    .collect()
-            }
-        };
-        errors
+        use $crate::actors::plugins::calls::Call;
+        let (mut client, claims) = ($client, $claims);
+        match $call {
+            Call::Prepare => claim_errors!(
+                client.node_prepare_resources($api::NodePrepareResourcesRequest { claims })
+            ),
+            Call::Unprepare => claim_errors!(
+                client.node_unprepare_resources($api::NodeUnprepareResourcesRequest { claims })
+            ),
+        }
     }};
 }
+
+/// Each answered claim UID of a call's `$answer` with its error.
+macro_rules! claim_errors {
+    ($answer:expr) => {
+        $answer
+            .await?
+            .into_inner()
+            .claims
+            .into_iter()
+            .map(|(uid, r)| (uid, r.error))
+            .collect::<std::collections::HashMap<String, String>>()
+    };
+}
+pub(super) use claim_errors;
 pub(super) use send_call;
 
 async fn send(

@@ -16,8 +16,10 @@ use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 use kube::Api;
 use tonic::Status;
 
-use super::calls::{asked, send_call, Call};
-use super::claims::{pod_claims, prepared_claim_info, uids, Batches, ClaimCall};
+use super::calls::{asked, claim_errors, send_call, Call};
+use super::claims::{
+    pod_claims, prepared_claim_info, uids, Batches, ClaimCache, ClaimCall, ClaimInfo,
+};
 use super::error::{CallError, ClaimError};
 use super::{backoff, NodePlugins};
 use crate::actors::events::{post_pod_warning, Reporter};
@@ -77,16 +79,8 @@ impl NodePlugins {
             }
         }
         let claim_uids: Vec<String> = infos.iter().map(|i| i.uid.clone()).collect();
-        let batches = {
-            let mut cache = self.claims.lock_or_recover();
-            for info in infos {
-                cache.reference(&pod_uid, info);
-            }
-            cache.prepare_batches(&pod_uid)
-        };
-        self.pods
-            .lock_or_recover()
-            .insert(pod_uid.clone(), ObjectKey::of(&pod.metadata));
+        let Ok(batches) =
+            self.reference_claims(pod, infos, |_, _| Ok::<_, std::convert::Infallible>(()));
         let mut result = Ok(());
         for (driver, calls) in &batches {
             result = self.call_driver(Call::Prepare, driver, calls).await;
@@ -113,6 +107,31 @@ impl NodePlugins {
                 Prepare::Failed(message, self.note_failure(&pod_uid))
             }
         }
+    }
+
+    /// References `infos` for `pod` in the claim cache, after `check` accepted each of them
+    /// against it, and tracks the pod; returns the calls that prepare what is not prepared yet.
+    pub(super) fn reference_claims<E>(
+        &self,
+        pod: &Pod,
+        infos: Vec<ClaimInfo>,
+        check: impl Fn(&ClaimCache, &ClaimInfo) -> Result<(), E>,
+    ) -> Result<Batches, E> {
+        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+        let batches = {
+            let mut cache = self.claims.lock_or_recover();
+            for info in &infos {
+                check(&cache, info)?;
+            }
+            for info in infos {
+                cache.reference(&pod_uid, info);
+            }
+            cache.prepare_batches(&pod_uid)
+        };
+        self.pods
+            .lock_or_recover()
+            .insert(pod_uid, ObjectKey::of(&pod.metadata));
+        Ok(batches)
     }
 
     /// Counts a failed prepare of the pod; returns the wait before the next attempt.

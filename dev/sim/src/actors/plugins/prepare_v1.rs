@@ -21,7 +21,6 @@ use super::prepare::Prepare;
 use super::NodePlugins;
 use crate::actors::claim_refs::{claim_name, pod_claim_entries};
 use crate::actors::resource_v1::ResourceClaim;
-use crate::actors::ObjectKey;
 
 impl NodePlugins {
     /// Prepares the claims of `pod` that are not prepared yet (1.34).
@@ -43,7 +42,6 @@ impl NodePlugins {
     }
 
     async fn try_prepare(&self, pod: &Pod) -> Result<(), PrepareError> {
-        let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
         let mut infos = Vec::new();
@@ -65,19 +63,7 @@ impl NodePlugins {
             return Ok(());
         }
         let claim_uids: Vec<String> = infos.iter().map(|i| i.uid.clone()).collect();
-        let batches = {
-            let mut cache = self.claims.lock_or_recover();
-            for info in &infos {
-                same_claim(&cache, info)?;
-            }
-            for info in infos {
-                cache.reference(&pod_uid, info);
-            }
-            cache.prepare_batches(&pod_uid)
-        };
-        self.pods
-            .lock_or_recover()
-            .insert(pod_uid.clone(), ObjectKey::of(&pod.metadata));
+        let batches = self.reference_claims(pod, infos, same_claim)?;
         for (driver, calls) in &batches {
             self.call_driver(Call::Prepare, driver, calls).await?;
         }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use dra_types::kubelet::pluginregistration::PluginInfo;
 
 use super::error::{ServiceError, V1Refusal};
-use super::validation::DRA_PLUGIN_TYPE;
+use super::validation::dra_endpoint;
 
 /// A `DRAPlugin` gRPC service of the kubelet plugin API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,23 +75,13 @@ pub(crate) fn accept(
     info: &PluginInfo,
     registered: &[PathBuf],
 ) -> Result<Accepted, V1Refusal> {
-    let (kind, name, endpoint, supported) = (
-        &info.r#type,
-        &info.name,
-        &info.endpoint,
-        &info.supported_versions,
-    );
-    if kind != DRA_PLUGIN_TYPE {
+    let Some(endpoint) = dra_endpoint(socket, info) else {
         return Err(V1Refusal::PluginType {
-            kind: kind.to_owned(),
+            kind: info.r#type.clone(),
             socket: socket.to_owned(),
         });
-    }
-    let endpoint = if endpoint.is_empty() {
-        socket.to_owned()
-    } else {
-        PathBuf::from(endpoint)
     };
+    let (name, supported) = (&info.name, &info.supported_versions);
     let service = match choose_service(supported) {
         Ok(service) => service,
         Err(source) => {
@@ -118,6 +108,7 @@ pub(crate) fn accept(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::actors::plugins::validation::DRA_PLUGIN_TYPE;
     use crate::actors::plugins::{list, plugin};
 
     #[test]

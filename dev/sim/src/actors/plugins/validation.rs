@@ -121,6 +121,19 @@ pub(crate) fn highest_supported_version(
     Ok(highest)
 }
 
+/// The service socket of a DRA plugin from its `GetInfo` answer at `socket`: its endpoint, or
+/// the registration socket when that is empty; `None` when it is not a DRA plugin.
+pub(super) fn dra_endpoint(socket: &Path, info: &PluginInfo) -> Option<PathBuf> {
+    if info.r#type != DRA_PLUGIN_TYPE {
+        return None;
+    }
+    Some(if info.endpoint.is_empty() {
+        socket.to_owned()
+    } else {
+        PathBuf::from(&info.endpoint)
+    })
+}
+
 /// A plugin the kubelet accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Accepted {
@@ -140,23 +153,13 @@ pub(crate) fn accept(
     info: &PluginInfo,
     registered: Option<&Version>,
 ) -> Result<Accepted, V1alpha2Refusal> {
-    let (kind, name, endpoint, versions) = (
-        &info.r#type,
-        &info.name,
-        &info.endpoint,
-        &info.supported_versions,
-    );
-    if kind != DRA_PLUGIN_TYPE {
+    let Some(endpoint) = dra_endpoint(socket, info) else {
         return Err(V1alpha2Refusal::PluginType {
-            kind: kind.to_owned(),
+            kind: info.r#type.clone(),
             socket: socket.to_owned(),
         });
-    }
-    let endpoint = if endpoint.is_empty() {
-        socket.to_owned()
-    } else {
-        PathBuf::from(endpoint)
     };
+    let (name, versions) = (&info.name, &info.supported_versions);
     let name = name.to_owned();
     if versions.is_empty() {
         return Err(V1alpha2Refusal::NoVersions { name });
