@@ -111,24 +111,7 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
     let mut seen: BTreeMap<PathBuf, Seen> = BTreeMap::new();
     loop {
         let found = scan(&registry);
-        let gone: Vec<PathBuf> = seen
-            .iter()
-            .filter(|(path, s)| found.get(*path) != Some(&s.id))
-            .map(|(path, _)| path.clone())
-            .collect();
-        for path in gone {
-            if let Some(Seen {
-                driver: Some(driver),
-                ..
-            }) = seen.remove(&path)
-            {
-                if !v1 {
-                    deregister(&node, &driver, &path).await;
-                } else if !instances::deregister(&node, &driver, &path) {
-                    wipes.driver_gone(&driver, Instant::now(), node.config.wipe_delay);
-                }
-            }
-        }
+        forget_gone(&node, &mut seen, &found, &mut wipes).await;
         for (path, id) in found {
             let entry = seen.entry(path.clone()).or_insert(Seen {
                 id,
@@ -136,34 +119,8 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
                 failures: 0,
                 retry_at: None,
             });
-            let now = Instant::now();
-            if entry.driver.is_some() || entry.retry_at.is_some_and(|at| at > now) {
-                continue;
-            }
-            let registered = if v1 {
-                instances::register(&node, &path).await
-            } else {
-                register(&node, &path).await
-            };
-            match registered {
-                Ok(driver) => {
-                    if wipes.driver_back(&driver) {
-                        tracing::info!(node = %node.node, %driver, "A plugin came back in time: its slices stay");
-                    }
-                    entry.driver = Some(driver);
-                    entry.failures = 0;
-                    entry.retry_at = None;
-                }
-                Err(error) => {
-                    entry.failures = entry.failures.saturating_add(1);
-                    let wait = backoff(
-                        node.config.registration_retry,
-                        node.config.registration_retry_max,
-                        entry.failures,
-                    );
-                    entry.retry_at = Some(now + wait);
-                    tracing::warn!(node = %node.node, socket = %path.display(), %error, ?wait, "Plugin registration failed");
-                }
+            if entry.driver.is_none() && entry.retry_at.is_none_or(|at| at <= Instant::now()) {
+                try_register(&node, &path, entry, &mut wipes).await;
             }
         }
         if v1 {
@@ -181,6 +138,71 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
     for plugin in registered {
         plugin.stream.abort();
         let _ = plugin.stream.await;
+    }
+}
+
+/// Deregisters the plugins of the sockets in `seen` that are not among those `found` any more
+/// (1.34: a driver left without instances has its wipe scheduled).
+async fn forget_gone(
+    node: &Arc<NodePlugins>,
+    seen: &mut BTreeMap<PathBuf, Seen>,
+    found: &BTreeMap<PathBuf, FileId>,
+    wipes: &mut WipeSchedule,
+) {
+    let gone: Vec<PathBuf> = seen
+        .iter()
+        .filter(|(path, s)| found.get(*path) != Some(&s.id))
+        .map(|(path, _)| path.clone())
+        .collect();
+    for path in gone {
+        let Some(Seen {
+            driver: Some(driver),
+            ..
+        }) = seen.remove(&path)
+        else {
+            continue;
+        };
+        if !node.version.serves_v1() {
+            deregister(node, &driver, &path).await;
+        } else if !instances::deregister(node, &driver, &path) {
+            wipes.driver_gone(&driver, Instant::now(), node.config.wipe_delay);
+        }
+    }
+}
+
+/// Registers the plugin behind the socket at `path` as the node's release does; a failure is
+/// tried again after a backoff.
+async fn try_register(
+    node: &Arc<NodePlugins>,
+    path: &Path,
+    entry: &mut Seen,
+    wipes: &mut WipeSchedule,
+) {
+    let now = Instant::now();
+    let registered = if node.version.serves_v1() {
+        instances::register(node, path).await
+    } else {
+        register(node, path).await
+    };
+    match registered {
+        Ok(driver) => {
+            if wipes.driver_back(&driver) {
+                tracing::info!(node = %node.node, %driver, "A plugin came back in time: its slices stay");
+            }
+            entry.driver = Some(driver);
+            entry.failures = 0;
+            entry.retry_at = None;
+        }
+        Err(error) => {
+            entry.failures = entry.failures.saturating_add(1);
+            let wait = backoff(
+                node.config.registration_retry,
+                node.config.registration_retry_max,
+                entry.failures,
+            );
+            entry.retry_at = Some(now + wait);
+            tracing::warn!(node = %node.node, socket = %path.display(), %error, ?wait, "Plugin registration failed");
+        }
     }
 }
 
