@@ -538,23 +538,7 @@ impl Inner {
                 candidates.push(node.clone());
             }
         }
-        let unsuitable = |pod_claim: &str, node: &str| {
-            let state = self.state.lock().unwrap();
-            let in_use = state.allocations.values().filter(|n| *n == node).count();
-            state
-                .failed
-                .contains(&(pod_claim.to_owned(), node.to_owned()))
-                || in_use + pending.len() > self.script.capacity
-        };
-        let mut report: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (pod_claim, _) in &pending {
-            let nodes = candidates
-                .iter()
-                .filter(|n| unsuitable(pod_claim, n))
-                .cloned()
-                .collect();
-            report.insert(pod_claim.clone(), nodes);
-        }
+        let report = self.unsuitable_nodes(&pending, &candidates);
         if let Some(node) = &selected {
             if !report.values().any(|nodes| nodes.contains(node)) {
                 for (pod_claim, claim) in &pending {
@@ -566,6 +550,44 @@ impl Inner {
                 }
             }
         }
+        self.write_report(ctx, &namespace, report).await
+    }
+
+    /// Per pending pod claim, the candidate nodes the script finds unsuitable: a node where the
+    /// claim failed, or one without room for all of the pod's pending claims.
+    fn unsuitable_nodes(
+        &self,
+        pending: &[(String, ResourceClaim)],
+        candidates: &[String],
+    ) -> BTreeMap<String, Vec<String>> {
+        let unsuitable = |pod_claim: &str, node: &str| {
+            let state = self.state.lock().unwrap();
+            let in_use = state.allocations.values().filter(|n| *n == node).count();
+            state
+                .failed
+                .contains(&(pod_claim.to_owned(), node.to_owned()))
+                || in_use + pending.len() > self.script.capacity
+        };
+        pending
+            .iter()
+            .map(|(pod_claim, _)| {
+                let nodes = candidates
+                    .iter()
+                    .filter(|n| unsuitable(pod_claim, n))
+                    .cloned()
+                    .collect();
+                (pod_claim.clone(), nodes)
+            })
+            .collect()
+    }
+
+    /// Writes `report` into the context's status unless it says so already.
+    async fn write_report(
+        &self,
+        ctx: &PodSchedulingContext,
+        namespace: &str,
+        report: BTreeMap<String, Vec<String>>,
+    ) -> Result<(), kube::Error> {
         let entries: Vec<ResourceClaimSchedulingStatus> = report
             .into_iter()
             .map(|(pod_claim, nodes)| ResourceClaimSchedulingStatus {
@@ -584,7 +606,7 @@ impl Inner {
                 .status
                 .get_or_insert_with(Default::default)
                 .resource_claims = Some(entries);
-            let api: Api<PodSchedulingContext> = Api::namespaced(self.client.clone(), &namespace);
+            let api: Api<PodSchedulingContext> = Api::namespaced(self.client.clone(), namespace);
             match api
                 .replace_status(
                     ctx.metadata.name.as_deref().unwrap_or_default(),
