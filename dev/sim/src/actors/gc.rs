@@ -260,19 +260,22 @@ impl GarbageCollector {
         if vertex.owners.is_empty() || self.owners_known_and_staying(&vertex) {
             return Ok(Next::Done);
         }
-        // The graph may lag behind (an owner reference may have been removed a moment ago):
-        // decide on the live object, as the upstream collector does.
+        self.settle_dependent(&uid, vertex).await?;
+        Ok(Next::Done)
+    }
+
+    /// Decides on a dependent and carries the verdict out. The graph may lag behind (an owner
+    /// reference may have been removed a moment ago): the decision is on the live object, as the
+    /// upstream collector makes it.
+    async fn settle_dependent(&self, uid: &str, mut vertex: Vertex) -> Result<()> {
         let api = self.api(vertex.kind, vertex.namespace.as_deref());
         let action = format!("get {}", vertex.name);
         let Some(live) = with_retry(&action, || api.get_opt(&vertex.name)).await? else {
-            return Ok(Next::Done);
+            return Ok(());
         };
-        if live.metadata.uid.as_deref() != Some(uid.as_str())
-            || live.metadata.deletion_timestamp.is_some()
-        {
-            return Ok(Next::Done);
+        if live.metadata.uid.as_deref() != Some(uid) || live.metadata.deletion_timestamp.is_some() {
+            return Ok(());
         }
-        let mut vertex = vertex;
         vertex.owners = live.metadata.owner_references.unwrap_or_default();
         let mut exists = HashMap::new();
         for owner in &vertex.owners {
@@ -285,45 +288,54 @@ impl GarbageCollector {
             exists.get(&o.uid).copied().unwrap_or(true)
         }) {
             Verdict::Keep => {
-                let foreground_owner = vertex.owners.iter().any(|o| {
-                    o.block_owner_deletion == Some(true)
-                        && self
-                            .graph
-                            .lock_or_recover()
-                            .vertices
-                            .get(&o.uid)
-                            .is_some_and(|v| {
-                                v.deleting && v.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER)
-                            })
-                });
-                if foreground_owner {
-                    self.delete(&api, &vertex.name, &uid, PropagationPolicy::Foreground)
+                if self.blocks_foreground_owner(&vertex) {
+                    self.delete(&api, &vertex.name, uid, PropagationPolicy::Foreground)
                         .await?;
                 }
             }
             Verdict::Delete => {
                 tracing::debug!(object = %vertex.name, "Deleting object whose owners are gone");
-                self.delete(&api, &vertex.name, &uid, PropagationPolicy::Background)
+                self.delete(&api, &vertex.name, uid, PropagationPolicy::Background)
                     .await?;
             }
-            Verdict::DropOwners(gone) => {
-                let remaining: Vec<&OwnerReference> = vertex
-                    .owners
-                    .iter()
-                    .filter(|o| !gone.contains(&o.uid))
-                    .collect();
-                let patch =
-                    serde_json::json!({ "metadata": { "ownerReferences": remaining, "uid": uid } });
-                let action = format!("drop absent owners of {}", vertex.name);
-                let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
-                match with_retry(&action, || api.patch(&vertex.name, &params, &patch)).await {
-                    Ok(_) => {}
-                    Err(ActorError::Api { source, .. }) if is_not_found(&source) => {}
-                    Err(error) => return Err(error),
-                }
-            }
+            Verdict::DropOwners(gone) => self.drop_owners(&api, uid, &vertex, &gone).await?,
         }
-        Ok(Next::Done)
+        Ok(())
+    }
+
+    /// Whether the dependent blocks an owner that is in a foreground deletion.
+    fn blocks_foreground_owner(&self, vertex: &Vertex) -> bool {
+        let graph = self.graph.lock_or_recover();
+        vertex.owners.iter().any(|o| {
+            o.block_owner_deletion == Some(true)
+                && graph.vertices.get(&o.uid).is_some_and(|v| {
+                    v.deleting && v.finalizers.iter().any(|f| f == FOREGROUND_FINALIZER)
+                })
+        })
+    }
+
+    /// Removes the references to the owners in `gone` from the dependent; a dependent already
+    /// gone is fine.
+    async fn drop_owners(
+        &self,
+        api: &Api<DynamicObject>,
+        uid: &str,
+        vertex: &Vertex,
+        gone: &[String],
+    ) -> Result<()> {
+        let remaining: Vec<&OwnerReference> = vertex
+            .owners
+            .iter()
+            .filter(|o| !gone.contains(&o.uid))
+            .collect();
+        let patch = serde_json::json!({ "metadata": { "ownerReferences": remaining, "uid": uid } });
+        let action = format!("drop absent owners of {}", vertex.name);
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+        match with_retry(&action, || api.patch(&vertex.name, &params, &patch)).await {
+            Ok(_) => Ok(()),
+            Err(ActorError::Api { source, .. }) if is_not_found(&source) => Ok(()),
+            Err(error) => Err(error),
+        }
     }
 
     async fn delete(
