@@ -4,11 +4,13 @@
 //! What both generations share is here: the informers of pods, nodes, claims, slices, templates,
 //! classes and config maps, the kubelet and the garbage collector, the workers of the scheduler,
 //! the resourceclaim controller, the kubelet and the collector, and the shutdown closers in that
-//! order. [`v1alpha2`] (1.30) and [`v1`] (1.34) name their types, build their scheduler and
-//! controller, and add what only they have (1.30: `PodSchedulingContexts`).
+//! order. [`generation`] declares what tells the generations apart; [`v1alpha2`] (1.30) and
+//! [`v1`] (1.34) name their types, build their scheduler, and add what only they have (1.30:
+//! `PodSchedulingContexts`).
 //!
 //! Only plumbing; the behaviour lives in the actor modules. Must not be used outside `actors`.
 
+mod generation;
 mod v1;
 mod v1alpha2;
 
@@ -27,14 +29,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 use kube::runtime::reflector::{self, store::Writer, Store};
 use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+use generation::{ControllerLoop, Generation, SchedulerLoop, Watched};
 
 use super::gc::{GarbageCollector, Kind};
 use super::kubelet::Kubelet;
 use super::plugins::Plugins;
-use super::{wait_ready, ActorsConfig, ObjectKey, Result, Started};
+use super::{wait_ready, ActorsConfig, Result, Started};
 use dra_runtime::informer::{spawn_informer_as, Change};
 use dra_runtime::workqueue::{Next, WorkQueue};
 
@@ -66,194 +69,6 @@ struct Env<'a> {
     plugins: &'a Arc<Plugins>,
     stop: &'a watch::Receiver<bool>,
 }
-
-/// A kind an informer can watch.
-trait Watched:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
-{
-}
-
-impl<K> Watched for K where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + Sync + 'static
-{
-}
-
-/// The types that tell the generations apart.
-trait Generation: 'static {
-    /// What pods are decoded as before they are stored as `Pod`.
-    type PodWire: Watched + Into<Pod>;
-    /// `ResourceClaim`.
-    type Claim: Watched;
-    /// `ResourceSlice`.
-    type Slice: Watched;
-    /// `ResourceClaimTemplate`.
-    type Template: Watched;
-    /// `ResourceClass` (1.30) or `DeviceClass` (1.34).
-    type Class: Watched;
-    /// The scheduler.
-    type Scheduler: SchedulerLoop<Claim = Self::Claim>;
-    /// The resourceclaim controller.
-    type Controller: ControllerLoop<Claim = Self::Claim, Template = Self::Template>;
-    /// Whether the scheduler allocates from `ResourceSlices`, so that a slice change wakes the
-    /// pods waiting for devices.
-    const SLICES_WAKE_SCHEDULER: bool;
-}
-
-/// A generation's scheduler, as the wiring drives it.
-trait SchedulerLoop: Send + Sync + 'static {
-    /// The claim type it watches.
-    type Claim;
-    /// The name of its workers.
-    const WORKERS: &'static str;
-    /// Its work queue.
-    fn queue(&self) -> &WorkQueue<ObjectKey>;
-    /// Routes a pod change.
-    fn on_pod(&self, change: &Change<'_, Pod>);
-    /// Routes a claim change.
-    fn on_claim(&self, change: &Change<'_, Self::Claim>);
-    /// Wakes every pod waiting for something to change.
-    fn queue_all_waiting(&self);
-    /// One scheduling cycle of a pod.
-    fn sync(self: Arc<Self>, key: ObjectKey) -> impl Future<Output = Result<Next>> + Send;
-}
-
-/// A generation's resourceclaim controller, as the wiring drives it.
-trait ControllerLoop: Send + Sync + 'static {
-    /// The claim type it watches.
-    type Claim: Watched;
-    /// The template type it makes claims from.
-    type Template: Watched;
-    /// A controller reading the given stores.
-    fn new(
-        client: Client,
-        pods: Store<Pod>,
-        claims: Store<Self::Claim>,
-        templates: Store<Self::Template>,
-    ) -> Self;
-    /// Its queue of pods.
-    fn pod_queue(&self) -> &WorkQueue<ObjectKey>;
-    /// Its queue of claims.
-    fn claim_queue(&self) -> &WorkQueue<ObjectKey>;
-    /// Routes a pod change.
-    fn on_pod(&self, change: &Change<'_, Pod>);
-    /// Routes a claim change.
-    fn on_claim(&self, change: &Change<'_, Self::Claim>);
-    /// One sync of a pod.
-    fn sync_pod(self: Arc<Self>, key: ObjectKey) -> impl Future<Output = Result<Next>> + Send;
-    /// One sync of a claim.
-    fn sync_claim(self: Arc<Self>, key: ObjectKey) -> impl Future<Output = Result<Next>> + Send;
-}
-
-/// Implements [`SchedulerLoop`] for a scheduler type with the inherent methods of that name.
-macro_rules! scheduler_loop {
-    ($scheduler:ty, $claim:ty, $workers:literal) => {
-        impl super::SchedulerLoop for $scheduler {
-            type Claim = $claim;
-            const WORKERS: &'static str = $workers;
-            fn queue(&self) -> &dra_runtime::workqueue::WorkQueue<crate::actors::ObjectKey> {
-                &self.queue
-            }
-            fn on_pod(
-                &self,
-                change: &dra_runtime::informer::Change<'_, k8s_openapi::api::core::v1::Pod>,
-            ) {
-                <$scheduler>::on_pod(self, change);
-            }
-            fn on_claim(&self, change: &dra_runtime::informer::Change<'_, $claim>) {
-                <$scheduler>::on_claim(self, change);
-            }
-            fn queue_all_waiting(&self) {
-                <$scheduler>::queue_all_waiting(self);
-            }
-            fn sync(
-                self: std::sync::Arc<Self>,
-                key: crate::actors::ObjectKey,
-            ) -> impl std::future::Future<
-                Output = crate::actors::Result<dra_runtime::workqueue::Next>,
-            > + Send {
-                async move { <$scheduler>::sync(&self, key).await }
-            }
-        }
-    };
-}
-
-/// Implements [`ControllerLoop`] for a controller type with the inherent methods of that name.
-macro_rules! controller_loop {
-    ($controller:ty, $claim:ty, $template:ty) => {
-        impl super::ControllerLoop for $controller {
-            type Claim = $claim;
-            type Template = $template;
-            fn new(
-                client: kube::Client,
-                pods: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Pod>,
-                claims: kube::runtime::reflector::Store<$claim>,
-                templates: kube::runtime::reflector::Store<$template>,
-            ) -> Self {
-                <$controller>::new(client, pods, claims, templates)
-            }
-            fn pod_queue(&self) -> &dra_runtime::workqueue::WorkQueue<crate::actors::ObjectKey> {
-                &self.pod_queue
-            }
-            fn claim_queue(&self) -> &dra_runtime::workqueue::WorkQueue<crate::actors::ObjectKey> {
-                &self.claim_queue
-            }
-            fn on_pod(
-                &self,
-                change: &dra_runtime::informer::Change<'_, k8s_openapi::api::core::v1::Pod>,
-            ) {
-                <$controller>::on_pod(self, change);
-            }
-            fn on_claim(&self, change: &dra_runtime::informer::Change<'_, $claim>) {
-                <$controller>::on_claim(self, change);
-            }
-            fn sync_pod(
-                self: std::sync::Arc<Self>,
-                key: crate::actors::ObjectKey,
-            ) -> impl std::future::Future<
-                Output = crate::actors::Result<dra_runtime::workqueue::Next>,
-            > + Send {
-                async move { <$controller>::sync_pod(&self, key).await }
-            }
-            fn sync_claim(
-                self: std::sync::Arc<Self>,
-                key: crate::actors::ObjectKey,
-            ) -> impl std::future::Future<
-                Output = crate::actors::Result<dra_runtime::workqueue::Next>,
-            > + Send {
-                async move { <$controller>::sync_claim(&self, key).await }
-            }
-        }
-    };
-}
-/// Declares a generation: its marker type, the types of [`Generation`], and the loops of its
-/// scheduler (with the name of its workers) and controller.
-macro_rules! generation {
-    (
-        $(#[$doc:meta])* $name:ident {
-            pods: $pods:ty, claims: $claim:ty, slices: $slice:ty, templates: $template:ty,
-            classes: $class:ty, scheduler: $scheduler:ty = $workers:literal,
-            controller: $controller:ty, slices_wake_scheduler: $wake:literal $(,)?
-        }
-    ) => {
-        $(#[$doc])*
-        struct $name;
-
-        impl super::Generation for $name {
-            type PodWire = $pods;
-            type Claim = $claim;
-            type Slice = $slice;
-            type Template = $template;
-            type Class = $class;
-            type Scheduler = $scheduler;
-            type Controller = $controller;
-            const SLICES_WAKE_SCHEDULER: bool = $wake;
-        }
-
-        super::scheduler_loop!($scheduler, $claim, $workers);
-        super::controller_loop!($controller, $claim, $template);
-    };
-}
-use {controller_loop, generation, scheduler_loop};
 
 /// One kind for the garbage collector.
 fn gc_kind<K: Resource<DynamicType = ()>>(namespaced: bool) -> Kind {

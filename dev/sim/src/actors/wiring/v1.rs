@@ -14,7 +14,7 @@ use crate::actors::resource_v1::{
 use crate::actors::scheduler_v1::SchedulerV1;
 use crate::actors::{Result, Started};
 
-super::generation! {
+super::generation::generation! {
     /// Kubernetes 1.34.
     V1 {
         pods: Pod134, claims: ResourceClaim, slices: ResourceSlice, templates: ResourceClaimTemplate,

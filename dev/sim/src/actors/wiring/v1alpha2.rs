@@ -19,7 +19,7 @@ use crate::actors::gc::Kind;
 use crate::actors::scheduler_v1alpha2::Scheduler;
 use crate::actors::{Result, Started};
 
-super::generation! {
+super::generation::generation! {
     /// Kubernetes 1.30.
     V1alpha2 {
         pods: Pod, claims: ResourceClaim, slices: ResourceSlice, templates: ResourceClaimTemplate,
