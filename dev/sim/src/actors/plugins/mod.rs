@@ -279,8 +279,9 @@ pub(crate) fn lazy_channel(path: &Path) -> Channel {
         }))
 }
 
-/// A gRPC channel to the Unix socket at `path`, connected now.
-pub(crate) async fn connect(path: &Path) -> Result<Channel, tonic::transport::Error> {
+/// A gRPC channel to the Unix socket at `path`, connected now, as the kubelet dials a plugin
+/// (also the node agent's tests' and benchmark's kubelet side).
+pub async fn connect(path: &Path) -> Result<Channel, tonic::transport::Error> {
     let path = path.to_owned();
     Endpoint::from_static("http://localhost")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
