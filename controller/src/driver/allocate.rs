@@ -80,11 +80,12 @@ impl LedgerDriver {
     async fn drop_stale(&self, uid: &str) -> Result<()> {
         warn!(claim.uid = %uid, "Replacing a ledger allocation the claim does not show");
         let owned = uid.to_owned();
-        self.ledger_call(move |ledger| match ledger.abort(&owned) {
-            Err(LedgerError::AbortConfirmed { .. }) => ledger.release(&owned).map(|_| ()),
-            other => other.map(|_| ()),
-        })
-        .await
+        self.keeper
+            .call(move |ledger| match ledger.abort(&owned) {
+                Err(LedgerError::AbortConfirmed { .. }) => ledger.release(&owned).map(|_| ()),
+                other => other.map(|_| ()),
+            })
+            .await
     }
 
     /// Allocates one immediate claim on the best node by its class policy.
@@ -100,7 +101,7 @@ impl LedgerDriver {
                 request: params.request.clone(),
                 node: None,
             };
-            match self.ledger_call(move |l| l.allocate(request)).await {
+            match self.keeper.call(move |l| l.allocate(request)).await {
                 Err(DriverError::Ledger(LedgerError::ClaimConflict { uid })) => {
                     self.drop_stale(&uid).await?;
                 }
@@ -122,7 +123,8 @@ impl LedgerDriver {
         for _ in 0..=claims.len() {
             let (pod, at, batch) = (pod_uid.clone(), node.to_owned(), claims.clone());
             match self
-                .ledger_call(move |l| l.allocate_pod(&pod, &at, batch))
+                .keeper
+                .call(move |l| l.allocate_pod(&pod, &at, batch))
                 .await
             {
                 Err(DriverError::Ledger(LedgerError::ClaimConflict { uid })) => {
@@ -164,20 +166,25 @@ impl LedgerDriver {
         let _no_reconcile = self.reconcile_lock.read().await;
         dra_allocator::failpoint::hit("during_deallocation");
         let owned = uid.to_owned();
-        let released = self.ledger_call(move |l| l.release(&owned)).await;
+        let released = self.keeper.call(move |l| l.release(&owned)).await;
         match released {
             Ok(Some(allocation)) => {
                 debug!(claim.uid = %uid, node = %allocation.node, "Released");
-                self.observer.deallocation(DeallocationOutcome::Released);
+                self.keeper
+                    .observer()
+                    .deallocation(DeallocationOutcome::Released);
                 Ok(())
             }
             Ok(None) => {
-                self.observer
+                self.keeper
+                    .observer()
                     .deallocation(DeallocationOutcome::NotAllocated);
                 Ok(())
             }
             Err(error) => {
-                self.observer.deallocation(DeallocationOutcome::Error);
+                self.keeper
+                    .observer()
+                    .deallocation(DeallocationOutcome::Error);
                 Err(error)
             }
         }
@@ -268,7 +275,7 @@ impl Driver for LedgerDriver {
                     let uid = allocation.claim.uid.clone();
                     if aborted.contains(&uid) {
                         // A deallocate ran while the ledger committed; it found nothing to free.
-                        let _ = self.ledger_call(move |l| l.release(&uid)).await;
+                        let _ = self.keeper.call(move |l| l.release(&uid)).await;
                         item.error = Some(DriverError::AllocationAborted {
                             uid: allocation.claim.uid,
                         });
@@ -295,7 +302,8 @@ impl Driver for LedgerDriver {
                 }
             }
         }
-        self.observer
+        self.keeper
+            .observer()
             .allocation(mode, outcome, claims.len(), started.elapsed());
         dra_allocator::failpoint::hit("after_intent_commit");
     }
@@ -312,7 +320,7 @@ impl Driver for LedgerDriver {
         // reconcile. Not waited for: a confirmation a crash loses is rolled forward at the next
         // start, as the claim shows the allocation.
         let deferred = self
-            .calls
+            .keeper
             .defer(|l| l.confirm_deferred(&data.claim_uid, &data.node, &data.devices));
         if let Err(error) = deferred {
             warn!(%error, claim.uid = %data.claim_uid, "Cannot queue the allocation's confirmation; the reconcile confirms it");
@@ -322,7 +330,8 @@ impl Driver for LedgerDriver {
     #[instrument(skip_all, fields(driver = %self.config.driver_name, claim.name = %claim.name_any()))]
     async fn deallocate(&self, claim: &ResourceClaim) -> Result<()> {
         let Some(uid) = claim.metadata.uid.clone().filter(|u| !u.is_empty()) else {
-            self.observer
+            self.keeper
+                .observer()
                 .deallocation(DeallocationOutcome::NotAllocated);
             return Ok(());
         };

@@ -149,7 +149,7 @@ impl InventorySync {
                     (node, devices)
                 })
                 .collect();
-            for (node, result) in self.driver.calls.write_inventories(pending).await {
+            for (node, result) in self.driver.keeper.write_inventories(pending).await {
                 if let Err(error) = result {
                     warn!(%error, node = %node, "Failed to update inventory, retrying");
                     failed.push(node);
@@ -196,7 +196,7 @@ impl InventorySync {
 
     /// Sets `inventory_synced` once a complete listing has been written without failures.
     fn mark_synced(&self, listed: bool) {
-        let readiness = &self.driver.readiness;
+        let readiness = self.driver.keeper.readiness();
         if listed && self.dirty.is_empty() && !readiness.inventory_synced() {
             info!(
                 nodes = self.by_node.len(),
@@ -211,7 +211,8 @@ impl InventorySync {
     async fn relist(&mut self, listed: BTreeMap<String, PublishedSlice>) -> Result<()> {
         let ledger_nodes = self
             .driver
-            .ledger_call(dra_allocator::ledger::Ledger::nodes)
+            .keeper
+            .call(dra_allocator::ledger::Ledger::nodes)
             .await?;
         self.dirty.extend(ledger_nodes.into_iter().map(|n| n.node));
         self.dirty.extend(self.by_node.keys().cloned());

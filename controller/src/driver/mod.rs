@@ -13,7 +13,8 @@
 //!   reconcile of the ledger with the claims of the cluster ([`reconcile`]).
 //!
 //! The ledger is blocking; every call goes through `tokio::task::spawn_blocking`, counted by
-//! `ledger_calls` (shared with the v1 mirror, as is its inventory write). Cluster access
+//! the `keeper` (which the v1 mirror holds too, with the readiness flags, the observer and the
+//! inventory write). Cluster access
 //! goes through [`DriverCluster`] so that the logic runs against an in-memory cluster in tests.
 //! Must not depend on the framework's internals (only its public `Driver` interface and types)
 //! nor on prometheus (metrics go through [`DriverObserver`]).
@@ -24,7 +25,7 @@ mod cluster;
 mod error;
 pub mod handle;
 pub mod inventory;
-mod ledger_calls;
+mod keeper;
 mod listed_claim;
 mod observer;
 mod param_cache;
@@ -38,13 +39,13 @@ mod unsuitable;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dra_allocator::ledger::{Ledger, LedgerError};
+use dra_allocator::ledger::Ledger;
 use dra_allocator::model::EffectiveRequest;
 
 pub use background::{run_background, sync_inventory};
 pub use cluster::{DriverCluster, KubeCluster};
 pub use error::{DriverError, Result};
-pub(crate) use ledger_calls::LedgerCalls;
+pub(crate) use keeper::LedgerKeeper;
 pub use observer::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, DriverObserver, NoopObserver,
 };
@@ -96,12 +97,11 @@ pub struct ClaimParameters {
 /// The ledger-backed driver. Share it as `Arc<LedgerDriver>` between the framework's
 /// `Controller`, [`run_background`] and the admin API.
 pub struct LedgerDriver {
-    /// The ledger and its calls in flight ([`LedgerDriver::quiesce`] waits for them).
-    calls: LedgerCalls,
+    /// The ledger, its calls in flight ([`LedgerDriver::quiesce`] waits for them), the
+    /// readiness flags and the observer.
+    keeper: LedgerKeeper,
     cluster: Arc<dyn DriverCluster>,
     config: DriverConfig,
-    observer: Arc<dyn DriverObserver>,
-    readiness: DriverReadiness,
     state: DriverState,
     /// Held for writing by a reconcile (so reconciles never overlap) and for reading by every
     /// release of a deallocated claim, so that a release cannot run between a reconcile's claim
@@ -112,11 +112,7 @@ pub struct LedgerDriver {
 
 impl std::fmt::Debug for LedgerDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LedgerDriver")
-            .field("ledger", self.calls.ledger())
-            .field("config", &self.config)
-            .field("ready", &self.readiness.is_ready())
-            .finish_non_exhaustive()
+        self.keeper.fmt_holder(f, "LedgerDriver", &self.config)
     }
 }
 
@@ -134,11 +130,9 @@ impl LedgerDriver {
         config: DriverConfig,
     ) -> Self {
         LedgerDriver {
-            calls: LedgerCalls::new(ledger),
+            keeper: LedgerKeeper::new(ledger),
             cluster,
             config,
-            observer: Arc::new(NoopObserver),
-            readiness: DriverReadiness::new(),
             state: DriverState::default(),
             reconcile_lock: tokio::sync::RwLock::new(()),
             takeover: std::sync::atomic::AtomicBool::new(false),
@@ -148,13 +142,13 @@ impl LedgerDriver {
     /// Reports metric-relevant facts to `observer` instead of nowhere.
     #[must_use]
     pub fn with_observer(mut self, observer: Arc<dyn DriverObserver>) -> Self {
-        self.observer = observer;
+        self.keeper.set_observer(observer);
         self
     }
 
     /// The ledger.
     pub fn ledger(&self) -> &Ledger {
-        self.calls.ledger()
+        self.keeper.ledger()
     }
 
     /// The settings.
@@ -173,28 +167,19 @@ impl LedgerDriver {
 
     /// The readiness flags (inventory synced, initial reconcile done) for `/readyz`.
     pub fn readiness(&self) -> DriverReadiness {
-        self.readiness.clone()
-    }
-
-    /// Runs `call` on the ledger in a blocking thread.
-    async fn ledger_call<T, F>(&self, call: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Ledger) -> std::result::Result<T, LedgerError> + Send + 'static,
-    {
-        self.calls.call(call).await
+        self.keeper.readiness().clone()
     }
 
     /// Waits until no ledger call is in flight and refuses new ones: after this, the only
     /// handles on the ledger file are the driver's own and its callers' (a ledger call whose
     /// caller was dropped at shutdown still runs to its end in its blocking thread).
     pub async fn quiesce(&self) {
-        self.calls.quiesce().await;
+        self.keeper.quiesce().await;
     }
 
     /// Waits until the driver is ready, at most `ready_timeout`.
     async fn wait_ready(&self) -> Result<()> {
-        tokio::time::timeout(self.config.ready_timeout, self.readiness.wait())
+        tokio::time::timeout(self.config.ready_timeout, self.keeper.readiness().wait())
             .await
             .map_err(|_| DriverError::NotReady)
     }

@@ -337,7 +337,7 @@ impl LedgerDriver {
                 .store(false, std::sync::atomic::Ordering::SeqCst);
         }
         report.duration_ms = started.elapsed().as_millis() as u64;
-        report.observe(self.observer.as_ref(), started.elapsed());
+        report.observe(self.keeper.observer(), started.elapsed());
         if report.total_drift() > 0 || !report.errors.is_empty() {
             info!(drift = ?report.drift, errors = report.errors.len(), confirmed = report.confirmed, "Reconciled ledger with the cluster");
         } else {
@@ -355,7 +355,8 @@ impl LedgerDriver {
         let grace = self.config.grace_period;
         let now = now_ms();
         let mut held = self
-            .ledger_call(move |ledger| {
+            .keeper
+            .call(move |ledger| {
                 let mut names = Names::default();
                 let mut held = Vec::new();
                 each_allocation(ledger, |allocation| {
@@ -464,7 +465,7 @@ impl LedgerDriver {
         match step {
             Step::Confirm(uid) => {
                 let call = uid.clone();
-                match self.ledger_call(move |l| l.confirm(&call)).await {
+                match self.keeper.call(move |l| l.confirm(&call)).await {
                     Ok(_) => Tally {
                         confirmed: 1,
                         ..Tally::default()
@@ -482,7 +483,7 @@ impl LedgerDriver {
 
     async fn release(&self, uid: String, kind: Option<DriftKind>) -> Tally {
         let call = uid.clone();
-        match self.ledger_call(move |l| l.release(&call)).await {
+        match self.keeper.call(move |l| l.release(&call)).await {
             Ok(released) => {
                 if let Some(released) = released {
                     let claim = &released.claim;
@@ -504,7 +505,7 @@ impl LedgerDriver {
     async fn import(&self, request: ImportRequest, kind: DriftKind) -> Tally {
         let name = format!("{}/{}", request.claim.namespace, request.claim.name);
         let (uid, node) = (request.claim.uid.clone(), request.node.clone());
-        match self.ledger_call(move |l| l.import(request)).await {
+        match self.keeper.call(move |l| l.import(request)).await {
             Ok(_) => {
                 info!(claim.uid = %uid, claim.name = %name, node = %node, kind = kind.as_str(), "Imported allocation from the cluster");
                 Tally {

@@ -85,7 +85,8 @@ impl LedgerDriver {
         let candidates = potential_nodes.to_vec();
         let ignore: Vec<String> = ignore.into_iter().collect();
         let unsuitable = self
-            .ledger_call(move |ledger| ledger.unsuitable_nodes(requests, candidates, &ignore))
+            .keeper
+            .call(move |ledger| ledger.unsuitable_nodes(requests, candidates, &ignore))
             .await?;
         let nodes: Vec<String> = unsuitable.iter().map(|u| u.node.clone()).collect();
         for item in claims.iter_mut() {
@@ -103,7 +104,7 @@ impl LedgerDriver {
         } else {
             self.state.clear_message(&pod_uid);
         }
-        self.observer.unsuitable_nodes(started.elapsed());
+        self.keeper.observer().unsuitable_nodes(started.elapsed());
         Ok(())
     }
 

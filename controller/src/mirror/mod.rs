@@ -28,12 +28,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dra_allocator::ledger::{Ledger, LedgerError};
+use dra_allocator::ledger::Ledger;
 use dra_allocator::model::Device;
 use dra_types::resource_v1::{ResourceClaim, ResourceSlice};
 use kube::Client;
 
-use crate::driver::{DriverObserver, DriverReadiness, LedgerCalls, NoopObserver, Result};
+use crate::driver::{DriverObserver, DriverReadiness, LedgerKeeper};
 use mapping::SliceInventory;
 
 pub use explain::REASON as EXPLANATION_REASON;
@@ -90,23 +90,18 @@ struct Cache {
 /// The v1 observer: the ledger it writes, the client it reads the cluster with, and what the
 /// watches delivered. Share it as `Arc<Mirror>` between [`run_mirror`] and the admin API.
 pub struct Mirror {
-    /// The ledger and its calls in flight (see [`Mirror::quiesce`]).
-    calls: LedgerCalls,
+    /// The ledger, its calls in flight (see [`Mirror::quiesce`]), the readiness flags and the
+    /// observer.
+    keeper: LedgerKeeper,
     client: Client,
     recorder: EventRecorder,
     config: MirrorConfig,
-    observer: Arc<dyn DriverObserver>,
-    readiness: DriverReadiness,
     cache: tokio::sync::Mutex<Cache>,
 }
 
 impl std::fmt::Debug for Mirror {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mirror")
-            .field("ledger", self.calls.ledger())
-            .field("config", &self.config)
-            .field("ready", &self.readiness.is_ready())
-            .finish_non_exhaustive()
+        self.keeper.fmt_holder(f, "Mirror", &self.config)
     }
 }
 
@@ -114,12 +109,10 @@ impl Mirror {
     /// A mirror into `ledger` of the cluster behind `client`.
     pub fn new(ledger: Ledger, client: Client, config: MirrorConfig) -> Self {
         Mirror {
-            calls: LedgerCalls::new(ledger),
+            keeper: LedgerKeeper::new(ledger),
             recorder: EventRecorder::new(client.clone(), &config.driver_name),
             client,
             config,
-            observer: Arc::new(NoopObserver),
-            readiness: DriverReadiness::new(),
             cache: tokio::sync::Mutex::default(),
         }
     }
@@ -127,13 +120,13 @@ impl Mirror {
     /// Reports drift and reconcile durations to `observer` instead of nowhere.
     #[must_use]
     pub fn with_observer(mut self, observer: Arc<dyn DriverObserver>) -> Self {
-        self.observer = observer;
+        self.keeper.set_observer(observer);
         self
     }
 
     /// The ledger.
     pub fn ledger(&self) -> &Ledger {
-        self.calls.ledger()
+        self.keeper.ledger()
     }
 
     /// The settings.
@@ -144,21 +137,12 @@ impl Mirror {
     /// The readiness flags: `inventory_synced` once both watches have listed, `reconciled`
     /// once that first listing is mirrored into the ledger.
     pub fn readiness(&self) -> DriverReadiness {
-        self.readiness.clone()
-    }
-
-    /// Runs `call` on the ledger in a blocking thread.
-    async fn ledger_call<T, F>(&self, call: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Ledger) -> std::result::Result<T, LedgerError> + Send + 'static,
-    {
-        self.calls.call(call).await
+        self.keeper.readiness().clone()
     }
 
     /// Waits until no ledger call is in flight and refuses new ones (a call whose caller was
     /// dropped at shutdown still runs to its end in its blocking thread).
     pub async fn quiesce(&self) {
-        self.calls.quiesce().await;
+        self.keeper.quiesce().await;
     }
 }

@@ -52,7 +52,7 @@ impl Mirror {
         let mut nodes: BTreeSet<String> = cache.inventory.devices.keys().cloned().collect();
         nodes.extend(cache.written.keys().cloned());
         if every_node {
-            match self.ledger_call(dra_allocator::ledger::Ledger::nodes).await {
+            match self.keeper.call(dra_allocator::ledger::Ledger::nodes).await {
                 Ok(known) => nodes.extend(known.into_iter().map(|n| n.node)),
                 Err(error) => warn!(%error, "Failed to read the ledger's nodes"),
             }
@@ -73,7 +73,7 @@ impl Mirror {
         {
             warn!(node = %skipped.node, device = %skipped.device, attribute = %skipped.attribute, reason = %skipped.reason, "Dropped device attribute");
         }
-        for (node, result) in self.calls.write_inventories(pending).await {
+        for (node, result) in self.keeper.write_inventories(pending).await {
             match result {
                 Ok(()) => {
                     let devices = cache.inventory.devices_of(&node);
@@ -128,7 +128,7 @@ impl Mirror {
     /// Applies the steps from the ledger's allocation of `uid` to `shown`.
     async fn converge(&self, uid: &str, shown: Option<&ImportRequest>) -> Result<()> {
         let key = uid.to_owned();
-        let held = self.ledger_call(move |l| l.allocation(&key)).await?;
+        let held = self.keeper.call(move |l| l.allocation(&key)).await?;
         let steps = steps_for(held.as_ref(), shown);
         if steps.release {
             self.release(uid).await?;
@@ -141,8 +141,10 @@ impl Mirror {
 
     async fn release(&self, uid: &str) -> Result<()> {
         let key = uid.to_owned();
-        if let Some(released) = self.ledger_call(move |l| l.release(&key)).await? {
-            self.observer.deallocation(DeallocationOutcome::Released);
+        if let Some(released) = self.keeper.call(move |l| l.release(&key)).await? {
+            self.keeper
+                .observer()
+                .deallocation(DeallocationOutcome::Released);
             info!(claim.uid = %uid, claim.name = %format!("{}/{}", released.claim.namespace, released.claim.name), node = %released.node, "Released the allocation the cluster no longer shows");
         }
         Ok(())
@@ -152,8 +154,8 @@ impl Mirror {
         let (uid, node) = (request.claim.uid.clone(), request.node.clone());
         let name = format!("{}/{}", request.claim.namespace, request.claim.name);
         let started = Instant::now();
-        self.ledger_call(move |l| l.import(request)).await?;
-        self.observer.allocation(
+        self.keeper.call(move |l| l.import(request)).await?;
+        self.keeper.observer().allocation(
             AllocationMode::Mirrored,
             AllocationOutcome::Allocated,
             1,
@@ -174,7 +176,7 @@ impl Mirror {
         unsettled: &BTreeSet<String>,
     ) -> Result<DriftReport> {
         let started = Instant::now();
-        let held = self.ledger_call(all_allocations).await?;
+        let held = self.keeper.call(all_allocations).await?;
         let driver = &self.config.driver_name;
         let shown: BTreeMap<String, ClaimMirror> = listing
             .iter()
@@ -206,7 +208,7 @@ impl Mirror {
         self.run_plan(plan, &mut report).await;
         report.errors.sort();
         report.duration_ms = started.elapsed().as_millis() as u64;
-        report.observe(self.observer.as_ref(), started.elapsed());
+        report.observe(self.keeper.observer(), started.elapsed());
         if report.total_drift() > 0 || !report.errors.is_empty() {
             info!(drift = ?report.drift, errors = report.errors.len(), "Reconciled ledger with the cluster's claims");
         } else {
@@ -353,7 +355,8 @@ impl Mirror {
         let driver = &self.config.driver_name;
         let ours = our_classes(&classes, driver);
         let counts = match self
-            .ledger_call(dra_allocator::ledger::Ledger::utilisation)
+            .keeper
+            .call(dra_allocator::ledger::Ledger::utilisation)
             .await
         {
             Ok(utilisation) => utilisation.totals,

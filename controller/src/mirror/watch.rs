@@ -61,7 +61,7 @@ pub async fn run_mirror(mirror: Arc<Mirror>, shutdown: impl Future<Output = ()> 
     let mut explain = every(mirror.config.explain_interval);
     let mut retry = every(RETRY_DELAY);
     loop {
-        let ready = mirror.readiness.is_ready();
+        let ready = mirror.keeper.readiness().is_ready();
         let listed = listings.slices_listed && listings.claims_listed;
         tokio::select! {
             () = &mut shutdown => return,
@@ -81,7 +81,8 @@ pub async fn run_mirror(mirror: Arc<Mirror>, shutdown: impl Future<Output = ()> 
             _ = explain.tick(), if ready => mirror.explain_waiting().await,
             _ = retry.tick(), if listed && !ready => {}
         }
-        if !mirror.readiness.is_ready() && listings.slices_listed && listings.claims_listed {
+        if !mirror.keeper.readiness().is_ready() && listings.slices_listed && listings.claims_listed
+        {
             first_mirror(&mirror).await;
         }
     }
@@ -91,14 +92,14 @@ pub async fn run_mirror(mirror: Arc<Mirror>, shutdown: impl Future<Output = ()> 
 async fn first_mirror(mirror: &Mirror) {
     let mut cache = mirror.cache.lock().await;
     mirror.sync_inventory(&mut cache, true).await;
-    mirror.readiness.set_inventory_synced();
+    mirror.keeper.readiness().set_inventory_synced();
     let listing = cache.claims.clone();
     match mirror
         .mirror_listing(&mut cache, &listing, &BTreeSet::new())
         .await
     {
         Ok(report) => {
-            mirror.readiness.set_reconciled();
+            mirror.keeper.readiness().set_reconciled();
             info!(driver = %mirror.config.driver_name, nodes = cache.inventory.devices.len(), claims = report.claims_checked, imported = report.imported, released = report.released, "Mirror ready: inventory and allocations mirrored from the cluster");
         }
         Err(error) => warn!(%error, "Initial mirror failed, retrying"),
@@ -111,7 +112,7 @@ async fn on_slice(
     event: Result<watcher::Event<ResourceSlice>, watcher::Error>,
 ) {
     let driver = &mirror.config.driver_name;
-    let ready = mirror.readiness.is_ready();
+    let ready = mirror.keeper.readiness().is_ready();
     match event {
         Ok(watcher::Event::Init) => listings.slices = Some(BTreeMap::new()),
         Ok(watcher::Event::InitApply(slice)) => {
@@ -156,7 +157,7 @@ async fn on_claim(
     listings: &mut Listings,
     event: Result<watcher::Event<ResourceClaim>, watcher::Error>,
 ) {
-    let ready = mirror.readiness.is_ready();
+    let ready = mirror.keeper.readiness().is_ready();
     match event {
         Ok(watcher::Event::Init) => listings.claims = Some(BTreeMap::new()),
         Ok(watcher::Event::InitApply(claim)) => {

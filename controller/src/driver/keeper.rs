@@ -1,9 +1,12 @@
-//! Ledger calls off the async runtime, counted so that a stop can wait for the last one:
-//! [`LedgerCalls`] is what the driver and the v1 mirror both hold, with the inventory write
-//! they share (a node's devices replaced only when they changed).
+//! What the ledger-backed driver and the v1 mirror both are, as keepers of the ledger:
+//! [`LedgerKeeper`] holds the ledger with its calls off the async runtime (counted so that a
+//! stop can wait for the last one), the readiness flags the keeper raises, the observer it
+//! reports to, and the inventory write both share (a node's devices replaced only when they
+//! changed).
 //!
 //! Owns the in-flight permits; must not decide what to write (that is the caller's).
 
+use std::fmt;
 use std::sync::Arc;
 
 use dra_allocator::ledger::{InventoryChange, Ledger, LedgerError};
@@ -11,35 +14,67 @@ use dra_allocator::model::Device;
 use futures::StreamExt;
 use tracing::{debug, warn};
 
-use super::{DriverError, Result};
+use super::{DriverError, DriverObserver, DriverReadiness, NoopObserver, Result};
 
-/// The permits of [`LedgerCalls`]: more than there can be blocking threads.
+/// The permits of [`LedgerKeeper`]: more than there can be blocking threads.
 const IN_FLIGHT_PERMITS: u32 = 1 << 20;
 
 /// How many node inventories are written at once.
 const PARALLEL_WRITES: usize = 16;
 
-/// A ledger and its calls in flight.
-#[derive(Debug)]
-pub(crate) struct LedgerCalls {
+/// A ledger, its calls in flight, the keeper's readiness and its observer.
+pub(crate) struct LedgerKeeper {
     ledger: Ledger,
     /// One permit per ledger call in flight, held by its blocking thread: a future dropped at
-    /// shutdown does not stop a call already running, so [`LedgerCalls::quiesce`] waits here.
+    /// shutdown does not stop a call already running, so [`LedgerKeeper::quiesce`] waits here.
     in_flight: Arc<tokio::sync::Semaphore>,
+    readiness: DriverReadiness,
+    observer: Arc<dyn DriverObserver>,
 }
 
-impl LedgerCalls {
-    /// Calls into `ledger`.
+impl LedgerKeeper {
+    /// A keeper of `ledger`, not ready, reporting to nowhere.
     pub(crate) fn new(ledger: Ledger) -> Self {
-        LedgerCalls {
+        LedgerKeeper {
             ledger,
             in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT_PERMITS as usize)),
+            readiness: DriverReadiness::new(),
+            observer: Arc::new(NoopObserver),
         }
+    }
+
+    /// Reports to `observer` instead of nowhere.
+    pub(crate) fn set_observer(&mut self, observer: Arc<dyn DriverObserver>) {
+        self.observer = observer;
     }
 
     /// The ledger.
     pub(crate) fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// The readiness flags (clones share them).
+    pub(crate) fn readiness(&self) -> &DriverReadiness {
+        &self.readiness
+    }
+
+    /// Where metric-relevant facts go.
+    pub(crate) fn observer(&self) -> &dyn DriverObserver {
+        self.observer.as_ref()
+    }
+
+    /// The `Debug` text of the keeper's holder `name`: its ledger, `config` and readiness.
+    pub(crate) fn fmt_holder(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        name: &str,
+        config: &dyn fmt::Debug,
+    ) -> fmt::Result {
+        f.debug_struct(name)
+            .field("ledger", &self.ledger)
+            .field("config", config)
+            .field("ready", &self.readiness.is_ready())
+            .finish_non_exhaustive()
     }
 
     /// Runs `call` on the ledger in a blocking thread; refused once quiesced.
