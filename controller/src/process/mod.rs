@@ -3,7 +3,7 @@
 //! client (counting its requests), the work of the DRA API the cluster serves, the admin HTTP
 //! server of `dra-api` and, with leader election, the elector (`leader_work`) and the admin
 //! API's view of it (`leader_route`: a standby forwards `/v1` requests to the leader). The work
-//! (`mode_work` builds it) is, on
+//! of the DRA API generation (`generation` builds it) is, on
 //! `resource.k8s.io/v1alpha2` (Kubernetes 1.30), the ledger-backed driver with its background
 //! tasks and the framework `Controller` with N workers; on `resource.k8s.io/v1` (1.34+, where
 //! the kube-scheduler allocates) the [`Mirror`] of the cluster's allocations, with cordon
@@ -21,10 +21,10 @@
 //! Owns process composition only (no flags, no logging setup, no signals: those belong to the
 //! binary's command line); must not depend on the simulated cluster.
 
+mod generation;
 mod leader_route;
 mod leader_work;
 mod metrics_observer;
-mod mode_work;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,9 +42,9 @@ use crate::driver::LedgerDriver;
 use crate::leader::{Fence, FenceLayer, LeaderConfig, LeaderUrlTemplate, Role};
 use crate::mirror::Mirror;
 use dra_types::api_mode::{resolve, ApiMode, DraApi};
+use generation::{generation_work, GenerationWork};
 use leader_route::LeaderRoute;
 use leader_work::{run_while_leader, start_elector, ElectorTask};
-use mode_work::{mode_work, ModeWork};
 
 pub use metrics_observer::MetricsObserver;
 
@@ -207,12 +207,12 @@ impl RunningController {
         };
 
         let state = admin_state(&config, &metrics, &readiness, &ledger, &role, local_addr);
-        let ModeWork {
+        let GenerationWork {
             mut state,
             work,
             driver,
             mirror,
-        } = mode_work(mode, &config, &ledger, client, &observer, state);
+        } = generation_work(mode, &config, &ledger, client, &observer, state);
         if let Some(token) = config.admin_token.clone() {
             state = state.with_admin_token(token);
         }

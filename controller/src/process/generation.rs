@@ -1,8 +1,9 @@
-//! The work of each DRA API and the admin API state that serves it ([`mode_work`]): on
-//! `resource.k8s.io/v1alpha2` the ledger-backed driver with the framework's controller (queue
-//! depth and `POST /v1/reconcile` through the driver); on `resource.k8s.io/v1` the [`Mirror`]
-//! (`POST /v1/reconcile` through the mirror, cordon and uncordon refused with 409). Also the
-//! driver's and the mirror's settings from a [`ProcessConfig`].
+//! The work of each DRA API generation and the admin API state that serves it
+//! ([`generation_work`]): on `resource.k8s.io/v1alpha2` the ledger-backed driver with the
+//! framework's controller (queue depth and `POST /v1/reconcile` through the driver); on
+//! `resource.k8s.io/v1` the [`Mirror`] (`POST /v1/reconcile` through the mirror, cordon and
+//! uncordon refused with 409). Also the driver's and the mirror's settings from a
+//! [`ProcessConfig`].
 //!
 //! Builds the parts only; running them is `leader_work`'s.
 
@@ -76,9 +77,9 @@ impl Reconciler for MirrorReconciler {
     }
 }
 
-/// The parts of one mode.
-pub(super) struct ModeWork {
-    /// The admin API state, with the mode's reconciler (and queue depth or cordon refusal).
+/// The parts of one generation.
+pub(super) struct GenerationWork {
+    /// The admin API state, with the generation's reconciler (and queue depth or cordon refusal).
     pub(super) state: AppState,
     /// What runs while the lease is held.
     pub(super) work: LeaderWork,
@@ -88,16 +89,16 @@ pub(super) struct ModeWork {
     pub(super) mirror: Option<Arc<Mirror>>,
 }
 
-/// The work of `mode` over `ledger` and `client`, and `state` made to serve it.
-pub(super) fn mode_work(
-    mode: ApiMode,
+/// The work of `generation` over `ledger` and `client`, and `state` made to serve it.
+pub(super) fn generation_work(
+    generation: ApiMode,
     config: &ProcessConfig,
     ledger: &Ledger,
     client: kube::Client,
     observer: &Arc<MetricsObserver>,
     state: AppState,
-) -> ModeWork {
-    match mode {
+) -> GenerationWork {
+    match generation {
         ApiMode::V1alpha2 => {
             let driver = Arc::new(
                 LedgerDriver::new(ledger.clone(), client.clone(), config.driver_config())
@@ -122,7 +123,7 @@ pub(super) fn mode_work(
                 client,
                 workers: config.workers.max(1),
             }));
-            ModeWork {
+            GenerationWork {
                 state,
                 work,
                 driver: Some(driver),
@@ -137,7 +138,7 @@ pub(super) fn mode_work(
             let state = state
                 .with_reconciler(Arc::new(MirrorReconciler(mirror.clone())))
                 .with_cordon_refusal(CORDON_REFUSAL);
-            ModeWork {
+            GenerationWork {
                 state,
                 work: LeaderWork::Mirror(mirror.clone()),
                 driver: None,

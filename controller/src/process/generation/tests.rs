@@ -1,5 +1,5 @@
-//! The settings each mode gets from a `ProcessConfig`, and the admin API each mode serves:
-//! cordon refused with 409 and no queue depth on `v1`, the driver's cordon on `v1alpha2`.
+//! The settings each DRA API generation gets from a `ProcessConfig`, and the admin API each
+//! serves: cordon refused with 409 and no queue depth on `v1`, the driver's cordon on `v1alpha2`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,10 +13,10 @@ use tower::ServiceExt;
 
 use super::super::leader_work::LeaderWork;
 use super::super::{MetricsObserver, ProcessConfig};
-use super::{mode_work, ModeWork};
+use super::{generation_work, GenerationWork};
 use crate::mirror::CORDON_REFUSAL;
 
-const TOKEN: &str = "mode-work-token";
+const TOKEN: &str = "generation-work-token";
 
 fn config() -> ProcessConfig {
     ProcessConfig {
@@ -75,9 +75,9 @@ fn the_driver_gets_the_reconcile_interval_and_the_grace_period_when_set() {
     assert_ne!(default_grace, Duration::from_secs(3));
 }
 
-/// The parts of `mode` over a ledger with four devices on `node-a`, and the directory holding
+/// The parts of `generation` over a ledger with four devices on `node-a`, and the directory holding
 /// it (keep it while the ledger is used).
-fn parts(mode: ApiMode) -> (ModeWork, tempfile::TempDir) {
+fn parts(generation: ApiMode) -> (GenerationWork, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let ledger = testkit::ledger::open(dir.path());
     ledger
@@ -91,7 +91,7 @@ fn parts(mode: ApiMode) -> (ModeWork, tempfile::TempDir) {
     let state = AppState::new(metrics, Readiness::new())
         .with_ledger(ledger.clone())
         .with_admin_token(AdminToken::new(TOKEN).unwrap());
-    let work = mode_work(mode, &config(), &ledger, client, &observer, state);
+    let work = generation_work(generation, &config(), &ledger, client, &observer, state);
     (work, dir)
 }
 
