@@ -66,20 +66,22 @@ pub enum SyncOutcome {
 /// The `v1alpha2` DRA controller: watches claims, classes, scheduling contexts and pods and calls the
 /// [`Driver`]. Clones share the same controller.
 pub struct Controller<D: Driver> {
-    pub(crate) inner: Arc<Inner<D>>,
+    pub(crate) syncer: Arc<Syncer<D>>,
     watches: Option<Watches>,
 }
 
 impl<D: Driver> Clone for Controller<D> {
     fn clone(&self) -> Self {
         Self {
-            inner: self.inner.clone(),
+            syncer: self.syncer.clone(),
             watches: None,
         }
     }
 }
 
-pub(crate) struct Inner<D: Driver> {
+/// What every sync of one controller works with: the driver, the API writes, the caches of
+/// the watches, the work queue and the copies of objects this controller wrote.
+pub(crate) struct Syncer<D: Driver> {
     pub(crate) name: String,
     pub(crate) finalizer: String,
     pub(crate) driver: Arc<D>,
@@ -119,7 +121,7 @@ impl<D: Driver> Controller<D> {
     ) -> Self {
         let name = name.into();
         Self {
-            inner: Arc::new(Inner {
+            syncer: Arc::new(Syncer {
                 finalizer: format!("{name}/deletion-protection"),
                 name,
                 driver,
@@ -136,17 +138,17 @@ impl<D: Driver> Controller<D> {
 
     /// The driver name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        &self.syncer.name
     }
 
     /// The finalizer this controller puts on claims: `<name>/deletion-protection`.
     pub fn finalizer(&self) -> &str {
-        &self.inner.finalizer
+        &self.syncer.finalizer
     }
 
     /// The work queue (its length is the `workqueue_depth` metric).
     pub fn queue(&self) -> &WorkQueue<QueueKey> {
-        &self.inner.queue
+        &self.syncer.queue
     }
 
     /// Starts the watches (when built with [`Controller::new`]), waits until their caches are
@@ -173,14 +175,14 @@ impl<D: Driver> Controller<D> {
             }
             None => None,
         };
-        debug!(driver = %self.inner.name, workers, "Caches synced, starting workers");
+        debug!(driver = %self.syncer.name, workers, "Caches synced, starting workers");
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..workers.max(1) {
             let controller = self.clone();
             set.spawn(async move { controller.worker().await });
         }
         shutdown.await;
-        self.inner.queue.shut_down();
+        self.syncer.queue.shut_down();
         while set.join_next().await.is_some() {}
         if let Some(handle) = watch_handle {
             // Awaited so that the watches' handle on the driver is gone when this returns.
@@ -190,9 +192,9 @@ impl<D: Driver> Controller<D> {
     }
 
     async fn worker(&self) {
-        while let Some(key) = self.inner.queue.get().await {
+        while let Some(key) = self.syncer.queue.get().await {
             let _ = self.sync(&key).await;
-            self.inner.queue.done(&key);
+            self.syncer.queue.done(&key);
         }
     }
 
@@ -201,10 +203,10 @@ impl<D: Driver> Controller<D> {
     /// Warning event `Failed` on the object and re-adds it with backoff. A passing failure (a
     /// status patch that lost the race against a newer copy, a pod claim not created yet) is
     /// retried with the key's own backoff only, without event.
-    #[instrument(skip_all, fields(key = %key, driver = %self.inner.name))]
+    #[instrument(skip_all, fields(key = %key, driver = %self.syncer.name))]
     pub async fn sync(&self, key: &QueueKey) -> Result<SyncOutcome> {
-        let (result, object) = self.inner.sync_key(key).await;
-        let queue = &self.inner.queue;
+        let (result, object) = self.syncer.sync_key(key).await;
+        let queue = &self.syncer.queue;
         match &result {
             Ok(SyncOutcome::Done) => {
                 debug!("Synced");
@@ -217,7 +219,7 @@ impl<D: Driver> Controller<D> {
             Ok(SyncOutcome::Periodic) => {
                 debug!("Synced, rechecking later");
                 queue.forget(key);
-                queue.add_after(key, self.inner.config.recheck_delay);
+                queue.add_after(key, self.syncer.config.recheck_delay);
             }
             Err(error) if error.is_passing() => {
                 // Not worth an event, nor the overall retry budget: under load the scheduler
@@ -228,7 +230,7 @@ impl<D: Driver> Controller<D> {
             Err(error) => {
                 warn!(%error, kind = error.kind(), "Sync failed");
                 if let Some(regarding) = object {
-                    self.inner
+                    self.syncer
                         .post_event(EventRecord {
                             regarding,
                             type_: dra_runtime::events::EventType::Warning,
@@ -254,7 +256,7 @@ impl<D: Driver> Controller<D> {
             return;
         }
         let namespace = claim.namespace().unwrap_or_default();
-        self.inner
+        self.syncer
             .queue
             .add(&QueueKey::claim(namespace.clone(), claim.name_any()));
         let unallocated = claim.status.as_ref().is_none_or(|s| s.allocation.is_none());
@@ -267,12 +269,12 @@ impl<D: Driver> Controller<D> {
             .find(|o| o.controller == Some(true) && o.kind == "Pod");
         if let Some(owner) = owner {
             if self
-                .inner
+                .syncer
                 .caches
                 .scheduling_context(&namespace, &owner.name)
                 .is_some()
             {
-                self.inner
+                self.syncer
                     .queue
                     .add(&QueueKey::scheduling_context(namespace, &owner.name));
             }
@@ -281,21 +283,21 @@ impl<D: Driver> Controller<D> {
 
     /// A claim was deleted: only its backoff is reset.
     pub fn claim_deleted(&self, claim: &ResourceClaim) {
-        self.inner
+        self.syncer
             .queue
             .forget(&QueueKey::Claim(ObjectKey::of(claim)));
     }
 
     /// A PodSchedulingContext was added or changed.
     pub fn scheduling_context_changed(&self, context: &PodSchedulingContext) {
-        self.inner
+        self.syncer
             .queue
             .add(&QueueKey::SchedulingContext(ObjectKey::of(context)));
     }
 
     /// A PodSchedulingContext was deleted: only its backoff is reset.
     pub fn scheduling_context_deleted(&self, context: &PodSchedulingContext) {
-        self.inner
+        self.syncer
             .queue
             .forget(&QueueKey::SchedulingContext(ObjectKey::of(context)));
     }
@@ -303,10 +305,10 @@ impl<D: Driver> Controller<D> {
     /// A ResourceClass was added or changed: if it is ours, every claim of the class is queued, so
     /// fixed parameters are picked up without waiting for backoff.
     pub fn class_changed(&self, class: &ResourceClass) {
-        if class.driver_name != self.inner.name {
+        if class.driver_name != self.syncer.name {
             return;
         }
-        for claim in self.inner.caches.claims_of_class(&class.name_any()) {
+        for claim in self.syncer.caches.claims_of_class(&class.name_any()) {
             self.claim_changed(&claim);
         }
     }
@@ -316,19 +318,19 @@ impl<D: Driver> Controller<D> {
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
         if self
-            .inner
+            .syncer
             .caches
             .scheduling_context(&namespace, &name)
             .is_some()
         {
-            self.inner
+            self.syncer
                 .queue
                 .add(&QueueKey::scheduling_context(namespace, name));
         }
     }
 }
 
-impl<D: Driver> Inner<D> {
+impl<D: Driver> Syncer<D> {
     /// Syncs one key; also returns the object a failure event should be posted on.
     async fn sync_key(&self, key: &QueueKey) -> (Result<SyncOutcome>, Option<ObjectReference>) {
         match key {

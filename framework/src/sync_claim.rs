@@ -11,7 +11,7 @@ use k8s_openapi::api::resource::v1alpha2::{
 };
 use tracing::debug;
 
-use super::controller::{Inner, SyncOutcome};
+use super::controller::{SyncOutcome, Syncer};
 use super::driver::{ClaimAllocation, Driver};
 use super::error::{Error, KubeCallError, KubeCallErrorKind, Result};
 use dra_runtime::events::EventRecord;
@@ -65,7 +65,7 @@ fn claim_parameters_ref(claim: &ResourceClaim) -> String {
     }
 }
 
-impl<D: Driver> Inner<D> {
+impl<D: Driver> Syncer<D> {
     pub(crate) async fn sync_claim(&self, claim: Arc<ResourceClaim>) -> Result<SyncOutcome> {
         if is_reserved(&claim) {
             return Ok(SyncOutcome::Done);

@@ -13,7 +13,7 @@ use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaimCo
 use kube::ResourceExt;
 use tracing::{debug, warn};
 
-use super::controller::{Inner, SyncOutcome};
+use super::controller::{SyncOutcome, Syncer};
 use super::driver::{ClaimAllocation, Driver};
 use super::error::{Error, KubeCallErrorKind, Result};
 use super::scheduling::{status_patch, truncate_nodes, ClaimStatusEntry, NODE_LIST_MAX_SIZE};
@@ -106,7 +106,7 @@ fn claim_name(pod: &Pod, pod_claim: &PodResourceClaim) -> Result<Option<(String,
     Err(Error::UnsupportedClaimSource)
 }
 
-impl<D: Driver> Inner<D> {
+impl<D: Driver> Syncer<D> {
     pub(crate) async fn sync_context(
         &self,
         context: Arc<PodSchedulingContext>,
