@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 
 use super::controller::{SyncOutcome, Syncer};
 use super::driver::{ClaimAllocation, Driver};
-use super::error::{Error, KubeCallErrorKind, Result};
+use super::error::{Error, KubeCallError, KubeCallErrorKind, Result};
 use super::scheduling::{status_patch, truncate_nodes, ClaimStatusEntry, NODE_LIST_MAX_SIZE};
 use super::sync_claim::is_allocated;
 
@@ -106,63 +106,92 @@ fn claim_name(pod: &Pod, pod_claim: &PodResourceClaim) -> Result<Option<(String,
     Err(Error::UnsupportedClaimSource)
 }
 
+/// What became of a report ([`Syncer::write_report`]).
+enum Report {
+    /// The context shows our entries: written now, or already there.
+    Current,
+    /// The context is gone: no one reads the report.
+    ContextGone,
+}
+
+/// The nodes the scheduler asks about: the selected one (empty means none) and the potential
+/// ones; `None` when the context is being deleted or asks about no node.
+fn nodes_asked(context: &PodSchedulingContext) -> Option<(Option<&str>, Vec<String>)> {
+    if context.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let selected_node = context
+        .spec
+        .selected_node
+        .as_deref()
+        .filter(|n| !n.is_empty());
+    let potential_nodes = context.spec.potential_nodes.clone().unwrap_or_default();
+    if selected_node.is_none() && potential_nodes.is_empty() {
+        return None;
+    }
+    Some((selected_node, potential_nodes))
+}
+
+/// The nodes to check: the potential ones, the selected one even when the scheduler did not
+/// list it as potential, and those reported before ([`carry_forward_reported`]).
+fn candidate_nodes<D: Driver>(
+    context: &PodSchedulingContext,
+    pending: &[ClaimAllocation<D>],
+    selected_node: Option<&str>,
+    potential_nodes: Vec<String>,
+) -> Vec<String> {
+    let mut candidates = potential_nodes;
+    if let Some(node) = selected_node {
+        if !candidates.iter().any(|n| n == node) {
+            candidates.push(node.to_owned());
+        }
+    }
+    carry_forward_reported(context, pending, &mut candidates);
+    candidates
+}
+
+/// Adds the selected `node` to every entry's unsuitable nodes after a failed allocation there
+/// (most often: it filled up since the check), so the scheduler moves on at once instead of
+/// waiting for a retry; the next sync checks the node again and drops it once it fits.
+fn report_failed_node(entries: &mut [ClaimStatusEntry], node: &str) {
+    for entry in entries {
+        if !entry.unsuitable_nodes.iter().any(|n| n == node) {
+            entry.unsuitable_nodes.push(node.to_owned());
+            let nodes = std::mem::take(&mut entry.unsuitable_nodes);
+            entry.unsuitable_nodes = truncate_nodes(nodes, Some(node));
+        }
+    }
+}
+
+/// Logs a report that was not written while the sync fails for its allocation anyway.
+fn log_unwritten_report(error: &KubeCallError) {
+    if error.kind == KubeCallErrorKind::Conflict {
+        // The newer copy arrives through the watch, and the retry reports again.
+        debug!(%error, "Unsuitable nodes not written: the context changed since");
+    } else {
+        warn!(%error, "Failed to update unsuitable nodes");
+    }
+}
+
 impl<D: Driver> Syncer<D> {
+    /// Syncs one context: the pod's pending claims checked against the candidate nodes,
+    /// allocated on the selected node when they all fit there, and otherwise the report of the
+    /// unsuitable nodes written.
     pub(crate) async fn sync_context(
         &self,
         context: Arc<PodSchedulingContext>,
     ) -> Result<SyncOutcome> {
-        if context.metadata.deletion_timestamp.is_some() {
-            return Ok(SyncOutcome::Done);
-        }
-        let selected_node = context
-            .spec
-            .selected_node
-            .as_deref()
-            .filter(|n| !n.is_empty());
-        let potential_nodes = context.spec.potential_nodes.clone().unwrap_or_default();
-        if selected_node.is_none() && potential_nodes.is_empty() {
-            return Ok(SyncOutcome::Done);
-        }
-        let namespace = context.namespace().unwrap_or_default();
-        // The pod comes from the watch; when it arrives later its event re-queues this context.
-        let Some(pod) = self.caches.pod(&namespace, &context.name_any()) else {
+        let Some((selected_node, potential_nodes)) = nodes_asked(&context) else {
             return Ok(SyncOutcome::Done);
         };
-        if pod.metadata.deletion_timestamp.is_some() || !controlled_by(&context, &pod) {
+        let Some(pod) = self.owning_pod(&context) else {
             return Ok(SyncOutcome::Done);
-        }
-
-        let mut pending = Vec::new();
-        for pod_claim in pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.resource_claims.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            match self.pending_claim(&pod, pod_claim).await {
-                Ok(Some(item)) => pending.push(item),
-                Ok(None) => {}
-                Err(e) => {
-                    return Err(Error::PodClaim {
-                        name: pod_claim.name.clone(),
-                        source: Box::new(e),
-                    })
-                }
-            }
-        }
+        };
+        let mut pending = self.pending_claims(&pod).await?;
         if pending.is_empty() {
             return Ok(SyncOutcome::Periodic);
         }
-
-        // The selected node is checked even when the scheduler did not list it as potential.
-        let mut candidates = potential_nodes;
-        if let Some(node) = selected_node {
-            if !candidates.iter().any(|n| n == node) {
-                candidates.push(node.to_owned());
-            }
-        }
-        carry_forward_reported(&context, &pending, &mut candidates);
+        let candidates = candidate_nodes(&context, &pending, selected_node, potential_nodes);
         self.driver
             .unsuitable_nodes(&pod, &mut pending, &candidates)
             .await
@@ -182,49 +211,85 @@ impl<D: Driver> Syncer<D> {
             return Ok(SyncOutcome::Periodic);
         }
         let allocation_error = allocation.and_then(Result::err);
-        // A failed allocation on the selected node (most often: it filled up since the check)
-        // reports the node unsuitable, so the scheduler moves on at once instead of waiting for
-        // a retry; the next sync checks the node again and drops it once it fits.
         if let (Some(node), Some(_)) = (selected_node, &allocation_error) {
-            for entry in &mut entries {
-                if !entry.unsuitable_nodes.iter().any(|n| n == node) {
-                    entry.unsuitable_nodes.push(node.to_owned());
-                    let nodes = std::mem::take(&mut entry.unsuitable_nodes);
-                    entry.unsuitable_nodes = truncate_nodes(nodes, selected_node);
-                }
-            }
+            report_failed_node(&mut entries, node);
         }
-
         // The report is written even when the allocation failed, so the scheduler can move on.
-        if let Some(patch) = status_patch(&context, &entries) {
-            let written = self
-                .api
-                .patch_scheduling_context_status(&namespace, &context.name_any(), &patch)
-                .await;
-            if let Ok(updated) = &written {
-                self.contexts.mutation(Arc::new(updated.clone()));
-            }
-            if let Err(e) = written {
-                if e.kind == KubeCallErrorKind::NotFound {
-                    // The context is gone (the scheduler deletes it once the pod is bound, or
-                    // the pod went away): no one reads the report.
-                    debug!(error = %e, "Scheduling context gone before the report");
-                    return Ok(SyncOutcome::Done);
-                }
-                if allocation_error.is_none() {
-                    return Err(Error::UpdateSchedulingStatus(e));
-                }
-                if e.kind == KubeCallErrorKind::Conflict {
-                    // The newer copy arrives through the watch, and the retry reports again.
-                    debug!(error = %e, "Unsuitable nodes not written: the context changed since");
-                } else {
-                    warn!(error = %e, "Failed to update unsuitable nodes");
-                }
-            }
+        match self.write_report(&context, &entries).await {
+            Ok(Report::Current) => {}
+            Ok(Report::ContextGone) => return Ok(SyncOutcome::Done),
+            Err(e) if allocation_error.is_none() => return Err(Error::UpdateSchedulingStatus(e)),
+            Err(e) => log_unwritten_report(&e),
         }
         match allocation_error {
             Some(e) => Err(e),
             None => Ok(SyncOutcome::Periodic),
+        }
+    }
+
+    /// The pod the context is for, from the watch, unless it is being deleted or does not
+    /// control the context; when it arrives later its event re-queues the context.
+    fn owning_pod(&self, context: &PodSchedulingContext) -> Option<Arc<Pod>> {
+        let namespace = context.namespace().unwrap_or_default();
+        let pod = self.caches.pod(&namespace, &context.name_any())?;
+        if pod.metadata.deletion_timestamp.is_some() || !controlled_by(context, &pod) {
+            return None;
+        }
+        Some(pod)
+    }
+
+    /// The pod's claims that are ours to allocate now; the first that cannot be resolved fails
+    /// the sync, named.
+    async fn pending_claims(&self, pod: &Pod) -> Result<Vec<ClaimAllocation<D>>> {
+        let mut pending = Vec::new();
+        for pod_claim in pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.resource_claims.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            match self.pending_claim(pod, pod_claim).await {
+                Ok(Some(item)) => pending.push(item),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(Error::PodClaim {
+                        name: pod_claim.name.clone(),
+                        source: Box::new(e),
+                    })
+                }
+            }
+        }
+        Ok(pending)
+    }
+
+    /// Writes our entries of the context status when they differ from what it shows; a context
+    /// that is gone is no failure.
+    async fn write_report(
+        &self,
+        context: &PodSchedulingContext,
+        entries: &[ClaimStatusEntry],
+    ) -> std::result::Result<Report, KubeCallError> {
+        let Some(patch) = status_patch(context, entries) else {
+            return Ok(Report::Current);
+        };
+        let namespace = context.namespace().unwrap_or_default();
+        match self
+            .api
+            .patch_scheduling_context_status(&namespace, &context.name_any(), &patch)
+            .await
+        {
+            Ok(updated) => {
+                self.contexts.mutation(Arc::new(updated));
+                Ok(Report::Current)
+            }
+            Err(e) if e.kind == KubeCallErrorKind::NotFound => {
+                // The context is gone (the scheduler deletes it once the pod is bound, or the
+                // pod went away): no one reads the report.
+                debug!(error = %e, "Scheduling context gone before the report");
+                Ok(Report::ContextGone)
+            }
+            Err(e) => Err(e),
         }
     }
 
