@@ -9,12 +9,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 
 use crate::error_response::ErrorResponse;
-use crate::router::AppState;
 
 /// The admin bearer token. Clones share it.
 #[derive(Clone)]
@@ -68,18 +67,19 @@ fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
 }
 
 /// Proof that the request carried the admin token; taking it as a handler argument protects the
-/// handler.
+/// handler. Checked against the token of the server's state (none configured: 403).
 #[derive(Debug, Clone, Copy)]
 pub struct Authorized;
 
-impl FromRequestParts<AppState> for Authorized {
+impl<S> FromRequestParts<S> for Authorized
+where
+    S: Send + Sync,
+    Option<AdminToken>: FromRef<S>,
+{
     type Rejection = ErrorResponse;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, ErrorResponse> {
-        let Some(token) = state.admin_token() else {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ErrorResponse> {
+        let Some(token) = Option::<AdminToken>::from_ref(state) else {
             return Err(ErrorResponse::Forbidden);
         };
         let Some(header) = parts.headers.get(AUTHORIZATION) else {

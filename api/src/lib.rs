@@ -8,7 +8,9 @@
 //!
 //! Modules:
 //! - [`metrics`]: `dra-metrics` re-exported, whose registry `GET /metrics` encodes.
-//! - [`router`](mod@router): [`AppState`], [`router()`] and the process endpoints; [`v1`]: the ledger API.
+//! - [`state`]: [`AppState`], what the handlers share (a leaf: it imports no handler);
+//!   [`router`](mod@router): [`router()`] over it; [`health`]: the process endpoints;
+//!   [`limits`]: the body and time limits; [`v1`]: the ledger API.
 //! - [`auth`]: the bearer token; [`reconciler`]: the hook the controller provides.
 //! - [`readiness`]: the flags behind `/readyz`.
 //! - [`forward`]: `/v1` answered from the leader's ledger, forwarded there by a standby, and the
@@ -24,9 +26,12 @@ pub mod client_layer;
 mod error;
 mod error_response;
 pub mod forward;
+pub mod health;
+pub mod limits;
 pub mod readiness;
 pub mod reconciler;
 pub mod router;
+pub mod state;
 pub mod v1;
 
 pub use auth::AdminToken;
@@ -37,5 +42,6 @@ pub use error_response::{ErrorBody, ErrorDetail, ErrorResponse};
 pub use forward::{Leadership, LedgerTerm, Serving};
 pub use readiness::Readiness;
 pub use reconciler::Reconciler;
-pub use router::{router, AppState};
+pub use router::router;
+pub use state::AppState;
 pub use v1::openapi;

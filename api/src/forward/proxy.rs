@@ -20,9 +20,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use super::FORWARDED_BY;
+use super::serving::FORWARDED_BY;
 use crate::error_response::ErrorResponse;
-use crate::router::BODY_LIMIT;
+use crate::limits::BODY_LIMIT;
 
 /// Time limit of connecting to the leader.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);

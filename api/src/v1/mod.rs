@@ -26,7 +26,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::error_response::ErrorBody;
-use crate::router::{self, AppState};
+use crate::health;
+use crate::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -64,9 +65,9 @@ impl utoipa::Modify for BearerAuth {
 /// Every route of the admin server, with its OpenAPI operation.
 pub(crate) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(router::healthz))
-        .routes(routes!(router::readyz))
-        .routes(routes!(router::metrics))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(health::metrics))
         .routes(routes!(openapi_json))
         .routes(routes!(read::list_nodes))
         .routes(routes!(read::node_devices))

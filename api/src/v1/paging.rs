@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error_response::ErrorResponse;
-use crate::forward::LedgerTerm;
+use crate::forward::serving::LedgerTerm;
 
 /// What a continue token carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,8 +14,8 @@ use super::types::{
     UtilisationView,
 };
 use crate::error_response::{ErrorBody, ErrorResponse};
-use crate::forward::LedgerTerm;
-use crate::router::AppState;
+use crate::forward::serving::LedgerTerm;
+use crate::state::AppState;
 
 /// Default page size of `/v1/claims` and `/v1/audit`.
 pub const DEFAULT_LIMIT: usize = 100;

@@ -17,7 +17,8 @@ use super::read::segments;
 use super::types::{CordonRequest, CordonResult};
 use crate::auth::Authorized;
 use crate::error_response::{ErrorBody, ErrorResponse};
-use crate::router::{AppState, BODY_LIMIT};
+use crate::limits::BODY_LIMIT;
+use crate::state::AppState;
 
 /// The optional JSON body of cordon and uncordon: empty, `null`, or a [`CordonRequest`].
 fn cordon_body(body: Result<Bytes, BytesRejection>) -> Result<CordonRequest, ErrorResponse> {

@@ -131,7 +131,7 @@ fn replica_name() -> String {
                 .map(|h| h.trim().to_owned())
                 .filter(|h| !h.is_empty())
         })
-        .unwrap_or_else(|| dra_api::router::DEFAULT_REPLICA.to_owned())
+        .unwrap_or_else(|| dra_api::state::DEFAULT_REPLICA.to_owned())
 }
 
 impl RunArgs {

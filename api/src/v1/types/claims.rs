@@ -8,7 +8,7 @@ use dra_allocator::ledger::{
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::SharingView;
+use super::inventory::SharingView;
 
 /// Whether the cluster has been seen to carry an allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
