@@ -20,8 +20,9 @@ pub trait Driver: Send + Sync + 'static {
     type ClassParameters: Send + Sync + 'static;
     /// The validated content of a claim's `parametersRef`.
     type ClaimParameters: Send + Sync + 'static;
-    /// What the driver fails with; its text ends up in events and logs.
-    type Error: fmt::Display + Send + Sync + 'static;
+    /// What the driver fails with: kept as the source of the framework's [`crate::Error`], its
+    /// text ends up in events and logs.
+    type Error: std::error::Error + Send + Sync + 'static;
 
     /// Retrieves and validates the parameters of a class. `class.parameters_ref` may be absent.
     async fn get_class_parameters(

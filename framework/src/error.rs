@@ -5,6 +5,10 @@
 /// Result alias of the framework.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// An error of the [`super::Driver`], boxed so that [`Error`] is not generic over the driver;
+/// kept as the source of the framework's error, so its own chain survives.
+pub type BoxedDriverError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// A failed write or read against the API server, as seen through [`super::ClusterApi`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -46,55 +50,55 @@ impl KubeCallError {
 }
 
 /// Everything a sync can fail with. Messages follow the upstream texts so that operators who know
-/// the Go library recognise them in events.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// the Go library recognise them in events; what failed underneath is each variant's source.
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The ResourceClass named by a claim is not in the cache.
     #[error("resourceclass.resource.k8s.io {0:?} not found")]
     ClassNotFound(String),
     /// The driver rejected the class parameters.
-    #[error("class parameters {reference}: {message}")]
+    #[error("class parameters {reference}: {source}")]
     ClassParameters {
         /// The class's `parametersRef`, formatted.
         reference: String,
-        /// The driver's error text.
-        message: String,
+        /// The driver's error.
+        source: BoxedDriverError,
     },
     /// The driver rejected the claim parameters.
-    #[error("claim parameters {reference}: {message}")]
+    #[error("claim parameters {reference}: {source}")]
     ClaimParameters {
         /// The claim's `parametersRef`, formatted.
         reference: String,
-        /// The driver's error text.
-        message: String,
+        /// The driver's error.
+        source: BoxedDriverError,
     },
     /// Adding our finalizer before allocation failed.
     #[error("add finalizer: {0}")]
-    AddFinalizer(KubeCallError),
+    AddFinalizer(#[source] KubeCallError),
     /// Writing the allocation result to the claim status failed.
     #[error("add allocation: {0}")]
-    AddAllocation(KubeCallError),
+    AddAllocation(#[source] KubeCallError),
     /// The driver's Deallocate failed for an allocated claim.
     #[error("deallocate: {0}")]
-    Deallocate(String),
+    Deallocate(#[source] BoxedDriverError),
     /// The driver's Deallocate failed for a claim that was not allocated (stopping an allocation).
     #[error("stop allocation: {0}")]
-    StopAllocation(String),
+    StopAllocation(#[source] BoxedDriverError),
     /// Clearing the allocation from the claim status failed.
     #[error("remove allocation: {0}")]
-    RemoveAllocation(KubeCallError),
+    RemoveAllocation(#[source] KubeCallError),
     /// Clearing `deallocationRequested` failed.
     #[error("remove deallocation: {0}")]
-    RemoveDeallocation(KubeCallError),
+    RemoveDeallocation(#[source] KubeCallError),
     /// Removing our finalizer failed.
     #[error("remove finalizer: {0}")]
-    RemoveFinalizer(KubeCallError),
+    RemoveFinalizer(#[source] KubeCallError),
     /// The driver's Allocate reported an error for the claim (immediate path).
     #[error("allocate: {0}")]
-    Allocate(Box<Error>),
-    /// An error reported by the driver, as its text.
-    #[error("{0}")]
-    Driver(String),
+    Allocate(#[source] Box<Error>),
+    /// An error the driver's Allocate set on a claim: its text is the driver's.
+    #[error(transparent)]
+    Driver(BoxedDriverError),
     /// The driver's Allocate returned neither an allocation nor an error for a claim.
     #[error("allocating claim: missing allocation from driver")]
     MissingAllocation,
@@ -133,10 +137,10 @@ pub enum Error {
     Joined(Vec<Error>),
     /// The driver's UnsuitableNodes failed; the whole check is repeated.
     #[error("checking potential nodes: {0}")]
-    UnsuitableNodes(String),
+    UnsuitableNodes(#[source] BoxedDriverError),
     /// Writing our entries of the PodSchedulingContext status failed.
     #[error("update unsuitable node status: {0}")]
-    UpdateSchedulingStatus(KubeCallError),
+    UpdateSchedulingStatus(#[source] KubeCallError),
 }
 
 impl Error {

@@ -39,7 +39,7 @@ pub use controller::{Controller, ControllerConfig, SyncOutcome};
 pub use dra_runtime::events::{EventRecord, EventType};
 pub use dra_runtime::workqueue::RateLimit;
 pub use driver::{ClaimAllocation, Driver};
-pub use error::{Error, KubeCallError, KubeCallErrorKind, Result};
+pub use error::{BoxedDriverError, Error, KubeCallError, KubeCallErrorKind, Result};
 pub use kube_api::{kube_call_error, KubeApi};
 pub use mutation_cache::MutationCache;
 pub use queue_key::{ObjectKey, QueueKey};

@@ -118,7 +118,7 @@ impl<D: Driver> Syncer<D> {
             self.driver
                 .deallocate(&claim)
                 .await
-                .map_err(|e| Error::Deallocate(e.to_string()))?;
+                .map_err(|e| Error::Deallocate(Box::new(e)))?;
             let mut cleared = (*claim).clone();
             let status = cleared.status.get_or_insert_with(Default::default);
             status.allocation = None;
@@ -138,7 +138,7 @@ impl<D: Driver> Syncer<D> {
             self.driver
                 .deallocate(&claim)
                 .await
-                .map_err(|e| Error::StopAllocation(e.to_string()))?;
+                .map_err(|e| Error::StopAllocation(Box::new(e)))?;
         }
         if deallocation_requested(&claim) {
             let mut cleared = (*claim).clone();
@@ -203,7 +203,7 @@ impl<D: Driver> Syncer<D> {
                     .await;
                 return Err(Error::ClassParameters {
                     reference: class_parameters_ref(class),
-                    message: e.to_string(),
+                    source: Box::new(e),
                 });
             }
         };
@@ -220,7 +220,7 @@ impl<D: Driver> Syncer<D> {
                 }
                 Err(Error::ClaimParameters {
                     reference: claim_parameters_ref(claim),
-                    message: e.to_string(),
+                    source: Box::new(e),
                 })
             }
         }
@@ -266,8 +266,8 @@ impl<D: Driver> Syncer<D> {
         self.driver.allocate(&mut batch, selected_node).await;
         for item in batch {
             let name = item.claim_name().to_owned();
-            if let Some(e) = &item.error {
-                errors.push((name, Error::Driver(e.to_string())));
+            if let Some(e) = item.error {
+                errors.push((name, Error::Driver(Box::new(e))));
                 continue;
             }
             let Some(allocation) = item.allocation else {

@@ -195,7 +195,7 @@ impl<D: Driver> Syncer<D> {
         self.driver
             .unsuitable_nodes(&pod, &mut pending, &candidates)
             .await
-            .map_err(|e| Error::UnsuitableNodes(e.to_string()))?;
+            .map_err(|e| Error::UnsuitableNodes(Box::new(e)))?;
         let mut entries = status_entries(&pending, &candidates, selected_node);
         let allocation = match selected_node {
             Some(node) => self.allocate_on_selected(&pod, pending, node).await,

@@ -15,6 +15,11 @@ use kube::ResourceExt;
 
 use crate::driver::{ClaimAllocation, Driver};
 
+/// The error a [`ScriptedDriver`] was told to fail with: the message it was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ScriptedError(pub String);
+
 /// One recorded call of the [`ScriptedDriver`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DriverCall {
@@ -184,14 +189,14 @@ impl ScriptedDriver {
 impl Driver for ScriptedDriver {
     type ClassParameters = String;
     type ClaimParameters = String;
-    type Error = String;
+    type Error = ScriptedError;
 
-    async fn get_class_parameters(&self, class: &ResourceClass) -> Result<String, String> {
+    async fn get_class_parameters(&self, class: &ResourceClass) -> Result<String, ScriptedError> {
         self.record(DriverCall::ClassParameters {
             class: class.name_any(),
         });
         match &self.script().class_parameters_error {
-            Some(e) => Err(e.clone()),
+            Some(e) => Err(ScriptedError(e.clone())),
             None => Ok(format!("class:{}", class.name_any())),
         }
     }
@@ -201,13 +206,13 @@ impl Driver for ScriptedDriver {
         claim: &ResourceClaim,
         _class: &ResourceClass,
         class_parameters: &String,
-    ) -> Result<String, String> {
+    ) -> Result<String, ScriptedError> {
         self.record(DriverCall::ClaimParameters {
             claim: claim.name_any(),
             class_parameters: class_parameters.clone(),
         });
         match &self.script().claim_parameters_error {
-            Some(e) => Err(e.clone()),
+            Some(e) => Err(ScriptedError(e.clone())),
             None => Ok(format!("claim:{}", claim.name_any())),
         }
     }
@@ -236,19 +241,19 @@ impl Driver for ScriptedDriver {
         let script = self.script();
         for item in claims.iter_mut() {
             if let Some(e) = script.allocate_errors.get(item.claim_name()) {
-                item.error = Some(e.clone());
+                item.error = Some(ScriptedError(e.clone()));
             } else if !script.allocate_nothing {
                 item.allocation = Some(self.allocation_for(selected_node));
             }
         }
     }
 
-    async fn deallocate(&self, claim: &ResourceClaim) -> Result<(), String> {
+    async fn deallocate(&self, claim: &ResourceClaim) -> Result<(), ScriptedError> {
         self.record(DriverCall::Deallocate {
             claim: claim.name_any(),
         });
         match &self.script().deallocate_error {
-            Some(e) => Err(e.clone()),
+            Some(e) => Err(ScriptedError(e.clone())),
             None => Ok(()),
         }
     }
@@ -273,7 +278,7 @@ impl Driver for ScriptedDriver {
         pod: &Pod,
         claims: &mut [ClaimAllocation<Self>],
         potential_nodes: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), ScriptedError> {
         self.record(DriverCall::UnsuitableNodes {
             pod: pod.name_any(),
             claims: claims.iter().map(|c| c.claim_name().to_owned()).collect(),
@@ -281,7 +286,7 @@ impl Driver for ScriptedDriver {
         });
         let script = self.script();
         if let Some(e) = &script.unsuitable_error {
-            return Err(e.clone());
+            return Err(ScriptedError(e.clone()));
         }
         for item in claims.iter_mut() {
             item.unsuitable_nodes = script

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim, ResourceClass};
 use kube::ResourceExt;
 
-pub use driver::{DriverCall, ScriptedDriver};
+pub use driver::{DriverCall, ScriptedDriver, ScriptedError};
 
 use super::api::ClusterApi;
 use super::caches::Caches;

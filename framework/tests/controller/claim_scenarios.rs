@@ -5,7 +5,7 @@ use crate::support::{failed_event, unversioned, Harness};
 use dra_framework::testing::fixtures::{
     allocation, claim, class, ClaimFixture, ClassFixture, CLAIM, CLASS, OTHER_CLASS,
 };
-use dra_framework::testing::DriverCall;
+use dra_framework::testing::{DriverCall, ScriptedError};
 use dra_framework::SyncOutcome;
 use k8s_openapi::api::resource::v1alpha2::ResourceClaim;
 
@@ -33,7 +33,7 @@ fn deallocate_calls(h: &Harness) -> usize {
 #[tokio::test]
 async fn missing_claim_is_done() {
     let h = Harness::new();
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert!(h.driver.calls().is_empty());
 }
 
@@ -43,7 +43,7 @@ async fn claim_of_another_driver_is_requeued_unchanged() {
     let h = Harness::new()
         .with_class(class().named(OTHER_CLASS).of_driver("other-driver"))
         .with_claim(c.clone());
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Requeue));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Requeue);
     assert_eq!(h.stored_claim(CLAIM), unversioned(c));
     assert!(h.driver.calls().is_empty());
     assert_eq!(h.claim_writes(), 0);
@@ -53,7 +53,7 @@ async fn deleted_unallocated_claim_loses_finalizer(mode: Mode) {
     let h = Harness::new()
         .with_class(class())
         .with_claim(claim_in(mode).deleted().with_finalizer());
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(h.stored_claim(CLAIM), unversioned(claim_in(mode).deleted()));
     // An allocation that may be in progress is stopped first.
     assert_eq!(deallocate_calls(&h), 1);
@@ -97,7 +97,7 @@ async fn other_drivers_finalizer_is_left_alone(mode: Mode) {
         .deleted()
         .with_other_finalizer("other-driver/deletion-protection");
     let h = Harness::new().with_class(class()).with_claim(c.clone());
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(h.stored_claim(CLAIM), unversioned(c));
     assert!(h.driver.calls().is_empty());
     assert_eq!(h.claim_writes(), 0);
@@ -120,7 +120,7 @@ async fn deleted_allocated_claim_is_deallocated(mode: Mode) {
             .with_finalizer()
             .allocated(allocation()),
     );
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(h.stored_claim(CLAIM), unversioned(claim_in(mode).deleted()));
     assert_eq!(
         h.driver.calls(),
@@ -149,6 +149,9 @@ async fn deallocate_failure_keeps_allocation(mode: Mode) {
     h.driver.set_deallocate_error(Some("fake error"));
     let err = h.sync_claim(CLAIM).await.unwrap_err();
     assert_eq!(err.to_string(), "deallocate: fake error");
+    // The driver's error is kept as the cause, not only as text.
+    let cause = std::error::Error::source(&err).and_then(|e| e.downcast_ref::<ScriptedError>());
+    assert_eq!(cause, Some(&ScriptedError("fake error".to_owned())));
     assert_eq!(h.stored_claim(CLAIM), unversioned(c));
     assert_eq!(
         h.events(),
@@ -169,7 +172,7 @@ async fn delayed_deleted_claim_deallocate_failure_keeps_allocation() {
 async fn deleted_claim_without_finalizer_is_left_alone(mode: Mode) {
     let c = claim_in(mode).deleted();
     let h = Harness::new().with_class(class()).with_claim(c.clone());
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(h.stored_claim(CLAIM), unversioned(c));
     assert!(h.driver.calls().is_empty());
 }
@@ -193,7 +196,7 @@ async fn immediate_claim_gets_finalizer_then_allocation() {
                 .immediate()
                 .with_parameters("DeviceClaimParameters", "one"),
         );
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(
         h.stored_claim(CLAIM),
         unversioned(
@@ -237,7 +240,7 @@ async fn immediate_claim_with_finalizer_is_allocated_without_second_finalizer() 
     let h = Harness::new()
         .with_class(class())
         .with_claim(claim().immediate().with_finalizer());
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(
         h.stored_claim(CLAIM),
         unversioned(claim().immediate().with_finalizer().allocated(allocation()))
@@ -267,7 +270,7 @@ async fn failed_immediate_allocation_keeps_finalizer_and_reports() {
 async fn allocated_immediate_claim_is_left_alone() {
     let c = claim().immediate().with_finalizer().allocated(allocation());
     let h = Harness::new().with_class(class()).with_claim(c.clone());
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(h.stored_claim(CLAIM), unversioned(c));
     assert!(h.driver.calls().is_empty());
 }
@@ -281,7 +284,7 @@ async fn deallocation_request_returns_claim_to_pristine_state() {
             .allocated(allocation())
             .deallocation_requested(),
     );
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(h.stored_claim(CLAIM), unversioned(claim().immediate()));
     // No reallocation in the same pass.
     assert!(h.driver.allocate_calls().is_empty());
@@ -305,7 +308,7 @@ async fn failed_deallocation_during_reallocate_keeps_claim() {
 async fn pending_delayed_claim_is_left_to_the_scheduling_context() {
     let c = claim().delayed();
     let h = Harness::new().with_class(class()).with_claim(c.clone());
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(h.stored_claim(CLAIM), unversioned(c));
     assert!(h.driver.calls().is_empty());
 }

@@ -22,7 +22,7 @@ async fn pod_without_claims_is_rechecked_periodically() {
     let h = Harness::new()
         .with_pod(pod())
         .with_context(context().selected(NODE));
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert!(h.driver.calls().is_empty());
     assert_eq!(h.context_writes(), 0);
 }
@@ -34,7 +34,7 @@ async fn immediate_claim_of_pod_is_ignored() {
         .with_claim(claim().immediate())
         .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
         .with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert!(h.driver.calls().is_empty());
     assert_eq!(h.context_writes(), 0);
     assert_eq!(h.claim_writes(), 0);
@@ -47,7 +47,7 @@ async fn context_without_nodes_is_done() {
         .with_claim(claim().delayed())
         .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
         .with_context(context());
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Done);
     assert!(h.driver.calls().is_empty());
     assert_eq!(h.context_writes(), 0);
 }
@@ -60,7 +60,7 @@ async fn potential_nodes_get_unsuitable_report() {
         .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
         .with_context(context().potential(&[NODE, OTHER_NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
         h.stored_context(),
         unversioned_context(
@@ -97,7 +97,7 @@ async fn selected_node_gets_allocation_reserved_for_pod() {
         .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
         .with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
         h.driver.allocate_calls(),
         vec![DriverCall::Allocate {
@@ -133,7 +133,7 @@ async fn unsuitable_selected_node_is_not_allocated() {
         .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
         .with_context(context().selected(NODE).potential(&[NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[NODE]);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert!(h.driver.allocate_calls().is_empty());
     assert_eq!(h.stored_claim(CLAIM), unversioned(claim().delayed()));
     assert_eq!(
@@ -163,7 +163,7 @@ async fn long_unsuitable_list_drops_first_node() {
     let mut unsuitable = nodes(128);
     unsuitable.push(NODE.into());
     let h = truncation_harness(&unsuitable);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     // The selected node is a candidate although it is not a potential node.
     let mut candidates = nodes(128);
     candidates.push(NODE.into());
@@ -192,7 +192,7 @@ async fn long_unsuitable_list_starting_with_selected_node_drops_last_node() {
     let mut unsuitable = vec![NODE.to_owned()];
     unsuitable.extend(nodes(128));
     let h = truncation_harness(&unsuitable);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert!(h.driver.allocate_calls().is_empty());
     assert_eq!(
         h.stored_context(),

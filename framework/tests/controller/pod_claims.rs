@@ -22,7 +22,7 @@ async fn context_not_controlled_by_pod_is_ignored() {
     let mut ctx = context().potential(&[NODE]);
     ctx.metadata.owner_references = None;
     let h = delayed_pod_harness().with_context(ctx);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Done);
     assert!(h.driver.calls().is_empty());
 }
 
@@ -93,7 +93,7 @@ async fn template_claim_owned_by_pod_is_allocated() {
         .with_claim(claim().named("pod-my-pod-claim-x").delayed().owned_by_pod())
         .with_pod(pod().with_template_claim(POD_CLAIM, Some("pod-my-pod-claim-x")))
         .with_context(context().selected(NODE).potential(&[NODE]));
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     let stored = h.stored_claim("pod-my-pod-claim-x");
     let status = stored.status.unwrap();
     assert!(status.allocation.is_some());
@@ -174,7 +174,7 @@ async fn reserved_claim_is_not_deallocated_even_when_deleted() {
         .reserved_for(POD, POD_UID)
         .deleted();
     let h = Harness::new().with_class(class()).with_claim(c.clone());
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert!(h.driver.calls().is_empty());
     assert_eq!(h.stored_claim(CLAIM), unversioned(c));
 }
@@ -189,7 +189,7 @@ async fn reserved_for_is_not_set_when_disabled() {
     .with_claim(claim().delayed())
     .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
     .with_context(context().selected(NODE).potential(&[NODE]));
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     let status = h.stored_claim(CLAIM).status.unwrap();
     assert!(status.allocation.is_some());
     assert!(status.reserved_for.is_none());
@@ -203,7 +203,7 @@ async fn claim_of_class_of_another_driver_is_skipped_in_pod() {
         .with_claim(claim().delayed().in_class(OTHER_CLASS))
         .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
         .with_context(context().selected(NODE).potential(&[NODE]));
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert!(h.driver.calls().is_empty());
     assert_eq!(h.context_writes(), 0);
 }

@@ -35,10 +35,10 @@ async fn stale_watched_copy_does_not_trigger_second_allocation() {
     let h = Harness::new()
         .with_class(class())
         .with_claim(claim().immediate());
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     // The watch has not delivered our writes yet: the cache still holds the unallocated claim.
     assert!(h.caches.claim_is_unallocated(CLAIM));
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(h.driver.allocate_calls().len(), 1);
     assert!(h.events().is_empty(), "no conflict: {:?}", h.events());
 }
@@ -87,7 +87,7 @@ async fn fixed_class_parameters_are_used_after_class_change() {
     h.driver.set_class_parameters_error(None);
     h.controller.class_changed(&class());
     let key = h.controller.queue().get().await.unwrap();
-    assert_eq!(h.controller.sync(&key).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.controller.sync(&key).await.unwrap(), SyncOutcome::Done);
     assert_eq!(h.driver.allocate_calls().len(), 1);
 }
 
@@ -152,7 +152,7 @@ async fn context_waits_for_pod_in_cache() {
         .with_class(class())
         .with_claim(claim().delayed())
         .with_context(context().potential(&[NODE]));
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Done);
     assert!(h.driver.calls().is_empty());
 }
 
@@ -165,7 +165,7 @@ async fn other_drivers_status_entry_survives_our_update() {
             .with_status_entry(POD_CLAIM, &[NODE]),
     );
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
         h.stored_context(),
         unversioned_context(
@@ -197,7 +197,7 @@ async fn status_update_on_changed_context_conflicts_and_retries() {
     assert_eq!(h.context_requeues(), 1);
     // Once the watch delivers the newer copy, the next sync succeeds and keeps their entry.
     h.refresh_caches(CLAIM);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     let entries = h.stored_context().status.unwrap().resource_claims.unwrap();
     assert_eq!(entries.len(), 2);
 }
@@ -209,11 +209,11 @@ async fn truncated_list_is_not_rewritten_on_recheck() {
     let list: Vec<&str> = unsuitable.iter().map(String::as_str).collect();
     let h = delayed_pod_harness().with_context(context().selected(NODE).potential(&nodes(128)));
     h.driver.set_unsuitable(POD_CLAIM, &list);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(h.context_writes(), 1);
     h.refresh_caches(CLAIM);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(h.context_writes(), 1);
 }
 
@@ -244,7 +244,7 @@ async fn failed_allocation_is_reported_with_the_selected_node_unsuitable() {
 async fn selected_node_outside_potential_nodes_is_checked() {
     let h = delayed_pod_harness().with_context(context().selected(NODE).potential(&[OTHER_NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[NODE]);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
         unsuitable_calls(&h),
         vec![DriverCall::UnsuitableNodes {
@@ -274,7 +274,7 @@ async fn allocated_claims_are_not_checked_for_unsuitable_nodes() {
                 .with_claim("second", "done"),
         )
         .with_context(context().potential(&[NODE]));
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
         unsuitable_calls(&h),
         vec![DriverCall::UnsuitableNodes {
@@ -289,10 +289,10 @@ async fn allocated_claims_are_not_checked_for_unsuitable_nodes() {
 async fn own_status_patch_is_seen_before_the_watch_catches_up() {
     let h = delayed_pod_harness().with_context(context().potential(&[NODE, OTHER_NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     // The cache still holds the context without status; the next report must not conflict.
     h.driver.set_unsuitable(POD_CLAIM, &[NODE, OTHER_NODE]);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(h.context_writes(), 2);
     assert!(h.events().is_empty(), "{:?}", h.events());
     assert_eq!(
@@ -314,7 +314,7 @@ async fn node_reported_before_is_checked_again_and_stays_reported_while_unsuitab
             .with_status_entry(POD_CLAIM, &[OTHER_NODE]),
     );
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
         unsuitable_calls(&h),
         vec![DriverCall::UnsuitableNodes {
@@ -333,7 +333,7 @@ async fn node_reported_before_is_dropped_from_the_report_once_suitable() {
             .potential(&[NODE])
             .with_status_entry(POD_CLAIM, &[OTHER_NODE]),
     );
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
         h.stored_context(),
         unversioned_context(
@@ -362,7 +362,7 @@ async fn no_report_is_written_once_every_claim_is_allocated() {
     // Upstream writes the report after the allocation, most often to a context the scheduler
     // has already deleted (PostBind, once the claim is allocated). A write would meet this.
     context_gone_on_next_patch(&h);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Periodic));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(h.context_writes(), 0);
     assert!(h.events().is_empty(), "{:?}", h.events());
     assert!(
@@ -378,7 +378,7 @@ async fn report_to_a_deleted_context_after_a_failed_allocation_is_done_without_e
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
     h.driver.fail_allocate(CLAIM, "node filled up");
     context_gone_on_next_patch(&h);
-    assert_eq!(h.sync_context().await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Done);
     assert!(h.events().is_empty(), "{:?}", h.events());
     assert_eq!(h.context_requeues(), 0, "not retried");
 }
@@ -412,7 +412,7 @@ async fn driver_is_told_once_the_status_write_removing_the_allocation_returned()
         h.driver.published_deallocations().is_empty(),
         "not told while the claim still shows the allocation"
     );
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(
         h.driver.published_deallocations(),
         [format!("{CLAIM} unallocated")]
@@ -451,14 +451,14 @@ fn claim_gone_at(op: Operation, allocated: bool) -> Harness {
 #[tokio::test]
 async fn claim_gone_before_its_finalizer_is_removed_is_released_without_error() {
     let h = claim_gone_at(Operation::UpdateClaim, false);
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert!(h.events().is_empty(), "{:?}", h.events());
 }
 
 #[tokio::test]
 async fn claim_gone_before_its_allocation_is_cleared_is_released_and_the_driver_told() {
     let h = claim_gone_at(Operation::UpdateClaimStatus, true);
-    assert_eq!(h.sync_claim(CLAIM).await, Ok(SyncOutcome::Done));
+    assert_eq!(h.sync_claim(CLAIM).await.unwrap(), SyncOutcome::Done);
     assert_eq!(
         h.driver.published_deallocations(),
         [format!("{CLAIM} allocated")],
