@@ -10,7 +10,8 @@
 //!
 //! The feature is switched on only explicitly, through the `failpoints` feature of
 //! `dra-controller` that its chaos tests require (`cargo test --features failpoints`); other
-//! builds do not carry the points. Depends on nothing but `std`.
+//! builds do not carry the points. Depends on nothing but `std` (and `thiserror` for
+//! [`SpecError`]).
 
 /// Marks failpoint `name`. Does nothing unless the `failpoints` feature is on and the point is
 /// armed through `DRA_LEDGER_FAILPOINTS`.
@@ -30,23 +31,54 @@ pub fn hit(name: &'static str) {
 /// The environment variable that arms failpoints.
 pub const ENV: &str = "DRA_LEDGER_FAILPOINTS";
 
+/// Why an entry of a failpoint spec was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// The entry has no `@`.
+    #[error("failpoint {entry:?} has no @N")]
+    NoHitNumber {
+        /// The entry as written.
+        entry: String,
+    },
+    /// What follows `@` is not a number.
+    #[error("failpoint {entry:?}: {count:?} is not a hit number")]
+    HitNumber {
+        /// The entry as written.
+        entry: String,
+        /// What follows `@`.
+        count: String,
+        /// Why it is not a number.
+        source: std::num::ParseIntError,
+    },
+    /// The name is empty or the hit number is 0.
+    #[error("failpoint {entry:?} needs a name and a hit number from 1")]
+    Incomplete {
+        /// The entry as written.
+        entry: String,
+    },
+}
+
 /// Parses a failpoint spec `name@N[,name@N...]` (whitespace around entries is ignored; an empty
 /// spec arms nothing). `N` counts hits from 1.
-pub fn parse_spec(spec: &str) -> Result<Vec<(String, u64)>, String> {
+pub fn parse_spec(spec: &str) -> Result<Vec<(String, u64)>, SpecError> {
     spec.split(',')
         .map(str::trim)
         .filter(|entry| !entry.is_empty())
         .map(|entry| {
             let (name, count) = entry
                 .split_once('@')
-                .ok_or_else(|| format!("failpoint {entry:?} has no @N"))?;
-            let count: u64 = count
-                .parse()
-                .map_err(|_| format!("failpoint {entry:?}: {count:?} is not a hit number"))?;
+                .ok_or_else(|| SpecError::NoHitNumber {
+                    entry: entry.to_owned(),
+                })?;
+            let count: u64 = count.parse().map_err(|source| SpecError::HitNumber {
+                entry: entry.to_owned(),
+                count: count.to_owned(),
+                source,
+            })?;
             if name.is_empty() || count == 0 {
-                return Err(format!(
-                    "failpoint {entry:?} needs a name and a hit number from 1"
-                ));
+                return Err(SpecError::Incomplete {
+                    entry: entry.to_owned(),
+                });
             }
             Ok((name.to_owned(), count))
         })
@@ -125,8 +157,22 @@ mod tests {
 
     #[test]
     fn spec_without_a_hit_number_from_one_is_refused() {
-        for bad in ["group_commit", "group_commit@0", "group_commit@x", "@2"] {
-            assert!(parse_spec(bad).is_err(), "{bad}");
+        for (bad, message) in [
+            ("group_commit", r#"failpoint "group_commit" has no @N"#),
+            (
+                "group_commit@0",
+                r#"failpoint "group_commit@0" needs a name and a hit number from 1"#,
+            ),
+            (
+                "group_commit@x",
+                r#"failpoint "group_commit@x": "x" is not a hit number"#,
+            ),
+            (
+                "@2",
+                r#"failpoint "@2" needs a name and a hit number from 1"#,
+            ),
+        ] {
+            assert_eq!(parse_spec(bad).unwrap_err().to_string(), message, "{bad}");
         }
     }
 }
