@@ -82,12 +82,14 @@ fn describe_pod(
     let mut lines = vec![format!("  {name}: {node}; {scheduled}")];
     for named in claim_names(pod) {
         let line = match named {
-            Ok(name) => {
+            PodClaimName::Claim(name) => {
                 let state =
                     claim(&name).map_or_else(|| "not found".to_owned(), |c| claim_state(&c));
                 format!("    claim {name}: {state}")
             }
-            Err(pod_claim) => format!("    claim of {pod_claim}: not created yet"),
+            PodClaimName::NotCreated(pod_claim) => {
+                format!("    claim of {pod_claim}: not created yet")
+            }
         };
         lines.push(line);
     }
@@ -97,9 +99,17 @@ fn describe_pod(
     lines
 }
 
-/// The names of the pod's claims: named directly, or recorded in its status when made from a
-/// template (`Err` with the pod's name for the claim when not recorded yet).
-fn claim_names(pod: &Value) -> Vec<Result<String, String>> {
+/// One claim of a pod, as its spec and status name it.
+enum PodClaimName {
+    /// The claim's object name: named directly, or recorded in the status when made from a
+    /// template.
+    Claim(String),
+    /// A claim made from a template and not recorded yet: the pod's name for it.
+    NotCreated(String),
+}
+
+/// The names of the pod's claims.
+fn claim_names(pod: &Value) -> Vec<PodClaimName> {
     let entries = pod
         .pointer("/spec/resourceClaims")
         .and_then(Value::as_array)
@@ -116,15 +126,17 @@ fn claim_names(pod: &Value) -> Vec<Result<String, String>> {
             let direct = text(entry, "/source/resourceClaimName")
                 .or_else(|| text(entry, "/resourceClaimName"));
             if let Some(direct) = direct {
-                return Ok(direct.to_owned());
+                return PodClaimName::Claim(direct.to_owned());
             }
             let pod_claim = text(entry, "/name").unwrap_or_default();
             statuses
                 .iter()
                 .find(|s| text(s, "/name") == Some(pod_claim))
                 .and_then(|s| text(s, "/resourceClaimName"))
-                .map(str::to_owned)
-                .ok_or_else(|| pod_claim.to_owned())
+                .map_or_else(
+                    || PodClaimName::NotCreated(pod_claim.to_owned()),
+                    |name| PodClaimName::Claim(name.to_owned()),
+                )
         })
         .collect()
 }
