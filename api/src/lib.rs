@@ -39,7 +39,7 @@ pub use client_layer::ApiRequestsLayer;
 pub use dra_metrics::{self as metrics, Metrics};
 pub use error::{Error, Result};
 pub use error_response::{ErrorBody, ErrorDetail, ErrorResponse};
-pub use forward::{Leadership, LedgerTerm, Serving};
+pub use forward::{AddressError, Leadership, LedgerTerm, Serving};
 pub use readiness::Readiness;
 pub use reconciler::Reconciler;
 pub use router::router;

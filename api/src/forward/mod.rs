@@ -27,7 +27,7 @@ use tracing::{debug, warn};
 use crate::error_response::ErrorResponse;
 use crate::state::AppState;
 use proxy::ForwardError;
-pub use serving::{Leadership, LedgerTerm, Serving, FORWARDED_BY, REPLICA};
+pub use serving::{AddressError, Leadership, LedgerTerm, Serving, FORWARDED_BY, REPLICA};
 
 /// Whether `path` is of the ledger API, answered from the leader's ledger.
 fn is_ledger_path(path: &str) -> bool {
@@ -114,7 +114,7 @@ async fn forward(
     request: Request,
     replica: &str,
     identity: &str,
-    url: Result<Uri, String>,
+    url: Result<Uri, AddressError>,
 ) -> Result<Response, ErrorResponse> {
     let unreachable = |at: Option<String>, cause: String| {
         warn!(leader = %identity, at = at.as_deref().unwrap_or("-"), %cause, "Cannot forward an admin request to the leader");
@@ -125,7 +125,7 @@ async fn forward(
             cause,
         }
     };
-    let url = url.map_err(|why| unreachable(None, why))?;
+    let url = url.map_err(|why| unreachable(None, why.to_string()))?;
     let via = header_value(replica).ok_or_else(|| {
         unreachable(
             Some(url.to_string()),

@@ -38,6 +38,22 @@ pub(crate) enum ForwardError {
     Unreachable(String),
 }
 
+/// Why a request's address at the leader could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TargetError {
+    /// The original path and query do not make a path under the leader's URL.
+    #[error("invalid forwarded path: {0}")]
+    Path(#[source] http::uri::InvalidUri),
+    /// The leader's URL with that path is no URL.
+    #[error("invalid leader URL {base}: {source}")]
+    LeaderUrl {
+        /// The leader's URL.
+        base: Uri,
+        /// Why.
+        source: http::uri::InvalidUriParts,
+    },
+}
+
 /// The client, with a pool of connections to the leader. Cheap to clone.
 #[derive(Clone, Debug)]
 pub(crate) struct Forwarder {
@@ -84,16 +100,19 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 /// `base` (`http://host:port`, maybe with a path prefix) with the path and query of `original`.
-pub(crate) fn target(base: &Uri, original: &Uri) -> Result<Uri, String> {
+pub(crate) fn target(base: &Uri, original: &Uri) -> Result<Uri, TargetError> {
     let path_and_query = original.path_and_query().map_or("/", |pq| pq.as_str());
     let prefix = base.path().trim_end_matches('/');
     let mut parts = base.clone().into_parts();
     parts.path_and_query = Some(
         format!("{prefix}{path_and_query}")
             .parse()
-            .map_err(|error| format!("invalid forwarded path: {error}"))?,
+            .map_err(TargetError::Path)?,
     );
-    Uri::from_parts(parts).map_err(|error| format!("invalid leader URL {base}: {error}"))
+    Uri::from_parts(parts).map_err(|source| TargetError::LeaderUrl {
+        base: base.clone(),
+        source,
+    })
 }
 
 /// The innermost cause of `error`: the connector's (connection refused, no such host).
@@ -131,7 +150,8 @@ impl Forwarder {
                     ErrorResponse::BadRequest("the request body could not be read".to_owned())
                 })
             })?;
-        parts.uri = target(base, &parts.uri).map_err(ForwardError::Unreachable)?;
+        parts.uri = target(base, &parts.uri)
+            .map_err(|error| ForwardError::Unreachable(error.to_string()))?;
         parts.version = Version::HTTP_11;
         strip_hop_by_hop(&mut parts.headers);
         parts.headers.remove(header::HOST);

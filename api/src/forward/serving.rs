@@ -4,6 +4,8 @@
 //!
 //! Plain values and one trait; must not depend on the rest of the crate.
 
+use std::sync::Arc;
+
 use axum::http::{HeaderName, Uri};
 
 /// Names the replica that produced an answer: for `/v1`, the one whose ledger answered.
@@ -22,8 +24,13 @@ pub struct LedgerTerm {
     pub term: u64,
 }
 
+/// Why the leader has no admin address this replica can forward to: the controller's error
+/// (this crate knows neither the Lease nor the peers' addresses), shared so that a [`Serving`]
+/// clones. Its text is the `cause` of the 503 `leader_unreachable`.
+pub type AddressError = Arc<dyn std::error::Error + Send + Sync>;
+
 /// Who answers this replica's `/v1` requests, now.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Serving {
     /// This replica holds the lease: its own ledger answers, in leadership term `term`.
     Local {
@@ -35,7 +42,7 @@ pub enum Serving {
         /// The leader's identity.
         identity: String,
         /// Its admin server (`http://host:port`), or why it has none.
-        url: Result<Uri, String>,
+        url: Result<Uri, AddressError>,
     },
     /// No replica holds the lease, as far as this one knows.
     NoLeader,

@@ -186,7 +186,9 @@ async fn an_unreachable_leader_answers_503_naming_it_never_the_standby_ledger() 
 
     let (_f, without_address) = standby_of(Serving::Leader {
         identity: "leader-0".to_owned(),
-        url: Err("the identity cannot be part of a URL".to_owned()),
+        url: Err(Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(
+            "the identity cannot be part of a URL",
+        ))),
     });
     let answer = get(&without_address, "/v1/nodes").await;
     assert_eq!(answer.code(), "leader_unreachable");

@@ -21,6 +21,59 @@ pub const DEFAULT_LEADER_URL_TEMPLATE: &str =
 /// The placeholders a template may use.
 const PLACEHOLDERS: [&str; 4] = ["identity", "pod", "namespace", "port"];
 
+/// Why a template, or the admin URL of one replica, is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderUrlError {
+    /// A `{` without its `}`.
+    #[error("unclosed {{ in {template}")]
+    Unclosed {
+        /// The template.
+        template: String,
+    },
+    /// A `}` without its `{`.
+    #[error("unopened }} in {template}")]
+    Unopened {
+        /// The template.
+        template: String,
+    },
+    /// A placeholder other than those of [`PLACEHOLDERS`].
+    #[error(
+        "unknown placeholder {{{name}}} in {template} (known: {{identity}}, {{pod}}, {{namespace}}, {{port}})"
+    )]
+    UnknownPlaceholder {
+        /// The placeholder's name.
+        name: String,
+        /// The template.
+        template: String,
+    },
+    /// The text does not parse as a URL.
+    #[error("{text} is not a URL: {source}")]
+    NotUrl {
+        /// The text.
+        text: String,
+        /// Why.
+        source: http::uri::InvalidUri,
+    },
+    /// A URL, but not `http://` with a host.
+    #[error("{text} is not an http://HOST[:PORT] URL")]
+    NotHttp {
+        /// The URL.
+        text: String,
+    },
+    /// A URL with a query.
+    #[error("{text} has a query")]
+    Query {
+        /// The URL.
+        text: String,
+    },
+    /// The identity or the namespace has characters that could change the URL.
+    #[error("the identity {identity:?} cannot be part of a URL (letters, digits and .-_: only)")]
+    UnsafeIdentity {
+        /// The holder's identity.
+        identity: String,
+    },
+}
+
 /// A checked `--leader-url-template`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderUrlTemplate(String);
@@ -47,47 +100,55 @@ fn is_url_safe(text: &str) -> bool {
 }
 
 /// Every `{name}` of `template` with its value, or the first unknown or unclosed one.
-fn substitute(template: &str, value: impl Fn(&str) -> String) -> Result<String, String> {
+fn substitute(template: &str, value: impl Fn(&str) -> String) -> Result<String, LeaderUrlError> {
     let mut out = String::with_capacity(template.len() + 32);
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
-        let close = after
-            .find('}')
-            .ok_or_else(|| format!("unclosed {{ in {template}"))?;
+        let close = after.find('}').ok_or_else(|| LeaderUrlError::Unclosed {
+            template: template.to_owned(),
+        })?;
         let name = &after[..close];
         if !PLACEHOLDERS.contains(&name) {
-            return Err(format!(
-                "unknown placeholder {{{name}}} in {template} (known: {{identity}}, {{pod}}, {{namespace}}, {{port}})"
-            ));
+            return Err(LeaderUrlError::UnknownPlaceholder {
+                name: name.to_owned(),
+                template: template.to_owned(),
+            });
         }
         out.push_str(&value(name));
         rest = &after[close + 1..];
     }
     if rest.contains('}') {
-        return Err(format!("unopened }} in {template}"));
+        return Err(LeaderUrlError::Unopened {
+            template: template.to_owned(),
+        });
     }
     out.push_str(rest);
     Ok(out)
 }
 
 /// `text` as an `http://` URL with a host, or why it is not one.
-fn http_url(text: &str) -> Result<Uri, String> {
-    let uri: Uri = text
-        .parse()
-        .map_err(|error| format!("{text} is not a URL: {error}"))?;
+fn http_url(text: &str) -> Result<Uri, LeaderUrlError> {
+    let uri: Uri = text.parse().map_err(|source| LeaderUrlError::NotUrl {
+        text: text.to_owned(),
+        source,
+    })?;
     if uri.scheme_str() != Some("http") || uri.host().is_none_or(str::is_empty) {
-        return Err(format!("{text} is not an http://HOST[:PORT] URL"));
+        return Err(LeaderUrlError::NotHttp {
+            text: text.to_owned(),
+        });
     }
     if uri.query().is_some() {
-        return Err(format!("{text} has a query"));
+        return Err(LeaderUrlError::Query {
+            text: text.to_owned(),
+        });
     }
     Ok(uri)
 }
 
 impl FromStr for LeaderUrlTemplate {
-    type Err = String;
+    type Err = LeaderUrlError;
 
     fn from_str(template: &str) -> Result<Self, Self::Err> {
         let sample = substitute(template, |name| match name {
@@ -103,11 +164,16 @@ impl FromStr for LeaderUrlTemplate {
 impl LeaderUrlTemplate {
     /// The admin URL of the replica `identity` holding the Lease in `namespace`, when this
     /// replica listens on `port`; an error says why `identity` has none.
-    pub fn url_of(&self, identity: &str, namespace: &str, port: u16) -> Result<Uri, String> {
+    pub fn url_of(
+        &self,
+        identity: &str,
+        namespace: &str,
+        port: u16,
+    ) -> Result<Uri, LeaderUrlError> {
         if !is_url_safe(identity) || !is_url_safe(namespace) {
-            return Err(format!(
-                "the identity {identity:?} cannot be part of a URL (letters, digits and .-_: only)"
-            ));
+            return Err(LeaderUrlError::UnsafeIdentity {
+                identity: identity.to_owned(),
+            });
         }
         let pod = identity.split('_').next().unwrap_or(identity);
         let url = substitute(&self.0, |name| match name {
@@ -159,7 +225,10 @@ mod tests {
     fn identities_that_would_change_the_url_have_no_address() {
         let template = LeaderUrlTemplate::default();
         for identity in ["evil.example/x", "user@evil", "a?b", "", "a b"] {
-            let error = template.url_of(identity, "ns", 8080).unwrap_err();
+            let error = template
+                .url_of(identity, "ns", 8080)
+                .unwrap_err()
+                .to_string();
             assert!(
                 error.contains("cannot be part of a URL"),
                 "{identity}: {error}"
@@ -177,7 +246,10 @@ mod tests {
             ("{pod}:8080", "not an http://"),
             ("http://{pod}:8080/?x=1", "has a query"),
         ] {
-            let error = template.parse::<LeaderUrlTemplate>().unwrap_err();
+            let error = template
+                .parse::<LeaderUrlTemplate>()
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(reason), "{template}: {error}");
         }
     }

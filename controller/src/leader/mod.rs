@@ -23,7 +23,7 @@ mod fence;
 
 use std::time::Duration;
 
-pub use address::{LeaderUrlTemplate, DEFAULT_LEADER_URL_TEMPLATE};
+pub use address::{LeaderUrlError, LeaderUrlTemplate, DEFAULT_LEADER_URL_TEMPLATE};
 pub use elector::Elector;
 pub use fence::{Fence, FenceLayer, Fenced};
 

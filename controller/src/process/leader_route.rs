@@ -5,7 +5,9 @@
 //!
 //! Reads the elector's role only; must not talk to the API server or serve HTTP.
 
-use dra_api::{Leadership, Serving};
+use std::sync::Arc;
+
+use dra_api::{AddressError, Leadership, Serving};
 use tokio::sync::watch;
 
 use crate::leader::{LeaderUrlTemplate, Role};
@@ -31,7 +33,10 @@ impl Leadership for LeaderRoute {
                 holder: Some(holder),
             } => Serving::Leader {
                 identity: holder.clone(),
-                url: self.template.url_of(holder, &self.namespace, self.port),
+                url: self
+                    .template
+                    .url_of(holder, &self.namespace, self.port)
+                    .map_err(|error| Arc::new(error) as AddressError),
             },
             Role::Standby { holder: None } => Serving::NoLeader,
             Role::Lost { .. } => Serving::Lost,
@@ -57,7 +62,7 @@ mod tests {
     #[test]
     fn each_role_answers_from_the_leader_or_not_at_all() {
         let (tx, route) = route(Role::Standby { holder: None });
-        assert_eq!(route.serving(), Serving::NoLeader);
+        assert!(matches!(route.serving(), Serving::NoLeader));
         tx.send_replace(Role::Standby {
             holder: Some("dra-ledger-1_0000abcd".to_owned()),
         });
@@ -74,10 +79,10 @@ mod tests {
             takeover: true,
             transitions: 4,
         });
-        assert_eq!(route.serving(), Serving::Local { term: 4 });
+        assert!(matches!(route.serving(), Serving::Local { term: 4 }));
         tx.send_replace(Role::Lost {
             reason: "taken".to_owned(),
         });
-        assert_eq!(route.serving(), Serving::Lost);
+        assert!(matches!(route.serving(), Serving::Lost));
     }
 }
