@@ -62,28 +62,37 @@ pub const CORE_METRIC_NAMES: [&str; 13] = [
     "dra_ledger_build_info",
 ];
 
-/// The full names of all metrics, as exposed on `/metrics`: the core metrics, then the
-/// breakdown and operational gauges.
-pub const METRIC_NAMES: [&str; 18] = [
-    "dra_ledger_allocations_total",
-    "dra_ledger_deallocations_total",
-    "dra_ledger_allocate_duration_seconds",
-    "dra_ledger_unsuitable_nodes_duration_seconds",
-    "dra_ledger_ledger_commit_duration_seconds",
-    "dra_ledger_ledger_commit_batch_size",
-    "dra_ledger_devices",
-    "dra_ledger_claims_allocated",
-    "dra_ledger_intents_pending",
-    "dra_ledger_reconcile_drift_total",
-    "dra_ledger_workqueue_depth",
-    "dra_ledger_api_requests_total",
-    "dra_ledger_build_info",
+/// The full names of the breakdown and operational gauges, beyond the core metrics.
+const GAUGE_NAMES: [&str; 5] = [
     "dra_ledger_node_devices",
     "dra_ledger_attribute_devices",
     "dra_ledger_ready",
     "dra_ledger_leader",
     "dra_ledger_oldest_pending_intent_age_seconds",
 ];
+
+/// The full names of all metrics, as exposed on `/metrics`: the core metrics, then the
+/// breakdown and operational gauges.
+pub const METRIC_NAMES: [&str; 18] = concat_names(CORE_METRIC_NAMES, GAUGE_NAMES);
+
+/// `first` followed by `then` (`N` must be their total length, checked at compile time).
+const fn concat_names<const A: usize, const B: usize, const N: usize>(
+    first: [&'static str; A],
+    then: [&'static str; B],
+) -> [&'static str; N] {
+    assert!(A + B == N, "N must be the total length");
+    let mut names = [""; N];
+    let mut i = 0;
+    while i < A {
+        names[i] = first[i];
+        i += 1;
+    }
+    while i < N {
+        names[i] = then[i - A];
+        i += 1;
+    }
+    names
+}
 
 /// The registry and every metric of the process. Cheap to share behind an `Arc`.
 #[derive(Clone)]
