@@ -78,57 +78,54 @@ async fn set_cordon(
     }))
 }
 
-/// Takes a device out of allocation; existing consumers keep it. Idempotent.
-#[utoipa::path(post, path = "/v1/nodes/{node}/devices/{device}/cordon", tag = "admin",
-    params(("node" = String, Path, description = "Node name"),
-           ("device" = String, Path, description = "Device name")),
-    request_body(content = Option<CordonRequest>, description = "Optional reason", content_type = "application/json"),
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "Cordoned", body = CordonResult),
-        (status = 400, description = "Malformed body", body = ErrorBody),
-        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
-        (status = 403, description = "No admin token configured", body = ErrorBody),
-        (status = 404, description = "Unknown node or device", body = ErrorBody),
-        (status = 409, description = "Cordon is not available in this mode (resource.k8s.io/v1: the kube-scheduler allocates)", body = ErrorBody),
-        (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
-        (status = 503, description = "Ledger not open, the leader lease not held, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
-    ))]
-pub async fn cordon(
-    _auth: Authorized,
-    State(state): State<AppState>,
-    names: Result<Path<(String, String)>, PathRejection>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Json<CordonResult>, ErrorResponse> {
-    let (node, device) = segments(names)?;
-    set_cordon(state, node, device, body, true).await
+/// A handler of `POST /v1/nodes/{node}/devices/{device}/<action>` that sets the cordon to
+/// `$cordon`: cordon and uncordon differ only in these, and their OpenAPI operations only in
+/// the path, the summary and the 200 answer.
+macro_rules! cordon_handler {
+    ($name:ident, $path:tt, $summary:tt, $done:tt, $cordon:expr) => {
+        #[doc = $summary]
+        #[utoipa::path(post, path = $path, tag = "admin",
+            params(("node" = String, Path, description = "Node name"),
+                   ("device" = String, Path, description = "Device name")),
+            request_body(content = Option<CordonRequest>, description = "Optional reason", content_type = "application/json"),
+            security(("bearer" = [])),
+            responses(
+                (status = 200, description = $done, body = CordonResult),
+                (status = 400, description = "Malformed body", body = ErrorBody),
+                (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
+                (status = 403, description = "No admin token configured", body = ErrorBody),
+                (status = 404, description = "Unknown node or device", body = ErrorBody),
+                (status = 409, description = "Cordon is not available in this mode (resource.k8s.io/v1: the kube-scheduler allocates)", body = ErrorBody),
+                (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
+                (status = 503, description = "Ledger not open, the leader lease not held, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
+            ))]
+        pub async fn $name(
+            _auth: Authorized,
+            State(state): State<AppState>,
+            names: Result<Path<(String, String)>, PathRejection>,
+            body: Result<Bytes, BytesRejection>,
+        ) -> Result<Json<CordonResult>, ErrorResponse> {
+            let (node, device) = segments(names)?;
+            set_cordon(state, node, device, body, $cordon).await
+        }
+    };
 }
 
-/// Puts a cordoned device back into allocation. Idempotent.
-#[utoipa::path(post, path = "/v1/nodes/{node}/devices/{device}/uncordon", tag = "admin",
-    params(("node" = String, Path, description = "Node name"),
-           ("device" = String, Path, description = "Device name")),
-    request_body(content = Option<CordonRequest>, description = "Optional reason", content_type = "application/json"),
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "Uncordoned", body = CordonResult),
-        (status = 400, description = "Malformed body", body = ErrorBody),
-        (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
-        (status = 403, description = "No admin token configured", body = ErrorBody),
-        (status = 404, description = "Unknown node or device", body = ErrorBody),
-        (status = 409, description = "Cordon is not available in this mode (resource.k8s.io/v1: the kube-scheduler allocates)", body = ErrorBody),
-        (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
-        (status = 503, description = "Ledger not open, the leader lease not held, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
-    ))]
-pub async fn uncordon(
-    _auth: Authorized,
-    State(state): State<AppState>,
-    names: Result<Path<(String, String)>, PathRejection>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Json<CordonResult>, ErrorResponse> {
-    let (node, device) = segments(names)?;
-    set_cordon(state, node, device, body, false).await
-}
+cordon_handler!(
+    cordon,
+    "/v1/nodes/{node}/devices/{device}/cordon",
+    " Takes a device out of allocation; existing consumers keep it. Idempotent.",
+    "Cordoned",
+    true
+);
+
+cordon_handler!(
+    uncordon,
+    "/v1/nodes/{node}/devices/{device}/uncordon",
+    " Puts a cordoned device back into allocation. Idempotent.",
+    "Uncordoned",
+    false
+);
 
 /// Runs a reconcile of the ledger against the cluster now and returns the drift report.
 #[utoipa::path(post, path = "/v1/reconcile", tag = "admin",
