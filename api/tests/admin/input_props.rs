@@ -6,7 +6,9 @@
 
 use std::fmt::Write as _;
 
-use crate::support::{fixture, send, with_token, Answer, Fixture, TOKEN};
+use crate::support::{
+    answer_of, fixture, get, post_with_token, send, with_token, Answer, Fixture, TOKEN,
+};
 use axum::body::Body;
 use axum::http::{header, HeaderValue, Method, Request, StatusCode};
 use dra_api::limits::BODY_LIMIT;
@@ -162,7 +164,7 @@ fn arbitrary_query_strings_on_the_listings_are_200_or_json_400_or_410_for_an_old
         .run(&strategy, |(path, query)| {
             let uri = format!("{path}?{query}");
             prop_assume!(uri.parse::<axum::http::Uri>().is_ok());
-            let answer = rt.block_on(send(router(state.clone()), Method::GET, &uri, None, None));
+            let answer = rt.block_on(get(&state, &uri));
             // A well-formed token of an older version (one of the samples) is expired: 410.
             let allowed: &[StatusCode] = if query.contains("continue") {
                 &[StatusCode::OK, StatusCode::BAD_REQUEST, StatusCode::GONE]
@@ -196,8 +198,7 @@ fn limits_and_since_outside_their_documented_range_are_400_naming_the_parameter(
                     continue;
                 }
                 let uri = format!("{path}?{query}");
-                let answer =
-                    rt.block_on(send(router(state.clone()), Method::GET, &uri, None, None));
+                let answer = rt.block_on(get(&state, &uri));
                 check_answer(&answer, &[StatusCode::BAD_REQUEST], &uri)?;
                 let body: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
                 let name = query.split('=').next().unwrap();
@@ -299,12 +300,10 @@ fn cordon_bodies_of_any_json_shape_are_accepted_exactly_when_well_formed() {
     runner(300)
         .run(&json_value(), |value| {
             let body = serde_json::to_vec(&value).unwrap();
-            let answer = rt.block_on(send(
-                router(state.clone()),
-                Method::POST,
+            let answer = rt.block_on(post_with_token(
+                &state,
                 "/v1/nodes/node-a/devices/gpu-3/cordon",
-                Some(TOKEN),
-                Some(body),
+                body,
             ));
             let expected = if acceptable_cordon_body(&value) {
                 StatusCode::OK
@@ -327,12 +326,10 @@ fn cordon_bodies_of_arbitrary_bytes_are_200_or_json_400() {
     ];
     runner(300)
         .run(&strategy, |body| {
-            let answer = rt.block_on(send(
-                router(state.clone()),
-                Method::POST,
+            let answer = rt.block_on(post_with_token(
+                &state,
                 "/v1/nodes/node-a/devices/gpu-2/uncordon",
-                Some(TOKEN),
-                Some(body.clone()),
+                body.clone(),
             ));
             check_answer(
                 &answer,
@@ -370,27 +367,15 @@ fn bodies_over_the_limit_are_413_with_or_without_a_length_and_under_it_are_read(
             let body = format!("{{\"reason\": \"{}\"}}", "x".repeat(filler)).into_bytes();
             let length = body.len();
             let answer = if streamed {
-                let response = rt
-                    .block_on(router(state.clone()).oneshot(streamed_cordon(&body, chunk)))
-                    .unwrap();
-                let status = response.status();
-                let headers = response.headers().clone();
-                let body = rt
-                    .block_on(axum::body::to_bytes(response.into_body(), usize::MAX))
-                    .unwrap()
-                    .to_vec();
-                Answer {
-                    status,
-                    headers,
-                    body,
-                }
+                let request = streamed_cordon(&body, chunk);
+                rt.block_on(async {
+                    answer_of(router(state.clone()).oneshot(request).await.unwrap()).await
+                })
             } else {
-                rt.block_on(send(
-                    router(state.clone()),
-                    Method::POST,
+                rt.block_on(post_with_token(
+                    &state,
                     "/v1/nodes/node-a/devices/gpu-1/cordon",
-                    Some(TOKEN),
-                    Some(body),
+                    body,
                 ))
             };
             let expected = if length > BODY_LIMIT {

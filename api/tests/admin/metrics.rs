@@ -4,31 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{to_bytes, Body};
-use axum::http::Request;
-use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger, LedgerOptions};
-use dra_allocator::model::{ClassDefaults, Device, EffectiveRequest};
+use crate::support::{scrape, series_value};
+use dra_allocator::ledger::{Ledger, LedgerOptions};
+use dra_allocator::model::{Device, Sharing};
 use dra_api::metrics::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, CORE_METRIC_NAMES,
     METRIC_NAMES,
 };
-use dra_api::{router, AppState, Metrics, Readiness};
-use tower::ServiceExt;
-
-async fn scrape(state: &AppState) -> String {
-    let response = router(state.clone())
-        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let body = to_bytes(response.into_body(), usize::MAX).await.unwrap();
-    String::from_utf8(body.to_vec()).unwrap()
-}
-
-/// The value of one series as an integer (every metric checked here counts whole things).
-fn line_value(text: &str, series: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
+use dra_api::{AppState, Metrics, Readiness};
 
 fn open_ledger(dir: &tempfile::TempDir, metrics: &Arc<Metrics>) -> Ledger {
     let options = LedgerOptions {
@@ -38,15 +21,11 @@ fn open_ledger(dir: &tempfile::TempDir, metrics: &Arc<Metrics>) -> Ledger {
     Ledger::open_with(dir.path().join("ledger.redb"), "gpu.example.com", options).unwrap()
 }
 
+/// Allocates one exclusive device to claim `uid`, on a node the ledger picks.
 fn allocate(ledger: &Ledger, uid: &str) {
-    let request = EffectiveRequest::from_class(&ClassDefaults::default()).unwrap();
+    let request = testkit::ledger::request(1, Sharing::Exclusive);
     ledger
-        .allocate(AllocateRequest {
-            claim: ClaimRef::new(uid, "default", uid),
-            pod_uid: None,
-            request,
-            node: None,
-        })
+        .allocate(testkit::ledger::allocate(uid, None, request))
         .unwrap();
 }
 
@@ -81,7 +60,8 @@ async fn every_core_metric_is_exposed_after_a_short_workload() {
             "{name} missing from:\n{text}"
         );
     }
-    let value = |series: &str| line_value(&text, series).unwrap_or_else(|| panic!("{series}"));
+    let value =
+        |series: &str| series_value::<u64>(&text, series).unwrap_or_else(|| panic!("{series}"));
     assert_eq!(value("dra_ledger_devices{state=\"allocated\"}"), 2);
     assert_eq!(value("dra_ledger_devices{state=\"free\"}"), 1);
     assert_eq!(value("dra_ledger_devices{state=\"cordoned\"}"), 1);
@@ -103,10 +83,13 @@ async fn every_core_metric_is_exposed_after_a_short_workload() {
     ledger.release("claim-a").unwrap();
     let text = scrape(&state).await;
     assert_eq!(
-        line_value(&text, "dra_ledger_devices{state=\"allocated\"}"),
+        series_value::<u64>(&text, "dra_ledger_devices{state=\"allocated\"}"),
         Some(1)
     );
-    assert_eq!(line_value(&text, "dra_ledger_claims_allocated"), Some(1));
+    assert_eq!(
+        series_value::<u64>(&text, "dra_ledger_claims_allocated"),
+        Some(1)
+    );
 }
 
 #[test]

@@ -7,28 +7,13 @@
 
 use std::time::Duration;
 
-use axum::body::{to_bytes, Body};
-use axum::http::Request;
-use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger};
-use dra_allocator::model::{AttributeValue, ClassDefaults, Device, EffectiveRequest};
+use crate::support::{scrape, series_value};
+use dra_allocator::ledger::Ledger;
+use dra_allocator::model::{AttributeValue, Device};
 use dra_api::metrics::{CORE_METRIC_NAMES, MAX_ATTRIBUTE_VALUES, METRIC_NAMES};
-use dra_api::{router, AppState, Metrics, Readiness};
+use dra_api::{AppState, Metrics, Readiness};
 use std::sync::Arc;
-use tower::ServiceExt;
-
-async fn scrape(state: &AppState) -> String {
-    let response = router(state.clone())
-        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let body = to_bytes(response.into_body(), usize::MAX).await.unwrap();
-    String::from_utf8(body.to_vec()).unwrap()
-}
-
-fn value(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
+use testkit::ledger::allocate_on;
 
 fn gpus(model: &str, count: usize) -> Vec<Device> {
     (0..count)
@@ -38,18 +23,6 @@ fn gpus(model: &str, count: usize) -> Vec<Device> {
                 .with("serial", AttributeValue::String(format!("{model}-{i}")))
         })
         .collect()
-}
-
-fn allocate_on(ledger: &Ledger, uid: &str, node: &str) {
-    let request = EffectiveRequest::from_class(&ClassDefaults::default()).unwrap();
-    ledger
-        .allocate(AllocateRequest {
-            claim: ClaimRef::new(uid, "default", uid),
-            pod_uid: None,
-            request,
-            node: Some(node.to_owned()),
-        })
-        .unwrap();
 }
 
 #[tokio::test]
@@ -62,11 +35,13 @@ async fn node_and_model_series_follow_the_inventory() {
     ledger
         .set_inventory("node-b", gpus("A100", MAX_ATTRIBUTE_VALUES))
         .unwrap();
-    allocate_on(&ledger, "claim-1", "node-a");
+    allocate_on(&ledger, "claim-1", "default", "node-a", 1);
     let state = AppState::new(metrics.clone(), Readiness::new()).with_ledger(ledger.clone());
 
     let text = scrape(&state).await;
-    let get = |series: &str| value(&text, series).unwrap_or_else(|| panic!("{series} in\n{text}"));
+    let get = |series: &str| {
+        series_value::<f64>(&text, series).unwrap_or_else(|| panic!("{series} in\n{text}"))
+    };
     assert_eq!(
         get("dra_ledger_node_devices{node=\"node-a\",state=\"allocated\"}"),
         1.0
@@ -107,9 +82,13 @@ async fn ready_gauge_and_intent_age_are_refreshed_on_scrape() {
     let state = AppState::new(metrics.clone(), readiness.clone()).with_ledger(ledger.clone());
 
     let text = scrape(&state).await;
-    assert_eq!(value(&text, "dra_ledger_ready"), Some(0.0), "{text}");
     assert_eq!(
-        value(&text, "dra_ledger_oldest_pending_intent_age_seconds"),
+        series_value::<f64>(&text, "dra_ledger_ready"),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        series_value::<f64>(&text, "dra_ledger_oldest_pending_intent_age_seconds"),
         Some(0.0)
     );
     // The gauges beyond the core metrics are all exposed as soon as a ledger is attached.
@@ -123,18 +102,22 @@ async fn ready_gauge_and_intent_age_are_refreshed_on_scrape() {
     readiness.set_ledger_open();
     readiness.set_caches_synced();
     readiness.set_reconciled();
-    allocate_on(&ledger, "claim-1", "node-a");
+    allocate_on(&ledger, "claim-1", "default", "node-a", 1);
     tokio::time::sleep(Duration::from_millis(30)).await;
     let text = scrape(&state).await;
-    assert_eq!(value(&text, "dra_ledger_ready"), Some(1.0), "{text}");
-    let age = value(&text, "dra_ledger_oldest_pending_intent_age_seconds").unwrap();
+    assert_eq!(
+        series_value::<f64>(&text, "dra_ledger_ready"),
+        Some(1.0),
+        "{text}"
+    );
+    let age = series_value::<f64>(&text, "dra_ledger_oldest_pending_intent_age_seconds").unwrap();
     assert!((0.02..60.0).contains(&age), "{age}");
 
     // Confirmed: no intent pending, the age is back to 0.
     ledger.confirm("claim-1").unwrap();
     let text = scrape(&state).await;
     assert_eq!(
-        value(&text, "dra_ledger_oldest_pending_intent_age_seconds"),
+        series_value::<f64>(&text, "dra_ledger_oldest_pending_intent_age_seconds"),
         Some(0.0)
     );
 }
@@ -145,14 +128,14 @@ fn oldest_intent_age_is_measured_from_its_creation() {
     metrics.set_oldest_intent(Some(1_000), 91_500);
     let text = metrics.encode().unwrap();
     assert_eq!(
-        value(&text, "dra_ledger_oldest_pending_intent_age_seconds"),
+        series_value::<f64>(&text, "dra_ledger_oldest_pending_intent_age_seconds"),
         Some(90.5)
     );
     // A clock that went backwards never shows a negative age.
     metrics.set_oldest_intent(Some(5_000), 1_000);
     let text = metrics.encode().unwrap();
     assert_eq!(
-        value(&text, "dra_ledger_oldest_pending_intent_age_seconds"),
+        series_value::<f64>(&text, "dra_ledger_oldest_pending_intent_age_seconds"),
         Some(0.0)
     );
 }

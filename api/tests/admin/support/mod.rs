@@ -86,6 +86,21 @@ impl Answer {
     }
 }
 
+/// The status, headers and whole body of `response`.
+pub async fn answer_of(response: axum::response::Response) -> Answer {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap()
+        .to_vec();
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
 /// Sends one request through the router without a socket.
 pub async fn send(
     app: Router,
@@ -104,18 +119,7 @@ pub async fn send(
     let request = builder
         .body(body.map_or_else(Body::empty, Body::from))
         .unwrap();
-    let response = app.oneshot(request).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap()
-        .to_vec();
-    Answer {
-        status,
-        headers,
-        body,
-    }
+    answer_of(app.oneshot(request).await.unwrap()).await
 }
 
 /// `GET path` without a token.
@@ -133,4 +137,27 @@ pub async fn post(state: &AppState, path: &str, token: Option<&str>, body: Optio
         body.map(|b| b.as_bytes().to_vec()),
     )
     .await
+}
+
+/// `POST path` with the token [`TOKEN`] and `body` as JSON.
+pub async fn post_with_token(state: &AppState, path: &str, body: Vec<u8>) -> Answer {
+    send(
+        router(state.clone()),
+        Method::POST,
+        path,
+        Some(TOKEN),
+        Some(body),
+    )
+    .await
+}
+
+/// The text of `GET /metrics`.
+pub async fn scrape(state: &AppState) -> String {
+    String::from_utf8(get(state, "/metrics").await.body).unwrap()
+}
+
+/// The value of `series` (name and labels) in the Prometheus text `text`.
+pub fn series_value<T: std::str::FromStr>(text: &str, series: &str) -> Option<T> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
