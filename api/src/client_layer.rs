@@ -1,13 +1,16 @@
-//! A tower layer for the Kubernetes client that counts every request to the API server in
-//! `api_requests_total{verb,code}`. Works on plain `http` requests and responses, so it stacks on
-//! a `kube::Client`'s service (`ClientBuilder::with_layer`) without this crate depending on kube.
+//! A tower layer for the Kubernetes client that reports every request to the API server, with
+//! its verb, status and duration, to an [`ApiCallSink`]: the metrics count them in
+//! `api_requests_total{verb,code}` ([`ApiRequestsLayer`]); a benchmark may time them. Works on
+//! plain `http` requests and responses, so it stacks on a `kube::Client`'s service
+//! (`ClientBuilder::with_layer`) without this crate depending on kube.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use http::{Method, Request, Response};
+use http::{Method, Request, Response, StatusCode};
 use tower::{Layer, Service};
 
 use crate::metrics::Metrics;
@@ -36,41 +39,89 @@ pub fn verb_of<B>(request: &Request<B>) -> &'static str {
     }
 }
 
-/// Counts requests of the wrapped service in [`Metrics`].
-#[derive(Debug, Clone)]
-pub struct ApiRequestsLayer {
-    metrics: Arc<Metrics>,
+/// One request of the Kubernetes client to the API server, as the layer saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiCall {
+    /// The request's verb ([`verb_of`]).
+    pub verb: &'static str,
+    /// The response's status; `None` when the request failed without one.
+    pub status: Option<StatusCode>,
+    /// From the call until the response's head arrived, or the failure.
+    pub took: Duration,
 }
 
-impl ApiRequestsLayer {
-    /// A layer recording into `metrics`.
-    pub fn new(metrics: Arc<Metrics>) -> Self {
-        ApiRequestsLayer { metrics }
-    }
+/// Where an [`ApiCallLayer`] reports each request.
+pub trait ApiCallSink: Send + Sync + 'static {
+    /// Takes note of one finished request.
+    fn api_call(&self, call: ApiCall);
 }
 
-impl<S> Layer<S> for ApiRequestsLayer {
-    type Service = ApiRequests<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        ApiRequests {
-            inner,
-            metrics: self.metrics.clone(),
+/// `api_requests_total{verb,code}`: the status code, or `error` without a response.
+impl ApiCallSink for Metrics {
+    fn api_call(&self, call: ApiCall) {
+        match call.status {
+            Some(status) => self.record_api_request(call.verb, status.as_str()),
+            None => self.record_api_request(call.verb, "error"),
         }
     }
 }
 
-/// The service made by [`ApiRequestsLayer`].
-#[derive(Debug, Clone)]
-pub struct ApiRequests<S> {
-    inner: S,
-    metrics: Arc<Metrics>,
+/// Reports every request of the wrapped service to a sink.
+#[derive(Debug)]
+pub struct ApiCallLayer<K> {
+    sink: Arc<K>,
 }
 
-impl<S, B, RB> Service<Request<B>> for ApiRequests<S>
+impl<K> Clone for ApiCallLayer<K> {
+    fn clone(&self) -> Self {
+        ApiCallLayer {
+            sink: self.sink.clone(),
+        }
+    }
+}
+
+impl<K> ApiCallLayer<K> {
+    /// A layer reporting to `sink`.
+    pub fn new(sink: Arc<K>) -> Self {
+        ApiCallLayer { sink }
+    }
+}
+
+/// Counts requests of the wrapped service in [`Metrics`].
+pub type ApiRequestsLayer = ApiCallLayer<Metrics>;
+
+impl<S, K> Layer<S> for ApiCallLayer<K> {
+    type Service = ApiCalls<S, K>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ApiCalls {
+            inner,
+            sink: self.sink.clone(),
+        }
+    }
+}
+
+/// The service made by [`ApiCallLayer`].
+#[derive(Debug)]
+pub struct ApiCalls<S, K> {
+    inner: S,
+    sink: Arc<K>,
+}
+
+impl<S: Clone, K> Clone for ApiCalls<S, K> {
+    fn clone(&self) -> Self {
+        ApiCalls {
+            inner: self.inner.clone(),
+            sink: self.sink.clone(),
+        }
+    }
+}
+
+impl<S, K, B, RB> Service<Request<B>> for ApiCalls<S, K>
 where
     S: Service<Request<B>, Response = Response<RB>>,
     S::Future: Send + 'static,
+    K: ApiCallSink,
 {
     type Response = Response<RB>;
     type Error = S::Error;
@@ -82,14 +133,16 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let verb = verb_of(&request);
-        let metrics = self.metrics.clone();
+        let sink = self.sink.clone();
+        let started = Instant::now();
         let response = self.inner.call(request);
         Box::pin(async move {
             let result = response.await;
-            match &result {
-                Ok(response) => metrics.record_api_request(verb, response.status().as_str()),
-                Err(_) => metrics.record_api_request(verb, "error"),
-            }
+            sink.api_call(ApiCall {
+                verb,
+                status: result.as_ref().ok().map(Response::status),
+                took: started.elapsed(),
+            });
             result
         })
     }

@@ -35,7 +35,7 @@ pub mod state;
 pub mod v1;
 
 pub use auth::AdminToken;
-pub use client_layer::ApiRequestsLayer;
+pub use client_layer::{ApiCall, ApiCallLayer, ApiCallSink, ApiRequestsLayer};
 pub use dra_metrics::{self as metrics, Metrics};
 pub use error::{Error, Result};
 pub use error_response::{ErrorBody, ErrorDetail, ErrorResponse};

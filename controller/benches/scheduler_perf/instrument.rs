@@ -5,15 +5,12 @@
 //! Collection only; the report formats what is gathered here.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dra_allocator::ledger::{CommitHook, CommitSample};
+use dra_api::{ApiCall, ApiCallLayer, ApiCallSink};
 use dra_controller::driver::{AllocationMode, AllocationOutcome, DriverObserver};
-use http::{Request, Response};
 
 /// Count and total time of one kind of operation, plus the samples for percentiles.
 #[derive(Clone, Debug, Default)]
@@ -103,74 +100,26 @@ impl DriverObserver for Recorder {
     }
 }
 
-/// The verb of a Kubernetes API request: `watch`, `list`/`get`, `create`, `update`, `patch`,
-/// `delete` (a GET of a collection is a list when the path ends in a plural resource name; the
-/// controller never lists by name, so anything under `namespaces/<ns>/<resource>` is a list).
-fn verb(request: &Request<impl Sized>) -> &'static str {
-    let query = request.uri().query().unwrap_or_default();
-    match *request.method() {
-        http::Method::GET if query.split('&').any(|kv| kv == "watch=true") => "watch",
-        http::Method::GET => "get/list",
-        http::Method::POST => "create",
-        http::Method::PUT => "update",
-        http::Method::PATCH => "patch",
-        http::Method::DELETE => "delete",
-        _ => "other",
+/// Every API request by verb (a GET of one object and of a list alike: `get/list`), with the
+/// status code when it was no success.
+impl ApiCallSink for Recorder {
+    fn api_call(&self, call: ApiCall) {
+        let verb = if call.verb == "get" {
+            "get/list"
+        } else {
+            call.verb
+        };
+        let name = match call.status {
+            Some(status) if status.is_success() => format!("api {verb}"),
+            Some(status) => format!("api {verb} {}", status.as_u16()),
+            None => format!("api {verb} error"),
+        };
+        self.record(&name, call.took, 1);
     }
 }
 
 /// A client layer recording the time of every request until its response headers arrive.
-#[derive(Clone)]
-pub struct TimingLayer(pub Recorder);
-
-impl<S> tower::Layer<S> for TimingLayer {
-    type Service = Timed<S>;
-
-    fn layer(&self, inner: S) -> Timed<S> {
-        Timed {
-            inner,
-            recorder: self.0.clone(),
-        }
-    }
-}
-
-/// The service made by [`TimingLayer`].
-#[derive(Clone)]
-pub struct Timed<S> {
-    inner: S,
-    recorder: Recorder,
-}
-
-impl<S, B, RB> tower::Service<Request<B>> for Timed<S>
-where
-    S: tower::Service<Request<B>, Response = Response<RB>>,
-    S::Future: Send + 'static,
-{
-    type Response = Response<RB>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<RB>, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let verb = verb(&request);
-        let recorder = self.recorder.clone();
-        let started = Instant::now();
-        let response = self.inner.call(request);
-        Box::pin(async move {
-            let result = response.await;
-            let name = match &result {
-                Ok(response) if response.status().is_success() => format!("api {verb}"),
-                Ok(response) => format!("api {verb} {}", response.status().as_u16()),
-                Err(_) => format!("api {verb} error"),
-            };
-            recorder.record(&name, started.elapsed(), 1);
-            result
-        })
-    }
-}
+pub type TimingLayer = ApiCallLayer<Recorder>;
 
 /// User plus system CPU time of process `pid` (`self` for this one), from `/proc/<pid>/stat`.
 /// `None` where procfs is not available.

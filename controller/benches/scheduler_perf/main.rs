@@ -267,7 +267,8 @@ async fn run(
         let (recorder, url) = (recorder.clone(), sim.url.clone());
         controller_rt
             .spawn(async move {
-                let controller_client = client(&url, Some(TimingLayer(recorder.clone())))?;
+                let controller_client =
+                    client(&url, Some(TimingLayer::new(Arc::new(recorder.clone()))))?;
                 start_work(env, controller_client, &recorder, workers).await
             })
             .await??
