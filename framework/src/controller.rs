@@ -18,7 +18,7 @@ use super::api::ClusterApi;
 use super::caches::Caches;
 use super::claim_store::is_settled;
 use super::driver::Driver;
-use super::error::{KubeCallError, Result};
+use super::error::{Error, KubeCallError, Result};
 use super::kube_api::Watches;
 use super::mutation_cache::MutationCache;
 use super::queue_key::{ObjectKey, QueueKey};
@@ -357,6 +357,14 @@ impl<D: Driver> Syncer<D> {
     pub(crate) fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
         self.claims
             .newest(namespace, name, self.caches.claim(namespace, name))
+    }
+
+    /// The class of `claim` from the cache.
+    pub(crate) fn class_of(&self, claim: &ResourceClaim) -> Result<Arc<ResourceClass>> {
+        let name = &claim.spec.resource_class_name;
+        self.caches
+            .class(name)
+            .ok_or_else(|| Error::ClassNotFound(name.clone()))
     }
 
     /// A scheduling context as seen through the mutation cache.

@@ -71,25 +71,36 @@ pub fn kube_call_error(error: kube::Error) -> KubeCallError {
     KubeCallError::new(kind, error.to_string())
 }
 
+impl KubeApi {
+    /// Replaces the claim, or its status subresource when `status`.
+    async fn replace_claim(
+        &self,
+        claim: &ResourceClaim,
+        status: bool,
+    ) -> Result<ResourceClaim, KubeCallError> {
+        let (claims, name, params) = (self.claims(claim), claim.name_any(), PostParams::default());
+        let written = if status {
+            let body = serde_json::to_vec(claim)
+                .map_err(|e| KubeCallError::new(KubeCallErrorKind::Other, e.to_string()))?;
+            claims.replace_status(&name, &params, body).await
+        } else {
+            claims.replace(&name, &params, claim).await
+        };
+        written.map_err(kube_call_error)
+    }
+}
+
 #[async_trait]
 impl ClusterApi for KubeApi {
     async fn update_claim(&self, claim: &ResourceClaim) -> Result<ResourceClaim, KubeCallError> {
-        self.claims(claim)
-            .replace(&claim.name_any(), &PostParams::default(), claim)
-            .await
-            .map_err(kube_call_error)
+        self.replace_claim(claim, false).await
     }
 
     async fn update_claim_status(
         &self,
         claim: &ResourceClaim,
     ) -> Result<ResourceClaim, KubeCallError> {
-        let body = serde_json::to_vec(claim)
-            .map_err(|e| KubeCallError::new(KubeCallErrorKind::Other, e.to_string()))?;
-        self.claims(claim)
-            .replace_status(&claim.name_any(), &PostParams::default(), body)
-            .await
-            .map_err(kube_call_error)
+        self.replace_claim(claim, true).await
     }
 
     async fn patch_scheduling_context_status(
@@ -133,15 +144,20 @@ enum Change<K> {
     Deleted(K),
 }
 
+/// What a watch caches: a cluster-wide kind of object the store can hold.
+trait Watched:
+    kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
 fn watch<K>(client: Client, writer: Writer<K>) -> impl Stream<Item = Change<K>> + Send + 'static
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched + DeserializeOwned,
 {
     watch_as::<K, K>(client, writer)
 }
@@ -153,15 +169,8 @@ fn watch_as<S, K>(
     writer: Writer<K>,
 ) -> impl Stream<Item = Change<K>> + Send + 'static
 where
-    S: kube::Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
-    S: Into<K>,
+    S: Watched + DeserializeOwned + Into<K>,
+    K: Watched,
 {
     let stream = watcher(Api::<S>::all(client), watcher::Config::default())
         .map(|event| event.map(|event| convert(event, Into::into)))

@@ -84,11 +84,7 @@ impl<D: Driver> Syncer<D> {
         if claim.spec.allocation_mode.as_deref() != Some("Immediate") {
             return Ok(SyncOutcome::Done);
         }
-        let class_name = &claim.spec.resource_class_name;
-        let class = self
-            .caches
-            .class(class_name)
-            .ok_or_else(|| Error::ClassNotFound(class_name.clone()))?;
+        let class = self.class_of(&claim)?;
         if class.driver_name != self.name {
             return Ok(SyncOutcome::Requeue);
         }

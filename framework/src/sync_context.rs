@@ -365,11 +365,7 @@ impl<D: Driver> Syncer<D> {
         if !delayed || is_allocated(&claim) {
             return Ok(None);
         }
-        let class_name = &claim.spec.resource_class_name;
-        let class = self
-            .caches
-            .class(class_name)
-            .ok_or_else(|| Error::ClassNotFound(class_name.clone()))?;
+        let class = self.class_of(&claim)?;
         if class.driver_name != self.name {
             return Ok(None);
         }
