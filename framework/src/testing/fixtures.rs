@@ -16,6 +16,42 @@ use k8s_openapi::api::resource::v1alpha2::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
+/// Declares a trait of builder methods for `$ty` and implements it there: each method takes
+/// the object by value, changes it through `this` (`&mut $ty`) and returns it, so that
+/// `claim().immediate().with_finalizer()` reads as the object it builds.
+macro_rules! builder_trait {
+    (
+        $(#[$trait_meta:meta])*
+        pub trait $trait:ident for $ty:ty {
+            $(
+                $(#[$meta:meta])*
+                fn $name:ident $(<$generic:ident: $bound:path>)? (
+                    $this:ident $(, $arg:ident: $arg_ty:ty)*
+                ) $body:block
+            )*
+        }
+    ) => {
+        $(#[$trait_meta])*
+        pub trait $trait: Sized {
+            $(
+                $(#[$meta])*
+                #[must_use]
+                fn $name $(<$generic: $bound>)? (self $(, $arg: $arg_ty)*) -> Self;
+            )*
+        }
+
+        impl $trait for $ty {
+            $(
+                fn $name $(<$generic: $bound>)? (mut self $(, $arg: $arg_ty)*) -> Self {
+                    let $this = &mut self;
+                    $body
+                    self
+                }
+            )*
+        }
+    };
+}
+
 /// The driver name of the fixtures.
 pub const DRIVER: &str = "mock-driver";
 /// Our finalizer.
@@ -51,6 +87,13 @@ fn meta(namespace: Option<&str>, name: &str, uid: &str) -> ObjectMeta {
 
 fn deletion_time() -> Time {
     Time(Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0).unwrap())
+}
+
+fn add_finalizer(metadata: &mut ObjectMeta, finalizer: &str) {
+    metadata
+        .finalizers
+        .get_or_insert_with(Vec::new)
+        .push(finalizer.to_owned());
 }
 
 fn pod_owner() -> OwnerReference {
@@ -91,124 +134,82 @@ pub fn claim() -> ResourceClaim {
     }
 }
 
-/// Builder methods for claims.
-pub trait ClaimFixture: Sized {
-    /// Renames the claim (and its UID).
-    #[must_use]
-    fn named(self, name: &str) -> Self;
-    /// Sets the class.
-    #[must_use]
-    fn in_class(self, class: &str) -> Self;
-    /// Immediate allocation.
-    #[must_use]
-    fn immediate(self) -> Self;
-    /// Delayed (`WaitForFirstConsumer`) allocation.
-    #[must_use]
-    fn delayed(self) -> Self;
-    /// Adds our finalizer.
-    #[must_use]
-    fn with_finalizer(self) -> Self;
-    /// Adds some other finalizer.
-    #[must_use]
-    fn with_other_finalizer(self, finalizer: &str) -> Self;
-    /// Sets a deletion timestamp.
-    #[must_use]
-    fn deleted(self) -> Self;
-    /// Sets `status.allocation` and `status.driverName`.
-    #[must_use]
-    fn allocated(self, allocation: AllocationResult) -> Self;
-    /// Sets `status.deallocationRequested`.
-    #[must_use]
-    fn deallocation_requested(self) -> Self;
-    /// Adds a pod to `status.reservedFor`.
-    #[must_use]
-    fn reserved_for(self, pod: &str, uid: &str) -> Self;
-    /// Sets `spec.parametersRef`.
-    #[must_use]
-    fn with_parameters(self, kind: &str, name: &str) -> Self;
-    /// Makes the pod fixture the controller owner (a claim made from a template).
-    #[must_use]
-    fn owned_by_pod(self) -> Self;
-    /// Sets the resourceVersion.
-    #[must_use]
-    fn with_version(self, version: &str) -> Self;
-}
-
-impl ClaimFixture for ResourceClaim {
-    fn named(mut self, name: &str) -> Self {
-        self.metadata.name = Some(name.to_owned());
-        self.metadata.uid = Some(format!("{name}-uid"));
-        self
-    }
-    fn in_class(mut self, class: &str) -> Self {
-        class.clone_into(&mut self.spec.resource_class_name);
-        self
-    }
-    fn immediate(mut self) -> Self {
-        self.spec.allocation_mode = Some("Immediate".to_owned());
-        self
-    }
-    fn delayed(mut self) -> Self {
-        self.spec.allocation_mode = Some("WaitForFirstConsumer".to_owned());
-        self
-    }
-    fn with_finalizer(self) -> Self {
-        self.with_other_finalizer(FINALIZER)
-    }
-    fn with_other_finalizer(mut self, finalizer: &str) -> Self {
-        self.metadata
-            .finalizers
-            .get_or_insert_with(Vec::new)
-            .push(finalizer.to_owned());
-        self
-    }
-    fn deleted(mut self) -> Self {
-        self.metadata.deletion_timestamp = Some(deletion_time());
-        self
-    }
-    fn allocated(mut self, allocation: AllocationResult) -> Self {
-        let status = self.status.get_or_insert_with(ResourceClaimStatus::default);
-        status.allocation = Some(allocation);
-        status.driver_name = Some(DRIVER.to_owned());
-        self
-    }
-    fn deallocation_requested(mut self) -> Self {
-        self.status
-            .get_or_insert_with(ResourceClaimStatus::default)
-            .deallocation_requested = Some(true);
-        self
-    }
-    fn reserved_for(mut self, pod: &str, uid: &str) -> Self {
-        self.status
-            .get_or_insert_with(ResourceClaimStatus::default)
-            .reserved_for
-            .get_or_insert_with(Vec::new)
-            .push(ResourceClaimConsumerReference {
-                api_group: None,
-                resource: "pods".to_owned(),
-                name: pod.to_owned(),
-                uid: uid.to_owned(),
+builder_trait! {
+    /// Builder methods for claims.
+    pub trait ClaimFixture for ResourceClaim {
+        /// Renames the claim (and its UID).
+        fn named(this, name: &str) {
+            this.metadata.name = Some(name.to_owned());
+            this.metadata.uid = Some(format!("{name}-uid"));
+        }
+        /// Sets the class.
+        fn in_class(this, class: &str) {
+            class.clone_into(&mut this.spec.resource_class_name);
+        }
+        /// Immediate allocation.
+        fn immediate(this) {
+            this.spec.allocation_mode = Some("Immediate".to_owned());
+        }
+        /// Delayed (`WaitForFirstConsumer`) allocation.
+        fn delayed(this) {
+            this.spec.allocation_mode = Some("WaitForFirstConsumer".to_owned());
+        }
+        /// Adds our finalizer.
+        fn with_finalizer(this) {
+            add_finalizer(&mut this.metadata, FINALIZER);
+        }
+        /// Adds some other finalizer.
+        fn with_other_finalizer(this, finalizer: &str) {
+            add_finalizer(&mut this.metadata, finalizer);
+        }
+        /// Sets a deletion timestamp.
+        fn deleted(this) {
+            this.metadata.deletion_timestamp = Some(deletion_time());
+        }
+        /// Sets `status.allocation` and `status.driverName`.
+        fn allocated(this, allocation: AllocationResult) {
+            let status = this.status.get_or_insert_with(ResourceClaimStatus::default);
+            status.allocation = Some(allocation);
+            status.driver_name = Some(DRIVER.to_owned());
+        }
+        /// Sets `status.deallocationRequested`.
+        fn deallocation_requested(this) {
+            this.status
+                .get_or_insert_with(ResourceClaimStatus::default)
+                .deallocation_requested = Some(true);
+        }
+        /// Adds a pod to `status.reservedFor`.
+        fn reserved_for(this, pod: &str, uid: &str) {
+            this.status
+                .get_or_insert_with(ResourceClaimStatus::default)
+                .reserved_for
+                .get_or_insert_with(Vec::new)
+                .push(ResourceClaimConsumerReference {
+                    api_group: None,
+                    resource: "pods".to_owned(),
+                    name: pod.to_owned(),
+                    uid: uid.to_owned(),
+                });
+        }
+        /// Sets `spec.parametersRef`.
+        fn with_parameters(this, kind: &str, name: &str) {
+            this.spec.parameters_ref = Some(ResourceClaimParametersReference {
+                api_group: Some("dra-ledger.io".to_owned()),
+                kind: kind.to_owned(),
+                name: name.to_owned(),
             });
-        self
-    }
-    fn with_parameters(mut self, kind: &str, name: &str) -> Self {
-        self.spec.parameters_ref = Some(ResourceClaimParametersReference {
-            api_group: Some("dra-ledger.io".to_owned()),
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-        });
-        self
-    }
-    fn owned_by_pod(mut self) -> Self {
-        self.metadata
-            .owner_references
-            .get_or_insert_with(Vec::new)
-            .push(pod_owner());
-        self
-    }
-    fn with_version(mut self, version: &str) -> Self {
-        self.metadata.resource_version = Some(version.to_owned());
-        self
+        }
+        /// Makes the pod fixture the controller owner (a claim made from a template).
+        fn owned_by_pod(this) {
+            this.metadata
+                .owner_references
+                .get_or_insert_with(Vec::new)
+                .push(pod_owner());
+        }
+        /// Sets the resourceVersion.
+        fn with_version(this, version: &str) {
+            this.metadata.resource_version = Some(version.to_owned());
+        }
     }
 }
 
@@ -223,37 +224,39 @@ pub fn class() -> ResourceClass {
     }
 }
 
-/// Builder methods for classes.
-pub trait ClassFixture: Sized {
-    /// Renames the class.
-    #[must_use]
-    fn named(self, name: &str) -> Self;
-    /// Sets the driver name.
-    #[must_use]
-    fn of_driver(self, driver: &str) -> Self;
-    /// Sets `parametersRef`.
-    #[must_use]
-    fn with_parameters(self, kind: &str, name: &str) -> Self;
+builder_trait! {
+    /// Builder methods for classes.
+    pub trait ClassFixture for ResourceClass {
+        /// Renames the class.
+        fn named(this, name: &str) {
+            this.metadata.name = Some(name.to_owned());
+        }
+        /// Sets the driver name.
+        fn of_driver(this, driver: &str) {
+            driver.clone_into(&mut this.driver_name);
+        }
+        /// Sets `parametersRef`.
+        fn with_parameters(this, kind: &str, name: &str) {
+            this.parameters_ref = Some(ResourceClassParametersReference {
+                api_group: Some("dra-ledger.io".to_owned()),
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                namespace: None,
+            });
+        }
+    }
 }
 
-impl ClassFixture for ResourceClass {
-    fn named(mut self, name: &str) -> Self {
-        self.metadata.name = Some(name.to_owned());
-        self
-    }
-    fn of_driver(mut self, driver: &str) -> Self {
-        driver.clone_into(&mut self.driver_name);
-        self
-    }
-    fn with_parameters(mut self, kind: &str, name: &str) -> Self {
-        self.parameters_ref = Some(ResourceClassParametersReference {
-            api_group: Some("dra-ledger.io".to_owned()),
-            kind: kind.to_owned(),
+/// Adds the pod claim `name` of `source` to `pod`'s spec.
+fn add_pod_claim(pod: &mut Pod, name: &str, source: ClaimSource) {
+    pod.spec
+        .get_or_insert_with(PodSpec::default)
+        .resource_claims
+        .get_or_insert_with(Vec::new)
+        .push(PodResourceClaim {
             name: name.to_owned(),
-            namespace: None,
+            source: Some(source),
         });
-        self
-    }
 }
 
 /// Pod `default/pod` (uid 1234) without claims.
@@ -265,62 +268,46 @@ pub fn pod() -> Pod {
     }
 }
 
-/// Builder methods for pods.
-pub trait PodFixture: Sized {
-    /// Adds a pod claim referring to an existing claim by name.
-    #[must_use]
-    fn with_claim(self, pod_claim: &str, claim: &str) -> Self;
-    /// Adds a pod claim made from a template; `generated` is the name recorded in
-    /// `status.resourceClaimStatuses` (no entry at all when `None`).
-    #[must_use]
-    fn with_template_claim(self, pod_claim: &str, generated: Option<&str>) -> Self;
-    /// Sets a deletion timestamp.
-    #[must_use]
-    fn deleted(self) -> Self;
-}
-
-impl PodFixture for Pod {
-    fn with_claim(mut self, pod_claim: &str, claim: &str) -> Self {
-        self.spec
-            .get_or_insert_with(PodSpec::default)
-            .resource_claims
-            .get_or_insert_with(Vec::new)
-            .push(PodResourceClaim {
-                name: pod_claim.to_owned(),
-                source: Some(ClaimSource {
+builder_trait! {
+    /// Builder methods for pods.
+    pub trait PodFixture for Pod {
+        /// Adds a pod claim referring to an existing claim by name.
+        fn with_claim(this, pod_claim: &str, claim: &str) {
+            add_pod_claim(
+                this,
+                pod_claim,
+                ClaimSource {
                     resource_claim_name: Some(claim.to_owned()),
                     resource_claim_template_name: None,
-                }),
-            });
-        self
-    }
-    fn with_template_claim(mut self, pod_claim: &str, generated: Option<&str>) -> Self {
-        self.spec
-            .get_or_insert_with(PodSpec::default)
-            .resource_claims
-            .get_or_insert_with(Vec::new)
-            .push(PodResourceClaim {
-                name: pod_claim.to_owned(),
-                source: Some(ClaimSource {
+                },
+            );
+        }
+        /// Adds a pod claim made from a template; `generated` is the name recorded in
+        /// `status.resourceClaimStatuses` (no entry at all when `None`).
+        fn with_template_claim(this, pod_claim: &str, generated: Option<&str>) {
+            add_pod_claim(
+                this,
+                pod_claim,
+                ClaimSource {
                     resource_claim_name: None,
                     resource_claim_template_name: Some("template".to_owned()),
-                }),
-            });
-        if let Some(generated) = generated {
-            self.status
-                .get_or_insert_with(PodStatus::default)
-                .resource_claim_statuses
-                .get_or_insert_with(Vec::new)
-                .push(PodResourceClaimStatus {
-                    name: pod_claim.to_owned(),
-                    resource_claim_name: Some(generated.to_owned()),
-                });
+                },
+            );
+            if let Some(generated) = generated {
+                this.status
+                    .get_or_insert_with(PodStatus::default)
+                    .resource_claim_statuses
+                    .get_or_insert_with(Vec::new)
+                    .push(PodResourceClaimStatus {
+                        name: pod_claim.to_owned(),
+                        resource_claim_name: Some(generated.to_owned()),
+                    });
+            }
         }
-        self
-    }
-    fn deleted(mut self) -> Self {
-        self.metadata.deletion_timestamp = Some(deletion_time());
-        self
+        /// Sets a deletion timestamp.
+        fn deleted(this) {
+            this.metadata.deletion_timestamp = Some(deletion_time());
+        }
     }
 }
 
@@ -335,45 +322,32 @@ pub fn context() -> PodSchedulingContext {
     }
 }
 
-/// Builder methods for scheduling contexts.
-pub trait ContextFixture: Sized {
-    /// Sets `spec.selectedNode`.
-    #[must_use]
-    fn selected(self, node: &str) -> Self;
-    /// Sets `spec.potentialNodes`.
-    #[must_use]
-    fn potential<S: AsRef<str>>(self, nodes: &[S]) -> Self;
-    /// Adds an entry to `status.resourceClaims`.
-    #[must_use]
-    fn with_status_entry<S: AsRef<str>>(self, pod_claim: &str, unsuitable: &[S]) -> Self;
-    /// Sets a deletion timestamp.
-    #[must_use]
-    fn deleted(self) -> Self;
-}
-
-impl ContextFixture for PodSchedulingContext {
-    fn selected(mut self, node: &str) -> Self {
-        self.spec.selected_node = Some(node.to_owned());
-        self
-    }
-    fn potential<S: AsRef<str>>(mut self, nodes: &[S]) -> Self {
-        self.spec.potential_nodes = Some(nodes.iter().map(|n| n.as_ref().to_owned()).collect());
-        self
-    }
-    fn with_status_entry<S: AsRef<str>>(mut self, pod_claim: &str, unsuitable: &[S]) -> Self {
-        self.status
-            .get_or_insert_with(PodSchedulingContextStatus::default)
-            .resource_claims
-            .get_or_insert_with(Vec::new)
-            .push(ResourceClaimSchedulingStatus {
-                name: Some(pod_claim.to_owned()),
-                unsuitable_nodes: Some(unsuitable.iter().map(|n| n.as_ref().to_owned()).collect()),
-            });
-        self
-    }
-    fn deleted(mut self) -> Self {
-        self.metadata.deletion_timestamp = Some(deletion_time());
-        self
+builder_trait! {
+    /// Builder methods for scheduling contexts.
+    pub trait ContextFixture for PodSchedulingContext {
+        /// Sets `spec.selectedNode`.
+        fn selected(this, node: &str) {
+            this.spec.selected_node = Some(node.to_owned());
+        }
+        /// Sets `spec.potentialNodes`.
+        fn potential<S: AsRef<str>>(this, nodes: &[S]) {
+            this.spec.potential_nodes = Some(nodes.iter().map(|n| n.as_ref().to_owned()).collect());
+        }
+        /// Adds an entry to `status.resourceClaims`.
+        fn with_status_entry<S: AsRef<str>>(this, pod_claim: &str, unsuitable: &[S]) {
+            this.status
+                .get_or_insert_with(PodSchedulingContextStatus::default)
+                .resource_claims
+                .get_or_insert_with(Vec::new)
+                .push(ResourceClaimSchedulingStatus {
+                    name: Some(pod_claim.to_owned()),
+                    unsuitable_nodes: Some(unsuitable.iter().map(|n| n.as_ref().to_owned()).collect()),
+                });
+        }
+        /// Sets a deletion timestamp.
+        fn deleted(this) {
+            this.metadata.deletion_timestamp = Some(deletion_time());
+        }
     }
 }
 
