@@ -1,21 +1,14 @@
 //! Upstream scenarios 23-31 (PodSchedulingContexts): the sync of one `schedulingCtx:` key with
 //! the scripted driver, asserting the stored claim and context, the driver calls and the result.
 
-use crate::support::{failed_event, unversioned, unversioned_context, Harness};
+use crate::support::{claim_checked_on, failed_event, unversioned, unversioned_context, Harness};
 use dra_framework::testing::fixtures::{
     claim, class, context, nodes, pod, ClaimFixture, ContextFixture, PodFixture, CLAIM, NODE,
     OTHER_NODE, POD, POD_CLAIM, POD_UID,
 };
 use dra_framework::testing::DriverCall;
 use dra_framework::SyncOutcome;
-
-fn unsuitable_calls(h: &Harness) -> Vec<DriverCall> {
-    h.driver
-        .calls()
-        .into_iter()
-        .filter(|c| matches!(c, DriverCall::UnsuitableNodes { .. }))
-        .collect()
-}
+use k8s_openapi::api::resource::v1alpha2::PodSchedulingContext;
 
 #[tokio::test]
 async fn pod_without_claims_is_rechecked_periodically() {
@@ -42,11 +35,7 @@ async fn immediate_claim_of_pod_is_ignored() {
 
 #[tokio::test]
 async fn context_without_nodes_is_done() {
-    let h = Harness::new()
-        .with_class(class())
-        .with_claim(claim().delayed())
-        .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
-        .with_context(context());
+    let h = Harness::delayed_pod().with_context(context());
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Done);
     assert!(h.driver.calls().is_empty());
     assert_eq!(h.context_writes(), 0);
@@ -54,11 +43,7 @@ async fn context_without_nodes_is_done() {
 
 #[tokio::test]
 async fn potential_nodes_get_unsuitable_report() {
-    let h = Harness::new()
-        .with_class(class())
-        .with_claim(claim().delayed())
-        .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
-        .with_context(context().potential(&[NODE, OTHER_NODE]));
+    let h = Harness::delayed_pod().with_context(context().potential(&[NODE, OTHER_NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
@@ -91,12 +76,7 @@ async fn missing_class_fails_the_pod_claim() {
 
 #[tokio::test]
 async fn selected_node_gets_allocation_reserved_for_pod() {
-    let h = Harness::new()
-        .with_class(class())
-        .with_claim(claim().delayed())
-        .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
-        .with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
-    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    let h = Harness::selected_node_fits();
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
         h.driver.allocate_calls(),
@@ -127,11 +107,7 @@ async fn selected_node_gets_allocation_reserved_for_pod() {
 
 #[tokio::test]
 async fn unsuitable_selected_node_is_not_allocated() {
-    let h = Harness::new()
-        .with_class(class())
-        .with_claim(claim().delayed())
-        .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
-        .with_context(context().selected(NODE).potential(&[NODE]));
+    let h = Harness::delayed_pod().with_context(context().selected(NODE).potential(&[NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[NODE]);
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert!(h.driver.allocate_calls().is_empty());
@@ -147,60 +123,36 @@ async fn unsuitable_selected_node_is_not_allocated() {
     );
 }
 
-fn truncation_harness(unsuitable: &[String]) -> Harness {
-    let h = Harness::new()
-        .with_class(class())
-        .with_claim(claim().delayed())
-        .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
-        .with_context(context().selected(NODE).potential(&nodes(128)));
-    let list: Vec<&str> = unsuitable.iter().map(String::as_str).collect();
-    h.driver.set_unsuitable(POD_CLAIM, &list);
-    h
+/// The context of [`Harness::truncation`] as written with `reported` unsuitable.
+fn truncated_report(reported: &[String]) -> PodSchedulingContext {
+    unversioned_context(
+        context()
+            .selected(NODE)
+            .potential(&nodes(128))
+            .with_status_entry(POD_CLAIM, reported),
+    )
 }
 
 #[tokio::test]
 async fn long_unsuitable_list_drops_first_node() {
     let mut unsuitable = nodes(128);
     unsuitable.push(NODE.into());
-    let h = truncation_harness(&unsuitable);
+    let h = Harness::truncation(&unsuitable);
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     // The selected node is a candidate although it is not a potential node.
     let mut candidates = nodes(128);
     candidates.push(NODE.into());
-    assert_eq!(
-        unsuitable_calls(&h),
-        vec![DriverCall::UnsuitableNodes {
-            pod: POD.into(),
-            claims: vec![CLAIM.into()],
-            potential_nodes: candidates,
-        }]
-    );
+    assert_eq!(h.unsuitable_calls(), vec![claim_checked_on(&candidates)]);
     assert!(h.driver.allocate_calls().is_empty());
-    assert_eq!(
-        h.stored_context(),
-        unversioned_context(
-            context()
-                .selected(NODE)
-                .potential(&nodes(128))
-                .with_status_entry(POD_CLAIM, &unsuitable[1..])
-        )
-    );
+    assert_eq!(h.stored_context(), truncated_report(&unsuitable[1..]));
 }
 
 #[tokio::test]
 async fn long_unsuitable_list_starting_with_selected_node_drops_last_node() {
     let mut unsuitable = vec![NODE.to_owned()];
     unsuitable.extend(nodes(128));
-    let h = truncation_harness(&unsuitable);
+    let h = Harness::truncation(&unsuitable);
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert!(h.driver.allocate_calls().is_empty());
-    assert_eq!(
-        h.stored_context(),
-        unversioned_context(
-            context()
-                .selected(NODE)
-                .potential(&nodes(128))
-                .with_status_entry(POD_CLAIM, &unsuitable[..128])
-        )
-    );
+    assert_eq!(h.stored_context(), truncated_report(&unsuitable[..128]));
 }

@@ -10,18 +10,11 @@ use dra_framework::testing::fixtures::{
 use dra_framework::testing::Operation;
 use dra_framework::{ControllerConfig, KubeCallErrorKind, SyncOutcome};
 
-fn delayed_pod_harness() -> Harness {
-    Harness::new()
-        .with_class(class())
-        .with_claim(claim().delayed())
-        .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
-}
-
 #[tokio::test]
 async fn context_not_controlled_by_pod_is_ignored() {
     let mut ctx = context().potential(&[NODE]);
     ctx.metadata.owner_references = None;
-    let h = delayed_pod_harness().with_context(ctx);
+    let h = Harness::delayed_pod().with_context(ctx);
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Done);
     assert!(h.driver.calls().is_empty());
 }
@@ -102,7 +95,7 @@ async fn template_claim_owned_by_pod_is_allocated() {
 
 #[tokio::test]
 async fn claim_parameter_failure_on_pod_path_is_reported_on_claim_and_context() {
-    let h = delayed_pod_harness().with_context(context().potential(&[NODE]));
+    let h = Harness::delayed_pod().with_context(context().potential(&[NODE]));
     h.driver
         .set_claim_parameters_error(Some("count 0 out of range"));
     let err = h.sync_context().await.unwrap_err();

@@ -7,28 +7,15 @@
 //! claim arrives after it, and the driver told once a deallocated claim no longer shows its
 //! allocation.
 
-use crate::support::{failed_event, unversioned, unversioned_context, CachesExt, Harness};
+use crate::support::{
+    claim_checked_on, failed_event, unversioned, unversioned_context, CachesExt, Harness,
+};
 use dra_framework::testing::fixtures::{
     allocation, claim, class, context, nodes, pod, ClaimFixture, ClassFixture, ContextFixture,
     PodFixture, CLAIM, NAMESPACE, NODE, OTHER_CLASS, OTHER_NODE, POD, POD_CLAIM,
 };
-use dra_framework::testing::{DriverCall, Operation};
+use dra_framework::testing::Operation;
 use dra_framework::{KubeCallErrorKind, QueueKey, SyncOutcome};
-
-fn unsuitable_calls(h: &Harness) -> Vec<DriverCall> {
-    h.driver
-        .calls()
-        .into_iter()
-        .filter(|c| matches!(c, DriverCall::UnsuitableNodes { .. }))
-        .collect()
-}
-
-fn delayed_pod_harness() -> Harness {
-    Harness::new()
-        .with_class(class())
-        .with_claim(claim().delayed())
-        .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
-}
 
 #[tokio::test]
 async fn stale_watched_copy_does_not_trigger_second_allocation() {
@@ -94,7 +81,7 @@ async fn fixed_class_parameters_are_used_after_class_change() {
 #[tokio::test]
 async fn unallocated_claim_of_a_pod_requeues_the_pods_scheduling_context() {
     // The context may have been synced before the claim reached the cache.
-    let h = delayed_pod_harness().with_context(context().potential(&[NODE]));
+    let h = Harness::delayed_pod().with_context(context().potential(&[NODE]));
     h.controller
         .claim_changed(&claim().delayed().owned_by_pod());
     assert_eq!(h.controller.queue().len(), 2, "the claim and the context");
@@ -110,7 +97,7 @@ async fn unallocated_claim_of_a_pod_requeues_the_pods_scheduling_context() {
         .delayed()
         .owned_by_pod()
         .allocated(dra_framework::testing::fixtures::allocation());
-    let h = delayed_pod_harness().with_context(context().potential(&[NODE]));
+    let h = Harness::delayed_pod().with_context(context().potential(&[NODE]));
     h.controller.claim_changed(&allocated);
     assert!(
         h.controller.queue().is_empty(),
@@ -135,7 +122,7 @@ async fn unallocated_claim_of_a_pod_requeues_the_pods_scheduling_context() {
 
 #[tokio::test]
 async fn pod_change_requeues_its_scheduling_context() {
-    let h = delayed_pod_harness();
+    let h = Harness::delayed_pod();
     h.controller.pod_changed(&pod());
     assert!(h.controller.queue().is_empty(), "no context yet");
     let h = h.with_context(context().potential(&[NODE]));
@@ -158,7 +145,7 @@ async fn context_waits_for_pod_in_cache() {
 
 #[tokio::test]
 async fn other_drivers_status_entry_survives_our_update() {
-    let h = delayed_pod_harness().with_context(
+    let h = Harness::delayed_pod().with_context(
         context()
             .potential(&[NODE, OTHER_NODE])
             .with_status_entry("gpu-of-other-driver", &["node-x"])
@@ -179,7 +166,7 @@ async fn other_drivers_status_entry_survives_our_update() {
 
 #[tokio::test]
 async fn status_update_on_changed_context_conflicts_and_retries() {
-    let h = delayed_pod_harness().with_context(context().potential(&[NODE, OTHER_NODE]));
+    let h = Harness::delayed_pod().with_context(context().potential(&[NODE, OTHER_NODE]));
     // Another driver wrote its entry after our cache copy was taken.
     let mut newer = context()
         .potential(&[NODE, OTHER_NODE])
@@ -206,9 +193,7 @@ async fn status_update_on_changed_context_conflicts_and_retries() {
 async fn truncated_list_is_not_rewritten_on_recheck() {
     let mut unsuitable = nodes(128);
     unsuitable.push(NODE.into());
-    let list: Vec<&str> = unsuitable.iter().map(String::as_str).collect();
-    let h = delayed_pod_harness().with_context(context().selected(NODE).potential(&nodes(128)));
-    h.driver.set_unsuitable(POD_CLAIM, &list);
+    let h = Harness::truncation(&unsuitable);
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(h.context_writes(), 1);
     h.refresh_caches(CLAIM);
@@ -219,9 +204,7 @@ async fn truncated_list_is_not_rewritten_on_recheck() {
 
 #[tokio::test]
 async fn failed_allocation_is_reported_with_the_selected_node_unsuitable() {
-    let h =
-        delayed_pod_harness().with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
-    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    let h = Harness::selected_node_fits();
     h.driver.fail_allocate(CLAIM, "fake error");
     let err = h.sync_context().await.unwrap_err();
     assert_eq!(err.to_string(), "claim claim: fake error");
@@ -242,16 +225,12 @@ async fn failed_allocation_is_reported_with_the_selected_node_unsuitable() {
 
 #[tokio::test]
 async fn selected_node_outside_potential_nodes_is_checked() {
-    let h = delayed_pod_harness().with_context(context().selected(NODE).potential(&[OTHER_NODE]));
+    let h = Harness::delayed_pod().with_context(context().selected(NODE).potential(&[OTHER_NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[NODE]);
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
-        unsuitable_calls(&h),
-        vec![DriverCall::UnsuitableNodes {
-            pod: POD.into(),
-            claims: vec![CLAIM.into()],
-            potential_nodes: vec![OTHER_NODE.into(), NODE.into()],
-        }]
+        h.unsuitable_calls(),
+        vec![claim_checked_on(&[OTHER_NODE, NODE])]
     );
     assert!(h.driver.allocate_calls().is_empty());
 }
@@ -275,19 +254,12 @@ async fn allocated_claims_are_not_checked_for_unsuitable_nodes() {
         )
         .with_context(context().potential(&[NODE]));
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
-    assert_eq!(
-        unsuitable_calls(&h),
-        vec![DriverCall::UnsuitableNodes {
-            pod: POD.into(),
-            claims: vec![CLAIM.into()],
-            potential_nodes: vec![NODE.into()],
-        }]
-    );
+    assert_eq!(h.unsuitable_calls(), vec![claim_checked_on(&[NODE])]);
 }
 
 #[tokio::test]
 async fn own_status_patch_is_seen_before_the_watch_catches_up() {
-    let h = delayed_pod_harness().with_context(context().potential(&[NODE, OTHER_NODE]));
+    let h = Harness::delayed_pod().with_context(context().potential(&[NODE, OTHER_NODE]));
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     // The cache still holds the context without status; the next report must not conflict.
@@ -308,7 +280,7 @@ async fn own_status_patch_is_seen_before_the_watch_catches_up() {
 #[tokio::test]
 async fn node_reported_before_is_checked_again_and_stays_reported_while_unsuitable() {
     // The scheduler dropped OTHER_NODE from the potential nodes after our report.
-    let h = delayed_pod_harness().with_context(
+    let h = Harness::delayed_pod().with_context(
         context()
             .potential(&[NODE])
             .with_status_entry(POD_CLAIM, &[OTHER_NODE]),
@@ -316,19 +288,15 @@ async fn node_reported_before_is_checked_again_and_stays_reported_while_unsuitab
     h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Periodic);
     assert_eq!(
-        unsuitable_calls(&h),
-        vec![DriverCall::UnsuitableNodes {
-            pod: POD.into(),
-            claims: vec![CLAIM.into()],
-            potential_nodes: vec![NODE.into(), OTHER_NODE.into()],
-        }]
+        h.unsuitable_calls(),
+        vec![claim_checked_on(&[NODE, OTHER_NODE])]
     );
     assert_eq!(h.context_writes(), 0, "the report stands");
 }
 
 #[tokio::test]
 async fn node_reported_before_is_dropped_from_the_report_once_suitable() {
-    let h = delayed_pod_harness().with_context(
+    let h = Harness::delayed_pod().with_context(
         context()
             .potential(&[NODE])
             .with_status_entry(POD_CLAIM, &[OTHER_NODE]),
@@ -356,9 +324,7 @@ fn context_gone_on_next_patch(h: &Harness) {
 
 #[tokio::test]
 async fn no_report_is_written_once_every_claim_is_allocated() {
-    let h =
-        delayed_pod_harness().with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
-    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    let h = Harness::selected_node_fits();
     // Upstream writes the report after the allocation, most often to a context the scheduler
     // has already deleted (PostBind, once the claim is allocated). A write would meet this.
     context_gone_on_next_patch(&h);
@@ -373,9 +339,7 @@ async fn no_report_is_written_once_every_claim_is_allocated() {
 
 #[tokio::test]
 async fn report_to_a_deleted_context_after_a_failed_allocation_is_done_without_event() {
-    let h =
-        delayed_pod_harness().with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
-    h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+    let h = Harness::selected_node_fits();
     h.driver.fail_allocate(CLAIM, "node filled up");
     context_gone_on_next_patch(&h);
     assert_eq!(h.sync_context().await.unwrap(), SyncOutcome::Done);
@@ -385,7 +349,7 @@ async fn report_to_a_deleted_context_after_a_failed_allocation_is_done_without_e
 
 #[tokio::test]
 async fn status_patch_that_loses_a_race_posts_no_event() {
-    let h = delayed_pod_harness().with_context(context().potential(&[NODE, OTHER_NODE]));
+    let h = Harness::delayed_pod().with_context(context().potential(&[NODE, OTHER_NODE]));
     let mut newer = context().potential(&[NODE]);
     newer.metadata.resource_version = Some("2".into());
     h.api.insert_context(newer);

@@ -5,8 +5,11 @@
 
 use std::sync::Arc;
 
-use dra_framework::testing::fixtures::{NAMESPACE, POD};
-use dra_framework::testing::{FakeApi, MemoryCaches, ScriptedDriver, Write};
+use dra_framework::testing::fixtures::{
+    claim, class, context, nodes, pod, ClaimFixture, ContextFixture, PodFixture, CLAIM, NAMESPACE,
+    NODE, OTHER_NODE, POD, POD_CLAIM,
+};
+use dra_framework::testing::{DriverCall, FakeApi, MemoryCaches, ScriptedDriver, Write};
 use dra_framework::{Controller, ControllerConfig, EventType, QueueKey, Result, SyncOutcome};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{
@@ -54,6 +57,42 @@ impl Harness {
             driver,
             controller,
         }
+    }
+
+    /// Our class, the delayed claim and the pod that refers to it as `POD_CLAIM`; the
+    /// scheduling context is the test's.
+    pub fn delayed_pod() -> Self {
+        Self::new()
+            .with_class(class())
+            .with_claim(claim().delayed())
+            .with_pod(pod().with_claim(POD_CLAIM, CLAIM))
+    }
+
+    /// [`Harness::delayed_pod`] with `NODE` selected out of `NODE` and `OTHER_NODE`, where the
+    /// driver finds `OTHER_NODE` unsuitable.
+    pub fn selected_node_fits() -> Self {
+        let h = Self::delayed_pod()
+            .with_context(context().selected(NODE).potential(&[NODE, OTHER_NODE]));
+        h.driver.set_unsuitable(POD_CLAIM, &[OTHER_NODE]);
+        h
+    }
+
+    /// [`Harness::delayed_pod`] with the node `NODE` selected out of 128 potential nodes,
+    /// and `unsuitable` reported unsuitable by the driver.
+    pub fn truncation(unsuitable: &[String]) -> Self {
+        let h = Self::delayed_pod().with_context(context().selected(NODE).potential(&nodes(128)));
+        let list: Vec<&str> = unsuitable.iter().map(String::as_str).collect();
+        h.driver.set_unsuitable(POD_CLAIM, &list);
+        h
+    }
+
+    /// The driver's `unsuitable_nodes` calls so far.
+    pub fn unsuitable_calls(&self) -> Vec<DriverCall> {
+        self.driver
+            .calls()
+            .into_iter()
+            .filter(|c| matches!(c, DriverCall::UnsuitableNodes { .. }))
+            .collect()
     }
 
     /// Puts a claim into both the API server and the watch cache.
@@ -191,4 +230,13 @@ pub fn failed_event(kind: &str, message: &str) -> (String, EventType, String, St
         "Failed".to_owned(),
         message.to_owned(),
     )
+}
+
+/// The driver's check of the pod's claim `CLAIM` against `nodes`.
+pub fn claim_checked_on<S: AsRef<str>>(nodes: &[S]) -> DriverCall {
+    DriverCall::UnsuitableNodes {
+        pod: POD.into(),
+        claims: vec![CLAIM.into()],
+        potential_nodes: nodes.iter().map(|n| n.as_ref().to_owned()).collect(),
+    }
 }
