@@ -1,6 +1,7 @@
 //! The commit guard: while it refuses, no batch is committed, every caller gets `Fenced`, and
 //! neither the file nor the in-memory inventory keeps anything of the refused operations.
 
+use crate::support::{assert_error, take};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -37,11 +38,11 @@ fn refused_commit_writes_nothing_and_names_the_reason() {
     let error = ledger
         .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
         .unwrap_err();
-    assert!(matches!(error, LedgerError::Fenced { .. }), "{error}");
+    assert_error!(error, LedgerError::Fenced { .. });
     assert!(error.to_string().contains("lease lost"), "{error}");
     assert_eq!(error.kind(), "fenced");
     let error = ledger.set_inventory("node-b", gpus(1, "H100")).unwrap_err();
-    assert!(matches!(error, LedgerError::Fenced { .. }), "{error}");
+    assert_error!(error, LedgerError::Fenced { .. });
 
     assert!(ledger.allocation("u1").unwrap().is_none());
     assert!(ledger.pending_intents().unwrap().is_empty());
@@ -50,9 +51,7 @@ fn refused_commit_writes_nothing_and_names_the_reason() {
 
     // The in-memory inventory was reloaded: both devices are free for the next allocation.
     fenced.store(false, Ordering::SeqCst);
-    let other = ledger
-        .allocate(allocate("u2", None, request(2, Sharing::Exclusive)))
-        .unwrap();
+    let other = take(&ledger, "u2", 2);
     assert_eq!(other.devices.len(), 2);
     assert_consistent(&ledger);
 }
@@ -64,9 +63,7 @@ fn refused_batch_leaves_the_file_as_the_last_allowed_commit() {
     {
         let ledger = open_guarded(dir.path(), &fenced);
         ledger.set_inventory("node-a", gpus(4, "H100")).unwrap();
-        ledger
-            .allocate(allocate("kept", None, request(1, Sharing::Exclusive)))
-            .unwrap();
+        take(&ledger, "kept", 1);
         fenced.store(true, Ordering::SeqCst);
         assert!(ledger.release("kept").is_err());
         assert!(ledger
@@ -102,7 +99,7 @@ fn concurrent_callers_all_see_the_refusal() {
         .collect();
     for thread in threads {
         let error = thread.join().unwrap().unwrap_err();
-        assert!(matches!(error, LedgerError::Fenced { .. }), "{error}");
+        assert_error!(error, LedgerError::Fenced { .. });
     }
     assert_eq!(ledger.nodes().unwrap()[0].counts.allocated, 0);
     assert_consistent(&ledger);

@@ -1,6 +1,7 @@
 //! Many concurrent callers against one ledger: group commit never double-allocates, and every
 //! caller that got devices finds them after reopening.
 
+use crate::support::with_h100s;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -33,9 +34,7 @@ fn on_threads<R: Send + 'static>(
 
 #[test]
 fn concurrent_callers_never_double_allocate_and_find_their_devices_after_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(8, "H100")).unwrap();
+    let (dir, ledger) = with_h100s(8);
     ledger.set_inventory("node-b", gpus(8, "H100")).unwrap();
     let won: Vec<Allocation> = on_threads(&ledger, |ledger, t| {
         let mut won = Vec::new();
@@ -80,9 +79,7 @@ fn concurrent_callers_never_double_allocate_and_find_their_devices_after_reopen(
 
 #[test]
 fn concurrent_allocate_and_release_with_sharing_keeps_invariants() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(3, "H100")).unwrap();
+    let (dir, ledger) = with_h100s(3);
     let kept: BTreeMap<String, Vec<String>> = on_threads(&ledger, |ledger, t| {
         let mut kept = BTreeMap::new();
         for round in 0..6 {

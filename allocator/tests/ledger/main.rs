@@ -14,3 +14,4 @@ mod fixtures;
 mod model;
 mod open;
 mod ops;
+mod support;

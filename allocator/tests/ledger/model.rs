@@ -3,6 +3,7 @@
 //!
 //! `PROPTEST_CASES` sets the number of sequences (default 24).
 
+use crate::support::assert_error;
 use std::collections::{BTreeMap, BTreeSet};
 
 use dra_allocator::ledger::{AllocationQuery, AllocationState, Ledger, LedgerError};
@@ -142,10 +143,7 @@ fn step_allocate(
             assert_eq!(got.node, existing.node);
         } else {
             let error = result.expect_err("repeat with other parameters");
-            assert!(
-                matches!(error, LedgerError::ClaimConflict { .. }),
-                "{error}"
-            );
+            assert_error!(error, LedgerError::ClaimConflict { .. });
         }
         return;
     }
@@ -183,10 +181,7 @@ fn step_allocate(
         }
         Err(error) => {
             assert!(!feasible, "refused although the model sees room: {error}");
-            assert!(
-                matches!(error, LedgerError::Unsatisfiable { .. }),
-                "{error}"
-            );
+            assert_error!(error, LedgerError::Unsatisfiable { .. });
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Opening, reopening and backing up ledger files, and the read views over them.
 
+use crate::support::{assert_error, take, with_h100s};
 use std::fs;
 use std::sync::{Arc, Mutex};
 
@@ -14,12 +15,8 @@ fn reopen_keeps_allocations_and_pending_intents() {
     let (pending, confirmed) = {
         let ledger = open(dir.path());
         ledger.set_inventory("node-a", gpus(4, "H100")).unwrap();
-        let pending = ledger
-            .allocate(allocate("p", None, request(1, Sharing::Exclusive)))
-            .unwrap();
-        let confirmed = ledger
-            .allocate(allocate("c", None, request(2, Sharing::Exclusive)))
-            .unwrap();
+        let pending = take(&ledger, "p", 1);
+        let confirmed = take(&ledger, "c", 2);
         let confirmed_now = ledger.confirm("c").unwrap();
         assert_eq!(confirmed.devices, confirmed_now.devices);
         (pending, confirmed_now)
@@ -82,10 +79,7 @@ fn file_of_another_driver_is_refused_and_left_unchanged() {
 
     let error = Ledger::open(&path, "fpga.example.com").unwrap_err();
 
-    assert!(
-        matches!(error, LedgerError::DriverMismatch { .. }),
-        "{error}"
-    );
+    assert_error!(error, LedgerError::DriverMismatch { .. });
     assert!(error
         .to_string()
         .contains("belongs to driver gpu.example.com"));
@@ -140,10 +134,7 @@ fn corrupt_and_empty_files_are_clear_errors() {
         "{error}"
     );
     let error = Ledger::open(&empty, DRIVER).unwrap_err();
-    assert!(
-        matches!(error, LedgerError::Schema(MigrationError::FileEmpty { .. })),
-        "{error}"
-    );
+    assert_error!(error, LedgerError::Schema(MigrationError::FileEmpty { .. }));
     assert_eq!(fs::read(&empty).unwrap(), b"");
 }
 
@@ -155,7 +146,7 @@ fn unusable_location_is_a_clear_error() {
 
     let error = Ledger::open(not_a_dir.join("ledger.redb"), DRIVER).unwrap_err();
 
-    assert!(matches!(error, LedgerError::FileOpen { .. }), "{error}");
+    assert_error!(error, LedgerError::FileOpen { .. });
     assert!(error.to_string().contains("cannot open ledger file"));
 }
 
@@ -166,14 +157,12 @@ fn second_open_of_an_open_file_is_refused() {
 
     let error = Ledger::open(dir.path().join("ledger.redb"), DRIVER).unwrap_err();
 
-    assert!(matches!(error, LedgerError::FileLocked { .. }), "{error}");
+    assert_error!(error, LedgerError::FileLocked { .. });
 }
 
 #[test]
 fn backup_is_a_consistent_copy_that_opens_and_verifies() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(4, "H100")).unwrap();
+    let (dir, ledger) = with_h100s(4);
     for uid in ["a", "b", "c"] {
         ledger
             .allocate(allocate(uid, None, request(1, Sharing::Exclusive)))
@@ -184,7 +173,7 @@ fn backup_is_a_consistent_copy_that_opens_and_verifies() {
 
     ledger.backup(&copy).unwrap();
     let error = ledger.backup(&copy).unwrap_err();
-    assert!(matches!(error, LedgerError::Backup { .. }), "{error}");
+    assert_error!(error, LedgerError::Backup { .. });
 
     let restored = Ledger::open(&copy, DRIVER).unwrap();
     assert_consistent(&restored);
@@ -246,9 +235,7 @@ fn audit_log_is_bounded_by_retention_and_pages_by_sequence() {
 
 #[test]
 fn allocations_page_by_claim_uid_with_filters() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(4, "H100")).unwrap();
+    let (_dir, ledger) = with_h100s(4);
     ledger.set_inventory("node-b", gpus(4, "H100")).unwrap();
     for uid in ["e", "a", "d", "b", "c"] {
         ledger
@@ -302,9 +289,7 @@ fn allocations_page_by_claim_uid_with_filters() {
 
 #[test]
 fn utilisation_counts_totals_and_by_attribute() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    let (_dir, ledger) = with_h100s(2);
     ledger.set_inventory("node-b", gpus(3, "H200")).unwrap();
     ledger
         .allocate(allocate("u1", None, model_request(2, "H200")))
@@ -380,9 +365,7 @@ fn commit_hook_sees_every_commit() {
     .unwrap();
 
     ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
-    ledger
-        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    take(&ledger, "u1", 1);
 
     let samples = seen.lock().unwrap().clone();
     assert_eq!(samples.len(), 2);

@@ -1,21 +1,16 @@
 //! Claim operations of the ledger: idempotence, intents, sharing, pods, inventory changes.
 
+use crate::support::{assert_error, take, with_h100s};
 use dra_allocator::ledger::{AllocationState, ImportRequest, IntentKind, LedgerError, Resolution};
 use dra_allocator::model::Sharing;
 use testkit::ledger::*;
 
 #[test]
 fn repeat_allocate_returns_same_devices() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(4, "H100")).unwrap();
+    let (_dir, ledger) = with_h100s(4);
 
-    let first = ledger
-        .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
-        .unwrap();
-    let again = ledger
-        .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
-        .unwrap();
+    let first = take(&ledger, "u1", 2);
+    let again = take(&ledger, "u1", 2);
 
     assert_eq!(first, again);
     assert_eq!(first.devices.len(), 2);
@@ -25,20 +20,13 @@ fn repeat_allocate_returns_same_devices() {
 
 #[test]
 fn repeat_with_different_parameters_conflicts_until_released() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(4, "H100")).unwrap();
-    ledger
-        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    let (_dir, ledger) = with_h100s(4);
+    take(&ledger, "u1", 1);
 
     let error = ledger
         .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
         .unwrap_err();
-    assert!(
-        matches!(error, LedgerError::ClaimConflict { .. }),
-        "{error}"
-    );
+    assert_error!(error, LedgerError::ClaimConflict { .. });
     let error = ledger
         .allocate(allocate(
             "u1",
@@ -46,24 +34,17 @@ fn repeat_with_different_parameters_conflicts_until_released() {
             request(1, Sharing::Exclusive),
         ))
         .unwrap_err();
-    assert!(
-        matches!(error, LedgerError::ClaimConflict { .. }),
-        "{error}"
-    );
+    assert_error!(error, LedgerError::ClaimConflict { .. });
 
     ledger.release("u1").unwrap();
-    let now = ledger
-        .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
-        .unwrap();
+    let now = take(&ledger, "u1", 2);
     assert_eq!(now.devices.len(), 2);
     assert_consistent(&ledger);
 }
 
 #[test]
 fn allocation_stays_pending_with_an_intent_until_confirmed() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    let (_dir, ledger) = with_h100s(2);
 
     let allocation = ledger
         .allocate(allocate(
@@ -133,9 +114,7 @@ fn a_deferred_confirmation_rides_with_the_next_write_and_checks_the_placement() 
         .confirm_deferred("u3", "node-a", &allocations[0].devices)
         .unwrap();
     ledger.confirm_deferred("nobody", "node-a", &[]).unwrap();
-    ledger
-        .allocate(allocate("u4", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    take(&ledger, "u4", 1);
 
     // The deferred confirmations were applied in the allocation's commit, before it.
     let stats = ledger.commit_stats();
@@ -158,15 +137,9 @@ fn a_deferred_confirmation_rides_with_the_next_write_and_checks_the_placement() 
 
 #[test]
 fn a_deferred_confirmation_alone_is_committed_without_a_sync_and_synced_at_close() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
-    let a = ledger
-        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
-        .unwrap();
-    let b = ledger
-        .allocate(allocate("u2", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    let (dir, ledger) = with_h100s(2);
+    let a = take(&ledger, "u1", 1);
+    let b = take(&ledger, "u2", 1);
 
     ledger.confirm_deferred("u1", &a.node, &a.devices).unwrap();
     testkit::eventually_blocking(
@@ -198,20 +171,13 @@ fn confirm_of_unknown_claim_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = open(dir.path());
     let error = ledger.confirm("nobody").unwrap_err();
-    assert!(
-        matches!(error, LedgerError::ClaimNotFound { .. }),
-        "{error}"
-    );
+    assert_error!(error, LedgerError::ClaimNotFound { .. });
 }
 
 #[test]
 fn release_is_idempotent_and_unknown_uid_is_fine() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
-    ledger
-        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    let (_dir, ledger) = with_h100s(1);
+    take(&ledger, "u1", 1);
 
     assert!(ledger.release("u1").unwrap().is_some());
     assert!(ledger.release("u1").unwrap().is_none());
@@ -229,24 +195,15 @@ fn release_is_idempotent_and_unknown_uid_is_fine() {
 
 #[test]
 fn abort_frees_a_pending_allocation_but_refuses_a_confirmed_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
-    ledger
-        .allocate(allocate("pending", None, request(1, Sharing::Exclusive)))
-        .unwrap();
-    ledger
-        .allocate(allocate("confirmed", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    let (_dir, ledger) = with_h100s(2);
+    take(&ledger, "pending", 1);
+    take(&ledger, "confirmed", 1);
     ledger.confirm("confirmed").unwrap();
 
     assert!(ledger.abort("pending").unwrap().is_some());
     assert!(ledger.abort("pending").unwrap().is_none());
     let error = ledger.abort("confirmed").unwrap_err();
-    assert!(
-        matches!(error, LedgerError::AbortConfirmed { .. }),
-        "{error}"
-    );
+    assert_error!(error, LedgerError::AbortConfirmed { .. });
     assert!(ledger.allocation("confirmed").unwrap().is_some());
     assert!(ledger.pending_intents().unwrap().is_empty());
     assert_consistent(&ledger);
@@ -254,33 +211,22 @@ fn abort_frees_a_pending_allocation_but_refuses_a_confirmed_one() {
 
 #[test]
 fn exclusive_devices_are_never_given_twice() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
-    ledger
-        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
-        .unwrap();
-    ledger
-        .allocate(allocate("u2", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    let (_dir, ledger) = with_h100s(2);
+    take(&ledger, "u1", 1);
+    take(&ledger, "u2", 1);
 
     let error = ledger
         .allocate(allocate("u3", None, request(1, Sharing::Exclusive)))
         .unwrap_err();
 
-    assert!(
-        matches!(error, LedgerError::Unsatisfiable { .. }),
-        "{error}"
-    );
+    assert_error!(error, LedgerError::Unsatisfiable { .. });
     assert!(ledger.allocation("u3").unwrap().is_none());
     assert_consistent(&ledger);
 }
 
 #[test]
 fn shared_devices_take_up_to_max_consumers() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
+    let (_dir, ledger) = with_h100s(1);
     let shared = Sharing::Shared { max_consumers: 2 };
     ledger
         .allocate(allocate("u1", None, request(1, shared)))
@@ -300,9 +246,7 @@ fn shared_devices_take_up_to_max_consumers() {
 
 #[test]
 fn pod_claims_are_allocated_all_or_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(3, "H100")).unwrap();
+    let (_dir, ledger) = with_h100s(3);
 
     let error = ledger
         .allocate_pod(
@@ -314,10 +258,7 @@ fn pod_claims_are_allocated_all_or_nothing() {
             ],
         )
         .unwrap_err();
-    assert!(
-        matches!(error, LedgerError::Unsatisfiable { .. }),
-        "{error}"
-    );
+    assert_error!(error, LedgerError::Unsatisfiable { .. });
     assert!(ledger.allocation("a").unwrap().is_none());
     assert!(ledger.allocation("b").unwrap().is_none());
 
@@ -349,12 +290,8 @@ fn pod_claims_are_allocated_all_or_nothing() {
 
 #[test]
 fn vanished_allocated_device_becomes_missing_and_leaves_on_release() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
-    let allocation = ledger
-        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    let (_dir, ledger) = with_h100s(2);
+    let allocation = take(&ledger, "u1", 1);
     let held = allocation.devices[0].clone();
 
     let change = ledger.set_inventory("node-a", Vec::new()).unwrap();
@@ -373,12 +310,8 @@ fn vanished_allocated_device_becomes_missing_and_leaves_on_release() {
 
 #[test]
 fn missing_device_published_again_is_restored_with_its_consumer() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
-    ledger
-        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    let (_dir, ledger) = with_h100s(1);
+    take(&ledger, "u1", 1);
     ledger.set_inventory("node-a", Vec::new()).unwrap();
 
     let change = ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
@@ -392,12 +325,8 @@ fn missing_device_published_again_is_restored_with_its_consumer() {
 
 #[test]
 fn cordoned_device_is_skipped_and_keeps_its_consumer() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
-    let held = ledger
-        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    let (_dir, ledger) = with_h100s(2);
+    let held = take(&ledger, "u1", 1);
     let other = if held.devices[0] == "gpu-0" {
         "gpu-1"
     } else {
@@ -413,23 +342,16 @@ fn cordoned_device_is_skipped_and_keeps_its_consumer() {
         .is_err());
     assert!(ledger.allocation("u1").unwrap().is_some());
     assert!(ledger.uncordon("node-a", other).unwrap());
-    let u2 = ledger
-        .allocate(allocate("u2", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    let u2 = take(&ledger, "u2", 1);
     assert_eq!(u2.devices, vec![other.to_owned()]);
     let error = ledger.cordon("node-a", "gpu-9").unwrap_err();
-    assert!(
-        matches!(error, LedgerError::DeviceNotFound { .. }),
-        "{error}"
-    );
+    assert_error!(error, LedgerError::DeviceNotFound { .. });
     assert_consistent(&ledger);
 }
 
 #[test]
 fn import_records_a_confirmed_allocation_and_refuses_conflicts() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    let (_dir, ledger) = with_h100s(2);
     let imported = ImportRequest {
         claim: claim("u1"),
         pod_uid: None,
@@ -448,13 +370,8 @@ fn import_records_a_confirmed_allocation_and_refuses_conflicts() {
         ..imported
     };
     let error = ledger.import(clash).unwrap_err();
-    assert!(
-        matches!(error, LedgerError::DeviceConflict { .. }),
-        "{error}"
-    );
-    let repeat = ledger
-        .allocate(allocate("u1", None, request(1, Sharing::Exclusive)))
-        .unwrap();
+    assert_error!(error, LedgerError::DeviceConflict { .. });
+    let repeat = take(&ledger, "u1", 1);
     assert_eq!(repeat.devices, vec!["gpu-1".to_owned()]);
     assert_consistent(&ledger);
 }
@@ -484,18 +401,16 @@ fn import_of_an_unpublished_device_records_it_missing() {
 
 #[test]
 fn malformed_input_is_refused_without_writing() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
+    let (_dir, ledger) = with_h100s(1);
 
     let error = ledger
         .allocate(allocate("", None, request(1, Sharing::Exclusive)))
         .unwrap_err();
-    assert!(matches!(error, LedgerError::InvalidInput { .. }), "{error}");
+    assert_error!(error, LedgerError::InvalidInput { .. });
     let error = ledger
         .set_inventory("node-b", vec![gpu("x", "H100", 0), gpu("x", "H100", 0)])
         .unwrap_err();
-    assert!(matches!(error, LedgerError::InvalidInput { .. }), "{error}");
+    assert_error!(error, LedgerError::InvalidInput { .. });
     let error = ledger
         .allocate_pod(
             "pod",
@@ -506,16 +421,14 @@ fn malformed_input_is_refused_without_writing() {
             ],
         )
         .unwrap_err();
-    assert!(matches!(error, LedgerError::InvalidInput { .. }), "{error}");
+    assert_error!(error, LedgerError::InvalidInput { .. });
     assert_eq!(ledger.nodes().unwrap().len(), 1);
     assert_consistent(&ledger);
 }
 
 #[test]
 fn selector_and_node_choice_are_respected() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    let (_dir, ledger) = with_h100s(2);
     ledger.set_inventory("node-b", gpus(2, "H200")).unwrap();
 
     let h200 = ledger
@@ -525,18 +438,13 @@ fn selector_and_node_choice_are_respected() {
     let error = ledger
         .allocate(allocate("u2", Some("node-a"), model_request(1, "H200")))
         .unwrap_err();
-    assert!(
-        matches!(error, LedgerError::Unsatisfiable { .. }),
-        "{error}"
-    );
+    assert_error!(error, LedgerError::Unsatisfiable { .. });
     assert_consistent(&ledger);
 }
 
 #[test]
 fn gang_check_counts_the_pods_own_holds_as_free_and_leaves_them_in_place() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
+    let (_dir, ledger) = with_h100s(2);
     ledger.set_inventory("node-b", gpus(2, "H100")).unwrap();
     // The pod's claim holds one device of node-a from an earlier (stale) allocation, another
     // claim one device of node-b.
@@ -576,12 +484,8 @@ fn gang_check_counts_the_pods_own_holds_as_free_and_leaves_them_in_place() {
 
 #[test]
 fn inventories_changed_tells_apart_what_a_write_would_change() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = open(dir.path());
-    ledger.set_inventory("node-a", gpus(2, "H100")).unwrap();
-    ledger
-        .allocate(allocate("u1", None, request(2, Sharing::Exclusive)))
-        .unwrap();
+    let (_dir, ledger) = with_h100s(2);
+    take(&ledger, "u1", 2);
     ledger.set_inventory("node-b", gpus(2, "H100")).unwrap();
     // node-a's allocated devices vanish: marked missing, still recorded.
     ledger.set_inventory("node-a", Vec::new()).unwrap();

@@ -1,0 +1,32 @@
+//! Helpers of the ledger tests beyond `testkit::ledger`: a ledger with devices, an exclusive
+//! allocation that must succeed, and an assertion on the variant of an error.
+
+use dra_allocator::ledger::{Allocation, Ledger};
+use dra_allocator::model::Sharing;
+use tempfile::TempDir;
+use testkit::ledger::{allocate, gpus, open, request};
+
+/// Asserts that `$error` matches `$pattern`, showing the error when it does not.
+macro_rules! assert_error {
+    ($error:expr, $pattern:pat) => {{
+        let error = &$error;
+        assert!(matches!(error, $pattern), "{error}");
+    }};
+}
+pub(crate) use assert_error;
+
+/// A fresh ledger in its own directory (keep it while the ledger is used) with `count` H100
+/// on `node-a`.
+pub fn with_h100s(count: usize) -> (TempDir, Ledger) {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(dir.path());
+    ledger.set_inventory("node-a", gpus(count, "H100")).unwrap();
+    (dir, ledger)
+}
+
+/// Allocates `count` exclusive devices to claim `uid` wherever they fit.
+pub fn take(ledger: &Ledger, uid: &str, count: u8) -> Allocation {
+    ledger
+        .allocate(allocate(uid, None, request(count, Sharing::Exclusive)))
+        .unwrap_or_else(|error| panic!("allocate {uid}: {error}"))
+}
