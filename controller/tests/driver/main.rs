@@ -7,6 +7,8 @@
 
 mod class_defaults;
 mod cluster_api;
+#[path = "../e2e/e2e_support/mod.rs"]
+mod e2e_support;
 mod handle_props;
 mod inventory_props;
 mod ledger;

@@ -81,6 +81,14 @@ impl Env {
         env
     }
 
+    /// Starts a simulated cluster of `config` (nodes with simulated devices) and prepares it.
+    pub async fn start_simulated(config: ClusterConfig) -> Env {
+        let cluster = start_cluster(config).await.expect("cluster starts");
+        let mut env = Env::connect(cluster.kube_client()).await;
+        env.cluster = Some(cluster);
+        env
+    }
+
     /// Prepares the cluster behind `client` (its nodes already exist): the parameter CRDs, the
     /// class parameters `gpu-defaults` (policy `Pack`) and the class [`CLASS`].
     pub async fn connect(client: Client) -> Env {
@@ -155,21 +163,61 @@ impl Env {
             },
             spec: ResourceClaimTemplateSpec {
                 metadata: None,
-                spec: ResourceClaimSpec {
-                    resource_class_name: class.into(),
-                    allocation_mode: None,
-                    parameters_ref: Some(ResourceClaimParametersReference {
-                        api_group: Some(API_GROUP.into()),
-                        kind: "DeviceClaimParameters".into(),
-                        name: params.into(),
-                    }),
-                },
+                spec: claim_spec(class, params, None),
             },
         };
         Api::<ResourceClaimTemplate>::default_namespaced(self.client.clone())
             .create(&PostParams::default(), &template)
             .await
             .expect("template created");
+    }
+
+    /// Creates claim `name` of [`CLASS`] with claim parameters `params`, allocated at once.
+    pub async fn immediate_claim(&self, name: &str, params: &str) {
+        let claim = ResourceClaim {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            spec: claim_spec(CLASS, params, Some("Immediate")),
+            status: None,
+        };
+        self.claims()
+            .create(&PostParams::default(), &claim)
+            .await
+            .expect("claim created");
+    }
+
+    /// The claims of the namespace.
+    pub fn claims(&self) -> Api<ResourceClaim> {
+        Api::default_namespaced(self.client.clone())
+    }
+
+    /// The claim `name` once it shows our allocation, with its handle data.
+    pub async fn allocated(&self, name: &str) -> (ResourceClaim, HandleData) {
+        let claims = self.claims();
+        testkit::eventually(&format!("claim {name} allocated"), WAIT, || async {
+            let claim = claims.get_opt(name).await.ok()??;
+            match claim_allocation(&claim, DRIVER) {
+                Ok(ClaimAllocationState::Ours(data)) => Some((claim, data)),
+                _ => None,
+            }
+        })
+        .await
+    }
+
+    /// The name of the claim the resourceclaim controller made for the first claim of `pod`.
+    pub async fn claim_of_pod(&self, pod: &str) -> String {
+        let pods = Api::<Pod>::default_namespaced(self.client.clone());
+        testkit::eventually("template claim created", WAIT, || async {
+            let pod = pods.get(pod).await.ok()?;
+            pod.status?
+                .resource_claim_statuses?
+                .first()?
+                .resource_claim_name
+                .clone()
+        })
+        .await
     }
 
     /// Creates pod `name` with one claim per `(pod claim name, template)` entry.
@@ -343,6 +391,20 @@ impl AllocatedClaim {
         }
     }
 }
+/// A claim spec of `class` with claim parameters `params` and allocation `mode` (`None`: when
+/// a pod needs it).
+fn claim_spec(class: &str, params: &str, mode: Option<&str>) -> ResourceClaimSpec {
+    ResourceClaimSpec {
+        resource_class_name: class.into(),
+        allocation_mode: mode.map(Into::into),
+        parameters_ref: Some(ResourceClaimParametersReference {
+            api_group: Some(API_GROUP.into()),
+            kind: "DeviceClaimParameters".into(),
+            name: params.into(),
+        }),
+    }
+}
+
 /// The pod object `name` with one claim per `(pod claim name, template)` entry.
 pub fn pod(name: &str, claims: &[(&str, &str)]) -> Pod {
     Pod {
