@@ -136,6 +136,14 @@ impl Fixture {
     }
 
     /// A work item as the framework builds it, with the driver's parameters.
+    /// `claim` allocated on the immediate path (the driver picks the node): the work item with
+    /// the driver's outputs.
+    pub async fn allocate_immediate(&self, claim: Claim) -> ClaimAllocation<LedgerDriver> {
+        let mut items = vec![self.item("", claim).await];
+        self.driver.allocate(&mut items, None).await;
+        items.pop().expect("one item")
+    }
+
     pub async fn item(&self, pod_claim: &str, claim: Claim) -> ClaimAllocation<LedgerDriver> {
         let class = class(Some(CLASS_PARAMS));
         let class_params = self.driver.get_class_parameters(&class).await.unwrap();

@@ -30,11 +30,12 @@ async fn immediate_claim_gets_one_handle_on_the_chosen_node() {
             ..Default::default()
         },
     );
-    let mut items = vec![f.item("", claim("c1", "uid-1").params("two")).await];
-    f.driver.allocate(&mut items, None).await;
-    let result = items[0].allocation.clone().expect("allocated");
+    let items = f
+        .allocate_immediate(claim("c1", "uid-1").params("two"))
+        .await;
+    let result = items.allocation.clone().expect("allocated");
     assert_eq!(result.shareable, Some(true));
-    let allocated = allocated(&items[0].claim, result);
+    let allocated = allocated(&items.claim, result);
     let ClaimAllocationState::Ours(data) = claim_allocation(&allocated, DRIVER).unwrap() else {
         panic!("our allocation")
     };
@@ -106,11 +107,9 @@ async fn repeat_allocate_returns_same_devices() {
     f.driver.allocate(&mut again, Some("node-1")).await;
     assert!(first[0].allocation.is_some());
     assert_eq!(first[0].allocation, again[0].allocation);
-    let mut immediate = vec![f.item("", claim("c2", "uid-2")).await];
-    f.driver.allocate(&mut immediate, None).await;
-    let mut immediate_again = vec![f.item("", claim("c2", "uid-2")).await];
-    f.driver.allocate(&mut immediate_again, None).await;
-    assert_eq!(immediate[0].allocation, immediate_again[0].allocation);
+    let immediate = f.allocate_immediate(claim("c2", "uid-2")).await;
+    let immediate_again = f.allocate_immediate(claim("c2", "uid-2")).await;
+    assert_eq!(immediate.allocation, immediate_again.allocation);
     assert_eq!(f.driver.ledger().utilisation().unwrap().claims_allocated, 2);
 }
 
@@ -312,16 +311,14 @@ async fn a_stale_pending_allocation_of_the_pod_does_not_block_it_elsewhere() {
 async fn deallocate_is_idempotent_and_frees_the_devices() {
     let f = Fixture::new(&[("node-0", 1, "H100")]);
     let c = claim("c1", "uid-1");
-    let mut items = vec![f.item("", c.clone()).await];
-    f.driver.allocate(&mut items, None).await;
-    assert!(items[0].allocation.is_some());
+    let items = f.allocate_immediate(c.clone()).await;
+    assert!(items.allocation.is_some());
     f.driver.deallocate(&c.0).await.unwrap();
     f.driver.deallocate(&c.0).await.unwrap();
     assert!(f.driver.ledger().allocation("uid-1").unwrap().is_none());
-    let mut next = vec![f.item("", claim("c2", "uid-2")).await];
-    f.driver.allocate(&mut next, None).await;
+    let next = f.allocate_immediate(claim("c2", "uid-2")).await;
     assert!(
-        next[0].allocation.is_some(),
+        next.allocation.is_some(),
         "the freed device is allocatable again"
     );
 }
@@ -330,22 +327,19 @@ async fn deallocate_is_idempotent_and_frees_the_devices() {
 async fn devices_of_a_claim_that_shows_them_are_freed_only_once_its_status_no_longer_does() {
     let f = Fixture::new(&[("node-0", 1, "H100")]);
     let c = claim("c1", "uid-1");
-    let mut items = vec![f.item("", c.clone()).await];
-    f.driver.allocate(&mut items, None).await;
-    let shown = allocated(&c.0, items[0].allocation.clone().expect("allocated"));
+    let items = f.allocate_immediate(c.clone()).await;
+    let shown = allocated(&c.0, items.allocation.clone().expect("allocated"));
     f.driver.deallocate(&shown).await.unwrap();
     assert!(
         f.driver.ledger().allocation("uid-1").unwrap().is_some(),
         "held while the claim still names the device"
     );
-    let mut other = vec![f.item("", claim("c2", "uid-2")).await];
-    f.driver.allocate(&mut other, None).await;
-    assert!(other[0].allocation.is_none(), "{:?}", other[0].error);
+    let other = f.allocate_immediate(claim("c2", "uid-2")).await;
+    assert!(other.allocation.is_none(), "{:?}", other.error);
     f.driver.deallocation_published(&c.0).await;
     assert!(f.driver.ledger().allocation("uid-1").unwrap().is_none());
-    let mut again = vec![f.item("", claim("c2", "uid-2")).await];
-    f.driver.allocate(&mut again, None).await;
-    assert!(again[0].allocation.is_some(), "{:?}", again[0].error);
+    let again = f.allocate_immediate(claim("c2", "uid-2")).await;
+    assert!(again.allocation.is_some(), "{:?}", again.error);
 }
 
 #[tokio::test]
@@ -377,9 +371,8 @@ async fn deallocate_aborts_an_allocation_in_progress() {
 #[tokio::test]
 async fn allocate_fails_when_the_driver_does_not_become_ready() {
     let f = Fixture::unready(&[("node-0", 1, "H100")], Duration::from_millis(20));
-    let mut items = vec![f.item("", claim("c1", "uid-1")).await];
-    f.driver.allocate(&mut items, None).await;
-    assert!(matches!(items[0].error, Some(DriverError::NotReady)));
+    let items = f.allocate_immediate(claim("c1", "uid-1")).await;
+    assert!(matches!(items.error, Some(DriverError::NotReady)));
     assert!(f.driver.ledger().allocation("uid-1").unwrap().is_none());
 }
 
@@ -577,8 +570,9 @@ async fn observer_sees_each_call_with_fixed_labels() {
         f.item("b", claim("cb", "uid-b")).await,
     ];
     f.driver.allocate(&mut fits, Some("node-0")).await;
-    let mut too_big = vec![f.item("", claim("cc", "uid-c").params("three")).await];
-    f.driver.allocate(&mut too_big, None).await;
+    // Too big for the node: counted as unsatisfiable.
+    f.allocate_immediate(claim("cc", "uid-c").params("three"))
+        .await;
     f.driver.allocate(&mut [], None).await;
     f.driver.deallocate(&fits[0].claim).await.unwrap();
     f.driver.deallocate(&fits[0].claim).await.unwrap();
