@@ -353,19 +353,9 @@ fn run_serves_the_admin_api_with_its_token_and_the_drivers_reconcile() {
     std::fs::write(&token, TOKEN).unwrap();
     let mut sim = crate::cli_support::start_sim(dir.path());
     let kubeconfig = sim.kubeconfig.clone();
-    let mut run = crate::cli_support::spawn(&[
-        "run",
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--ledger",
-        dir.path().join("ledger.redb").to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--admin-token-file",
-        token.to_str().unwrap(),
-        "--log-format",
-        "json",
-    ]);
+    let mut run = crate::cli_support::run_with_token(&kubeconfig, dir.path(), &token)
+        .spawn()
+        .unwrap();
     let mut logs = crate::cli_support::Lines::new(run.stderr.take().unwrap());
     let addr = crate::cli_support::controller_addr(&mut logs);
     crate::cli_support::wait_leading(&addr, Duration::from_secs(60));

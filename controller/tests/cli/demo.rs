@@ -16,12 +16,12 @@ fn number_before(line: &str, suffix: &str) -> Option<u64> {
     line[..end].split_whitespace().last()?.parse().ok()
 }
 
-#[test]
-fn short_demo_allocates_serves_metrics_and_exits_zero() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("demo.redb");
-    let mut child = spawn(&[
-        "demo",
+/// `dra-ledger demo` of 20 pods on 4 nodes of 4 devices for at most 120 s, with `ledger` and
+/// `extra` arguments, serving on a free port.
+fn short_demo(ledger: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    let mut args = vec!["demo"];
+    args.extend_from_slice(extra);
+    args.extend([
         "--pods",
         "20",
         "--nodes",
@@ -35,6 +35,14 @@ fn short_demo_allocates_serves_metrics_and_exits_zero() {
         "--ledger",
         ledger.to_str().unwrap(),
     ]);
+    spawn(&args)
+}
+
+#[test]
+fn short_demo_allocates_serves_metrics_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("demo.redb");
+    let mut child = short_demo(&ledger, &[]);
     let mut lines = stdout_lines(&mut child);
     let addr = lines.wait_for(Duration::from_secs(60), testkit::process::demo_banner_addr);
     let agents: Vec<String> = lines.wait_for(Duration::from_secs(60), |line| {
@@ -342,23 +350,7 @@ fn demo_without_a_workload_serves_a_cluster_that_kubectl_adds_work_to() {
 fn demo_on_1_34_has_the_scheduler_allocate_the_agents_prepare_and_the_ledger_mirror() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("demo.redb");
-    let mut child = spawn(&[
-        "demo",
-        "--kubernetes-version",
-        "1.34",
-        "--pods",
-        "20",
-        "--nodes",
-        "4",
-        "--devices-per-node",
-        "4",
-        "--duration",
-        "120s",
-        "--listen",
-        "127.0.0.1:0",
-        "--ledger",
-        ledger.to_str().unwrap(),
-    ]);
+    let mut child = short_demo(&ledger, &["--kubernetes-version", "1.34"]);
     let mut lines = stdout_lines(&mut child);
     let addr = lines.wait_for(Duration::from_secs(60), testkit::process::demo_banner_addr);
     lines.wait_for(Duration::from_secs(60), |line| {

@@ -4,10 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger};
-use dra_allocator::model::{ClassDefaults, Device, EffectiveRequest};
-
-const DRIVER: &str = "gpu.dra-ledger.io";
+use crate::cli_support::{path_str, populated_ledger, text, DRIVER};
 
 fn dra_ledger(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dra-ledger"))
@@ -16,41 +13,17 @@ fn dra_ledger(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-/// A ledger with two nodes of devices, one confirmed and one pending allocation.
-fn populated_ledger(dir: &Path) -> PathBuf {
+/// [`populated_ledger`] at `ledger.redb` in `dir`.
+fn populated_in(dir: &Path) -> PathBuf {
     let path = dir.join("ledger.redb");
-    let ledger = Ledger::open(&path, DRIVER).unwrap();
-    for node in ["node-0", "node-1"] {
-        let devices = (0..4).map(|i| Device::new(format!("gpu-{i}"))).collect();
-        ledger.set_inventory(node, devices).unwrap();
-    }
-    let request = EffectiveRequest::from_class(&ClassDefaults::default()).unwrap();
-    for uid in ["uid-a", "uid-b"] {
-        ledger
-            .allocate(AllocateRequest {
-                claim: ClaimRef::new(uid, "team", format!("claim-{uid}")),
-                pod_uid: None,
-                request: request.clone(),
-                node: Some("node-1".to_owned()),
-            })
-            .unwrap();
-    }
-    ledger.confirm("uid-a").unwrap();
+    populated_ledger(&path);
     path
 }
 
 #[test]
 fn verify_of_a_consistent_ledger_exits_zero_with_counts() {
     let dir = tempfile::tempdir().unwrap();
-    let path = populated_ledger(dir.path());
+    let path = populated_in(dir.path());
     let before = std::fs::read(&path).unwrap();
     let output = dra_ledger(&["ledger", "verify", "--ledger", path_str(&path)]);
     assert!(output.status.success(), "{}", text(&output.stderr));
@@ -69,7 +42,7 @@ fn verify_of_a_consistent_ledger_exits_zero_with_counts() {
 #[test]
 fn inspect_shows_schema_driver_nodes_and_pending_intents() {
     let dir = tempfile::tempdir().unwrap();
-    let path = populated_ledger(dir.path());
+    let path = populated_in(dir.path());
     let output = dra_ledger(&["ledger", "inspect", "--ledger", path_str(&path)]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let stdout = text(&output.stdout);
@@ -97,7 +70,7 @@ fn inspect_shows_schema_driver_nodes_and_pending_intents() {
 #[test]
 fn inspect_json_is_one_parseable_document() {
     let dir = tempfile::tempdir().unwrap();
-    let path = populated_ledger(dir.path());
+    let path = populated_in(dir.path());
     let output = dra_ledger(&["ledger", "inspect", "--json", "--ledger", path_str(&path)]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -110,7 +83,7 @@ fn inspect_json_is_one_parseable_document() {
 #[test]
 fn backup_writes_a_copy_that_verifies_and_never_overwrites() {
     let dir = tempfile::tempdir().unwrap();
-    let path = populated_ledger(dir.path());
+    let path = populated_in(dir.path());
     let copy = dir.path().join("copy.redb");
     let output = dra_ledger(&[
         "ledger",
@@ -144,7 +117,7 @@ fn backup_writes_a_copy_that_verifies_and_never_overwrites() {
 #[test]
 fn migrate_of_a_current_ledger_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let path = populated_ledger(dir.path());
+    let path = populated_in(dir.path());
     let before = std::fs::read(&path).unwrap();
     let output = dra_ledger(&["ledger", "migrate", "--ledger", path_str(&path)]);
     assert!(output.status.success(), "{}", text(&output.stderr));
@@ -214,7 +187,7 @@ fn a_missing_file_is_an_error_and_is_not_created() {
 #[test]
 fn a_newer_schema_is_refused_and_left_unchanged() {
     let dir = tempfile::tempdir().unwrap();
-    let path = populated_ledger(dir.path());
+    let path = populated_in(dir.path());
     {
         let db = redb::Database::open(&path).unwrap();
         let txn = db.begin_write().unwrap();
@@ -243,7 +216,7 @@ fn a_newer_schema_is_refused_and_left_unchanged() {
 #[test]
 fn verify_lists_a_broken_invariant_and_exits_one() {
     let dir = tempfile::tempdir().unwrap();
-    let path = populated_ledger(dir.path());
+    let path = populated_in(dir.path());
     {
         // Drop the journal's index entry of the pending allocation, as a buggy writer might.
         use dra_allocator::ledger::tables::{ClaimUid, PENDING_INTENTS};

@@ -11,40 +11,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger};
-use dra_allocator::model::{ClassDefaults, Device, EffectiveRequest};
+use crate::cli_support::{path_str, populated_ledger, text};
 
-const DRIVER: &str = "gpu.dra-ledger.io";
 const NOBODY: &str = "65534";
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-/// A ledger with devices on two nodes and two allocations, closed.
-fn populated_ledger(path: &Path) {
-    let ledger = Ledger::open(path, DRIVER).unwrap();
-    for node in ["node-0", "node-1"] {
-        let devices = (0..4).map(|i| Device::new(format!("gpu-{i}"))).collect();
-        ledger.set_inventory(node, devices).unwrap();
-    }
-    let request = EffectiveRequest::from_class(&ClassDefaults::default()).unwrap();
-    for uid in ["uid-a", "uid-b"] {
-        ledger
-            .allocate(AllocateRequest {
-                claim: ClaimRef::new(uid, "team", format!("claim-{uid}")),
-                pod_uid: None,
-                request: request.clone(),
-                node: Some("node-1".to_owned()),
-            })
-            .unwrap();
-    }
-    ledger.confirm("uid-a").unwrap();
-}
 
 /// A kubeconfig pointing at a port nothing listens on: `run` must fail on the ledger first.
 fn unreachable_kubeconfig(dir: &Path) -> PathBuf {

@@ -145,23 +145,8 @@ fn run_at_debug_level_never_logs_the_admin_token() {
     std::fs::write(&token, TOKEN).unwrap();
     let mut sim = crate::cli_support::start_sim(dir.path());
     let kubeconfig = sim.kubeconfig.clone();
-    let mut run = crate::cli_support::binary()
-        .args([
-            "run",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--ledger",
-            dir.path().join("ledger.redb").to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-token-file",
-            token.to_str().unwrap(),
-            "--log-format",
-            "json",
-        ])
+    let mut run = crate::cli_support::run_with_token(&kubeconfig, dir.path(), &token)
         .env("RUST_LOG", "debug")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut out = stdout_lines(&mut run);
