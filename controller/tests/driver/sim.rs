@@ -10,7 +10,6 @@ use dra_controller::driver::DriftKind;
 use dra_controller::params::{DeviceClaimParametersSpec, RequirementSpec};
 use dra_sim::cluster::ClusterConfig;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::resource::v1alpha2::ResourceSlice;
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, ResourceExt};
@@ -190,21 +189,10 @@ async fn pod_whose_selector_matches_nothing_stays_pending_with_an_event_saying_w
         .await;
     templated_pod(&setup, "picky", "h200", "h200").await;
 
-    let events = Api::<Event>::default_namespaced(setup.client.clone());
-    let event = eventually("event on the pod", WAIT, || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("picky")
-                    && e.reason.as_deref() == Some("NoSuitableNode")
-            })
+    let note = eventually("event on the pod", WAIT, || {
+        setup.event_note("picky", Some("NoSuitableNode"))
     })
     .await;
-    let note = event.note.unwrap_or_default();
     for node in setup.cluster.as_ref().unwrap().node_names() {
         assert!(
             note.contains(&format!(
@@ -266,18 +254,8 @@ async fn invalid_claim_parameters_leave_the_claim_unallocated_with_an_event_nami
     setup.params("zero", count(0)).await;
     templated_pod(&setup, "broken", "zero", "zero").await;
     let claim_name = setup.claim_of_pod("broken").await;
-    let events = Api::<Event>::default_namespaced(setup.client.clone());
-    let note = eventually("event on the claim", WAIT, || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(claim_name.as_str())
-            })?
-            .note
+    let note = eventually("event on the claim", WAIT, || {
+        setup.event_note(&claim_name, None)
     })
     .await;
     assert!(

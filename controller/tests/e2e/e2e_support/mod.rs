@@ -335,6 +335,11 @@ impl Env {
 
     /// The note of the newest event with `reason` about pod `pod`, if any.
     pub async fn pod_event(&self, pod: &str, reason: &str) -> Option<String> {
+        self.event_note(pod, Some(reason)).await
+    }
+
+    /// The note of the newest event about the object named `name` (with `reason`, if given).
+    pub async fn event_note(&self, name: &str, reason: Option<&str>) -> Option<String> {
         Api::<Event>::default_namespaced(self.client.clone())
             .list(&ListParams::default())
             .await
@@ -343,8 +348,8 @@ impl Env {
             .into_iter()
             .rev()
             .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
-                    && e.reason.as_deref() == Some(reason)
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && reason.is_none_or(|reason| e.reason.as_deref() == Some(reason))
             })
             .map(|e| e.note.unwrap_or_default())
     }
