@@ -177,63 +177,34 @@ impl RunningController {
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let local_addr = listener.local_addr()?;
 
-        let client = kube::client::ClientBuilder::try_from(kube_config.clone())
-            .context("cannot build the Kubernetes client")?
-            .with_layer(&FenceLayer::new(fence.clone()))
-            .with_layer(&ApiRequestsLayer::new(metrics.clone()))
-            .build();
+        let client = kube_client(kube_config.clone(), &fence, &metrics)?;
         let mode = resolve(config.dra_api, Some(&client))
             .await
             .context("cannot choose the DRA API")?;
         let observer = Arc::new(MetricsObserver::new(metrics.clone()));
         let (stop, _) = watch::channel(false);
-        let mut tasks = Vec::new();
-
-        let (role, elector) = match config.leader.clone() {
-            Some(leader) => {
-                readiness.set_standby(true);
-                let (role, elector) = start_elector(kube_config, leader, &metrics, &fence)?;
-                (role, Some(elector))
-            }
-            None => (
-                watch::channel(Role::Leader {
-                    previous: None,
-                    takeover: false,
-                    transitions: 0,
-                })
-                .1,
-                None,
-            ),
-        };
+        let (role, elector) = election(&config, kube_config, &metrics, &fence, &readiness)?;
 
         let state = admin_state(&config, &metrics, &readiness, &ledger, &role, local_addr);
         let GenerationWork {
-            mut state,
+            state,
             work,
             driver,
             mirror,
         } = generation_work(mode, &config, &ledger, client, &observer, state);
-        if let Some(token) = config.admin_token.clone() {
-            state = state.with_admin_token(token);
-        }
-        tasks.push((
-            "admin server",
-            tokio::spawn(serve_admin(listener, state, stop.subscribe())),
-        ));
-
-        tasks.push((
-            if mode == ApiMode::V1 {
-                "mirror"
-            } else {
-                "controller"
-            },
-            tokio::spawn(run_while_leader(
-                work,
-                readiness.clone(),
-                role.clone(),
-                stop.subscribe(),
-            )),
-        ));
+        let worker = if mode == ApiMode::V1 {
+            "mirror"
+        } else {
+            "controller"
+        };
+        let leading = run_while_leader(work, readiness.clone(), role.clone(), stop.subscribe());
+        let tasks = vec![
+            (
+                "admin server",
+                tokio::spawn(serve_admin(listener, state, stop.subscribe())),
+            ),
+            (worker, tokio::spawn(leading)),
+        ];
         info!(listen = %local_addr, dra_api = %mode, workers = config.workers.max(1), "Controller started");
         Ok(RunningController {
             mode,
@@ -316,9 +287,45 @@ impl RunningController {
     }
 }
 
+/// The Kubernetes client of the work: every request passes the leader `fence` and is counted
+/// in `metrics`.
+fn kube_client(
+    kube_config: kube::Config,
+    fence: &Fence,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<kube::Client> {
+    Ok(kube::client::ClientBuilder::try_from(kube_config)
+        .context("cannot build the Kubernetes client")?
+        .with_layer(&FenceLayer::new(fence.clone()))
+        .with_layer(&ApiRequestsLayer::new(metrics.clone()))
+        .build())
+}
+
+/// The role of this process: with leader election a standby until the elector (started here,
+/// campaigning) says otherwise; without it the leader for good, with no elector.
+fn election(
+    config: &ProcessConfig,
+    kube_config: kube::Config,
+    metrics: &Arc<Metrics>,
+    fence: &Fence,
+    readiness: &Readiness,
+) -> anyhow::Result<(watch::Receiver<Role>, Option<ElectorTask>)> {
+    let Some(leader) = config.leader.clone() else {
+        let only = Role::Leader {
+            previous: None,
+            takeover: false,
+            transitions: 0,
+        };
+        return Ok((watch::channel(only).1, None));
+    };
+    readiness.set_standby(true);
+    let (role, elector) = start_elector(kube_config, leader, metrics, fence)?;
+    Ok((role, Some(elector)))
+}
+
 /// The admin API's state over `ledger`, named for this replica: with leader election its Lease
 /// identity, and `/v1` answered from the leader's ledger as `role` tells (forwarded to the
-/// leader's admin URL while this replica is a standby).
+/// leader's admin URL while this replica is a standby); with the admin token, if any.
 fn admin_state(
     config: &ProcessConfig,
     metrics: &Arc<Metrics>,
@@ -327,7 +334,10 @@ fn admin_state(
     role: &watch::Receiver<Role>,
     local_addr: SocketAddr,
 ) -> AppState {
-    let state = AppState::new(metrics.clone(), readiness.clone()).with_ledger(ledger.clone());
+    let mut state = AppState::new(metrics.clone(), readiness.clone()).with_ledger(ledger.clone());
+    if let Some(token) = config.admin_token.clone() {
+        state = state.with_admin_token(token);
+    }
     match &config.leader {
         Some(leader) => state
             .with_replica(leader.identity.clone())
