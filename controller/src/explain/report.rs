@@ -229,82 +229,118 @@ fn all_unsuitable(facts: &Facts) -> bool {
         })
 }
 
-/// Why an unscheduled pod waits, in one sentence with what to do.
+/// Why an unscheduled pod waits, in one sentence with what to do: the first claim that holds
+/// it back, otherwise what the scheduler says.
 fn why_pending(facts: &Facts, pod_uid: &str) -> String {
+    facts
+        .claims
+        .iter()
+        .find_map(|entry| why_claim_blocks(facts, entry, pod_uid))
+        .unwrap_or_else(|| why_scheduler_waits(facts))
+}
+
+/// Why the claim of `entry` keeps the pod `pod_uid` from being scheduled, if it does.
+fn why_claim_blocks(facts: &Facts, entry: &PodClaimFacts, pod_uid: &str) -> Option<String> {
     let namespace = facts.pod.metadata.namespace.as_deref().unwrap_or_default();
-    for entry in &facts.claims {
-        let Some(claim) = &entry.claim else {
-            return match &entry.claim_name {
-                None => format!(
-                    "the claim of pod claim {} is not created yet: the resourceclaim controller \
-                     makes it from the template; if this lasts, check that the template exists in \
-                     {namespace} and that kube-controller-manager runs",
-                    entry.pod_claim
-                ),
-                Some(name) => format!(
-                    "ResourceClaim {namespace}/{name} does not exist: create it, or point \
-                     spec.resourceClaims[{}] of the pod at an existing claim",
-                    entry.pod_claim
-                ),
-            };
-        };
-        let name = entry.claim_name.clone().unwrap_or_default();
-        if claim.metadata.deletion_timestamp.is_some() {
-            return format!(
-                "claim {name} is being deleted: the pod cannot use it; recreate the pod (or the claim)"
+    let Some(claim) = &entry.claim else {
+        return Some(why_claim_missing(entry, namespace));
+    };
+    let name = entry.claim_name.clone().unwrap_or_default();
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Some(format!(
+            "claim {name} is being deleted: the pod cannot use it; recreate the pod (or the claim)"
+        ));
+    }
+    let status = claim.status.as_ref();
+    if status.and_then(|s| s.deallocation_requested) == Some(true) {
+        return Some(format!(
+            "claim {name} is being deallocated by its driver so that it can be allocated \
+             again where the pod fits; the pod is scheduled when that is done"
+        ));
+    }
+    if let Some(why) = why_claim_taken(claim, &name, namespace, pod_uid) {
+        return Some(why);
+    }
+    if !allocated(claim) && claim.spec.allocation_mode.as_deref() == Some("Immediate") {
+        let cause = newest(&facts.events, |e| e.object == name && e.type_ == "Warning")
+            .map_or_else(
+                || "no driver event yet; check that the driver runs".to_owned(),
+                |e| format!("the driver says: {}", e.note),
             );
-        }
-        let status = claim.status.as_ref();
-        if status.and_then(|s| s.deallocation_requested) == Some(true) {
-            return format!(
-                "claim {name} is being deallocated by its driver so that it can be allocated \
-                 again where the pod fits; the pod is scheduled when that is done"
-            );
-        }
-        let reserved = status
-            .and_then(|s| s.reserved_for.clone())
-            .unwrap_or_default();
-        let mine = reserved.iter().any(|r| r.uid == pod_uid);
-        if allocated(claim) && !mine && !reserved.is_empty() {
-            let users = reserved
-                .iter()
-                .map(|r| format!("{namespace}/{}", r.name))
-                .collect::<Vec<_>>()
-                .join(", ");
-            if !shareable(claim) {
-                return format!(
-                    "claim {name} is in use by pod {users} and not shareable: wait until that pod \
-                     ends, or let pods share the claim (spec.shareable: true in its \
-                     DeviceClaimParameters or in the class's DeviceClassParameters) and create the \
-                     claim again"
-                );
-            }
-            if reserved.len() >= 32 {
-                return format!(
-                    "claim {name} already has 32 consumers, the most a claim can have: wait until \
-                     one of them ends"
-                );
-            }
-        }
-        if !allocated(claim) && claim.spec.allocation_mode.as_deref() == Some("Immediate") {
-            let cause = newest(&facts.events, |e| e.object == name && e.type_ == "Warning")
-                .map_or_else(
-                    || "no driver event yet; check that the driver runs".to_owned(),
-                    |e| format!("the driver says: {}", e.note),
-                );
-            return format!("immediate claim {name} is not allocated yet: {cause}");
-        }
-        if let Some(warning) = newest(&facts.events, |e| {
-            e.object == name && e.kind == "ResourceClaim" && e.type_ == "Warning"
-        }) {
-            if !allocated(claim) {
-                return format!(
-                    "claim {name} cannot be allocated: {}: {}",
-                    warning.reason, warning.note
-                );
-            }
+        return Some(format!(
+            "immediate claim {name} is not allocated yet: {cause}"
+        ));
+    }
+    if let Some(warning) = newest(&facts.events, |e| {
+        e.object == name && e.kind == "ResourceClaim" && e.type_ == "Warning"
+    }) {
+        if !allocated(claim) {
+            return Some(format!(
+                "claim {name} cannot be allocated: {}: {}",
+                warning.reason, warning.note
+            ));
         }
     }
+    None
+}
+
+/// Why the pod claim of `entry`, whose claim does not exist, waits.
+fn why_claim_missing(entry: &PodClaimFacts, namespace: &str) -> String {
+    match &entry.claim_name {
+        None => format!(
+            "the claim of pod claim {} is not created yet: the resourceclaim controller \
+             makes it from the template; if this lasts, check that the template exists in \
+             {namespace} and that kube-controller-manager runs",
+            entry.pod_claim
+        ),
+        Some(name) => format!(
+            "ResourceClaim {namespace}/{name} does not exist: create it, or point \
+             spec.resourceClaims[{}] of the pod at an existing claim",
+            entry.pod_claim
+        ),
+    }
+}
+
+/// Why the allocated claim `name` cannot take the pod `pod_uid` as one more consumer, if it
+/// cannot: it is not shareable, or it has as many consumers as a claim can have.
+fn why_claim_taken(
+    claim: &ResourceClaim,
+    name: &str,
+    namespace: &str,
+    pod_uid: &str,
+) -> Option<String> {
+    let reserved = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.clone())
+        .unwrap_or_default();
+    let mine = reserved.iter().any(|r| r.uid == pod_uid);
+    if !allocated(claim) || mine || reserved.is_empty() {
+        return None;
+    }
+    let users = reserved
+        .iter()
+        .map(|r| format!("{namespace}/{}", r.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if !shareable(claim) {
+        return Some(format!(
+            "claim {name} is in use by pod {users} and not shareable: wait until that pod \
+             ends, or let pods share the claim (spec.shareable: true in its \
+             DeviceClaimParameters or in the class's DeviceClassParameters) and create the \
+             claim again"
+        ));
+    }
+    (reserved.len() >= 32).then(|| {
+        format!(
+            "claim {name} already has 32 consumers, the most a claim can have: wait until \
+             one of them ends"
+        )
+    })
+}
+
+/// What the scheduler says about a pod none of whose claims holds it back.
+fn why_scheduler_waits(facts: &Facts) -> String {
     let pod_name = facts.pod.metadata.name.as_deref().unwrap_or_default();
     if all_unsuitable(facts) {
         let detail = newest(&facts.events, |e| {
@@ -325,6 +361,31 @@ fn why_pending(facts: &Facts, pod_uid: &str) -> String {
         Some(event) => format!("the scheduler waits: {}", event.note),
         None => "the scheduler has not looked at the pod yet (no FailedScheduling event)".into(),
     }
+}
+
+/// One event of the report: type, reason, the kind of object when not the pod, the reporter
+/// and the note, cut at [`NOTE_SHOWN`] characters.
+fn event_line(event: &EventLine) -> String {
+    let from = if event.from.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", event.from)
+    };
+    let on = if event.kind.is_empty() || event.kind == "Pod" {
+        String::new()
+    } else {
+        format!(" on {}", event.kind)
+    };
+    let shown: String = event.note.chars().take(NOTE_SHOWN).collect();
+    let cut = if shown.len() < event.note.len() {
+        " ..."
+    } else {
+        ""
+    };
+    format!(
+        "event {} {}{on}{from}: {shown}{cut}",
+        event.type_, event.reason
+    )
 }
 
 /// The report on the pod, one line per fact, ending with the reason when it waits.
@@ -362,27 +423,7 @@ pub fn report(facts: &Facts, driver_name: &str) -> String {
     let mut events: Vec<&EventLine> = facts.events.iter().filter(|e| e.object == name).collect();
     events.sort_by_key(|e| std::cmp::Reverse(e.time));
     for event in events.iter().take(EVENTS_SHOWN) {
-        let from = if event.from.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", event.from)
-        };
-        let on = if event.kind.is_empty() || event.kind == "Pod" {
-            String::new()
-        } else {
-            format!(" on {}", event.kind)
-        };
-        let shown: String = event.note.chars().take(NOTE_SHOWN).collect();
-        let cut = if shown.len() < event.note.len() {
-            " ..."
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            out,
-            "  event {} {}{on}{from}: {shown}{cut}",
-            event.type_, event.reason
-        );
+        let _ = writeln!(out, "  {}", event_line(event));
     }
     match (&node, phase.as_str()) {
         (None, _) => {
@@ -401,101 +442,4 @@ pub fn report(facts: &Facts, driver_name: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::{ClaimSource, PodResourceClaim, PodSpec};
-    use k8s_openapi::api::resource::v1alpha2::{
-        AllocationResult, ResourceClaimConsumerReference, ResourceClaimSpec, ResourceClaimStatus,
-    };
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn pod() -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some("pod1".into()),
-                namespace: Some("ns".into()),
-                uid: Some("uid-1".into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec {
-                resource_claims: Some(vec![PodResourceClaim {
-                    name: "gpu".into(),
-                    source: Some(ClaimSource {
-                        resource_claim_name: Some("shared".into()),
-                        resource_claim_template_name: None,
-                    }),
-                }]),
-                ..PodSpec::default()
-            }),
-            status: None,
-        }
-    }
-
-    fn in_use_claim() -> ResourceClaim {
-        ResourceClaim {
-            metadata: ObjectMeta {
-                name: Some("shared".into()),
-                namespace: Some("ns".into()),
-                ..ObjectMeta::default()
-            },
-            spec: ResourceClaimSpec {
-                resource_class_name: "gpu".into(),
-                ..ResourceClaimSpec::default()
-            },
-            status: Some(ResourceClaimStatus {
-                allocation: Some(AllocationResult {
-                    shareable: Some(false),
-                    ..AllocationResult::default()
-                }),
-                reserved_for: Some(vec![ResourceClaimConsumerReference {
-                    api_group: None,
-                    resource: "pods".into(),
-                    name: "pod0".into(),
-                    uid: "uid-0".into(),
-                }]),
-                ..ResourceClaimStatus::default()
-            }),
-        }
-    }
-
-    fn facts(claim: Option<ResourceClaim>) -> Facts {
-        Facts {
-            pod: pod(),
-            claims: vec![PodClaimFacts {
-                pod_claim: "gpu".into(),
-                claim_name: Some("shared".into()),
-                from_template: false,
-                claim,
-            }],
-            context: None,
-            events: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn a_claim_in_use_by_another_pod_is_named_with_the_fix() {
-        let text = report(&facts(Some(in_use_claim())), "gpu.dra-ledger.io");
-        assert!(
-            text.starts_with("pod ns/pod1: Pending, not scheduled\n"),
-            "{text}"
-        );
-        assert!(text.contains("not shareable; reserved for pod0"), "{text}");
-        assert!(
-            text.contains("why: claim shared is in use by pod ns/pod0 and not shareable"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn a_missing_claim_says_to_create_it() {
-        let text = report(&facts(None), "gpu.dra-ledger.io");
-        assert!(
-            text.contains("claim shared (pod claim gpu): does not exist"),
-            "{text}"
-        );
-        assert!(
-            text.contains("why: ResourceClaim ns/shared does not exist: create it"),
-            "{text}"
-        );
-    }
-}
+mod tests;
