@@ -127,62 +127,24 @@ impl Elector {
             );
             let written = match decision {
                 Decision::Wait { holder, expires_in } => {
-                    self.role.send_if_modified(|role| {
-                        let standby = Role::Standby {
-                            holder: Some(holder.clone()),
-                        };
-                        let changed = *role != standby;
-                        *role = standby;
-                        changed
-                    });
+                    self.stand_by(holder);
                     tokio::time::sleep(self.config.retry_period.min(expires_in)).await;
                     continue;
                 }
-                Decision::Create => {
-                    let lease = Lease {
-                        metadata: ObjectMeta {
-                            name: Some(name.clone()),
-                            namespace: Some(self.config.namespace.clone()),
-                            ..ObjectMeta::default()
-                        },
-                        spec: Some(self.our_spec(0, None)),
-                    };
-                    self.api
-                        .create(&PostParams::default(), &lease)
-                        .await
-                        .map(|lease| (lease, None))
-                }
+                Decision::Create => self.create().await.map(|lease| (lease, None)),
                 Decision::Acquire {
                     transitions,
                     previous,
                 } => {
-                    let mut lease = current.expect("a lease to acquire was read");
-                    let kept = lease
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.acquire_time.clone())
-                        .filter(|_| ours);
-                    lease.spec = Some(self.our_spec(transitions, kept));
-                    self.api
-                        .replace(name, &PostParams::default(), &lease)
+                    let lease = current.expect("a lease to acquire was read");
+                    self.take(lease, transitions, ours)
                         .await
                         .map(|lease| (lease, previous))
                 }
             };
             match written {
                 Ok((lease, previous)) => {
-                    self.fence.open_until(sent + self.config.renew_deadline);
-                    info!(lease = %name, identity = %self.config.identity, previous = previous.as_deref().unwrap_or("-"), "Acquired the leader lease");
-                    let transitions = lease
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.lease_transitions)
-                        .unwrap_or(0);
-                    self.role.send_replace(Role::Leader {
-                        previous,
-                        takeover: !ours,
-                        transitions,
-                    });
+                    self.lead(&lease, previous, !ours, sent);
                     return (lease, sent);
                 }
                 Err(error) => {
@@ -193,6 +155,68 @@ impl Elector {
                 }
             }
         }
+    }
+
+    /// Tells that `holder` holds the lease (once, not on every look).
+    fn stand_by(&self, holder: String) {
+        self.role.send_if_modified(|role| {
+            let standby = Role::Standby {
+                holder: Some(holder),
+            };
+            let changed = *role != standby;
+            *role = standby;
+            changed
+        });
+    }
+
+    /// Creates the lease, held by this identity.
+    async fn create(&self) -> Result<Lease, kube::Error> {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.config.lease_name.clone()),
+                namespace: Some(self.config.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(self.our_spec(0, None)),
+        };
+        self.api.create(&PostParams::default(), &lease).await
+    }
+
+    /// Writes `lease` as held by this identity after `transitions` changes of holder; a lease
+    /// that was already `ours` keeps its acquire time.
+    async fn take(
+        &self,
+        mut lease: Lease,
+        transitions: i32,
+        ours: bool,
+    ) -> Result<Lease, kube::Error> {
+        let kept = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.acquire_time.clone())
+            .filter(|_| ours);
+        lease.spec = Some(self.our_spec(transitions, kept));
+        self.api
+            .replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await
+    }
+
+    /// Opens the fence until the renew deadline after the write `sent` that took `lease` from
+    /// `previous`, and tells that this identity leads (a `takeover` unless it continues its own
+    /// term).
+    fn lead(&self, lease: &Lease, previous: Option<String>, takeover: bool, sent: Instant) {
+        self.fence.open_until(sent + self.config.renew_deadline);
+        info!(lease = %self.config.lease_name, identity = %self.config.identity, previous = previous.as_deref().unwrap_or("-"), "Acquired the leader lease");
+        let transitions = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.lease_transitions)
+            .unwrap_or(0);
+        self.role.send_replace(Role::Leader {
+            previous,
+            takeover,
+            transitions,
+        });
     }
 
     /// Renews `lease`, taken by a write sent at `renewed`, every `retry_period`; returns why it
