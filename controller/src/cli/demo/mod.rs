@@ -5,10 +5,11 @@
 //! apply the parameter CRDs and create the class, parameters, templates and immediate claims
 //! ([`setup`]); start the controller; submit the workload ([`workload`]) and print progress
 //! ([`progress`]) until every pod finished, the `--duration` limit or Ctrl-C; delete the immediate
-//! claims, wait for their deallocation, verify the ledger and print a summary. With `--pods 0`
+//! claims, wait for their deallocation, verify the ledger and print a summary (`drive`). With `--pods 0`
 //! there is no workload: the demo serves until Ctrl-C or `--duration`.
 
 pub mod agents;
+mod drive;
 pub mod progress;
 pub mod setup;
 pub mod stall;
@@ -18,7 +19,7 @@ pub mod workload;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
@@ -29,8 +30,7 @@ use dra_types::api_mode::DraApi;
 use super::{parse_duration, watch_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
 use dra_controller::process::{ProcessConfig, RunningController};
 use dra_node::local::LocalAgents;
-use progress::{CdiTracker, Snapshot};
-use workload::{Submitter, WorkloadShape};
+use workload::WorkloadShape;
 
 /// Flags of `dra-ledger demo`.
 #[derive(Debug, Clone, clap::Args)]
@@ -92,18 +92,6 @@ pub struct DemoArgs {
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 }
-
-/// How the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
-    Done,
-    TimeLimit,
-    Interrupted,
-    Stalled,
-}
-
-/// The demo gives up when no pod was submitted, started or finished for this long.
-const STALL_LIMIT: Duration = Duration::from_secs(120);
 
 /// NUMA nodes per simulated node: two when each gets at least two devices.
 fn numa_nodes(devices_per_node: usize) -> usize {
@@ -223,6 +211,87 @@ async fn create_workload_objects(
     })
 }
 
+/// The controller of the demo: the process settings of `dra-ledger run` against the
+/// in-process cluster, allocating on 1.30 and mirroring on 1.34 (`v1`).
+fn process_config(
+    args: &DemoArgs,
+    ledger_path: &std::path::Path,
+    v1: bool,
+) -> anyhow::Result<ProcessConfig> {
+    let admin_token = args
+        .admin_token_file
+        .as_deref()
+        .map(dra_api::AdminToken::from_file)
+        .transpose()?;
+    Ok(ProcessConfig {
+        driver_name: DEFAULT_DRIVER_NAME.to_owned(),
+        ledger: ledger_path.to_path_buf(),
+        workers: args.workers,
+        listen: args.listen,
+        // Writes to the in-process API server land within milliseconds, so allocations left
+        // behind by an earlier run on a reused --ledger can be released much sooner than in
+        // a real cluster.
+        reconcile_interval: Duration::from_secs(20),
+        recheck_delay: Duration::from_secs(2),
+        grace_period: Some(Duration::from_secs(15)),
+        admin_token,
+        leader: None,
+        leader_url: dra_controller::leader::LeaderUrlTemplate::default(),
+        replica: "demo".to_owned(),
+        // On 1.30 the controller allocates; on 1.34 the scheduler does and the controller
+        // mirrors, explaining a claim that waits for 10 s.
+        dra_api: if v1 { DraApi::V1 } else { DraApi::V1alpha2 },
+        explain_after: v1.then_some(Duration::from_secs(10)),
+    })
+}
+
+/// The banner: the cluster's size and workload, the ledger, the cluster (`cluster`: its URL
+/// and how kubectl reaches it) and the admin API at `admin`.
+fn print_banner(
+    args: &DemoArgs,
+    shape: WorkloadShape,
+    ledger_path: &std::path::Path,
+    cluster: &str,
+    admin: std::net::SocketAddr,
+) {
+    if args.kubernetes_version.serves_v1() {
+        println!(
+            "dra-ledger demo on Kubernetes 1.34 (resource.k8s.io/v1): {} nodes x {} devices, {} pods; \
+             the scheduler allocates, the ledger mirrors",
+            args.nodes, args.devices_per_node, args.pods
+        );
+    } else {
+        println!(
+            "dra-ledger demo: {} nodes x {} devices, {} pods ({} with immediate claims)",
+            args.nodes, args.devices_per_node, args.pods, shape.immediate_claims
+        );
+    }
+    println!("  ledger:      {}", ledger_path.display());
+    println!("  cluster:     {cluster}");
+    println!(
+        "  admin API:   http://{admin}/healthz  http://{admin}/readyz  http://{admin}/metrics  http://{admin}/v1/"
+    );
+}
+
+/// The node agents' admin addresses and where they write CDI specs.
+fn print_agents(agents: &LocalAgents, workdir: &std::path::Path) {
+    let addrs: Vec<String> = agents
+        .admin_addrs()
+        .iter()
+        .map(|(node, addr)| format!("{node} http://{addr}"))
+        .collect();
+    println!("  node agents: {}", addrs.join(", "));
+    if let Some((node, addr)) = agents.admin_addrs().first() {
+        println!(
+            "               (dra-ledger admin --server http://{addr} prepared: the claims prepared on {node})"
+        );
+    }
+    println!(
+        "  CDI specs:   {}",
+        workdir.join("nodes/<node>/cdi").display()
+    );
+}
+
 async fn with_cluster(
     args: &DemoArgs,
     cluster: &ClusterHandle,
@@ -244,73 +313,21 @@ async fn with_cluster(
         kube::Config::new(cluster.url().parse().context("simulated server URL")?);
     setup::NAMESPACE.clone_into(&mut client_config.default_namespace);
     client_config.read_timeout = None;
-    let admin_token = args
-        .admin_token_file
-        .as_deref()
-        .map(dra_api::AdminToken::from_file)
-        .transpose()?;
-    let controller = RunningController::start(
-        ProcessConfig {
-            driver_name: DEFAULT_DRIVER_NAME.to_owned(),
-            ledger: ledger_path.to_path_buf(),
-            workers: args.workers,
-            listen: args.listen,
-            // Writes to the in-process API server land within milliseconds, so allocations left
-            // behind by an earlier run on a reused --ledger can be released much sooner than in
-            // a real cluster.
-            reconcile_interval: Duration::from_secs(20),
-            recheck_delay: Duration::from_secs(2),
-            grace_period: Some(Duration::from_secs(15)),
-            admin_token,
-            leader: None,
-            leader_url: dra_controller::leader::LeaderUrlTemplate::default(),
-            replica: "demo".to_owned(),
-            // On 1.30 the controller allocates; on 1.34 the scheduler does and the controller
-            // mirrors, explaining a claim that waits for 10 s.
-            dra_api: if v1 { DraApi::V1 } else { DraApi::V1alpha2 },
-            explain_after: v1.then_some(Duration::from_secs(10)),
-        },
-        client_config,
-    )
-    .await?;
-    if v1 {
-        println!(
-            "dra-ledger demo on Kubernetes 1.34 (resource.k8s.io/v1): {} nodes x {} devices, {} pods; \
-             the scheduler allocates, the ledger mirrors",
-            args.nodes, args.devices_per_node, args.pods
-        );
-    } else {
-        println!(
-            "dra-ledger demo: {} nodes x {} devices, {} pods ({} with immediate claims)",
-            args.nodes, args.devices_per_node, args.pods, shape.immediate_claims
-        );
-    }
-    println!("  ledger:      {}", ledger_path.display());
-    println!(
-        "  cluster:     {} (kubectl --kubeconfig {})",
-        cluster.url(),
-        kubeconfig_path.display()
-    );
-    println!(
-        "  admin API:   http://{0}/healthz  http://{0}/readyz  http://{0}/metrics  http://{0}/v1/",
-        controller.local_addr
+    let controller =
+        RunningController::start(process_config(args, ledger_path, v1)?, client_config).await?;
+    print_banner(
+        args,
+        shape,
+        ledger_path,
+        &format!(
+            "{} (kubectl --kubeconfig {})",
+            cluster.url(),
+            kubeconfig_path.display()
+        ),
+        controller.local_addr,
     );
     if let Some(agents) = node_agents {
-        let addrs: Vec<String> = agents
-            .admin_addrs()
-            .iter()
-            .map(|(node, addr)| format!("{node} http://{addr}"))
-            .collect();
-        println!("  node agents: {}", addrs.join(", "));
-        if let Some((node, addr)) = agents.admin_addrs().first() {
-            println!(
-                "               (dra-ledger admin --server http://{addr} prepared: the claims prepared on {node})"
-            );
-        }
-        println!(
-            "  CDI specs:   {}",
-            workdir.join("nodes/<node>/cdi").display()
-        );
+        print_agents(agents, workdir);
     }
     if shape.pods == 0 {
         println!(
@@ -319,232 +336,9 @@ async fn with_cluster(
                 .map_or_else(String::new, |d| format!(" or after {d:?}"))
         );
     }
-    let outcome = drive(args, cluster, &controller, node_agents, shape).await;
+    let outcome = drive::drive(args, cluster, &controller, node_agents, shape).await;
     let stopped = controller.shutdown().await;
     let code = outcome?;
     stopped?;
     Ok(code)
-}
-
-/// How many CDI specs written and removed are printed as lines of their own.
-const SPEC_LINES: usize = 2;
-
-/// One demo run once the controller is up: what `drive` and `finish` share.
-struct Run<'a> {
-    controller: &'a RunningController,
-    agents: Option<&'a LocalAgents>,
-    store: dra_sim::server::StoreReader,
-    shape: WorkloadShape,
-    started: Instant,
-    cdi: CdiTracker,
-}
-
-impl Run<'_> {
-    async fn observe(&mut self, submitter: &Submitter) -> anyhow::Result<Snapshot> {
-        let mut snapshot = Snapshot {
-            elapsed: self.started.elapsed(),
-            to_submit: self.shape.pods - submitter.submitted(),
-            claims_allocated_total: self.controller.observer.claims_allocated(),
-            ..Snapshot::default()
-        };
-        progress::count_pods(&self.store, &mut snapshot)?;
-        progress::count_ledger(self.controller.ledger(), &mut snapshot).await?;
-        // The ledger shows an allocation once it is durable, a moment before the driver's call
-        // returns and is counted; the total is never less than what is allocated now.
-        snapshot.claims_allocated_total = snapshot
-            .claims_allocated_total
-            .max(snapshot.claims_allocated);
-        if let Some(agents) = self.agents {
-            self.follow_specs(agents);
-            snapshot.cdi = Some(self.cdi.counts());
-        }
-        Ok(snapshot)
-    }
-
-    /// Notes the CDI specs written and removed since the last look; the first few are printed.
-    fn follow_specs(&mut self, agents: &LocalAgents) {
-        let before = self.cdi.counts();
-        let (written, removed) = self.cdi.update(agents.cdi_specs());
-        let print = |what: &str, done: usize, specs: &[(String, String)]| {
-            for (node, uid) in specs.iter().take(SPEC_LINES.saturating_sub(done)) {
-                let file = agents.cdi_file(node, uid).unwrap_or_default();
-                println!("  CDI spec {what} on {node}: {}", file.display());
-            }
-        };
-        print("written", before.written, &written);
-        print("removed", before.removed, &removed);
-    }
-}
-
-async fn drive(
-    args: &DemoArgs,
-    cluster: &ClusterHandle,
-    controller: &RunningController,
-    agents: Option<&LocalAgents>,
-    shape: WorkloadShape,
-) -> anyhow::Result<ExitCode> {
-    let stop = watch_for_signal().context("cannot watch for SIGTERM and Ctrl-C")?;
-    let client = cluster.kube_client();
-    let started = Instant::now();
-    tokio::time::timeout(Duration::from_secs(60), controller.wait_ready())
-        .await
-        .context("the controller did not become ready within 60s")?;
-    println!(
-        "  controller ready after {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
-    if agents.is_some() {
-        let published = async {
-            if args.kubernetes_version.serves_v1() {
-                v1::wait_for_slices(&client, args.nodes).await
-            } else {
-                setup::wait_for_slices(&client, args.nodes).await
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(60), published)
-            .await
-            .context("the node agents did not publish every node's devices within 60s")??;
-        println!(
-            "  node agents registered, devices published after {:.1}s",
-            started.elapsed().as_secs_f64()
-        );
-    }
-    setup::create_immediate_claims(&client, shape.immediate_claims).await?;
-
-    let mut run = Run {
-        controller,
-        agents,
-        store: cluster.server().store(),
-        shape,
-        started,
-        cdi: CdiTracker::default(),
-    };
-    let mut submitter = Submitter::new(&client, shape, args.kubernetes_version.serves_v1());
-    let limit = args.nodes * args.devices_per_node;
-    let deadline = args.duration.map(|limit| started + limit);
-    let mut signal = std::pin::pin!(stop);
-    let mut ticker = tokio::time::interval(Duration::from_millis(250));
-    let mut last_print = Instant::now();
-    let mut peak = 0.0_f64;
-    let mut snapshot = Snapshot::default();
-    let mut printed = false;
-    let mut marker = (0, 0, 0);
-    let mut last_change = Instant::now();
-    let end = loop {
-        tokio::select! {
-            () = &mut signal => break End::Interrupted,
-            _ = ticker.tick() => {}
-        }
-        snapshot = run.observe(&submitter).await?;
-        peak = peak.max(snapshot.utilisation());
-        printed = last_print.elapsed() >= Duration::from_secs(1);
-        if printed {
-            println!("{}", snapshot.line());
-            last_print = Instant::now();
-        }
-        if let Some(node) = agents.and_then(LocalAgents::stopped_node) {
-            anyhow::bail!("the node agent of {node} stopped (RUST_LOG=error shows why)");
-        }
-        if shape.pods > 0 && submitter.is_done() && snapshot.unfinished() == 0 {
-            break End::Done;
-        }
-        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-            break End::TimeLimit;
-        }
-        let now = (
-            submitter.submitted(),
-            snapshot.running,
-            snapshot.succeeded + snapshot.failed,
-        );
-        if now != marker {
-            marker = now;
-            last_change = Instant::now();
-        } else if shape.pods > 0 && last_change.elapsed() >= STALL_LIMIT {
-            break End::Stalled;
-        }
-        submitter.submit(snapshot.unfinished(), limit, 25).await?;
-    };
-    if !printed {
-        println!("{}", snapshot.line());
-    }
-    finish(&mut run, &client, &submitter, end, peak).await
-}
-
-async fn finish(
-    run: &mut Run<'_>,
-    client: &kube::Client,
-    submitter: &Submitter,
-    end: End,
-    peak: f64,
-) -> anyhow::Result<ExitCode> {
-    let mut snapshot = run.observe(submitter).await?;
-    let how = match end {
-        End::Done => "workload done",
-        End::TimeLimit => "time limit reached",
-        End::Interrupted => "interrupted",
-        End::Stalled => {
-            "stalled (no pod submitted, started or finished for 120s; RUST_LOG=warn shows why)"
-        }
-    };
-    println!(
-        "{how} after {:.1}s: {} pods succeeded, {} failed, {} running, {} pending; {} claims allocated in total; peak device utilisation {peak:.1}%",
-        snapshot.elapsed.as_secs_f64(),
-        snapshot.succeeded,
-        snapshot.failed,
-        snapshot.running,
-        snapshot.pending,
-        snapshot.claims_allocated_total,
-    );
-    if end == End::Stalled {
-        for line in stall::describe_waiting_pods(&run.store) {
-            println!("{line}");
-        }
-    }
-    if end == End::Done {
-        setup::delete_immediate_claims(client, run.shape.immediate_claims).await?;
-        let wait_until = Instant::now() + Duration::from_secs(30);
-        let prepared = |s: &Snapshot| s.cdi.map_or(0, |c| c.present);
-        while (snapshot.claims_allocated > 0 || prepared(&snapshot) > 0)
-            && Instant::now() < wait_until
-        {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            snapshot = run.observe(submitter).await?;
-        }
-        let what = if run.shape.immediate_claims > 0 {
-            "immediate claims deleted"
-        } else {
-            "pods done"
-        };
-        println!(
-            "{what}: {} claims left allocated in the ledger",
-            snapshot.claims_allocated
-        );
-    }
-    if let Some(cdi) = snapshot.cdi {
-        println!(
-            "node agents: {} CDI specs written, {} removed, {} left on the nodes",
-            cdi.written, cdi.removed, cdi.present
-        );
-    }
-    let ledger = run.controller.ledger().clone();
-    let report = tokio::task::spawn_blocking(move || ledger.verify()).await??;
-    if end == End::Stalled {
-        return Ok(ExitCode::FAILURE);
-    }
-    if report.is_consistent() {
-        println!(
-            "ledger verified: consistent ({} devices, {} allocations, {} journal entries)",
-            report.devices, report.allocations, report.intents
-        );
-        Ok(ExitCode::SUCCESS)
-    } else {
-        println!(
-            "ledger verification found {} problem(s):",
-            report.problems.len()
-        );
-        for problem in &report.problems {
-            println!("  - {problem}");
-        }
-        Ok(ExitCode::FAILURE)
-    }
 }
