@@ -36,7 +36,7 @@ pub enum LeaderUrlError {
         /// The template.
         template: String,
     },
-    /// A placeholder other than those of [`PLACEHOLDERS`].
+    /// A placeholder other than `{identity}`, `{pod}`, `{namespace}` and `{port}`.
     #[error(
         "unknown placeholder {{{name}}} in {template} (known: {{identity}}, {{pod}}, {{namespace}}, {{port}})"
     )]
