@@ -1,7 +1,7 @@
 //! `dra-types`: the Kubernetes DRA API as every other crate of the workspace speaks it, defined
 //! once at the bottom of the crate graph.
 //!
-//! - [`resource_v1`]: serde types of the `resource.k8s.io/v1` objects (Kubernetes 1.34+), which
+//! - [`resource_v1`]: the one model of the `resource.k8s.io/v1` objects (Kubernetes 1.34+), which
 //!   `k8s-openapi`'s `v1_30` feature does not have; the `v1alpha2` objects come from
 //!   `k8s-openapi` itself;
 //! - [`kubelet`]: the kubelet's plugin gRPC interfaces (registration, the 1.30 `v1alpha3.Node`,

@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use dra_allocator::ledger::DeviceCounts;
-use dra_types::resource_v1::{DeviceClass, ResourceClaim};
-use serde_json::Value;
+use dra_types::resource_v1::{DeviceClass, ResourceClaim, ResourceClaimSpec};
 
 /// The reason of the explaining event.
 pub const REASON: &str = "NotAllocated";
@@ -67,32 +66,49 @@ pub struct Asked {
 }
 
 /// What the claim's `spec` asks of `classes`; `None` when no request names one of them.
-pub fn asked(spec: &Value, classes: &BTreeSet<String>) -> Option<Asked> {
-    let requests = spec["devices"]["requests"].as_array()?;
+pub fn asked(spec: &ResourceClaimSpec, classes: &BTreeSet<String>) -> Option<Asked> {
     let mut named = BTreeSet::new();
     let mut count = Some(0u64);
-    for request in requests {
-        let alternatives: Vec<&Value> = match request["firstAvailable"].as_array() {
-            Some(list) => list.iter().collect(),
-            None => vec![&request["exactly"]],
-        };
-        let ours: Vec<&Value> = alternatives
+    for request in &spec.devices.requests {
+        // Each alternative as (class, mode, count).
+        let alternatives: Vec<(&str, Option<&str>, Option<i64>)> =
+            if request.first_available.is_empty() {
+                request
+                    .exactly
+                    .iter()
+                    .map(|e| {
+                        let mode = e.allocation_mode.as_deref();
+                        (e.device_class_name.as_str(), mode, e.count)
+                    })
+                    .collect()
+            } else {
+                request
+                    .first_available
+                    .iter()
+                    .map(|s| {
+                        let mode = s.allocation_mode.as_deref();
+                        (s.device_class_name.as_str(), mode, s.count)
+                    })
+                    .collect()
+            };
+        let ours: Vec<_> = alternatives
             .into_iter()
-            .filter(|a| {
-                a["deviceClassName"]
-                    .as_str()
-                    .is_some_and(|c| classes.contains(c))
-            })
+            .filter(|(class, _, _)| classes.contains(*class))
             .collect();
         if ours.is_empty() {
             continue;
         }
-        named.extend(ours.iter().filter_map(|a| a["deviceClassName"].as_str()));
+        named.extend(ours.iter().map(|(class, _, _)| *class));
         let needed = ours
             .iter()
-            .map(|a| match a["allocationMode"].as_str() {
+            .map(|(_, mode, count)| match mode {
                 Some("All") => None,
-                _ => Some(a["count"].as_u64().unwrap_or(1).max(1)),
+                _ => Some(
+                    count
+                        .and_then(|c| u64::try_from(c).ok())
+                        .unwrap_or(1)
+                        .max(1),
+                ),
             })
             .min_by_key(|n| n.unwrap_or(u64::MAX));
         count = match (count, needed.flatten()) {
@@ -155,7 +171,7 @@ mod tests {
     use chrono::TimeZone;
     use dra_types::resource_v1::{DeviceAllocationResult, DeviceRequestAllocationResult};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     use super::*;
 
@@ -220,7 +236,8 @@ mod tests {
     #[test]
     fn counts_add_up_over_our_requests_and_all_or_first_available_are_read() {
         let ours = classes(&["gpu", "h100"]);
-        let spec = json!({"devices": {"requests": [
+        let typed = |json: Value| -> ResourceClaimSpec { serde_json::from_value(json).unwrap() };
+        let spec = typed(json!({"devices": {"requests": [
             {"name": "a", "exactly": {"deviceClassName": "gpu", "count": 2}},
             {"name": "b", "exactly": {"deviceClassName": "gpu"}},
             {"name": "n", "exactly": {"deviceClassName": "nic", "count": 5}},
@@ -228,7 +245,7 @@ mod tests {
                 {"name": "big", "deviceClassName": "h100", "count": 4},
                 {"name": "small", "deviceClassName": "h100", "count": 1},
             ]},
-        ]}});
+        ]}}));
         assert_eq!(
             asked(&spec, &ours),
             Some(Asked {
@@ -236,15 +253,15 @@ mod tests {
                 count: Some(4)
             })
         );
-        let all = json!({"devices": {"requests": [
+        let all = typed(json!({"devices": {"requests": [
             {"name": "a", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}},
-        ]}});
+        ]}}));
         assert_eq!(asked(&all, &ours).unwrap().count, None);
-        let foreign = json!({"devices": {"requests": [
+        let foreign = typed(json!({"devices": {"requests": [
             {"name": "n", "exactly": {"deviceClassName": "nic"}},
-        ]}});
+        ]}}));
         assert_eq!(asked(&foreign, &ours), None);
-        assert_eq!(asked(&Value::Null, &ours), None);
+        assert_eq!(asked(&ResourceClaimSpec::default(), &ours), None);
     }
 
     #[test]

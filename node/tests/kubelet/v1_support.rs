@@ -21,8 +21,8 @@ use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
 use dra_types::kubelet::pluginregistration::registration_client::RegistrationClient;
 use dra_types::kubelet::pluginregistration::{InfoRequest, PluginInfo, RegistrationStatus};
 use dra_types::resource_v1::{
-    DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequestAllocationResult,
-    ResourceClaim, ResourceSlice,
+    DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequest,
+    DeviceRequestAllocationResult, ExactDeviceRequest, ResourceClaim, ResourceSlice,
 };
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
@@ -99,10 +99,17 @@ impl Cluster134 {
         requests.dedup();
         let mut claim = ResourceClaim::new("default", name, "");
         claim.metadata.uid = None;
-        claim.spec = serde_json::json!({"devices": {"requests": requests
+        claim.spec.devices.requests = requests
             .iter()
-            .map(|r| serde_json::json!({"name": r, "exactly": {"deviceClassName": DRIVER}}))
-            .collect::<Vec<_>>()}});
+            .map(|r| DeviceRequest {
+                name: (*r).to_owned(),
+                exactly: Some(ExactDeviceRequest {
+                    device_class_name: DRIVER.to_owned(),
+                    ..ExactDeviceRequest::default()
+                }),
+                ..DeviceRequest::default()
+            })
+            .collect();
         let created = self
             .claims()
             .create(&PostParams::default(), &claim)

@@ -37,6 +37,7 @@ fn slice(node: &str, pool: &str, generation: i64, devices: Vec<SliceDevice>) -> 
             },
             node_name: Some(node.to_owned()),
             devices,
+            ..ResourceSliceSpec::default()
         },
     )
 }

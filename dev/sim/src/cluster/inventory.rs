@@ -222,6 +222,7 @@ pub fn slice_v1(
             },
             node_name: Some(node),
             devices,
+            ..ResourceSliceSpec::default()
         },
     )
 }

@@ -524,6 +524,7 @@ fn slice(node: &str, driver: &str) -> SliceObject {
                 name: "gpu-0".into(),
                 ..Device::default()
             }],
+            ..ResourceSliceSpec::default()
         },
     )
 }

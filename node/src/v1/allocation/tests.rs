@@ -5,7 +5,8 @@ use super::*;
 use crate::v1::config::{CONFIG_API_VERSION, CONFIG_KIND};
 use dra_types::resource_v1::{
     AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult,
-    DeviceRequestAllocationResult, OpaqueDeviceConfiguration, ResourceClaimStatus,
+    DeviceRequestAllocationResult, OpaqueDeviceConfiguration, ResourceClaimSpec,
+    ResourceClaimStatus,
 };
 
 const DRIVER: &str = "gpu.dra-ledger.io";
@@ -24,7 +25,7 @@ fn claim(uid: &str) -> ClaimBuilder {
             uid: Some(uid.into()),
             ..ObjectMeta::default()
         },
-        spec: serde_json::Value::Null,
+        spec: ResourceClaimSpec::default(),
         status: None,
     })
 }

@@ -1,0 +1,145 @@
+//! A claim's `status.allocation`: the allocated devices, the configuration the classes and the
+//! claim give them, and the nodes that can use them.
+
+use k8s_openapi::api::core::v1::NodeSelector;
+use serde::{Deserialize, Serialize};
+
+use super::{nullable, OpaqueDeviceConfiguration};
+
+/// `source` of a configuration entry copied from the request's `DeviceClass`.
+pub const FROM_CLASS: &str = "FromClass";
+/// `source` of a configuration entry copied from the claim.
+pub const FROM_CLAIM: &str = "FromClaim";
+
+/// `status.allocation`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllocationResult {
+    /// The allocated devices and their configuration.
+    #[serde(default)]
+    pub devices: DeviceAllocationResult,
+    /// Where the devices can be used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<NodeSelector>,
+}
+
+/// `status.allocation.devices`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceAllocationResult {
+    /// One entry per allocated device.
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub results: Vec<DeviceRequestAllocationResult>,
+    /// Configuration from the classes and the claim, for the drivers to interpret.
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub config: Vec<DeviceAllocationConfiguration>,
+}
+
+/// One allocated device.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceRequestAllocationResult {
+    /// The request it satisfies (`req` or `req/sub`).
+    #[serde(default)]
+    pub request: String,
+    /// The driver of the device.
+    #[serde(default)]
+    pub driver: String,
+    /// The pool of the device.
+    #[serde(default)]
+    pub pool: String,
+    /// The device name in the pool.
+    #[serde(default)]
+    pub device: String,
+    /// Set (to `true`) only for admin-access requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_access: Option<bool>,
+}
+
+impl DeviceRequestAllocationResult {
+    /// The device `device` of `driver`'s pool `pool`, allocated for `request`.
+    pub fn new(request: &str, driver: &str, pool: &str, device: &str) -> Self {
+        Self {
+            request: request.to_owned(),
+            driver: driver.to_owned(),
+            pool: pool.to_owned(),
+            device: device.to_owned(),
+            admin_access: None,
+        }
+    }
+}
+
+/// One configuration entry of an allocation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceAllocationConfiguration {
+    /// [`FROM_CLASS`] or [`FROM_CLAIM`].
+    #[serde(default)]
+    pub source: String,
+    /// The requests it applies to; empty means all of the claim's.
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub requests: Vec<String>,
+    /// The driver-specific parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opaque: Option<OpaqueDeviceConfiguration>,
+}
+
+impl DeviceAllocationConfiguration {
+    /// An opaque entry for `driver` from `source` ([`FROM_CLASS`] or [`FROM_CLAIM`]), limited to
+    /// `requests` (none: all).
+    pub fn opaque(
+        source: &str,
+        requests: &[&str],
+        driver: &str,
+        parameters: serde_json::Value,
+    ) -> Self {
+        Self {
+            source: source.to_owned(),
+            requests: requests.iter().map(|r| (*r).to_owned()).collect(),
+            opaque: Some(OpaqueDeviceConfiguration {
+                driver: driver.to_owned(),
+                parameters,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_allocation_is_written_in_the_api_shape() {
+        let allocation = AllocationResult {
+            devices: DeviceAllocationResult {
+                results: vec![DeviceRequestAllocationResult::new("gpu", "d", "p", "gpu-0")],
+                config: vec![DeviceAllocationConfiguration {
+                    source: FROM_CLAIM.into(),
+                    requests: vec![],
+                    opaque: None,
+                }],
+            },
+            node_selector: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&allocation).unwrap(),
+            json!({"devices": {
+                "results": [{"request": "gpu", "driver": "d", "pool": "p", "device": "gpu-0"}],
+                "config": [{"source": "FromClaim"}]
+            }})
+        );
+    }
+}
