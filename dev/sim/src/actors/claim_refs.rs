@@ -11,8 +11,8 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::resource_v1::ResourceClaim;
 use super::ObjectKey;
+use dra_types::resource_v1::ResourceClaim;
 
 /// Why a pod claim names no claim yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,7 +147,7 @@ pub fn is_reserved_for_pod(pod: &Pod, claim: &ResourceClaim) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actors::resource_v1::{ConsumerReference, ResourceClaimStatus};
+    use dra_types::resource_v1::{ResourceClaimConsumerReference, ResourceClaimStatus};
     use k8s_openapi::api::core::v1::{ClaimSource, PodResourceClaimStatus, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
@@ -254,10 +254,10 @@ mod tests {
     #[test]
     fn a_claim_is_reserved_for_the_pod_by_uid() {
         let p = pod(vec![], &[]);
-        let mut claim = ResourceClaim::new(ObjectMeta::default(), serde_json::Value::Null);
+        let mut claim = ResourceClaim::default();
         assert!(!is_reserved_for_pod(&p, &claim));
         claim.status = Some(ResourceClaimStatus {
-            reserved_for: vec![ConsumerReference::pod("renamed", "pod-uid")],
+            reserved_for: vec![ResourceClaimConsumerReference::pod("renamed", "pod-uid")],
             ..ResourceClaimStatus::default()
         });
         assert!(is_reserved_for_pod(&p, &claim));

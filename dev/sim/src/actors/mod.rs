@@ -23,7 +23,6 @@ pub(crate) mod indexes;
 pub mod kubelet;
 pub mod plugins;
 pub(crate) mod pod_shape;
-pub mod resource_v1;
 pub(crate) mod scheduler_v1;
 pub mod scheduler_v1alpha2;
 pub(crate) mod scheduling;

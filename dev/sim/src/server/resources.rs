@@ -138,14 +138,14 @@ fn builtin(
 /// The built-in resources a server playing `release` serves from the start: 1.30 serves
 /// `resource.k8s.io/v1alpha2` (`v1alpha2`), 1.34 `resource.k8s.io/v1` (`v1`) instead.
 pub fn builtin_resources_of(release: KubernetesVersion) -> Vec<ResourceInfo> {
-    let r = super::resource_v1::GROUP;
+    let r = dra_types::resource_v1::GROUP;
     let mut resources = builtin_resources();
     if release.serves_v1() {
         resources.retain(|info| info.group != r);
         for (plural, kind, namespaced, status) in super::resource_v1::RESOURCES {
             let mut info = builtin(
                 r,
-                super::resource_v1::VERSION,
+                dra_types::resource_v1::VERSION,
                 plural,
                 kind,
                 namespaced,

@@ -9,11 +9,11 @@
 
 use std::time::Duration;
 
-use dra_sim::actors::resource_v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice, DELETE_PROTECTION_FINALIZER,
-};
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::KubernetesVersion;
+use dra_types::resource_v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice, DELETE_PROTECTION_FINALIZER,
+};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -157,7 +157,7 @@ async fn claim(client: &Client, name: &str) -> ResourceClaim {
 
 /// `request=device` of every result of the claim.
 async fn devices(client: &Client, name: &str) -> Vec<String> {
-    let allocation = claim(client, name).await.typed_allocation().unwrap();
+    let allocation = claim(client, name).await.allocation().cloned().unwrap();
     allocation
         .devices
         .results
@@ -199,7 +199,7 @@ async fn a_template_claim_gets_a_device_of_its_class_and_the_pod_is_bound_with_a
     let template = ResourceClaimTemplate::new(
         "gpu-template",
         None,
-        json!({"devices": one_request(exactly(&[], json!({})))}),
+        serde_json::from_value(json!({"devices": one_request(exactly(&[], json!({})))})).unwrap(),
     );
     Api::<ResourceClaimTemplate>::default_namespaced(client.clone())
         .create(&PostParams::default(), &template)
@@ -230,7 +230,7 @@ async fn a_template_claim_gets_a_device_of_its_class_and_the_pod_is_bound_with_a
         allocated.metadata.finalizers.as_deref(),
         Some(&[DELETE_PROTECTION_FINALIZER.to_owned()][..])
     );
-    let allocation = allocated.allocation().unwrap();
+    let allocation = serde_json::to_value(allocated.allocation().unwrap()).unwrap();
     assert_eq!(
         allocation["devices"]["results"],
         json!([{"request": "gpu", "driver": DRIVER, "pool": "node-1", "device": "gpu-0"}])

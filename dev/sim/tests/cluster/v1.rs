@@ -13,15 +13,13 @@ use std::time::Duration;
 use dra_sim::actors::kubelet::RUN_SECONDS_ANNOTATION;
 use dra_sim::actors::plugins::PluginsConfig;
 use dra_sim::actors::plugins::Service;
-use dra_sim::actors::resource_v1::{
-    ResourceClaim, ResourceClaimTemplate, ResourceSlice, DELETE_PROTECTION_FINALIZER,
-};
 use dra_sim::actors::{Actors, ActorsConfig, POD_CLAIM_NAME_ANNOTATION};
 use dra_sim::cluster::{add_node, start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::{ServerConfig, SimServer};
 use dra_sim::KubernetesVersion;
 use dra_types::resource_v1::{
-    Device, ResourcePool, ResourceSlice as SliceObject, ResourceSliceSpec,
+    Device, ResourceClaim, ResourceClaimSpec, ResourceClaimTemplate, ResourcePool, ResourceSlice,
+    ResourceSliceSpec, DELETE_PROTECTION_FINALIZER,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -112,8 +110,11 @@ fn claims(client: &Client) -> Api<ResourceClaim> {
     Api::default_namespaced(client.clone())
 }
 
-fn claim_spec() -> Value {
-    json!({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}})
+fn claim_spec() -> ResourceClaimSpec {
+    serde_json::from_value(
+        json!({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}),
+    )
+    .unwrap()
 }
 
 /// Creates a pod using `entry` as its only pod claim `gpu`, on `node` if given.
@@ -159,14 +160,15 @@ fn phase(pod: &DynamicObject) -> &str {
 /// delete-protection finalizer, as the scheduler would.
 async fn allocated_claim(client: &Client, name: &str, driver: &str) -> ResourceClaim {
     let api = claims(client);
-    let claim = ResourceClaim::new(
-        ObjectMeta {
+    let claim = ResourceClaim {
+        metadata: ObjectMeta {
             name: Some(name.into()),
             finalizers: Some(vec![DELETE_PROTECTION_FINALIZER.into()]),
             ..ObjectMeta::default()
         },
-        claim_spec(),
-    );
+        spec: claim_spec(),
+        ..ResourceClaim::default()
+    };
     api.create(&PostParams::default(), &claim).await.unwrap();
     let allocation = json!({"status": {"allocation": {"devices": {"results": [
         {"request": "gpu", "driver": driver, "pool": NODE, "device": "gpu-0"}
@@ -225,7 +227,7 @@ async fn a_template_claim_is_created_owned_and_recorded_for_its_pod() {
     assert!(claim_name.starts_with("worker-gpu-"), "{claim_name}");
     let claim = claims(&client).get(&claim_name).await.unwrap();
     assert_eq!(claim.metadata.generate_name.as_deref(), Some("worker-gpu-"));
-    assert_eq!(claim.spec["devices"]["requests"][0]["name"], "gpu");
+    assert_eq!(claim.spec.devices.requests[0].name, "gpu");
     let owner = &claim.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
         (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
@@ -506,8 +508,8 @@ async fn a_plugin_advertising_only_v1beta1_is_called_over_v1beta1() {
     setup.cluster.shutdown().await;
 }
 
-fn slice(node: &str, driver: &str) -> SliceObject {
-    SliceObject::new(
+fn slice(node: &str, driver: &str) -> ResourceSlice {
+    ResourceSlice::new(
         ObjectMeta {
             generate_name: Some(format!("{node}-{driver}-")),
             ..ObjectMeta::default()
@@ -530,7 +532,7 @@ fn slice(node: &str, driver: &str) -> SliceObject {
 }
 
 async fn publish(client: &Client, node: &str, driver: &str) {
-    Api::<SliceObject>::all(client.clone())
+    Api::<ResourceSlice>::all(client.clone())
         .create(&PostParams::default(), &slice(node, driver))
         .await
         .unwrap();

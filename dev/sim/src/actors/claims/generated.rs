@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::pod_owner_reference;
 use crate::actors::claim_refs::{claim_name, is_for_pod, is_reserved_for_pod, pod_claim_entries};
-use crate::actors::resource_v1::{ResourceClaim, ResourceClaimTemplate};
 use crate::actors::POD_CLAIM_NAME_ANNOTATION;
+use dra_types::resource_v1::{ResourceClaim, ResourceClaimTemplate};
 
 /// The longest `generateName` base: 63 characters less a hyphen and five random characters.
 const MAX_BASE_LEN: usize = 57;
@@ -41,8 +41,8 @@ pub fn claim_from_template(
     let template_meta = template.spec.metadata.clone().unwrap_or_default();
     let mut annotations = template_meta.annotations.unwrap_or_default();
     annotations.insert(POD_CLAIM_NAME_ANNOTATION.into(), pod_claim.into());
-    ResourceClaim::new(
-        ObjectMeta {
+    ResourceClaim {
+        metadata: ObjectMeta {
             generate_name: Some(generate_name(
                 pod.metadata.name.as_deref().unwrap_or_default(),
                 pod_claim,
@@ -53,8 +53,9 @@ pub fn claim_from_template(
             owner_references: Some(vec![pod_owner_reference(pod)]),
             ..ObjectMeta::default()
         },
-        template.spec.spec.clone(),
-    )
+        spec: template.spec.spec.clone(),
+        ..ResourceClaim::default()
+    }
 }
 
 fn is_terminal(pod: &Pod) -> bool {
@@ -153,7 +154,9 @@ pub fn pod_needs_work(pod: &Pod, lookup: &dyn Fn(&str) -> Option<ResourceClaim>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actors::resource_v1::{ConsumerReference, ResourceClaimStatus};
+    use dra_types::resource_v1::{
+        AllocationResult, ResourceClaimConsumerReference, ResourceClaimStatus,
+    };
     use k8s_openapi::api::core::v1::{
         ClaimSource, PodResourceClaim, PodResourceClaimStatus, PodSpec, PodStatus,
     };
@@ -189,8 +192,8 @@ mod tests {
     }
 
     fn claim(name: &str, allocated: bool, reserved: &[&str], owner: Option<&str>) -> ResourceClaim {
-        let mut claim = ResourceClaim::new(
-            ObjectMeta {
+        let mut claim = ResourceClaim {
+            metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("ns".into()),
                 owner_references: owner.map(|uid| {
@@ -202,13 +205,13 @@ mod tests {
                 }),
                 ..ObjectMeta::default()
             },
-            json!({}),
-        );
+            ..ResourceClaim::default()
+        };
         claim.status = Some(ResourceClaimStatus {
-            allocation: allocated.then(|| json!({"devices": {"results": []}})),
+            allocation: allocated.then(AllocationResult::default),
             reserved_for: reserved
                 .iter()
-                .map(|uid| ConsumerReference::pod("x", uid))
+                .map(|uid| ResourceClaimConsumerReference::pod("x", uid))
                 .collect(),
             ..ResourceClaimStatus::default()
         });
@@ -246,7 +249,10 @@ mod tests {
                 annotations: Some([("note".to_owned(), "x".to_owned())].into()),
                 ..ObjectMeta::default()
             }),
-            json!({"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "g"}}]}}),
+            serde_json::from_value(json!({"devices": {"requests": [
+                {"name": "r", "exactly": {"deviceClassName": "g"}}
+            ]}}))
+            .unwrap(),
         );
         let claim = claim_from_template(&p, "gpu", &template);
         assert_eq!(claim.metadata.generate_name.as_deref(), Some("p-gpu-"));

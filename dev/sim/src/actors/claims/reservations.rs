@@ -7,7 +7,9 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::actors::resource_v1::{ConsumerReference, ResourceClaim, DELETE_PROTECTION_FINALIZER};
+use dra_types::resource_v1::{
+    ResourceClaim, ResourceClaimConsumerReference, DELETE_PROTECTION_FINALIZER,
+};
 
 /// How many deleted pod UIDs the controller remembers (upstream's `maxUIDCacheEntries`).
 pub const DELETED_PODS_REMEMBERED: usize = 500;
@@ -61,7 +63,9 @@ impl PodState {
 
 /// The entries of `reserved` that are not pods of the core group: the controller cannot judge
 /// them (upstream fails the sync on them).
-pub fn unsupported(reserved: &[ConsumerReference]) -> Option<&ConsumerReference> {
+pub fn unsupported(
+    reserved: &[ResourceClaimConsumerReference],
+) -> Option<&ResourceClaimConsumerReference> {
     reserved.iter().find(|r| !r.is_pod())
 }
 
@@ -120,31 +124,33 @@ pub fn reserve_for(claim: &mut ResourceClaim, pod_name: &str, pod_uid: &str) -> 
     }
     status
         .reserved_for
-        .push(ConsumerReference::pod(pod_name, pod_uid));
+        .push(ResourceClaimConsumerReference::pod(pod_name, pod_uid));
     true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actors::resource_v1::ResourceClaimStatus;
+    use dra_types::resource_v1::ResourceClaimStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use serde_json::json;
 
     fn claim(reserved: &[&str], protected: bool) -> ResourceClaim {
-        let mut claim = ResourceClaim::new(
-            ObjectMeta {
+        let mut claim = ResourceClaim {
+            metadata: ObjectMeta {
                 name: Some("c".into()),
                 finalizers: protected.then(|| vec![DELETE_PROTECTION_FINALIZER.to_owned()]),
                 ..ObjectMeta::default()
             },
-            json!({}),
-        );
+            ..ResourceClaim::default()
+        };
         claim.status = Some(ResourceClaimStatus {
-            allocation: Some(json!({"devices": {"results": [{"driver": "d"}]}})),
+            allocation: Some(
+                serde_json::from_value(json!({"devices": {"results": [{"driver": "d"}]}})).unwrap(),
+            ),
             reserved_for: reserved
                 .iter()
-                .map(|uid| ConsumerReference::pod(&format!("pod-{uid}"), uid))
+                .map(|uid| ResourceClaimConsumerReference::pod(&format!("pod-{uid}"), uid))
                 .collect(),
             ..ResourceClaimStatus::default()
         });
@@ -163,7 +169,10 @@ mod tests {
     fn dropping_some_entries_keeps_the_allocation() {
         let mut c = claim(&["a", "b"], true);
         assert!(drop_stale(&mut c, &["a".into()]));
-        assert_eq!(c.reserved_for(), [ConsumerReference::pod("pod-b", "b")]);
+        assert_eq!(
+            c.reserved_for(),
+            [ResourceClaimConsumerReference::pod("pod-b", "b")]
+        );
         assert!(c.is_allocated());
         assert!(!release_finalizer(&mut c), "still allocated");
     }
@@ -203,7 +212,10 @@ mod tests {
         let mut c = claim(&[], true);
         assert!(reserve_for(&mut c, "p", "u"));
         assert!(!reserve_for(&mut c, "p", "u"));
-        assert_eq!(c.reserved_for(), [ConsumerReference::pod("p", "u")]);
+        assert_eq!(
+            c.reserved_for(),
+            [ResourceClaimConsumerReference::pod("p", "u")]
+        );
         let mut deleting = claim(&[], true);
         deleting.metadata.deletion_timestamp = Some(Time(chrono::Utc::now()));
         assert!(!reserve_for(&mut deleting, "p", "u"));
@@ -214,9 +226,9 @@ mod tests {
 
     #[test]
     fn consumers_other_than_pods_are_reported() {
-        let mut entries = vec![ConsumerReference::pod("p", "u")];
+        let mut entries = vec![ResourceClaimConsumerReference::pod("p", "u")];
         assert!(unsupported(&entries).is_none());
-        entries.push(ConsumerReference {
+        entries.push(ResourceClaimConsumerReference {
             api_group: Some("apps".into()),
             resource: "deployments".into(),
             name: "d".into(),

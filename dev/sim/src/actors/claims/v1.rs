@@ -30,12 +30,12 @@ use crate::actors::claim_refs::{
 use crate::actors::error::{is_not_found, ActorError, Result};
 use crate::actors::events::{post_pod_warning, Reporter};
 use crate::actors::indexes::{ClaimUsers, OwnedClaims};
-use crate::actors::resource_v1::{ResourceClaim, ResourceClaimTemplate};
 use crate::actors::writes::{read_modify_write, with_retry, Part};
 use crate::actors::ACTOR_BACKOFF;
 use crate::actors::{ObjectKey, POD_CLAIM_NAME_ANNOTATION};
 use dra_runtime::informer::Change;
 use dra_runtime::workqueue::{Next, WorkQueue};
+use dra_types::resource_v1::{ResourceClaim, ResourceClaimTemplate};
 
 /// The event reason of a template claim the controller could not create.
 pub const FAILED_CREATION_REASON: &str = "FailedResourceClaimCreation";

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::claims::{ClaimCache, ClaimInfo, Handle};
 use super::error::{ClaimError, DriverError};
 use crate::actors::claim_refs::{is_for_pod, is_reserved_for_pod, ClaimName};
-use crate::actors::resource_v1::ResourceClaim;
+use dra_types::resource_v1::ResourceClaim;
 
 /// Checks `claim` (named by `pod_claim` of `pod`) before it is prepared; `registered` tells
 /// whether a driver has a registered plugin. The claim info has one handle per driver, without
@@ -83,7 +83,7 @@ pub(crate) fn same_claim(cache: &ClaimCache, info: &ClaimInfo) -> Result<(), Cla
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::actors::resource_v1::{ConsumerReference, ResourceClaimStatus};
+    use dra_types::resource_v1::{ResourceClaimConsumerReference, ResourceClaimStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
     use serde_json::json;
 
@@ -100,8 +100,8 @@ mod tests {
     }
 
     fn claim(drivers: &[&str], reserved: &[&str], allocated: bool) -> ResourceClaim {
-        let mut claim = ResourceClaim::new(
-            ObjectMeta {
+        let mut claim = ResourceClaim {
+            metadata: ObjectMeta {
                 name: Some("c".into()),
                 namespace: Some("ns".into()),
                 uid: Some("claim-uid".into()),
@@ -112,17 +112,18 @@ mod tests {
                 }]),
                 ..ObjectMeta::default()
             },
-            json!({}),
-        );
+            ..ResourceClaim::default()
+        };
         let results: Vec<_> = drivers
             .iter()
             .map(|d| json!({"request": "r", "driver": d, "pool": "p", "device": "x"}))
             .collect();
         claim.status = Some(ResourceClaimStatus {
-            allocation: allocated.then(|| json!({"devices": {"results": results}})),
+            allocation: allocated
+                .then(|| serde_json::from_value(json!({"devices": {"results": results}})).unwrap()),
             reserved_for: reserved
                 .iter()
-                .map(|u| ConsumerReference::pod("p", u))
+                .map(|u| ResourceClaimConsumerReference::pod("p", u))
                 .collect(),
             ..ResourceClaimStatus::default()
         });

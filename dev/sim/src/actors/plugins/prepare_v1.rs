@@ -20,7 +20,7 @@ use super::error::{CallError, ClaimError, PrepareError};
 use super::prepare::Prepare;
 use super::NodePlugins;
 use crate::actors::claim_refs::{claim_name, pod_claim_entries};
-use crate::actors::resource_v1::ResourceClaim;
+use dra_types::resource_v1::ResourceClaim;
 
 impl NodePlugins {
     /// Prepares the claims of `pod` that are not prepared yet (1.34).

@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use tokio::time::Instant;
 
 use crate::actors::error::{is_not_found, ActorError, Result};
-use crate::actors::resource_v1::ResourceSlice;
+use dra_types::resource_v1::ResourceSlice;
 
 /// When the slices of drivers without a registered plugin are to be deleted.
 #[derive(Debug, Default, Clone)]

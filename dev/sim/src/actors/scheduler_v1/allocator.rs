@@ -24,8 +24,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 
 use super::cel_env::{device_key, CelEnv, DeviceValue};
-use crate::actors::resource_v1::requests::{allocation_mode, exact_count, ALL, EXACT_COUNT};
-use crate::actors::resource_v1::{
+use dra_types::resource_v1::{allocation_mode, exact_count, ALL, EXACT_COUNT};
+use dra_types::resource_v1::{
     AllocationResult, Device, DeviceAttribute, DeviceClaim, DeviceClass, DeviceSelector,
     ResourceSlice,
 };

@@ -21,7 +21,7 @@ use dra_runtime::lock::LockExt;
 
 use super::quantity::Quantity;
 use super::semver_lib::Semver;
-use crate::actors::resource_v1::{Device, DeviceAttribute};
+use dra_types::resource_v1::{Device, DeviceAttribute};
 
 /// A selector expression that does not compile, with the parser's message.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -31,9 +31,6 @@ use kube::{Api, Client};
 use super::claim_refs::resolved_claim_keys;
 use super::error::{ActorError, Result};
 use super::indexes::{ClaimUsers, NodeLoad, Placement};
-use super::resource_v1::{
-    ConsumerReference, DeviceClass, ResourceClaim, ResourceSlice, DELETE_PROTECTION_FINALIZER,
-};
 use super::scheduling::{self, bound_node, wants, LastEvents};
 use super::writes::{modify_write, read_modify_write, Part};
 use super::ObjectKey;
@@ -42,6 +39,10 @@ use allocator::DeviceId;
 use cel_env::CelEnv;
 use dra_runtime::informer::Change;
 use dra_runtime::workqueue::{Next, WorkQueue};
+use dra_types::resource_v1::{
+    DeviceClass, ResourceClaim, ResourceClaimConsumerReference, ResourceSlice,
+    DELETE_PROTECTION_FINALIZER,
+};
 use in_use::{DevicesInUse, InFlightAllocations};
 use plan::{decide, ClaimWrite, Decision, Snapshot};
 
@@ -88,10 +89,9 @@ pub struct SchedulerV1 {
 
 fn devices_of(claim: &ResourceClaim) -> Vec<DeviceId> {
     claim
-        .typed_allocation()
-        .map(|a| a.devices.results)
-        .unwrap_or_default()
-        .into_iter()
+        .allocation()
+        .map_or(&[][..], |a| &a.devices.results)
+        .iter()
         .filter(|r| r.admin_access != Some(true))
         .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
         .collect()
@@ -414,15 +414,7 @@ impl SchedulerV1 {
                 return Err(ActorError::Sync(refusal));
             }
         }
-        let allocation = write
-            .allocation
-            .as_ref()
-            .map(serde_json::to_value)
-            .transpose()
-            .map_err(|source| ActorError::Encode {
-                what: "allocation",
-                source,
-            })?;
+        let allocation = write.allocation.as_ref();
         let action = format!("allocate and reserve {what}");
         let mut written = false;
         modify_write(&api, &write.name, Part::Status, &action, known, |claim| {
@@ -432,7 +424,7 @@ impl SchedulerV1 {
                 return false;
             }
             let status = claim.status.get_or_insert_with(Default::default);
-            if let Some(allocation) = &allocation {
+            if let Some(allocation) = allocation {
                 status.allocation = Some(allocation.clone());
             }
             if status.reserved_for.iter().any(|r| r.uid == pod_uid) {
@@ -445,7 +437,7 @@ impl SchedulerV1 {
             }
             status
                 .reserved_for
-                .push(ConsumerReference::pod(&key.name, pod_uid));
+                .push(ResourceClaimConsumerReference::pod(&key.name, pod_uid));
             written = true;
             true
         })

@@ -17,10 +17,10 @@ use super::allocator::{allocate, ClaimToAllocate, DeviceId, Inventory};
 use super::cel_env::CelEnv;
 use super::explain;
 use crate::actors::claim_refs::{claim_name, is_for_pod, is_reserved_for_pod, pod_claim_entries};
-use crate::actors::resource_v1::{
+use crate::actors::selectors::node_matches;
+use dra_types::resource_v1::{
     AllocationResult, DeviceClaim, DeviceClass, ResourceClaim, ResourceSlice,
 };
-use crate::actors::selectors::node_matches;
 
 /// What the cluster looks like to one cycle.
 pub struct Snapshot<'a> {
@@ -121,12 +121,7 @@ fn pre_filter(snap: &Snapshot<'_>) -> Result<Vec<Resolved>, Refusal> {
                     explain::POST_FILTER_STILL,
                 ));
             }
-            let spec = claim.device_claim().map_err(|error| {
-                Refusal::Unschedulable(
-                    format!("claim {namespace}/{}: {error}", name.name),
-                    explain::POST_FILTER_STILL,
-                )
-            })?;
+            let spec = claim.spec.devices.clone();
             for request in &spec.requests {
                 let classes = request
                     .exactly
@@ -194,9 +189,9 @@ fn filter<'n>(
         }
         let elsewhere = claims.iter().any(|c| {
             c.claim
-                .typed_allocation()
-                .and_then(|a| a.node_selector)
-                .is_some_and(|selector| !node_matches(&selector, node))
+                .allocation()
+                .and_then(|a| a.node_selector.as_ref())
+                .is_some_and(|selector| !node_matches(selector, node))
         });
         if elsewhere {
             rejections.push(explain::NOT_AVAILABLE_ON_NODE);

@@ -8,7 +8,7 @@
 use super::{gc_kinds, stores, Env, Parts};
 use crate::actors::claims::v1::ClaimControllerV1;
 use crate::actors::pod_shape::Pod134;
-use crate::actors::resource_v1::{
+use dra_types::resource_v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use crate::actors::scheduler_v1::SchedulerV1;

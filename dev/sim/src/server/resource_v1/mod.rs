@@ -1,26 +1,20 @@
 //! `resource.k8s.io/v1` as a Kubernetes 1.34 API server serves it (`v1`): the four
-//! resources and their shape ([`types`]), their defaults ([`defaults`]) and validation
-//! ([`validate`]), and the 1.34 shape of pods' claims ([`pods`]).
+//! resources, how their objects are decoded into the shared model ([`decode`]), their defaults
+//! ([`defaults`]) and validation ([`validate`]), and the 1.34 shape of pods' claims ([`pods`]).
 //!
 //! The server's generic handlers call the entry points here for objects of group
 //! `resource.k8s.io`, version `v1`, and for pods when the server plays 1.34.
 
+mod decode;
 mod defaults;
 pub(crate) mod pods;
-mod types;
 mod validate;
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use dra_types::resource_v1::{GROUP, VERSION};
 use serde_json::Value;
 
 use super::error::{FieldCause, Result};
 use super::resources::ResourceInfo;
-
-/// The API group.
-pub const GROUP: &str = "resource.k8s.io";
-/// The version served by 1.34.
-pub const VERSION: &str = "v1";
 
 /// Whether `info` is one of the `resource.k8s.io/v1` resources handled here.
 pub fn handles(info: &ResourceInfo) -> bool {
@@ -41,20 +35,10 @@ pub const RESOURCES: [(&str, &str, bool, bool); 4] = [
     ("resourceslices", "ResourceSlice", false, false),
 ];
 
-fn round_trip<K: DeserializeOwned + Serialize>(kind: &str, obj: &Value) -> Result<Value> {
-    super::typed::decode_as::<K>(kind, VERSION, obj)
-}
-
 /// Decodes `obj` as its kind and encodes it again: unknown and disabled fields are dropped,
 /// wrongly typed ones are a 400.
 pub fn normalise(info: &ResourceInfo, obj: &Value) -> Result<Value> {
-    match info.kind.as_str() {
-        "DeviceClass" => round_trip::<types::DeviceClass>(&info.kind, obj),
-        "ResourceClaim" => round_trip::<types::ResourceClaim>(&info.kind, obj),
-        "ResourceClaimTemplate" => round_trip::<types::ResourceClaimTemplate>(&info.kind, obj),
-        "ResourceSlice" => round_trip::<types::ResourceSlice>(&info.kind, obj),
-        _ => Ok(obj.clone()),
-    }
+    decode::normalise(&info.kind, obj)
 }
 
 /// Applies the defaults of the kind (on every write, as decoding does).

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::actors::resource_v1::ResourceSlice;
 use crate::actors::selectors::node_matches;
+use dra_types::resource_v1::ResourceSlice;
 
 /// A device's identity: driver, pool and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 
 use super::Search;
-use crate::actors::resource_v1::{
-    AllocationConfigSource, AllocationResult, DeviceAllocationConfiguration,
-    DeviceAllocationResult, DeviceRequestAllocationResult,
+use dra_types::resource_v1::{
+    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult,
+    DeviceRequestAllocationResult, FROM_CLAIM, FROM_CLASS,
 };
 
 fn add_new(from: Option<&Vec<NodeSelectorRequirement>>, to: &mut Vec<NodeSelectorRequirement>) {
@@ -58,7 +58,7 @@ impl Search<'_, '_> {
             let start = config.len();
             for entry in &data.class.spec.config {
                 config.push(DeviceAllocationConfiguration {
-                    source: AllocationConfigSource::FromClass,
+                    source: FROM_CLASS.to_owned(),
                     requests: vec![data.name()],
                     opaque: entry.opaque.clone(),
                 });
@@ -66,7 +66,7 @@ impl Search<'_, '_> {
             class_entries.insert(class, (start, config.len()));
         }
         let from_claim = |requests: &[String]| DeviceAllocationConfiguration {
-            source: AllocationConfigSource::FromClaim,
+            source: FROM_CLAIM.to_owned(),
             requests: requests.to_vec(),
             opaque: None,
         };

@@ -4,7 +4,7 @@
 #![allow(clippy::needless_pass_by_value)]
 
 use super::*;
-use crate::actors::resource_v1::DeviceRequestAllocationResult;
+use dra_types::resource_v1::DeviceRequestAllocationResult;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Value};
 

@@ -6,7 +6,7 @@
 #![allow(clippy::needless_raw_string_hashes)]
 
 use super::*;
-use crate::actors::resource_v1::DeviceCapacity;
+use dra_types::resource_v1::DeviceCapacity;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Amount;
 
 const DRIVER: &str = "gpu.example.com";
