@@ -3,16 +3,16 @@
 //! them (`0/N nodes are available: ...`, node reasons counted and sorted) followed by the
 //! `PostFilter` messages of the DRA plugin and default preemption, and the Filter error that
 //! aborts a cycle (`running "DynamicResources" filter plugin: ...`). The `Scheduled` text and
-//! the reasons shared with 1.30 come from [`crate::actors::scheduler_v1alpha2::explain`].
+//! the reasons shared with 1.30, with the counting of node reasons, come from
+//! [`crate::actors::scheduler_v1alpha2::explain`].
 //!
 //! Pure text building: no I/O.
 
-use std::collections::BTreeMap;
-
 pub use crate::actors::scheduler_v1alpha2::explain::{
-    scheduled, FAILED_SCHEDULING, NODE_UNSCHEDULABLE, NOT_AVAILABLE_ON_NODE, NO_NODES,
-    POST_FILTER_STILL, SCHEDULED,
+    claim_being_deleted, scheduled, FAILED_SCHEDULING, NODE_UNSCHEDULABLE, NOT_AVAILABLE_ON_NODE,
+    NO_NODES, POST_FILTER_STILL, SCHEDULED,
 };
+use crate::actors::scheduler_v1alpha2::explain::{fit_error, node_reasons};
 
 /// Filter: the node's devices cannot satisfy every unallocated claim of the pod.
 pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
@@ -25,11 +25,6 @@ pub const SCHEDULER_ERROR: &str = "SchedulerError";
 /// `PreEnqueue` (logged, not posted): a claim missing from the scheduler's cache.
 pub fn claim_not_found(claim: &str) -> String {
     format!("resourceclaim.resource.k8s.io \"{claim}\" not found")
-}
-
-/// `PreEnqueue` (logged, not posted): a claim that is being deleted.
-pub fn claim_being_deleted(claim: &str) -> String {
-    format!("resourceclaim \"{claim}\" is being deleted")
 }
 
 /// `PreFilter`: a request whose class does not exist (`request` is `req` or `req/sub`).
@@ -53,34 +48,16 @@ fn post_filter(nodes: usize, dra: &str) -> String {
 /// The message of a cycle whose `PreFilter` refused the pod with `reason` in a cluster of
 /// `nodes` nodes; `dra_post_filter` is what the DRA plugin's `PostFilter` said.
 pub fn pre_filter_failure(nodes: usize, reason: &str, dra_post_filter: &str) -> String {
-    if nodes == 0 {
-        return NO_NODES.to_owned();
-    }
-    format!(
-        "0/{nodes} nodes are available: {reason}. {}",
-        post_filter(nodes, dra_post_filter)
-    )
+    fit_error(nodes, reason, post_filter(nodes, dra_post_filter))
 }
 
 /// The message of a cycle in which every node was filtered out, one reason per node.
 pub fn filter_failure(rejections: &[&str]) -> String {
     let nodes = rejections.len();
-    if nodes == 0 {
-        return NO_NODES.to_owned();
-    }
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for reason in rejections {
-        *counts.entry(reason).or_default() += 1;
-    }
-    let mut histogram: Vec<String> = counts
-        .iter()
-        .map(|(reason, count)| format!("{count} {reason}"))
-        .collect();
-    histogram.sort();
-    format!(
-        "0/{nodes} nodes are available: {}. {}",
-        histogram.join(", "),
-        post_filter(nodes, POST_FILTER_STILL)
+    fit_error(
+        nodes,
+        &node_reasons(rejections),
+        post_filter(nodes, POST_FILTER_STILL),
     )
 }
 

@@ -81,13 +81,16 @@ fn post_filter(nodes: usize, dra: &str) -> String {
 /// The message of a cycle whose `PreFilter` refused the pod with `reason`, in a cluster of
 /// `nodes` nodes.
 pub fn pre_filter_failure(nodes: usize, reason: &str) -> String {
+    fit_error(nodes, reason, post_filter(nodes, POST_FILTER_NO_CLAIMS))
+}
+
+/// The scheduler's fit error, `0/N nodes are available: <reasons>. <post_filter>`, or
+/// [`NO_NODES`] in a cluster without nodes; the 1.34 scheduler's has the same frame.
+pub fn fit_error(nodes: usize, reasons: &str, post_filter: String) -> String {
     if nodes == 0 {
         return NO_NODES.to_owned();
     }
-    format!(
-        "0/{nodes} nodes are available: {reason}. {}",
-        post_filter(nodes, POST_FILTER_NO_CLAIMS)
-    )
+    format!("0/{nodes} nodes are available: {reasons}. {post_filter}")
 }
 
 /// The message of a cycle in which every node was filtered out: `rejections` holds one reason
@@ -95,9 +98,17 @@ pub fn pre_filter_failure(nodes: usize, reason: &str) -> String {
 /// `PostFilter` did.
 pub fn filter_failure(rejections: &[&str], dra_post_filter: &str) -> String {
     let nodes = rejections.len();
-    if nodes == 0 {
-        return NO_NODES.to_owned();
-    }
+    fit_error(
+        nodes,
+        &node_reasons(rejections),
+        post_filter(nodes, dra_post_filter),
+    )
+}
+
+/// The per-node reasons of a fit error as the scheduler lists them: each reason once with the
+/// number of nodes that gave it (`2 node(s) were unschedulable`), sorted, joined by `, `. The
+/// 1.34 scheduler's fit error lists them the same way.
+pub fn node_reasons(rejections: &[&str]) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for reason in rejections {
         *counts.entry(reason).or_default() += 1;
@@ -107,11 +118,7 @@ pub fn filter_failure(rejections: &[&str], dra_post_filter: &str) -> String {
         .map(|(reason, count)| format!("{count} {reason}"))
         .collect();
     histogram.sort();
-    format!(
-        "0/{nodes} nodes are available: {}. {}",
-        histogram.join(", "),
-        post_filter(nodes, dra_post_filter)
-    )
+    histogram.join(", ")
 }
 
 /// The message of a cycle whose Reserve waits for the drivers (the scheduler counts only the

@@ -4,27 +4,27 @@
 //! the API server's `BindingREST`.
 
 use axum::response::Response;
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::params::decode_body;
 use super::write::now;
-use super::{json_response, AppState, Params};
+use super::{json_response, Call};
 use crate::server::error::{FieldCause, Result, StatusError};
-use crate::server::route::ResourceRequest;
 use crate::server::store::Change;
 
 /// The qualified resource conflicts of a binding are reported on.
 const BINDING_RESOURCE: &str = "pods/binding";
 
 /// POST on `pods/{name}/binding` or on the `bindings` collection: assigns the pod to a node once.
-pub(super) fn bind(
-    state: &AppState,
-    req: &ResourceRequest,
-    params: &Params,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Response> {
+pub(super) fn bind(call: Call<'_>) -> Result<Response> {
+    let Call {
+        state,
+        req,
+        params,
+        headers,
+        body,
+    } = call;
     let binding = decode_body(headers, body)?;
     let info = &req.info;
     let meta_str = |field: &str| {

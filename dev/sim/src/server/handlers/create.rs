@@ -3,14 +3,14 @@
 //! and CRD establishment.
 
 use axum::response::Response;
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 use rand::Rng;
 use serde_json::{json, Value};
 
 use super::params::decode_body;
 use super::read::format_of;
 use super::write::now;
-use super::{object_response, AppState, Params};
+use super::{object_response, AppState, Call};
 use crate::server::convert;
 use crate::server::crd;
 use crate::server::defaults;
@@ -100,13 +100,14 @@ pub(super) fn check_namespace_open(
 }
 
 /// POST on a collection.
-pub(super) fn create(
-    state: &AppState,
-    req: &ResourceRequest,
-    params: &Params,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Response> {
+pub(super) fn create(call: Call<'_>) -> Result<Response> {
+    let Call {
+        state,
+        req,
+        params,
+        headers,
+        body,
+    } = call;
     let info = &req.info;
     let mut obj = decode_body(headers, body)?;
     check_type(info, &mut obj)?;

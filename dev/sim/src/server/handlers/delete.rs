@@ -17,12 +17,11 @@ use super::options;
 use super::params::decode_body;
 use super::read::{format_of, Filter};
 use super::write::now;
-use super::{json_bytes_response, json_response, object_response, AppState, Params};
+use super::{json_bytes_response, json_response, object_response, AppState, Call, Params};
 use crate::server::crd;
 use crate::server::error::{Result, StatusError};
 use crate::server::render;
 use crate::server::resources::ResourceInfo;
-use crate::server::route::ResourceRequest;
 use crate::server::store::{Change, Written};
 
 /// Parsed `DeleteOptions`: from the body when the request has one (its query options are then
@@ -123,20 +122,17 @@ fn grace_period(info: &ResourceInfo, obj: &Value, requested: Option<i64>) -> i64
 fn decide(info: &ResourceInfo, current: &Value, opts: &DeleteOptions) -> Result<Change> {
     let name = current["metadata"]["name"].as_str().unwrap_or_default();
     let meta = &current["metadata"];
-    if let Some(uid) = &opts.uid {
-        if meta["uid"].as_str() != Some(uid.as_str()) {
+    let preconditions = [
+        ("UID", "uid", &opts.uid),
+        ("ResourceVersion", "resourceVersion", &opts.resource_version),
+    ];
+    for (label, field, wanted) in preconditions {
+        let Some(wanted) = wanted else { continue };
+        let actual = meta[field].as_str();
+        if actual != Some(wanted.as_str()) {
             let why = format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                meta["uid"].as_str().unwrap_or_default()
-            );
-            return Err(StatusError::conflict(&info.plural, &info.group, name, &why));
-        }
-    }
-    if let Some(rv) = &opts.resource_version {
-        if meta["resourceVersion"].as_str() != Some(rv.as_str()) {
-            let why = format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                meta["resourceVersion"].as_str().unwrap_or_default()
+                "Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {}",
+                actual.unwrap_or_default()
             );
             return Err(StatusError::conflict(&info.plural, &info.group, name, &why));
         }
@@ -259,13 +255,14 @@ fn delete_one(
 }
 
 /// DELETE one object.
-pub(super) fn delete(
-    state: &AppState,
-    req: &ResourceRequest,
-    params: &Params,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Response> {
+pub(super) fn delete(call: Call<'_>) -> Result<Response> {
+    let Call {
+        state,
+        req,
+        params,
+        headers,
+        body,
+    } = call;
     let info = &req.info;
     let opts = DeleteOptions::parse(params, headers, body)?;
     let name = req.name.clone().unwrap_or_default();
@@ -299,13 +296,14 @@ pub(super) fn delete(
 }
 
 /// DELETE on a collection: deletes every object matching the selectors.
-pub(super) fn delete_collection(
-    state: &AppState,
-    req: &ResourceRequest,
-    params: &Params,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Response> {
+pub(super) fn delete_collection(call: Call<'_>) -> Result<Response> {
+    let Call {
+        state,
+        req,
+        params,
+        headers,
+        body,
+    } = call;
     let info = &req.info;
     options::validate_list(params, false)?;
     let opts = DeleteOptions::parse(params, headers, body)?;

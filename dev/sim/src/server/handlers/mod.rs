@@ -49,6 +49,18 @@ pub(crate) struct AppState {
     pub addr: std::net::SocketAddr,
 }
 
+/// One request on a resource as every per-verb handler takes it: the server's state, the
+/// resource and object addressed, the query parameters, the headers and the body (empty for
+/// reads).
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    state: &'a Arc<AppState>,
+    req: &'a ResourceRequest,
+    params: &'a Params,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+}
+
 /// The fallback handler serving every path.
 pub(crate) async fn dispatch(
     State(state): State<Arc<AppState>>,
@@ -149,36 +161,41 @@ async fn resource(
         return Err(StatusError::Internal("injected internal error".into()));
     }
     let sub = req.subresource.as_deref();
+    let call = Call {
+        state,
+        req: &req,
+        params,
+        headers,
+        body: &body,
+    };
     match (method, req.name.is_some(), sub) {
         (Method::GET, false, None) if params.flag("watch") => {
             options::validate_list(params, true)?;
-            watch::watch(state, &req, params, headers)
+            watch::watch(call)
         }
         (Method::GET, false, None) => {
             options::validate_list(params, false)?;
-            read::list(state, &req, params, headers)
+            read::list(call)
         }
-        (Method::GET, true, None | Some("status")) => read::get(state, &req, params, headers),
+        (Method::GET, true, None | Some("status")) => read::get(call),
         (Method::POST, false, None) => {
             options::validate_write(WriteKind::Create, params)?;
-            create::create(state, &req, params, headers, &body)
+            create::create(call)
         }
         (Method::POST, _, Some("binding")) => {
             options::validate_write(WriteKind::Create, params)?;
-            binding::bind(state, &req, params, headers, &body)
+            binding::bind(call)
         }
         (Method::PUT, true, None | Some("status")) => {
             options::validate_write(WriteKind::Update, params)?;
-            write::update(state, &req, params, headers, &body)
+            write::update(call)
         }
         (Method::PATCH, true, None | Some("status")) => {
             options::validate_write(WriteKind::Patch, params)?;
-            write::patch(state, &req, params, headers, &body)
+            write::patch(call)
         }
-        (Method::DELETE, true, None) => delete::delete(state, &req, params, headers, &body),
-        (Method::DELETE, false, None) => {
-            delete::delete_collection(state, &req, params, headers, &body)
-        }
+        (Method::DELETE, true, None) => delete::delete(call),
+        (Method::DELETE, false, None) => delete::delete_collection(call),
         (m, _, _) => Err(StatusError::MethodNotAllowed(format!(
             "the server does not allow this method on the requested resource ({m})"
         ))),

@@ -8,7 +8,7 @@ use axum::response::Response;
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
 
-use super::{json_bytes_response, object_response, AppState, Params};
+use super::{json_bytes_response, object_response, Call, Params};
 use crate::server::error::{Result, StatusError};
 use crate::server::render::{self, Format};
 use crate::server::resources::ResourceInfo;
@@ -25,12 +25,14 @@ pub(super) fn format_of(headers: &HeaderMap, params: &Params) -> Format {
 }
 
 /// GET one object (also serves GET on the `status` subresource).
-pub(super) fn get(
-    state: &AppState,
-    req: &ResourceRequest,
-    params: &Params,
-    headers: &HeaderMap,
-) -> Result<Response> {
+pub(super) fn get(call: Call<'_>) -> Result<Response> {
+    let Call {
+        state,
+        req,
+        params,
+        headers,
+        ..
+    } = call;
     let info = &req.info;
     let name = req.name.as_deref().unwrap_or_default();
     let ns = req.namespace.as_deref().unwrap_or_default();
@@ -179,12 +181,14 @@ fn from_watch_cache(info: &ResourceInfo, params: &Params) -> bool {
 
 /// LIST a collection. Pages after the first read at the first page's revision, so a paged list
 /// is one consistent snapshot, as from etcd.
-pub(super) fn list(
-    state: &AppState,
-    req: &ResourceRequest,
-    params: &Params,
-    headers: &HeaderMap,
-) -> Result<Response> {
+pub(super) fn list(call: Call<'_>) -> Result<Response> {
+    let Call {
+        state,
+        req,
+        params,
+        headers,
+        ..
+    } = call;
     let info = &req.info;
     let filter = Filter::from_request(req, params)?;
     let limit = params

@@ -9,18 +9,17 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::response::Response;
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::read::{format_of, with_gvk, Filter};
-use super::{object_body, AppState, Params};
+use super::{object_body, AppState, Call};
 use crate::server::convert::needs_presenting;
 use crate::server::error::{Result, StatusError};
 use crate::server::render::{self, Format};
 use crate::server::resources::ResourceInfo;
-use crate::server::route::ResourceRequest;
 use crate::server::store::{EventType, StoredEvent, Subscription};
 
 struct Watcher {
@@ -131,12 +130,14 @@ fn expired(message: &str) -> Value {
 }
 
 /// Starts a watch and returns the streaming response.
-pub(super) fn watch(
-    state: &Arc<AppState>,
-    req: &ResourceRequest,
-    params: &Params,
-    headers: &HeaderMap,
-) -> Result<Response> {
+pub(super) fn watch(call: Call<'_>) -> Result<Response> {
+    let Call {
+        state,
+        req,
+        params,
+        headers,
+        ..
+    } = call;
     let filter = Filter::from_request(req, params)?;
     let format = format_of(headers, params);
     let send_initial = params.flag("sendInitialEvents");

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::create::{check_namespace, check_type};
 use super::params::decode_body;
 use super::read::{format_of, with_gvk};
-use super::{object_response, AppState, Params};
+use super::{object_response, AppState, Call, Params};
 use crate::server::convert;
 use crate::server::crd;
 use crate::server::error::{FieldCause, Result, StatusError};
@@ -225,13 +225,14 @@ fn run_update(
 }
 
 /// PUT on an object or its status.
-pub(super) fn update(
-    state: &AppState,
-    req: &ResourceRequest,
-    params: &Params,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Response> {
+pub(super) fn update(call: Call<'_>) -> Result<Response> {
+    let Call {
+        state,
+        req,
+        params,
+        headers,
+        body,
+    } = call;
     let mut obj = decode_body(headers, body)?;
     check_type(&req.info, &mut obj)?;
     check_body_name(req, &obj)?;
@@ -260,13 +261,14 @@ pub(super) fn update(
 }
 
 /// PATCH on an object or its status.
-pub(super) fn patch(
-    state: &AppState,
-    req: &ResourceRequest,
-    params: &Params,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Response> {
+pub(super) fn patch(call: Call<'_>) -> Result<Response> {
+    let Call {
+        state,
+        req,
+        params,
+        headers,
+        body,
+    } = call;
     let content_type = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
