@@ -6,8 +6,6 @@
 //!
 //! Pure; the controller and the kubelet share it.
 
-use std::fmt;
-
 use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -15,14 +13,16 @@ use super::ObjectKey;
 use dra_types::resource_v1::ResourceClaim;
 
 /// Why a pod claim names no claim yet.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     /// A template claim whose claim is not recorded in the pod status yet.
+    #[error("pod \"{pod}\": ResourceClaim not created yet")]
     NotCreated {
         /// `namespace/name` of the pod.
         pod: String,
     },
     /// Neither a claim name nor a template name is set.
+    #[error("pod \"{pod}\", spec.resourceClaim \"{claim}\": none of the supported fields are set")]
     Unsupported {
         /// `namespace/name` of the pod.
         pod: String,
@@ -31,18 +31,14 @@ pub enum NameError {
     },
 }
 
-impl fmt::Display for NameError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NameError::NotCreated { pod } => {
-                write!(f, "pod \"{pod}\": ResourceClaim not created yet")
-            }
-            NameError::Unsupported { pod, claim } => write!(
-                f,
-                "pod \"{pod}\", spec.resourceClaim \"{claim}\": none of the supported fields are set"
-            ),
-        }
-    }
+/// A claim made from a template that the pod does not control.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ResourceClaim {claim} was not created for pod {pod} (pod is not owner)")]
+pub struct NotForPod {
+    /// `namespace/name` of the claim.
+    pub claim: String,
+    /// `namespace/name` of the pod.
+    pub pod: String,
 }
 
 /// The claim a pod claim refers to.
@@ -119,7 +115,7 @@ pub fn resolved_claim_keys(pod: &Pod) -> Vec<ObjectKey> {
 }
 
 /// `Ok` when the claim with metadata `claim` is in the pod's namespace and controlled by the pod.
-pub fn is_for_pod(pod: &Pod, claim: &ObjectMeta) -> Result<(), String> {
+pub fn is_for_pod(pod: &Pod, claim: &ObjectMeta) -> Result<(), NotForPod> {
     let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let controlled = claim
         .owner_references
@@ -129,12 +125,14 @@ pub fn is_for_pod(pod: &Pod, claim: &ObjectMeta) -> Result<(), String> {
     if claim.namespace == pod.metadata.namespace && controlled {
         Ok(())
     } else {
-        Err(format!(
-            "ResourceClaim {}/{} was not created for pod {} (pod is not owner)",
-            claim.namespace.as_deref().unwrap_or_default(),
-            claim.name.as_deref().unwrap_or_default(),
-            pod_key(pod)
-        ))
+        Err(NotForPod {
+            claim: format!(
+                "{}/{}",
+                claim.namespace.as_deref().unwrap_or_default(),
+                claim.name.as_deref().unwrap_or_default()
+            ),
+            pod: pod_key(pod),
+        })
     }
 }
 
@@ -245,7 +243,7 @@ mod tests {
         };
         assert!(is_for_pod(&p, &owned(Some(true), "ns")).is_ok());
         assert_eq!(
-            is_for_pod(&p, &owned(None, "ns")).unwrap_err(),
+            is_for_pod(&p, &owned(None, "ns")).unwrap_err().to_string(),
             "ResourceClaim ns/c was not created for pod ns/p (pod is not owner)"
         );
         assert!(is_for_pod(&p, &owned(Some(true), "other")).is_err());

@@ -134,7 +134,7 @@ pub fn pod_needs_work(pod: &Pod, lookup: &dyn Fn(&str) -> Option<ResourceClaim>)
         };
         if name.check_owner {
             if let Err(error) = is_for_pod(pod, &claim.metadata) {
-                return Work::no(error);
+                return Work::no(error.to_string());
             }
         }
         if !is_scheduled(pod) {

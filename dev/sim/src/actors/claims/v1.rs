@@ -68,6 +68,40 @@ pub struct ClaimControllerV1 {
 /// The claims to create and record: `(pod claim name, claim name)`.
 type NewStatuses = Vec<(String, String)>;
 
+/// Why the claim of a template pod claim cannot be made; the text is the event's, upstream's.
+#[derive(Debug, thiserror::Error)]
+enum ClaimCreationError {
+    /// The pod claim names no claim in a way the controller knows.
+    #[error("checking for claim before creating it: {0}")]
+    Name(#[source] NameError),
+    /// The template does not exist.
+    #[error("resource claim template \"{template}\": resourceclaimtemplate.resource.k8s.io \"{template}\" not found")]
+    TemplateNotFound {
+        /// The template's name.
+        template: String,
+    },
+    /// The template cannot be read.
+    #[error("resource claim template \"{template}\": {source}")]
+    TemplateRead {
+        /// The template's name.
+        template: String,
+        /// The read's error.
+        #[source]
+        source: ActorError,
+    },
+    /// The API server refused the claim (it has no name yet: the server generates it).
+    #[error("create ResourceClaim : {}", create_refusal(.0))]
+    Create(#[source] ActorError),
+}
+
+/// An API error as the server's message, any other error as it is.
+fn create_refusal(error: &ActorError) -> String {
+    match error {
+        ActorError::Api { source, .. } => api_message(source),
+        other => other.to_string(),
+    }
+}
+
 fn api_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(response) => response.message.clone(),
@@ -245,7 +279,7 @@ impl ClaimControllerV1 {
                 return Ok(Next::Done);
             };
             if name.check_owner {
-                is_for_pod(&pod, &claim.metadata).map_err(ActorError::Sync)?;
+                is_for_pod(&pod, &claim.metadata).map_err(|e| ActorError::Sync(e.to_string()))?;
             }
             if claim.is_allocated() && !is_reserved_for_pod(&pod, &claim) {
                 self.reserve(&pod, &key.namespace, &name.name).await?;
@@ -261,11 +295,11 @@ impl ClaimControllerV1 {
         pod: &Pod,
         entry: &PodResourceClaim,
         new_statuses: &mut NewStatuses,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), ClaimCreationError> {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         match claim_name(pod, entry) {
             Err(NameError::NotCreated { .. }) => {}
-            Err(error) => return Err(format!("checking for claim before creating it: {error}")),
+            Err(error) => return Err(ClaimCreationError::Name(error)),
             Ok(None) => return Ok(()),
             Ok(Some(name)) => {
                 // Recorded in the status; re-created only if it was deleted or is not the pod's.
@@ -329,7 +363,7 @@ impl ClaimControllerV1 {
         pod: &Pod,
         entry: &PodResourceClaim,
         template_name: &str,
-    ) -> std::result::Result<ResourceClaim, String> {
+    ) -> std::result::Result<ResourceClaim, ClaimCreationError> {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let cached = self
             .templates
@@ -343,14 +377,15 @@ impl ClaimControllerV1 {
             match with_retry("get resourceclaimtemplate", || api.get_opt(template_name)).await {
                 Ok(Some(template)) => template,
                 Ok(None) => {
-                    return Err(format!(
-                        "resource claim template \"{template_name}\": resourceclaimtemplate.resource.k8s.io \"{template_name}\" not found"
-                    ))
+                    return Err(ClaimCreationError::TemplateNotFound {
+                        template: template_name.to_owned(),
+                    })
                 }
-                Err(error) => {
-                    return Err(format!(
-                        "resource claim template \"{template_name}\": {error}"
-                    ))
+                Err(source) => {
+                    return Err(ClaimCreationError::TemplateRead {
+                        template: template_name.to_owned(),
+                        source,
+                    })
                 }
             }
         };
@@ -359,13 +394,7 @@ impl ClaimControllerV1 {
         let params = PostParams::default();
         let created = with_retry("create claim", || api.create(&params, &claim))
             .await
-            .map_err(|error| match error {
-                // The name is empty: the API server generates it.
-                ActorError::Api { source, .. } => {
-                    format!("create ResourceClaim : {}", api_message(&source))
-                }
-                other => format!("create ResourceClaim : {other}"),
-            })?;
+            .map_err(ClaimCreationError::Create)?;
         tracing::debug!(claim.name = ?created.metadata.name, pod = ?pod.metadata.name, "Created claim from template");
         let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
         self.created

@@ -27,7 +27,7 @@ pub(crate) fn claim_info(
     let name = claim.metadata.name.clone().unwrap_or_default();
     let uid = claim.metadata.uid.clone().unwrap_or_default();
     if pod_claim.check_owner {
-        is_for_pod(pod, &claim.metadata).map_err(|reason| ClaimError::NotForPod { reason })?;
+        is_for_pod(pod, &claim.metadata).map_err(ClaimError::NotForPod)?;
     }
     if !is_reserved_for_pod(pod, claim) {
         return Err(ClaimError::NotReservedForPod {

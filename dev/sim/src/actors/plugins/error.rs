@@ -16,7 +16,7 @@ use tonic::{Code, Status};
 use super::calls::Call;
 use super::services::Service;
 use super::validation::Version;
-use crate::actors::claim_refs::NameError;
+use crate::actors::claim_refs::{NameError, NotForPod};
 
 /// A version string that is not a generic version (apimachinery's `ParseGeneric`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -291,12 +291,9 @@ pub(crate) enum ClaimError {
         #[source]
         source: Box<kube::Error>,
     },
-    /// 1.34: a template claim the pod does not control (the text is the claim references').
-    #[error("{reason}")]
-    NotForPod {
-        /// Why not.
-        reason: String,
-    },
+    /// 1.34: a template claim the pod does not control.
+    #[error(transparent)]
+    NotForPod(#[from] NotForPod),
     /// 1.34: the pod is not in the claim's `reservedFor`.
     #[error("pod {pod} ({pod_uid}) is not allowed to use ResourceClaim {claim} ({claim_uid})")]
     NotReservedForPod {

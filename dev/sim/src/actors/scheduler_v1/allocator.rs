@@ -24,6 +24,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 
 use super::cel_env::{device_key, CelEnv, DeviceValue};
+pub use super::error::AllocatorError;
+use super::error::{DeviceValueError, EvaluationError};
 use dra_types::resource_v1::{allocation_mode, exact_count, ALL, EXACT_COUNT};
 use dra_types::resource_v1::{
     AllocationResult, Device, DeviceAttribute, DeviceClaim, DeviceClass, DeviceSelector,
@@ -34,10 +36,6 @@ use pools::Pool;
 
 /// The most results one claim's allocation may have (API `AllocationResultsMaxSize`).
 pub const MAX_RESULTS: usize = 32;
-
-/// Why the claims cannot be evaluated; the text is upstream's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllocatorError(pub String);
 
 /// A claim to allocate: `namespace/name` (for messages) and its `spec.devices`.
 #[derive(Debug, Clone, Copy)]
@@ -174,7 +172,7 @@ enum Fail {
     /// A claim would exceed [`MAX_RESULTS`]; a smaller subrequest may still fit.
     MaxSize,
     /// Cannot be evaluated.
-    Fatal(String),
+    Fatal(AllocatorError),
 }
 
 type Step = Result<bool, Fail>;
@@ -199,11 +197,11 @@ pub fn allocate(
         values: HashMap::new(),
         keys: HashMap::new(),
     };
-    search.prepare().map_err(AllocatorError)?;
+    search.prepare()?;
     match search.allocate_one(At::default(), false) {
         Ok(true) => {}
         Ok(false) | Err(Fail::MaxSize) => return Ok(None),
-        Err(Fail::Fatal(error)) => return Err(AllocatorError(error)),
+        Err(Fail::Fatal(error)) => return Err(error),
     }
     let node_name = node.metadata.name.as_deref().unwrap_or_default();
     Ok(Some(
@@ -226,7 +224,7 @@ struct Search<'a, 'i> {
     /// `(claim, request)` -> the subrequest that succeeded.
     chosen_sub: HashMap<(usize, usize), usize>,
     matches: HashMap<(Candidate, usize, usize, usize), bool>,
-    values: HashMap<Candidate, Result<Arc<DeviceValue>, String>>,
+    values: HashMap<Candidate, Result<Arc<DeviceValue>, Arc<DeviceValueError>>>,
     /// The [`device_key`] of each device looked at.
     keys: HashMap<Candidate, Arc<str>>,
 }
@@ -246,7 +244,7 @@ impl<'a> Search<'a, '_> {
     }
 
     /// Checks every request and constraint, looks up the classes and counts the devices.
-    fn prepare(&mut self) -> Result<(), String> {
+    fn prepare(&mut self) -> Result<(), AllocatorError> {
         for (index, claim) in self.claims.iter().enumerate() {
             let mut requests = Vec::new();
             let mut minimum = 0;
@@ -254,10 +252,10 @@ impl<'a> Search<'a, '_> {
                 let mut entries = Vec::new();
                 if request.first_available.is_empty() {
                     let Some(exact) = &request.exactly else {
-                        return Err(format!(
-                            "claim {}, request {}: missing device class name (unsupported request type?)",
-                            claim.key, request.name
-                        ));
+                        return Err(AllocatorError::NoDeviceClass {
+                            claim: claim.key.to_owned(),
+                            request: request.name.clone(),
+                        });
                     };
                     entries.push(self.request_data(
                         index,
@@ -285,19 +283,20 @@ impl<'a> Search<'a, '_> {
                 requests.push(entries);
             }
             if minimum > MAX_RESULTS {
-                return Err(format!(
-                    "claim {}: number of requested devices {minimum} exceeds the claim limit of {MAX_RESULTS}",
-                    claim.key
-                ));
+                return Err(AllocatorError::TooManyDevices {
+                    claim: claim.key.to_owned(),
+                    count: minimum,
+                    max: MAX_RESULTS,
+                });
             }
             self.requests.push(requests);
             let mut constraints = Vec::new();
             for (i, constraint) in claim.spec.constraints.iter().enumerate() {
                 let Some(attribute) = constraint.match_attribute.as_deref() else {
-                    return Err(format!(
-                        "claim {}, constraint #{i}: empty constraint (unsupported constraint type?)",
-                        claim.key
-                    ));
+                    return Err(AllocatorError::EmptyConstraint {
+                        claim: claim.key.to_owned(),
+                        index: i,
+                    });
                 };
                 constraints.push(MatchAttribute {
                     requests: &constraint.requests,
@@ -321,19 +320,22 @@ impl<'a> Search<'a, '_> {
         selectors: &'a [DeviceSelector],
         (mode, count): (Option<&str>, Option<i64>),
         admin: bool,
-    ) -> Result<RequestData<'a>, String> {
+    ) -> Result<RequestData<'a>, AllocatorError> {
         let key = self.claims[claim].key;
         let name = sub.map_or_else(|| base.to_owned(), |sub| format!("{base}/{sub}"));
-        if let Some(i) = selectors.iter().position(|s| s.cel.is_none()) {
-            return Err(format!(
-                "claim {key}, request {name}, selector #{i}: CEL expression empty (unsupported selector type?)"
-            ));
+        if let Some(index) = selectors.iter().position(|s| s.cel.is_none()) {
+            return Err(AllocatorError::EmptySelector {
+                claim: key.to_owned(),
+                request: name,
+                index,
+            });
         }
-        let class = (self.inventory.class)(class_name).ok_or_else(|| {
-            format!(
-                "claim {key}, request {name}: could not retrieve device class {class_name}: deviceclass.resource.k8s.io \"{class_name}\" not found"
-            )
-        })?;
+        let class =
+            (self.inventory.class)(class_name).ok_or_else(|| AllocatorError::ClassNotFound {
+                claim: key.to_owned(),
+                request: name.clone(),
+                class: class_name.to_owned(),
+            })?;
         let mut data = RequestData {
             base,
             sub,
@@ -347,7 +349,11 @@ impl<'a> Search<'a, '_> {
         match allocation_mode(mode) {
             EXACT_COUNT => {
                 data.count = usize::try_from(exact_count(count)).map_err(|_| {
-                    format!("claim {key}, request {name}: exact count {count:?} is invalid")
+                    AllocatorError::InvalidCount {
+                        claim: key.to_owned(),
+                        request: name.clone(),
+                        count,
+                    }
                 })?;
             }
             ALL => {
@@ -362,10 +368,12 @@ impl<'a> Search<'a, '_> {
                         None
                     };
                     if let Some(state) = state {
-                        return Err(format!(
-                            "claim {key}, request {name}: asks for all devices, but resource pool {} is currently {state}",
-                            pool.id()
-                        ));
+                        return Err(AllocatorError::PoolNotReady {
+                            claim: key.to_owned(),
+                            request: name,
+                            pool: pool.id(),
+                            state,
+                        });
                     }
                     let sizes: Vec<usize> =
                         pool.slices.iter().map(|s| s.spec.devices.len()).collect();
@@ -385,9 +393,11 @@ impl<'a> Search<'a, '_> {
                 data.count = data.all_devices.len();
             }
             other => {
-                return Err(format!(
-                    "claim {key}, request {name}: unsupported count mode {other}"
-                ))
+                return Err(AllocatorError::UnsupportedMode {
+                    claim: key.to_owned(),
+                    request: name,
+                    mode: other.to_owned(),
+                })
             }
         }
         Ok(data)
@@ -400,7 +410,7 @@ impl<'a> Search<'a, '_> {
         claim: usize,
         data: &RequestData<'a>,
         candidate: Candidate,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, AllocatorError> {
         let class = Arc::clone(&data.class);
         Ok(
             self.selectors_match(claim, Some(&class), &class.spec.selectors, candidate)?
@@ -419,12 +429,17 @@ impl<'a> Search<'a, '_> {
         key
     }
 
-    fn device_value(&mut self, candidate: Candidate) -> Result<Arc<DeviceValue>, String> {
+    fn device_value(
+        &mut self,
+        candidate: Candidate,
+    ) -> Result<Arc<DeviceValue>, Arc<DeviceValueError>> {
         if let Some(value) = self.values.get(&candidate) {
             return value.clone();
         }
         let driver = self.pools[candidate.pool].driver;
-        let value = DeviceValue::new(driver, self.device(candidate)).map(Arc::new);
+        let value = DeviceValue::new(driver, self.device(candidate))
+            .map(Arc::new)
+            .map_err(Arc::new);
         self.values.insert(candidate, value.clone());
         value
     }
@@ -435,7 +450,7 @@ impl<'a> Search<'a, '_> {
         class: Option<&DeviceClass>,
         selectors: &[DeviceSelector],
         candidate: Candidate,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, AllocatorError> {
         let origin = || match class {
             Some(class) => format!(
                 "class {}",
@@ -443,25 +458,34 @@ impl<'a> Search<'a, '_> {
             ),
             None => format!("claim {}", self.claims[claim].key),
         };
-        for (i, selector) in selectors.iter().enumerate() {
+        for (index, selector) in selectors.iter().enumerate() {
             let expression = selector
                 .cel
                 .as_ref()
                 .map(|c| c.expression.as_str())
                 .unwrap_or_default();
-            let program =
-                self.inventory.cel.compile(expression).map_err(|e| {
-                    format!("{}: selector #{i}: CEL compile error: {}", origin(), e.0)
-                })?;
+            let program = self.inventory.cel.compile(expression).map_err(|source| {
+                AllocatorError::Compile {
+                    origin: origin(),
+                    index,
+                    source,
+                }
+            })?;
             let key = self.device_key(candidate);
             let matched = self
                 .inventory
                 .cel
                 .verdict(&key, expression, || {
-                    self.device_value(candidate)
-                        .and_then(|value| self.inventory.cel.matches(&program, &value))
+                    let value = self
+                        .device_value(candidate)
+                        .map_err(EvaluationError::Device)?;
+                    self.inventory.cel.matches(&program, &value)
                 })
-                .map_err(|e| format!("{}: selector #{i}: CEL runtime error: {e}", origin()))?;
+                .map_err(|source| AllocatorError::Evaluation {
+                    origin: origin(),
+                    index,
+                    source,
+                })?;
             if !matched {
                 return Ok(false);
             }
@@ -613,10 +637,11 @@ impl<'a> Search<'a, '_> {
         for i in 0..constraints.len() {
             if !constraints[i].add(base, sub, driver, device) {
                 if must {
-                    return Err(Fail::Fatal(format!(
-                        "claim {}, request {request}: cannot add device {id} because a claim constraint would not be satisfied",
-                        self.claims[at.claim].key
-                    )));
+                    return Err(Fail::Fatal(AllocatorError::ConstraintUnsatisfied {
+                        claim: self.claims[at.claim].key.to_owned(),
+                        request,
+                        device: id.to_string(),
+                    }));
                 }
                 for earlier in &mut constraints[..i] {
                     earlier.remove(base, sub);

@@ -19,16 +19,16 @@ use cel::common::value::{CowVal, Val};
 use cel::{extensions, Context, Env, ExecutionError, Program, Value};
 use dra_runtime::lock::LockExt;
 
+use super::error::{CompileError, DeviceValueError, EvaluationError};
 use super::quantity::Quantity;
 use super::semver_lib::Semver;
 use dra_types::resource_v1::{Device, DeviceAttribute};
 
-/// A selector expression that does not compile, with the parser's message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompileError(pub String);
+/// The verdict of an expression on a device; a failure is kept (and shared) as one too.
+pub type Verdict = Result<bool, Arc<EvaluationError>>;
 
 /// The verdicts of the expressions evaluated on one device, by expression.
-type Verdicts = foldhash::HashMap<String, Result<bool, String>>;
+type Verdicts = foldhash::HashMap<String, Verdict>;
 
 /// How many devices' verdicts [`CelEnv`] keeps before it starts over.
 const VERDICT_DEVICES: usize = 1 << 16;
@@ -88,8 +88,8 @@ impl CelEnv {
         &self,
         device: &str,
         expression: &str,
-        evaluate: impl FnOnce() -> Result<bool, String>,
-    ) -> Result<bool, String> {
+        evaluate: impl FnOnce() -> Result<bool, EvaluationError>,
+    ) -> Verdict {
         let known = self
             .verdicts
             .lock_or_recover()
@@ -98,7 +98,7 @@ impl CelEnv {
         if let Some(verdict) = known {
             return verdict;
         }
-        let verdict = evaluate();
+        let verdict = evaluate().map_err(Arc::new);
         let mut verdicts = self.verdicts.lock_or_recover();
         if verdicts.len() >= VERDICT_DEVICES && !verdicts.contains_key(device) {
             verdicts.clear();
@@ -119,7 +119,9 @@ impl CelEnv {
             .env
             .compile(expression)
             .map(Arc::new)
-            .map_err(|errors| CompileError(format!("compilation failed: {errors}")));
+            .map_err(|errors| CompileError {
+                source: Arc::new(errors),
+            });
         self.programs
             .lock_or_recover()
             .insert(expression.to_owned(), compiled.clone());
@@ -128,25 +130,21 @@ impl CelEnv {
 
     /// Evaluates a compiled selector for one device: `Ok(true)` when it matches; `Err` with the
     /// runtime error (a result that is not a bool is one too).
-    pub fn matches(&self, program: &Program, device: &DeviceValue) -> Result<bool, String> {
+    pub fn matches(
+        &self,
+        program: &Program,
+        device: &DeviceValue,
+    ) -> Result<bool, EvaluationError> {
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.add_variable_as_val("device", device.0.clone_as_boxed());
-        let result = Value::resolve_val(program.expression(), &context).map_err(runtime_error)?;
+        let result =
+            Value::resolve_val(program.expression(), &context).map_err(EvaluationError::Runtime)?;
         match result.downcast_ref::<CelBool>() {
             Some(value) => Ok(*value.inner()),
-            None => Err(format!(
-                "CEL result of type {} could not be converted to bool",
-                result.get_type().name()
+            None => Err(EvaluationError::NotBool(
+                result.get_type().name().to_owned(),
             )),
         }
-    }
-}
-
-/// The text of a runtime error; a missing key reads as cel-go words it.
-fn runtime_error(error: ExecutionError) -> String {
-    match error {
-        ExecutionError::NoSuchKey(key) => format!("no such key: {key}"),
-        other => other.to_string(),
     }
 }
 
@@ -165,25 +163,31 @@ fn qualified<'a>(name: &'a str, driver: &'a str) -> (&'a str, &'a str) {
 impl DeviceValue {
     /// Builds the variable of `device` published by `driver`. A version that is no semver or a
     /// capacity that is no quantity is an error, as upstream's evaluation fails on it.
-    pub fn new(driver: &str, device: &Device) -> Result<Self, String> {
+    pub fn new(driver: &str, device: &Device) -> Result<Self, DeviceValueError> {
         let mut attributes: ById = BTreeMap::new();
         for (name, attribute) in &device.attributes {
-            let value: Box<dyn Val> = match attribute {
-                DeviceAttribute::Int(i) => Box::new(CelInt::from(*i)),
-                DeviceAttribute::Bool(b) => Box::new(CelBool::from(*b)),
-                DeviceAttribute::String(s) => Box::new(CelString::from(s.clone())),
-                DeviceAttribute::Version(v) => Box::new(
-                    Semver::parse(v)
-                        .map_err(|e| format!("attribute {name}: parse semantic version: {e}"))?,
-                ),
-            };
+            let value: Box<dyn Val> =
+                match attribute {
+                    DeviceAttribute::Int(i) => Box::new(CelInt::from(*i)),
+                    DeviceAttribute::Bool(b) => Box::new(CelBool::from(*b)),
+                    DeviceAttribute::String(s) => Box::new(CelString::from(s.clone())),
+                    DeviceAttribute::Version(v) => Box::new(Semver::parse(v).map_err(
+                        |source| DeviceValueError::Version {
+                            name: name.clone(),
+                            source,
+                        },
+                    )?),
+                };
             let (domain, id) = qualified(name, driver);
             attributes.entry(domain).or_default().push((id, value));
         }
         let mut capacity: ById = BTreeMap::new();
         for (name, cap) in &device.capacity {
             let value =
-                Quantity::parse(&cap.value.0).map_err(|e| format!("capacity {name}: {e}"))?;
+                Quantity::parse(&cap.value.0).map_err(|source| DeviceValueError::Capacity {
+                    name: name.clone(),
+                    source,
+                })?;
             let (domain, id) = qualified(name, driver);
             capacity
                 .entry(domain)

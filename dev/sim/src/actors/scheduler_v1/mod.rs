@@ -6,13 +6,14 @@
 //! text changed since the last one) and its `PodScheduled` condition, and is tried again.
 //!
 //! The decision of a cycle is pure (`plan`, over the `allocator` and the CEL environment of
-//! `cel_env`, with the texts in `explain`); this module does the I/O, only through
+//! `cel_env`, with the texts in `explain` and the errors in `error`); this module does the I/O, only through
 //! `kube::Client`, driven by the shared informers. Cycles decide one at a time, and an
 //! allocation counts as in flight from the decision until the claim informer shows it, so two
 //! pods never get the same device.
 
 pub mod allocator;
 pub mod cel_env;
+pub mod error;
 pub mod explain;
 mod in_use;
 pub mod plan;

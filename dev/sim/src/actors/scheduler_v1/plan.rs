@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use super::allocator::{allocate, ClaimToAllocate, DeviceId, Inventory};
+use super::allocator::{allocate, AllocatorError, ClaimToAllocate, DeviceId, Inventory};
 use super::cel_env::CelEnv;
 use super::explain;
 use crate::actors::claim_refs::{claim_name, is_for_pod, is_reserved_for_pod, pod_claim_entries};
@@ -110,7 +110,7 @@ fn pre_filter(snap: &Snapshot<'_>) -> Result<Vec<Resolved>, Refusal> {
             return Err(Refusal::Gated(explain::claim_being_deleted(&name.name)));
         }
         if name.check_owner {
-            is_for_pod(pod, &claim.metadata).map_err(Refusal::Gated)?;
+            is_for_pod(pod, &claim.metadata).map_err(|e| Refusal::Gated(e.to_string()))?;
         }
         let spec = if claim.is_allocated() {
             None
@@ -170,7 +170,7 @@ fn filter<'n>(
     snap: &Snapshot<'n>,
     claims: &[Resolved],
     requests: &[ClaimToAllocate<'_>],
-) -> Result<Filtered<'n>, String> {
+) -> Result<Filtered<'n>, AllocatorError> {
     let inventory = Inventory {
         slices: snap.slices,
         class: snap.class,
@@ -198,7 +198,7 @@ fn filter<'n>(
         } else if requests.is_empty() {
             feasible.push((name, None));
         } else {
-            match allocate(&inventory, node, requests).map_err(|e| e.0)? {
+            match allocate(&inventory, node, requests)? {
                 Some(results) => feasible.push((name, Some(results))),
                 None => rejections.push(explain::CANNOT_ALLOCATE),
             }
@@ -245,7 +245,7 @@ pub fn decide(snap: &Snapshot<'_>) -> Decision {
         Ok(filtered) => filtered,
         Err(error) => {
             return Decision::Wait {
-                message: explain::filter_error(&error),
+                message: explain::filter_error(&error.to_string()),
                 reason: explain::SCHEDULER_ERROR,
             }
         }

@@ -14,15 +14,13 @@ use cel::common::types::{CelBool, CelDouble, CelInt, CelString, Type};
 use cel::common::value::{StaticVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
+use super::error::QuantityError;
+
 /// The CEL type of a quantity.
 static QUANTITY_TYPE: Type = Type::new_unspecified_type("kubernetes.Quantity");
 
 /// Nano units per unit.
 const NANO: i128 = 1_000_000_000;
-
-/// The error text of a string that is no quantity, as `resource.ParseQuantity` words it.
-pub const PARSE_ERROR: &str =
-    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
 /// A Kubernetes quantity (`80Gi`, `500m`, `1.5e3`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -40,7 +38,7 @@ impl Quantity {
 
     /// Parses the Kubernetes quantity grammar: a signed decimal number, then a binary suffix
     /// (`Ki` .. `Ei`), a decimal one (`n u m "" k M G T P E`) or an exponent (`e3`, `E-2`).
-    pub fn parse(text: &str) -> Result<Self, &'static str> {
+    pub fn parse(text: &str) -> Result<Self, QuantityError> {
         let (negative, rest) = match text.as_bytes().first() {
             Some(b'-') => (true, &text[1..]),
             Some(b'+') => (false, &text[1..]),
@@ -52,11 +50,11 @@ impl Quantity {
         let (number, suffix) = rest.split_at(number_end);
         let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
         if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
-            return Err(PARSE_ERROR);
+            return Err(QuantityError::Syntax);
         }
         let digits = format!("{whole}{fraction}");
-        let mantissa: i128 = digits.parse().map_err(|_| PARSE_ERROR)?;
-        let scale = i32::try_from(fraction.len()).map_err(|_| PARSE_ERROR)?;
+        let mantissa: i128 = digits.parse().map_err(|_| QuantityError::Syntax)?;
+        let scale = i32::try_from(fraction.len()).map_err(|_| QuantityError::Syntax)?;
         // value = mantissa * 10^-scale * multiplier
         let (binary, decimal_exponent): (u32, i32) = match suffix {
             "Ki" => (10, 0),
@@ -76,15 +74,17 @@ impl Quantity {
             "P" => (0, 15),
             "E" => (0, 18),
             exponent => {
-                let digits = exponent.strip_prefix(['e', 'E']).ok_or(PARSE_ERROR)?;
+                let digits = exponent
+                    .strip_prefix(['e', 'E'])
+                    .ok_or(QuantityError::Syntax)?;
                 let unsigned = digits.trim_start_matches(['+', '-']);
                 if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(PARSE_ERROR);
+                    return Err(QuantityError::Syntax);
                 }
-                (0, digits.parse().map_err(|_| PARSE_ERROR)?)
+                (0, digits.parse().map_err(|_| QuantityError::Syntax)?)
             }
         };
-        let too_large = "quantity is too large";
+        let too_large = QuantityError::TooLarge;
         let scaled = mantissa
             .checked_mul(1_i128.checked_shl(binary).ok_or(too_large)?)
             .ok_or(too_large)?;
@@ -268,7 +268,7 @@ mod tests {
         ] {
             assert!(Quantity::parse(bad).is_err(), "{bad}");
         }
-        assert_eq!(Quantity::parse("1e99"), Err("quantity is too large"));
+        assert_eq!(Quantity::parse("1e99"), Err(QuantityError::TooLarge));
     }
 
     #[test]

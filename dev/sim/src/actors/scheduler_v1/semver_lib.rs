@@ -14,6 +14,8 @@ use cel::common::types::{CelBool, CelInt, CelString, Type};
 use cel::common::value::{StaticVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
+use super::error::SemverError;
+
 /// The CEL type of a semantic version.
 static SEMVER_TYPE: Type = Type::new_unspecified_type("kubernetes.Semver");
 
@@ -23,15 +25,18 @@ pub struct Semver(semver::Version);
 
 impl Semver {
     /// Parses a strict semver 2.0.0 version.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, SemverError> {
         semver::Version::parse(text)
             .map(Self)
-            .map_err(|error| format!("could not parse {text:?} as semver: {error}"))
+            .map_err(|source| SemverError::Strict {
+                text: text.to_owned(),
+                source,
+            })
     }
 
     /// Parses `text` after normalizing it: an optional leading `v`, missing minor and patch
     /// numbers taken as 0, leading zeros dropped.
-    pub fn parse_normalized(text: &str) -> Result<Self, String> {
+    pub fn parse_normalized(text: &str) -> Result<Self, SemverError> {
         let trimmed = text.strip_prefix('v').unwrap_or(text);
         let core_end = trimmed.find(['-', '+']).unwrap_or(trimmed.len());
         let (core, rest) = trimmed.split_at(core_end);
@@ -50,8 +55,12 @@ impl Semver {
             return Self::parse(text);
         }
         parts.resize(3, "0".to_owned());
-        Self::parse(&format!("{}{rest}", parts.join(".")))
-            .map_err(|_| format!("could not parse {text:?} as semver"))
+        Self::parse(&format!("{}{rest}", parts.join("."))).map_err(|source| {
+            SemverError::Normalized {
+                text: text.to_owned(),
+                source: Box::new(source),
+            }
+        })
     }
 
     /// Precedence order: major, minor, patch, then pre-release; build metadata is ignored.

@@ -68,7 +68,7 @@ pub enum Decision {
 pub struct Snapshot<'a> {
     /// The pod being scheduled.
     pub pod: &'a Pod,
-    /// Its resolved claims (see [`resolve_claims`]).
+    /// Its resolved claims (see [`resolve`]).
     pub claims: &'a [PodClaim],
     /// Its `PodSchedulingContext`, if one exists and the pod controls it.
     pub context: Option<&'a PodSchedulingContext>,
@@ -82,7 +82,8 @@ pub struct Snapshot<'a> {
 
 /// Why the pod's claims do not resolve: our reason (for the `PodScheduled` condition) and the
 /// scheduler's text (for the event).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
 pub struct Unresolved {
     /// Our reason.
     pub reason: String,
@@ -91,15 +92,8 @@ pub struct Unresolved {
 }
 
 /// `PreEnqueue`: every pod claim must resolve to an existing claim that is not being deleted, and a
-/// claim made from a template must be controlled by the pod. `Err` says what is missing.
-pub fn resolve_claims(
-    pod: &Pod,
-    claim: &dyn Fn(&str) -> Option<Arc<ResourceClaim>>,
-) -> Result<Vec<PodClaim>, String> {
-    resolve(pod, claim).map_err(|u| u.reason)
-}
-
-/// [`resolve_claims`] with the scheduler's text of a failure.
+/// claim made from a template must be controlled by the pod. `Err` says what is missing, in our
+/// words and in the scheduler's.
 pub fn resolve(
     pod: &Pod,
     claim: &dyn Fn(&str) -> Option<Arc<ResourceClaim>>,

@@ -12,8 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 
 use super::explain;
 use super::plan::{
-    decide, decide_explained, potential_nodes, resolve, resolve_claims, Decision, PodClaim,
-    Snapshot, MAX_NODE_LIST,
+    decide, decide_explained, potential_nodes, resolve, Decision, PodClaim, Snapshot, MAX_NODE_LIST,
 };
 use super::plan::{pre_bind, PreBind};
 use super::{claims_to_write, wants};
@@ -445,8 +444,9 @@ fn template_claim_must_be_recorded_and_owned_by_the_pod() {
         }),
     }]);
     let none = |_: &str| None;
-    assert!(resolve_claims(&pod, &none)
+    assert!(resolve(&pod, &none)
         .unwrap_err()
+        .reason
         .contains("not created yet"));
     pod.status = Some(PodStatus {
         resource_claim_statuses: Some(vec![PodResourceClaimStatus {
@@ -456,8 +456,9 @@ fn template_claim_must_be_recorded_and_owned_by_the_pod() {
         ..PodStatus::default()
     });
     let foreign = |_: &str| Some(Arc::new(claim("p-gpu-abc").0));
-    assert!(resolve_claims(&pod, &foreign)
+    assert!(resolve(&pod, &foreign)
         .unwrap_err()
+        .reason
         .contains("not created for the pod"));
     let owned = |_: &str| {
         let mut c = claim("p-gpu-abc").0;
@@ -471,7 +472,7 @@ fn template_claim_must_be_recorded_and_owned_by_the_pod() {
         }]);
         Some(Arc::new(c))
     };
-    let resolved = resolve_claims(&pod, &owned).unwrap();
+    let resolved = resolve(&pod, &owned).unwrap();
     assert_eq!(resolved.len(), 1);
     assert_eq!(resolved[0].pod_claim_name, "gpu");
     let deleting = |_: &str| {
@@ -479,8 +480,9 @@ fn template_claim_must_be_recorded_and_owned_by_the_pod() {
         c.metadata.deletion_timestamp = Some(Time(chrono::Utc::now()));
         Some(Arc::new(c))
     };
-    assert!(resolve_claims(&pod, &deleting)
+    assert!(resolve(&pod, &deleting)
         .unwrap_err()
+        .reason
         .contains("being deleted"));
 }
 

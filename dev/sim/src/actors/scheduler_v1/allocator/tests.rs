@@ -385,7 +385,7 @@ fn only_the_newest_complete_generation_of_a_pool_counts() {
     let mut all = exactly("gpu", &[], None);
     all["allocationMode"] = json!("All");
     assert_eq!(
-        case.run(&[one("gpu", all)]).unwrap_err().0,
+        case.run(&[one("gpu", all)]).unwrap_err().to_string(),
         "claim ns/c0, request gpu: asks for all devices, but resource pool gpu.example.com/q is currently being updated"
     );
 }
@@ -420,20 +420,20 @@ fn cel_errors_name_the_class_or_claim_and_the_selector() {
         None,
     );
     assert_eq!(
-        case.run(&[one("gpu", missing)]).unwrap_err().0,
+        case.run(&[one("gpu", missing)]).unwrap_err().to_string(),
         "claim ns/c0: selector #1: CEL runtime error: no such key: missing"
     );
     let error = case
         .run(&[one("gpu", exactly("broken", &[], None))])
         .unwrap_err()
-        .0;
+        .to_string();
     assert!(
         error.starts_with("class broken: selector #0: CEL compile error: compilation failed"),
         "{error}"
     );
     let not_bool = exactly("any", &["device.driver"], None);
     assert_eq!(
-        case.run(&[one("gpu", not_bool)]).unwrap_err().0,
+        case.run(&[one("gpu", not_bool)]).unwrap_err().to_string(),
         "claim ns/c0: selector #0: CEL runtime error: CEL result of type string could not be converted to bool"
     );
 }
@@ -472,7 +472,7 @@ fn a_claim_asking_for_more_than_32_devices_is_an_error() {
     assert_eq!(
         case.run(&[one("gpu", exactly("gpu", &[], Some(33)))])
             .unwrap_err()
-            .0,
+            .to_string(),
         "claim ns/c0: number of requested devices 33 exceeds the claim limit of 32"
     );
 }
