@@ -24,9 +24,9 @@ pub mod kubelet;
 pub mod plugins;
 pub(crate) mod pod_shape;
 pub(crate) mod scheduler_v1;
-pub mod scheduler_v1alpha2;
+pub(crate) mod scheduler_v1alpha2;
 pub(crate) mod scheduling;
-pub mod selectors;
+pub(crate) mod selectors;
 mod wiring;
 pub(crate) mod writes;
 

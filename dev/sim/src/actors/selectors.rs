@@ -59,6 +59,7 @@ fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bo
 }
 
 /// A selector that matches exactly the node called `name` (by `metadata.name`).
+#[cfg(test)]
 pub fn node_name_selector(name: &str) -> NodeSelector {
     NodeSelector {
         node_selector_terms: vec![NodeSelectorTerm {

@@ -23,7 +23,7 @@ pub fn node_name(config: &ClusterConfig, index: usize) -> String {
 }
 
 /// The Node object for node number `index`.
-pub fn node(config: &ClusterConfig, index: usize) -> Node {
+pub(crate) fn node(config: &ClusterConfig, index: usize) -> Node {
     let name = node_name(config, index);
     Node {
         metadata: ObjectMeta {
@@ -51,7 +51,7 @@ pub fn ready_status() -> serde_json::Value {
 }
 
 /// Checks that `value` reads as a Kubernetes quantity (`80Gi`, `1.5`, `500m`, `2e3`).
-pub fn check_quantity(value: &str) -> Result<(), ClusterError> {
+pub(crate) fn check_quantity(value: &str) -> Result<(), ClusterError> {
     let bad = || ClusterError::Quantity(value.to_owned());
     let number_end = value
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
@@ -97,7 +97,7 @@ fn cycled(list: &[String], index: usize, fallback: &str) -> String {
 
 /// The NUMA node of device `device` out of `devices` on a node with `numa_nodes` NUMA nodes: the
 /// devices are split in equal consecutive runs.
-pub fn numa_of(device: usize, devices: usize, numa_nodes: usize) -> usize {
+fn numa_of(device: usize, devices: usize, numa_nodes: usize) -> usize {
     if devices == 0 || numa_nodes == 0 {
         return 0;
     }
@@ -158,7 +158,7 @@ pub fn resource_slice(config: &ClusterConfig, index: usize, node_uid: &str) -> R
 /// kubelet plugin publishes it: one pool named after the node at generation 1, `nodeName` set,
 /// the same devices and attributes as [`resource_slice`] with `memory` as a capacity (v1
 /// attributes have no quantities), `generateName` `<node>-<driver>-` and the Node as owner.
-pub fn slice_v1(
+pub(crate) fn slice_v1(
     config: &ClusterConfig,
     index: usize,
     node_uid: &str,

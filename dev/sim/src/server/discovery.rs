@@ -120,7 +120,7 @@ fn resource_json(info: &ResourceInfo) -> Value {
         "singularName": info.singular,
         "namespaced": info.namespaced,
         "kind": info.kind,
-        "verbs": info.verbs(),
+        "verbs": super::resources::VERBS,
     });
     if !info.short_names.is_empty() {
         r["shortNames"] = json!(info.short_names);

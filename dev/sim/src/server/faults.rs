@@ -158,7 +158,7 @@ impl Faults {
 
 /// What to do with one write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteFault {
+pub(crate) enum WriteFault {
     /// Proceed normally.
     None,
     /// Proceed after the delay.
@@ -186,7 +186,7 @@ pub struct FaultStats {
 
 /// The injector shared by the handlers.
 #[derive(Debug)]
-pub struct FaultInjector {
+pub(crate) struct FaultInjector {
     state: Mutex<(Faults, ChaCha8Rng)>,
     conflicts: AtomicU64,
     errors: AtomicU64,

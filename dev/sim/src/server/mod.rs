@@ -29,17 +29,17 @@ mod convert;
 mod crd;
 mod defaults;
 mod discovery;
-pub mod error;
+pub(crate) mod error;
 pub mod faults;
 mod handlers;
 mod openapi;
 mod patch;
 mod render;
 mod resource_v1;
-pub mod resources;
+pub(crate) mod resources;
 mod route;
 mod selectors;
-pub mod store;
+pub(crate) mod store;
 mod typed;
 mod validation;
 
@@ -52,9 +52,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
-pub use error::StatusError;
 pub use faults::{FaultStats, Faults};
-pub use store::{EventType, Store};
+pub(crate) use store::Store;
 
 use handlers::AppState;
 use resources::Registry;

@@ -93,21 +93,19 @@ impl ResourceInfo {
     pub fn requires_resource_version_on_update(&self) -> bool {
         self.custom || self.kind == "CustomResourceDefinition"
     }
-
-    /// Verbs served on the main resource.
-    pub fn verbs(&self) -> Vec<&'static str> {
-        vec![
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ]
-    }
 }
+
+/// The verbs served on the main resource of every kind.
+pub const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 fn builtin(
     group: &str,
@@ -285,11 +283,6 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A registry with the built-in resources of 1.30.
-    pub fn with_builtins() -> Self {
-        Self::with_builtins_of(KubernetesVersion::default())
-    }
-
     /// A registry with the built-in resources of `release`.
     pub fn with_builtins_of(release: KubernetesVersion) -> Self {
         let mut reg = Self {

@@ -31,17 +31,6 @@ pub enum EventType {
     Deleted,
 }
 
-impl EventType {
-    /// Wire name of the event type.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Added => "ADDED",
-            Self::Modified => "MODIFIED",
-            Self::Deleted => "DELETED",
-        }
-    }
-}
-
 /// One committed change, as retained in the history and broadcast to watchers.
 #[derive(Debug)]
 pub struct StoredEvent {
@@ -242,11 +231,6 @@ impl Store {
         self.lock().rv
     }
 
-    /// The oldest resourceVersion a watch can resume from.
-    pub fn compacted_rv(&self) -> u64 {
-        self.lock().compacted_rv
-    }
-
     /// Reads one object.
     pub fn get(&self, key: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {
         let inner = self.lock();
@@ -352,16 +336,6 @@ impl Store {
             items,
             rest,
             rv: rv.unwrap_or(inner.rv),
-        })
-    }
-
-    /// Number of objects of a resource in one namespace (or all).
-    pub fn count(&self, key: &str, namespace: Option<&str>) -> usize {
-        let inner = self.lock();
-        inner.objects.get(key).map_or(0, |m| {
-            m.keys()
-                .filter(|(ns, _)| namespace.is_none_or(|w| w == ns))
-                .count()
         })
     }
 

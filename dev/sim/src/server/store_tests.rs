@@ -3,9 +3,13 @@
 use serde_json::json;
 
 use super::*;
+use crate::KubernetesVersion;
 
 fn store(limit: usize) -> Store {
-    Store::new(Registry::with_builtins(), limit)
+    Store::new(
+        Registry::with_builtins_of(KubernetesVersion::default()),
+        limit,
+    )
 }
 
 fn cm(name: &str, data: &str) -> Value {

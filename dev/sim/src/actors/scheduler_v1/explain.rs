@@ -10,7 +10,7 @@
 
 pub use crate::actors::scheduler_v1alpha2::explain::{
     claim_being_deleted, scheduled, FAILED_SCHEDULING, NODE_UNSCHEDULABLE, NOT_AVAILABLE_ON_NODE,
-    NO_NODES, POST_FILTER_STILL, SCHEDULED,
+    POST_FILTER_STILL, SCHEDULED,
 };
 use crate::actors::scheduler_v1alpha2::explain::{fit_error, node_reasons};
 
@@ -48,7 +48,7 @@ fn post_filter(nodes: usize, dra: &str) -> String {
 /// The message of a cycle whose `PreFilter` refused the pod with `reason` in a cluster of
 /// `nodes` nodes; `dra_post_filter` is what the DRA plugin's `PostFilter` said.
 pub fn pre_filter_failure(nodes: usize, reason: &str, dra_post_filter: &str) -> String {
-    fit_error(nodes, reason, post_filter(nodes, dra_post_filter))
+    fit_error(nodes, reason, &post_filter(nodes, dra_post_filter))
 }
 
 /// The message of a cycle in which every node was filtered out, one reason per node.
@@ -57,7 +57,7 @@ pub fn filter_failure(rejections: &[&str]) -> String {
     fit_error(
         nodes,
         &node_reasons(rejections),
-        post_filter(nodes, POST_FILTER_STILL),
+        &post_filter(nodes, POST_FILTER_STILL),
     )
 }
 
@@ -78,7 +78,10 @@ mod tests {
              claims. still not schedulable, preemption: 0/3 nodes are available: 3 Preemption \
              is not helpful for scheduling."
         );
-        assert_eq!(filter_failure(&[]), NO_NODES);
+        assert_eq!(
+            filter_failure(&[]),
+            crate::actors::scheduler_v1alpha2::explain::NO_NODES
+        );
     }
 
     #[test]

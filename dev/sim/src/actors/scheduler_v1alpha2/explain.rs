@@ -81,12 +81,12 @@ fn post_filter(nodes: usize, dra: &str) -> String {
 /// The message of a cycle whose `PreFilter` refused the pod with `reason`, in a cluster of
 /// `nodes` nodes.
 pub fn pre_filter_failure(nodes: usize, reason: &str) -> String {
-    fit_error(nodes, reason, post_filter(nodes, POST_FILTER_NO_CLAIMS))
+    fit_error(nodes, reason, &post_filter(nodes, POST_FILTER_NO_CLAIMS))
 }
 
 /// The scheduler's fit error, `0/N nodes are available: <reasons>. <post_filter>`, or
 /// [`NO_NODES`] in a cluster without nodes; the 1.34 scheduler's has the same frame.
-pub fn fit_error(nodes: usize, reasons: &str, post_filter: String) -> String {
+pub fn fit_error(nodes: usize, reasons: &str, post_filter: &str) -> String {
     if nodes == 0 {
         return NO_NODES.to_owned();
     }
@@ -101,7 +101,7 @@ pub fn filter_failure(rejections: &[&str], dra_post_filter: &str) -> String {
     fit_error(
         nodes,
         &node_reasons(rejections),
-        post_filter(nodes, dra_post_filter),
+        &post_filter(nodes, dra_post_filter),
     )
 }
 

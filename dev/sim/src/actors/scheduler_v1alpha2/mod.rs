@@ -40,7 +40,7 @@ use dra_runtime::informer::Change;
 use dra_runtime::workqueue::{Next, WorkQueue};
 use plan::{decide_explained, pre_bind, resolve, Decision, PreBind, Snapshot};
 
-pub use super::scheduling::{wants, DEFAULT_SCHEDULER};
+pub use super::scheduling::wants;
 
 /// How long a pod waiting for a claim to be created or deallocated sleeps before it is looked at
 /// again even without a change (changes wake it earlier).

@@ -425,11 +425,6 @@ fn post_filter(
     Decision::Unschedulable("no node fits the pod's claims".into())
 }
 
-/// Runs one scheduling cycle over the snapshot.
-pub fn decide(snap: &Snapshot<'_>) -> Decision {
-    decide_explained(snap).0
-}
-
 /// Runs one scheduling cycle over the snapshot; with the `FailedScheduling` message a 1.30
 /// scheduler posts for it (`None` when the pod gets bound).
 pub fn decide_explained(snap: &Snapshot<'_>) -> (Decision, Option<String>) {

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 
 use super::explain;
 use super::plan::{
-    decide, decide_explained, potential_nodes, resolve, Decision, PodClaim, Snapshot, MAX_NODE_LIST,
+    decide_explained, potential_nodes, resolve, Decision, PodClaim, Snapshot, MAX_NODE_LIST,
 };
 use super::plan::{pre_bind, PreBind};
 use super::{claims_to_write, wants};
@@ -21,6 +21,11 @@ use crate::actors::selectors::node_name_selector;
 use crate::actors::ObjectKey;
 
 const POD_UID: &str = "pod-uid";
+
+/// The decision of one scheduling cycle over the snapshot, without its message.
+fn decide(snap: &Snapshot<'_>) -> Decision {
+    decide_explained(snap).0
+}
 
 fn pod(claims: &[(&str, &str)]) -> Pod {
     Pod {

@@ -116,56 +116,8 @@ pub(super) fn create(call: Call<'_>) -> Result<Response> {
     let meta = obj["metadata"]
         .as_object_mut()
         .ok_or_else(|| StatusError::BadRequest("metadata must be an object".into()))?;
-    if meta
-        .get("resourceVersion")
-        .and_then(Value::as_str)
-        .is_some_and(|rv| !rv.is_empty())
-    {
-        return Err(StatusError::Internal(
-            "resourceVersion should not be set on objects to be created".into(),
-        ));
-    }
-    let mut name = meta
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    if name.is_empty() {
-        let prefix = meta
-            .get("generateName")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if prefix.is_empty() {
-            return Err(StatusError::invalid(
-                &info.kind,
-                &info.group,
-                "",
-                vec![FieldCause::required(
-                    "metadata.name",
-                    "name or generateName is required",
-                )],
-            ));
-        }
-        name = format!("{prefix}{}", generate_suffix());
-        meta.insert("name".into(), json!(name));
-    }
     let created = now();
-    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-    meta.insert("creationTimestamp".into(), json!(created));
-    if info.tracks_generation() {
-        meta.insert("generation".into(), json!(1));
-    } else {
-        meta.remove("generation");
-    }
-    for field in [
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "resourceVersion",
-        "selfLink",
-        "managedFields",
-    ] {
-        meta.remove(field);
-    }
+    let name = server_metadata(info, meta, &created)?;
     let ns = req.namespace.clone().unwrap_or_default();
     check_namespace_open(state, info, &ns, &name)?;
     if info.status && info.kind != "Node" {
@@ -204,4 +156,63 @@ pub(super) fn create(call: Call<'_>) -> Result<Response> {
     }
     let format = format_of(headers, params);
     Ok(object_response(StatusCode::CREATED, format, info, &stored))
+}
+
+/// The metadata the server sets on a new object (name from `generateName`, uid, creation time,
+/// generation) and clears; the object's name.
+fn server_metadata(
+    info: &ResourceInfo,
+    meta: &mut serde_json::Map<String, Value>,
+    created: &str,
+) -> Result<String> {
+    if meta
+        .get("resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(StatusError::Internal(
+            "resourceVersion should not be set on objects to be created".into(),
+        ));
+    }
+    let mut name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if name.is_empty() {
+        let prefix = meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if prefix.is_empty() {
+            return Err(StatusError::invalid(
+                &info.kind,
+                &info.group,
+                "",
+                vec![FieldCause::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                )],
+            ));
+        }
+        name = format!("{prefix}{}", generate_suffix());
+        meta.insert("name".into(), json!(name));
+    }
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(created));
+    if info.tracks_generation() {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    for field in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "resourceVersion",
+        "selfLink",
+        "managedFields",
+    ] {
+        meta.remove(field);
+    }
+    Ok(name)
 }
