@@ -142,14 +142,18 @@ pub fn is_reserved_for_pod(pod: &Pod, claim: &ResourceClaim) -> bool {
     claim.reserved_for().iter().any(|r| r.uid == pod_uid)
 }
 
+/// Pods with claims for the tests of the actors that read them.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use dra_types::resource_v1::{ResourceClaimConsumerReference, ResourceClaimStatus};
-    use k8s_openapi::api::core::v1::{ClaimSource, PodResourceClaimStatus, PodSpec, PodStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+pub(crate) mod fixtures {
+    use k8s_openapi::api::core::v1::{ClaimSource, Pod, PodResourceClaim, PodSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    fn entry(name: &str, claim: Option<&str>, template: Option<&str>) -> PodResourceClaim {
+    /// The pod claim `name` naming a claim, a template, both or neither.
+    pub(crate) fn entry(
+        name: &str,
+        claim: Option<&str>,
+        template: Option<&str>,
+    ) -> PodResourceClaim {
         PodResourceClaim {
             name: name.into(),
             source: Some(ClaimSource {
@@ -159,7 +163,8 @@ mod tests {
         }
     }
 
-    fn pod(entries: Vec<PodResourceClaim>, statuses: &[(&str, Option<&str>)]) -> Pod {
+    /// Pod `ns/p` (UID `pod-uid`) with `entries` as its pod claims, on no node, without status.
+    pub(crate) fn pod(entries: Vec<PodResourceClaim>) -> Pod {
         Pod {
             metadata: ObjectMeta {
                 name: Some("p".into()),
@@ -171,6 +176,21 @@ mod tests {
                 resource_claims: Some(entries),
                 ..PodSpec::default()
             }),
+            status: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::entry;
+    use super::*;
+    use dra_types::resource_v1::{ResourceClaimConsumerReference, ResourceClaimStatus};
+    use k8s_openapi::api::core::v1::{PodResourceClaimStatus, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn pod(entries: Vec<PodResourceClaim>, statuses: &[(&str, Option<&str>)]) -> Pod {
+        Pod {
             status: Some(PodStatus {
                 resource_claim_statuses: Some(
                     statuses
@@ -183,6 +203,7 @@ mod tests {
                 ),
                 ..PodStatus::default()
             }),
+            ..super::fixtures::pod(entries)
         }
     }
 

@@ -94,28 +94,42 @@ pub fn pod_owner_reference(pod: &Pod) -> OwnerReference {
     }
 }
 
+/// The metadata of the claim the controller creates for `pod_claim` of `pod` from a template
+/// whose claims get `template_meta`, in either generation: `generate_name`, the pod's namespace,
+/// the template's labels and annotations with the pod claim's name added, the pod as controller.
+pub fn generated_claim_metadata(
+    pod: &Pod,
+    pod_claim: &str,
+    template_meta: Option<&ObjectMeta>,
+    generate_name: String,
+) -> ObjectMeta {
+    let template_meta = template_meta.cloned().unwrap_or_default();
+    let mut annotations = template_meta.annotations.unwrap_or_default();
+    annotations.insert(POD_CLAIM_NAME_ANNOTATION.into(), pod_claim.into());
+    ObjectMeta {
+        generate_name: Some(generate_name),
+        namespace: pod.metadata.namespace.clone(),
+        labels: template_meta.labels,
+        annotations: Some(annotations),
+        owner_references: Some(vec![pod_owner_reference(pod)]),
+        ..ObjectMeta::default()
+    }
+}
+
 /// The claim the controller creates for `pod_claim_name` of `pod` from `template`.
 pub fn claim_from_template(
     pod: &Pod,
     pod_claim_name: &str,
     template: &ResourceClaimTemplate,
 ) -> ResourceClaim {
-    let template_meta = template.spec.metadata.clone().unwrap_or_default();
-    let mut annotations = template_meta.annotations.unwrap_or_default();
-    annotations.insert(POD_CLAIM_NAME_ANNOTATION.into(), pod_claim_name.into());
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
     ResourceClaim {
-        metadata: ObjectMeta {
-            generate_name: Some(format!(
-                "{}-{}-",
-                pod.metadata.name.as_deref().unwrap_or_default(),
-                pod_claim_name
-            )),
-            namespace: pod.metadata.namespace.clone(),
-            labels: template_meta.labels,
-            annotations: Some(annotations),
-            owner_references: Some(vec![pod_owner_reference(pod)]),
-            ..ObjectMeta::default()
-        },
+        metadata: generated_claim_metadata(
+            pod,
+            pod_claim_name,
+            template.spec.metadata.as_ref(),
+            format!("{pod_name}-{pod_claim_name}-"),
+        ),
         spec: template.spec.spec.clone(),
         status: None,
     }

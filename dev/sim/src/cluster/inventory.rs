@@ -104,6 +104,39 @@ fn numa_of(device: usize, devices: usize, numa_nodes: usize) -> usize {
     (device * numa_nodes / devices).min(numa_nodes - 1)
 }
 
+/// An attribute value of a simulated device, before it takes the shape of one generation.
+enum Attribute {
+    Int(i64),
+    String(String),
+    Version(String),
+}
+
+/// The attributes of device number `device` of a node with `model` devices, as both
+/// generations publish them (without `memory`, a quantity, which v1 publishes as a capacity).
+fn device_attributes(
+    config: &ClusterConfig,
+    model: &str,
+    device: usize,
+) -> [(&'static str, Attribute); 5] {
+    let numa = numa_of(device, config.devices_per_node, config.numa_nodes);
+    [
+        ("model", Attribute::String(model.to_owned())),
+        (
+            "numa",
+            Attribute::Int(i64::try_from(numa).unwrap_or(i64::MAX)),
+        ),
+        ("pcieRoot", Attribute::String(format!("pci0000:{numa:02x}"))),
+        (
+            "index",
+            Attribute::Int(i64::try_from(device).unwrap_or(i64::MAX)),
+        ),
+        (
+            "driverVersion",
+            Attribute::Version(config.driver_version.clone()),
+        ),
+    ]
+}
+
 /// The controller owner reference of a node's slice: the Node, so that the garbage collector
 /// deletes the slice with it.
 fn node_owner(node: &str, node_uid: &str) -> OwnerReference {
@@ -124,21 +157,22 @@ pub fn resource_slice(config: &ClusterConfig, index: usize, node_uid: &str) -> R
     let memory = cycled(&config.memory, index, "80Gi");
     let instances = (0..config.devices_per_node)
         .map(|device| {
-            let numa = numa_of(device, config.devices_per_node, config.numa_nodes);
+            let mut attributes: Vec<NamedResourcesAttribute> =
+                device_attributes(config, &model, device)
+                    .into_iter()
+                    .map(|(name, value)| {
+                        attribute(name, |a| match value {
+                            Attribute::Int(i) => a.int = Some(i),
+                            Attribute::String(s) => a.string = Some(s),
+                            Attribute::Version(v) => a.version = Some(v),
+                        })
+                    })
+                    .collect();
+            let memory = attribute("memory", |a| a.quantity = Some(Quantity(memory.clone())));
+            attributes.insert(1, memory);
             NamedResourcesInstance {
                 name: format!("gpu-{device}"),
-                attributes: Some(vec![
-                    attribute("model", |a| a.string = Some(model.clone())),
-                    attribute("memory", |a| a.quantity = Some(Quantity(memory.clone()))),
-                    attribute("numa", |a| a.int = i64::try_from(numa).ok()),
-                    attribute("pcieRoot", |a| {
-                        a.string = Some(format!("pci0000:{numa:02x}"));
-                    }),
-                    attribute("index", |a| a.int = i64::try_from(device).ok()),
-                    attribute("driverVersion", |a| {
-                        a.version = Some(config.driver_version.clone());
-                    }),
-                ]),
+                attributes: Some(attributes),
             }
         })
         .collect();
@@ -171,32 +205,20 @@ pub(crate) fn slice_v1(
     let memory = cycled(&config.memory, index, "80Gi");
     let devices = (0..config.devices_per_node)
         .map(|device| {
-            let numa = numa_of(device, config.devices_per_node, config.numa_nodes);
-            let attributes = [
-                ("model", DeviceAttribute::String(model.clone())),
-                (
-                    "numa",
-                    DeviceAttribute::Int(i64::try_from(numa).unwrap_or(i64::MAX)),
-                ),
-                (
-                    "pcieRoot",
-                    DeviceAttribute::String(format!("pci0000:{numa:02x}")),
-                ),
-                (
-                    "index",
-                    DeviceAttribute::Int(i64::try_from(device).unwrap_or(i64::MAX)),
-                ),
-                (
-                    "driverVersion",
-                    DeviceAttribute::Version(config.driver_version.clone()),
-                ),
-            ];
+            let attributes =
+                device_attributes(config, &model, device)
+                    .into_iter()
+                    .map(|(name, value)| {
+                        let value = match value {
+                            Attribute::Int(i) => DeviceAttribute::Int(i),
+                            Attribute::String(s) => DeviceAttribute::String(s),
+                            Attribute::Version(v) => DeviceAttribute::Version(v),
+                        };
+                        (name.to_owned(), value)
+                    });
             Device {
                 name: format!("gpu-{device}"),
-                attributes: attributes
-                    .into_iter()
-                    .map(|(k, v)| (k.to_owned(), v))
-                    .collect(),
+                attributes: attributes.collect(),
                 capacity: [(
                     "memory".to_owned(),
                     DeviceCapacity {

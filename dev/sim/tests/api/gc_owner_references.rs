@@ -255,18 +255,25 @@ async fn dependent_with_another_owner_only_loses_the_dangling_reference() {
     cluster.shutdown().await;
 }
 
+/// An unscheduled pod `parent` and a `ConfigMap` `child` that it owns with a blocking
+/// reference; the APIs of both.
+async fn parent_with_child(client: &Client) -> (Api<Pod>, Api<ConfigMap>) {
+    let owner = unscheduled_pod(client, "parent", None).await;
+    config_map(client, "child", vec![owned_by(&owner, true)]).await;
+    (
+        Api::default_namespaced(client.clone()),
+        Api::default_namespaced(client.clone()),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreground_deletion_keeps_the_owner_until_blocking_dependents_are_gone() {
     let cluster = cluster().await;
-    let client = cluster.kube_client();
-    let owner = unscheduled_pod(&client, "parent", None).await;
-    config_map(&client, "child", vec![owned_by(&owner, true)]).await;
-    let maps: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let (pods, maps) = parent_with_child(&cluster.kube_client()).await;
     let hold = serde_json::json!({ "metadata": { "finalizers": ["example.com/hold"] } });
     maps.patch("child", &PatchParams::default(), &Patch::Merge(&hold))
         .await
         .unwrap();
-    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     pods.delete("parent", &DeleteParams::foreground())
         .await
         .unwrap();
@@ -300,10 +307,7 @@ async fn foreground_deletion_keeps_the_owner_until_blocking_dependents_are_gone(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphan_deletion_keeps_dependents_without_the_reference() {
     let cluster = cluster().await;
-    let client = cluster.kube_client();
-    let owner = unscheduled_pod(&client, "parent", None).await;
-    config_map(&client, "child", vec![owned_by(&owner, true)]).await;
-    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let (pods, maps) = parent_with_child(&cluster.kube_client()).await;
     pods.delete("parent", &DeleteParams::orphan())
         .await
         .unwrap();
@@ -311,7 +315,6 @@ async fn orphan_deletion_keeps_dependents_without_the_reference() {
         gone(&pods, "parent").await
     })
     .await;
-    let maps: Api<ConfigMap> = Api::default_namespaced(client.clone());
     tokio::time::sleep(Duration::from_millis(300)).await;
     let child = maps
         .get("child")

@@ -4,7 +4,7 @@ use crate::api_support::{api_error, claim, create, pod, scheduling_context, star
 use k8s_openapi::api::core::v1::{Binding, Pod};
 use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn allocated_status(reserved: &serde_json::Value) -> serde_json::Value {
     json!({"status": {
@@ -50,6 +50,23 @@ async fn main_resource_write_ignores_status_and_status_write_ignores_the_rest() 
     server.shutdown().await;
 }
 
+/// Applies `patch` to the status of claim `c` as a strategic merge; the UIDs in `reservedFor`
+/// after it.
+async fn reserved_after(claims: &Api<ResourceClaim>, patch: &Value) -> Vec<String> {
+    let after = claims
+        .patch_status("c", &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap();
+    after
+        .status
+        .unwrap()
+        .reserved_for
+        .unwrap()
+        .into_iter()
+        .map(|r| r.uid)
+        .collect()
+}
+
 #[tokio::test]
 async fn reserved_for_merges_by_uid_under_strategic_patch() {
     let (server, client) = start().await;
@@ -65,33 +82,12 @@ async fn reserved_for_merges_by_uid_under_strategic_patch() {
         .await
         .unwrap();
     let add_b = json!({"status": {"reservedFor": [consumer("b", "uid-b")]}});
-    let after = claims
-        .patch_status("c", &pp, &Patch::Strategic(&add_b))
-        .await
-        .unwrap();
-    let uids: Vec<String> = after
-        .status
-        .unwrap()
-        .reserved_for
-        .unwrap()
-        .into_iter()
-        .map(|r| r.uid)
-        .collect();
-    assert_eq!(uids, vec!["uid-a", "uid-b"]);
+    assert_eq!(
+        reserved_after(&claims, &add_b).await,
+        vec!["uid-a", "uid-b"]
+    );
     let remove_a = json!({"status": {"reservedFor": [{"uid": "uid-a", "$patch": "delete"}]}});
-    let after = claims
-        .patch_status("c", &pp, &Patch::Strategic(&remove_a))
-        .await
-        .unwrap();
-    let uids: Vec<String> = after
-        .status
-        .unwrap()
-        .reserved_for
-        .unwrap()
-        .into_iter()
-        .map(|r| r.uid)
-        .collect();
-    assert_eq!(uids, vec!["uid-b"]);
+    assert_eq!(reserved_after(&claims, &remove_a).await, vec!["uid-b"]);
     server.shutdown().await;
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::api_support::{config_map, create, start, start_with};
 use dra_sim::server::ServerConfig;
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -22,6 +23,16 @@ where
         .expect("event within 5s")
         .expect("stream ok")
         .expect("stream open")
+}
+
+/// A watch of `cms` with `params`, from the resourceVersion of `from`.
+async fn watch_from(
+    cms: &Api<ConfigMap>,
+    params: &WatchParams,
+    from: &ConfigMap,
+) -> BoxStream<'static, kube::Result<WatchEvent<ConfigMap>>> {
+    let rv = from.metadata.resource_version.clone().unwrap();
+    cms.watch(params, &rv).await.unwrap().boxed()
 }
 
 fn lease(name: &str) -> Lease {
@@ -42,12 +53,7 @@ async fn watch_replays_changes_after_a_resource_version() {
     )
     .await
     .unwrap();
-    let rv = first.metadata.resource_version.unwrap();
-    let mut stream = cms
-        .watch(&WatchParams::default(), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from(&cms, &WatchParams::default(), &first).await;
     match next(&mut stream).await {
         WatchEvent::Added(c) => assert_eq!(c.metadata.name.as_deref(), Some("b")),
         other => panic!("unexpected {other:?}"),
@@ -64,14 +70,7 @@ async fn a_burst_of_changes_reaches_a_watcher_whole_and_in_order() {
     let (server, client) = start().await;
     let cms: Api<ConfigMap> = Api::default_namespaced(client);
     let first = create(&cms, &config_map("first", &[])).await;
-    let mut stream = cms
-        .watch(
-            &WatchParams::default(),
-            &first.metadata.resource_version.unwrap(),
-        )
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from(&cms, &WatchParams::default(), &first).await;
     // Written concurrently, so that many events wait for the watcher at once and are sent
     // together.
     let names: Vec<String> = (0..300).map(|i| format!("cm-{i}")).collect();
@@ -104,12 +103,7 @@ async fn watch_from_expired_version_gets_410_error_event() {
     let first = create(&cms, &config_map("a", &[])).await;
     create(&cms, &config_map("b", &[])).await;
     server.compact_history();
-    let rv = first.metadata.resource_version.unwrap();
-    let mut stream = cms
-        .watch(&WatchParams::default(), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from(&cms, &WatchParams::default(), &first).await;
     match next(&mut stream).await {
         WatchEvent::Error(e) => assert_eq!((e.code, e.reason.as_str()), (410, "Expired")),
         other => panic!("expected 410, got {other:?}"),
@@ -126,17 +120,11 @@ async fn bookmarks_carry_the_latest_resource_version() {
     let (server, client) = start_with(config).await;
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let c = create(&cms, &config_map("a", &[])).await;
-    let mut stream = cms
-        .watch(
-            &WatchParams {
-                bookmarks: true,
-                ..WatchParams::default()
-            },
-            &c.metadata.resource_version.unwrap(),
-        )
-        .await
-        .unwrap()
-        .boxed();
+    let bookmarks = WatchParams {
+        bookmarks: true,
+        ..WatchParams::default()
+    };
+    let mut stream = watch_from(&cms, &bookmarks, &c).await;
     let leases: Api<Lease> = Api::default_namespaced(client);
     let l = create(&leases, &lease("unrelated")).await;
     loop {
@@ -155,11 +143,7 @@ async fn label_watch_reports_objects_leaving_the_selection_as_deleted() {
     let cms: Api<ConfigMap> = Api::default_namespaced(client);
     let c = create(&cms, &config_map("a", &[("app", "web")])).await;
     let wp = WatchParams::default().labels("app=web");
-    let mut stream = cms
-        .watch(&wp, &c.metadata.resource_version.unwrap())
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from(&cms, &wp, &c).await;
     cms.patch(
         "a",
         &PatchParams::default(),

@@ -6,11 +6,9 @@
 //! Pure; the v1 controller module does the I/O.
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::pod_owner_reference;
+use super::generated_claim_metadata;
 use crate::actors::claim_refs::{claim_name, is_for_pod, is_reserved_for_pod, pod_claim_entries};
-use crate::actors::POD_CLAIM_NAME_ANNOTATION;
 use dra_types::resource_v1::{ResourceClaim, ResourceClaimTemplate};
 
 /// The longest `generateName` base: 63 characters less a hyphen and five random characters.
@@ -38,21 +36,14 @@ pub fn claim_from_template(
     pod_claim: &str,
     template: &ResourceClaimTemplate,
 ) -> ResourceClaim {
-    let template_meta = template.spec.metadata.clone().unwrap_or_default();
-    let mut annotations = template_meta.annotations.unwrap_or_default();
-    annotations.insert(POD_CLAIM_NAME_ANNOTATION.into(), pod_claim.into());
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
     ResourceClaim {
-        metadata: ObjectMeta {
-            generate_name: Some(generate_name(
-                pod.metadata.name.as_deref().unwrap_or_default(),
-                pod_claim,
-            )),
-            namespace: pod.metadata.namespace.clone(),
-            labels: template_meta.labels,
-            annotations: Some(annotations),
-            owner_references: Some(vec![pod_owner_reference(pod)]),
-            ..ObjectMeta::default()
-        },
+        metadata: generated_claim_metadata(
+            pod,
+            pod_claim,
+            template.spec.metadata.as_ref(),
+            generate_name(pod_name, pod_claim),
+        ),
         spec: template.spec.spec.clone(),
         ..ResourceClaim::default()
     }
@@ -154,41 +145,27 @@ pub fn pod_needs_work(pod: &Pod, lookup: &dyn Fn(&str) -> Option<ResourceClaim>)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::actors::claim_refs::fixtures;
+    use crate::actors::POD_CLAIM_NAME_ANNOTATION;
     use dra_types::resource_v1::{
         AllocationResult, ResourceClaimConsumerReference, ResourceClaimStatus,
     };
-    use k8s_openapi::api::core::v1::{
-        ClaimSource, PodResourceClaim, PodResourceClaimStatus, PodSpec, PodStatus,
-    };
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+    use k8s_openapi::api::core::v1::{PodResourceClaimStatus, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
     use serde_json::json;
 
     fn pod(node: Option<&str>, entries: &[(&str, Option<&str>, Option<&str>)]) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some("p".into()),
-                namespace: Some("ns".into()),
-                uid: Some("pod-uid".into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec {
-                node_name: node.map(Into::into),
-                resource_claims: Some(
-                    entries
-                        .iter()
-                        .map(|(name, claim, template)| PodResourceClaim {
-                            name: (*name).into(),
-                            source: Some(ClaimSource {
-                                resource_claim_name: claim.map(Into::into),
-                                resource_claim_template_name: template.map(Into::into),
-                            }),
-                        })
-                        .collect(),
-                ),
-                ..PodSpec::default()
-            }),
-            status: Some(PodStatus::default()),
+        let mut pod = fixtures::pod(
+            entries
+                .iter()
+                .map(|(name, claim, template)| fixtures::entry(name, *claim, *template))
+                .collect(),
+        );
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.node_name = node.map(Into::into);
         }
+        pod.status = Some(PodStatus::default());
+        pod
     }
 
     fn claim(name: &str, allocated: bool, reserved: &[&str], owner: Option<&str>) -> ResourceClaim {

@@ -22,6 +22,14 @@ use crate::actors::ObjectKey;
 
 const POD_UID: &str = "pod-uid";
 
+/// Publishing `nodes` as the potential nodes, with `selected` as the selected node.
+fn publish(nodes: &[&str], selected: Option<&str>) -> Decision {
+    Decision::Publish {
+        potential_nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+        selected_node: selected.map(str::to_owned),
+    }
+}
+
 /// The decision of one scheduling cycle over the snapshot, without its message.
 fn decide(snap: &Snapshot<'_>) -> Decision {
     decide_explained(snap).0
@@ -275,13 +283,7 @@ fn two_pending_claims_wait_for_driver_information_before_selecting() {
         claim("b").into_pod_claim("b"),
     ];
     let first = run(&claims, None, &nodes(&["n1", "n2"]));
-    assert_eq!(
-        first,
-        Decision::Publish {
-            potential_nodes: vec!["n1".into(), "n2".into()],
-            selected_node: None,
-        }
-    );
+    assert_eq!(first, publish(&["n1", "n2"], None));
     let partial = context(None, &["n1", "n2"], &[("a", &[])]);
     assert_eq!(
         run(&claims, Some(&partial), &nodes(&["n1", "n2"])),
@@ -292,10 +294,7 @@ fn two_pending_claims_wait_for_driver_information_before_selecting() {
     let complete = context(None, &["n1", "n2"], &[("a", &["n1"]), ("b", &[])]);
     assert_eq!(
         run(&claims, Some(&complete), &nodes(&["n1", "n2"])),
-        Decision::Publish {
-            potential_nodes: vec!["n1".into(), "n2".into()],
-            selected_node: Some("n2".into()),
-        }
+        publish(&["n1", "n2"], Some("n2"))
     );
 }
 
@@ -305,10 +304,7 @@ fn unsuitable_nodes_are_never_selected() {
     let ctx = context(None, &["n1", "n2"], &[("gpu", &["n1"])]);
     assert_eq!(
         run(&claims, Some(&ctx), &nodes(&["n1", "n2"])),
-        Decision::Publish {
-            potential_nodes: vec!["n1".into(), "n2".into()],
-            selected_node: Some("n2".into()),
-        }
+        publish(&["n1", "n2"], Some("n2"))
     );
 }
 

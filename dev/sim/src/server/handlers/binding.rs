@@ -18,13 +18,7 @@ const BINDING_RESOURCE: &str = "pods/binding";
 
 /// POST on `pods/{name}/binding` or on the `bindings` collection: assigns the pod to a node once.
 pub(super) fn bind(call: Call<'_>) -> Result<Response> {
-    let Call {
-        state,
-        req,
-        params,
-        headers,
-        body,
-    } = call;
+    let (state, req, params, headers, body) = call.parts();
     let binding = decode_body(headers, body)?;
     let info = &req.info;
     let meta_str = |field: &str| {

@@ -101,13 +101,7 @@ pub(super) fn check_namespace_open(
 
 /// POST on a collection.
 pub(super) fn create(call: Call<'_>) -> Result<Response> {
-    let Call {
-        state,
-        req,
-        params,
-        headers,
-        body,
-    } = call;
+    let (state, req, params, headers, body) = call.parts();
     let info = &req.info;
     let mut obj = decode_body(headers, body)?;
     check_type(info, &mut obj)?;

@@ -256,13 +256,7 @@ fn delete_one(
 
 /// DELETE one object.
 pub(super) fn delete(call: Call<'_>) -> Result<Response> {
-    let Call {
-        state,
-        req,
-        params,
-        headers,
-        body,
-    } = call;
+    let (state, req, params, headers, body) = call.parts();
     let info = &req.info;
     let opts = DeleteOptions::parse(params, headers, body)?;
     let name = req.name.clone().unwrap_or_default();
@@ -297,13 +291,7 @@ pub(super) fn delete(call: Call<'_>) -> Result<Response> {
 
 /// DELETE on a collection: deletes every object matching the selectors.
 pub(super) fn delete_collection(call: Call<'_>) -> Result<Response> {
-    let Call {
-        state,
-        req,
-        params,
-        headers,
-        body,
-    } = call;
+    let (state, req, params, headers, body) = call.parts();
     let info = &req.info;
     options::validate_list(params, false)?;
     let opts = DeleteOptions::parse(params, headers, body)?;

@@ -61,6 +61,21 @@ struct Call<'a> {
     body: &'a [u8],
 }
 
+impl<'a> Call<'a> {
+    /// State, request, parameters, headers and body, in that order.
+    fn parts(
+        self,
+    ) -> (
+        &'a Arc<AppState>,
+        &'a ResourceRequest,
+        &'a Params,
+        &'a HeaderMap,
+        &'a [u8],
+    ) {
+        (self.state, self.req, self.params, self.headers, self.body)
+    }
+}
+
 /// The fallback handler serving every path.
 pub(crate) async fn dispatch(
     State(state): State<Arc<AppState>>,

@@ -26,13 +26,7 @@ pub(super) fn format_of(headers: &HeaderMap, params: &Params) -> Format {
 
 /// GET one object (also serves GET on the `status` subresource).
 pub(super) fn get(call: Call<'_>) -> Result<Response> {
-    let Call {
-        state,
-        req,
-        params,
-        headers,
-        ..
-    } = call;
+    let (state, req, params, headers, _) = call.parts();
     let info = &req.info;
     let name = req.name.as_deref().unwrap_or_default();
     let ns = req.namespace.as_deref().unwrap_or_default();
@@ -182,13 +176,7 @@ fn from_watch_cache(info: &ResourceInfo, params: &Params) -> bool {
 /// LIST a collection. Pages after the first read at the first page's revision, so a paged list
 /// is one consistent snapshot, as from etcd.
 pub(super) fn list(call: Call<'_>) -> Result<Response> {
-    let Call {
-        state,
-        req,
-        params,
-        headers,
-        ..
-    } = call;
+    let (state, req, params, headers, _) = call.parts();
     let info = &req.info;
     let filter = Filter::from_request(req, params)?;
     let limit = params

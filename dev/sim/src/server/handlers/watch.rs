@@ -131,13 +131,7 @@ fn expired(message: &str) -> Value {
 
 /// Starts a watch and returns the streaming response.
 pub(super) fn watch(call: Call<'_>) -> Result<Response> {
-    let Call {
-        state,
-        req,
-        params,
-        headers,
-        ..
-    } = call;
+    let (state, req, params, headers, _) = call.parts();
     let filter = Filter::from_request(req, params)?;
     let format = format_of(headers, params);
     let send_initial = params.flag("sendInitialEvents");

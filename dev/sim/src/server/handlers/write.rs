@@ -226,13 +226,7 @@ fn run_update(
 
 /// PUT on an object or its status.
 pub(super) fn update(call: Call<'_>) -> Result<Response> {
-    let Call {
-        state,
-        req,
-        params,
-        headers,
-        body,
-    } = call;
+    let (state, req, params, headers, body) = call.parts();
     let mut obj = decode_body(headers, body)?;
     check_type(&req.info, &mut obj)?;
     check_body_name(req, &obj)?;
@@ -262,13 +256,7 @@ pub(super) fn update(call: Call<'_>) -> Result<Response> {
 
 /// PATCH on an object or its status.
 pub(super) fn patch(call: Call<'_>) -> Result<Response> {
-    let Call {
-        state,
-        req,
-        params,
-        headers,
-        body,
-    } = call;
+    let (state, req, params, headers, body) = call.parts();
     let content_type = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

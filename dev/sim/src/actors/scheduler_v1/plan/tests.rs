@@ -1,7 +1,8 @@
 //! Scheduling cycles over hand-made snapshots.
 
 use super::*;
-use k8s_openapi::api::core::v1::{ClaimSource, NodeSpec, PodResourceClaim, PodSpec};
+use crate::actors::claim_refs::fixtures;
+use k8s_openapi::api::core::v1::NodeSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde_json::json;
 
@@ -19,31 +20,14 @@ fn node(name: &str, unschedulable: bool) -> Arc<Node> {
     })
 }
 
+/// Pod `ns/p` whose pod claims each name the claim of the same name.
 fn pod(claims: &[&str]) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some("p".into()),
-            namespace: Some("ns".into()),
-            uid: Some("pod-uid".into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            resource_claims: Some(
-                claims
-                    .iter()
-                    .map(|c| PodResourceClaim {
-                        name: (*c).into(),
-                        source: Some(ClaimSource {
-                            resource_claim_name: Some((*c).into()),
-                            resource_claim_template_name: None,
-                        }),
-                    })
-                    .collect(),
-            ),
-            ..PodSpec::default()
-        }),
-        status: None,
-    }
+    fixtures::pod(
+        claims
+            .iter()
+            .map(|c| fixtures::entry(c, Some(c), None))
+            .collect(),
+    )
 }
 
 fn claim(name: &str, class: &str, allocation: Option<serde_json::Value>) -> Arc<ResourceClaim> {
