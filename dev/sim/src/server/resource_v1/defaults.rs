@@ -5,6 +5,7 @@
 //!
 //! Pure functions over JSON; no store or HTTP dependencies.
 
+use dra_types::resource_v1::EXACT_COUNT;
 use serde_json::{json, Value};
 
 fn default_mode_and_count(request: &mut Value) {
@@ -14,9 +15,9 @@ fn default_mode_and_count(request: &mut Value) {
     if r.get("allocationMode")
         .is_none_or(|m| m.is_null() || m == "")
     {
-        r.insert("allocationMode".into(), json!("ExactCount"));
+        r.insert("allocationMode".into(), json!(EXACT_COUNT));
     }
-    let exact = r.get("allocationMode").and_then(Value::as_str) == Some("ExactCount");
+    let exact = r.get("allocationMode").and_then(Value::as_str) == Some(EXACT_COUNT);
     if exact && r.get("count").is_none_or(|c| c.is_null() || c == 0) {
         r.insert("count".into(), json!(1));
     }

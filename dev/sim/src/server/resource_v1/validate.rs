@@ -6,6 +6,11 @@
 //!
 //! Pure functions over the normalised JSON of an object; no store or HTTP dependencies.
 
+use dra_types::resource_v1::{
+    ALL, EXACT_COUNT, FROM_CLAIM, FROM_CLASS,
+    MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE as MAX_ATTRIBUTES,
+    MAX_ATTRIBUTE_VALUE_LENGTH as MAX_ATTRIBUTE_VALUE, MAX_DEVICES_PER_SLICE as MAX_DEVICES,
+};
 use serde_json::Value;
 
 use crate::server::error::FieldCause;
@@ -15,12 +20,6 @@ use crate::server::validation::{is_dns_label, is_dns_subdomain, LABEL_MSG, SUBDO
 const MAX_LIST: usize = 32;
 /// Alternatives of `firstAvailable`.
 const MAX_SUBREQUESTS: usize = 8;
-/// Devices per slice.
-const MAX_DEVICES: usize = 128;
-/// Attributes and capacities of one device together.
-const MAX_ATTRIBUTES: usize = 32;
-/// String and version attribute values.
-const MAX_ATTRIBUTE_VALUE: usize = 64;
 /// CEL expressions and opaque parameters, in bytes.
 const MAX_EXPRESSION: usize = 10 * 1024;
 /// `status.reservedFor` entries.
@@ -195,21 +194,21 @@ fn mode_and_count(causes: &mut Vec<FieldCause>, field: &str, v: &Value) {
     let mode = text(&v["allocationMode"]);
     let count = v["count"].as_i64().unwrap_or(0);
     match mode {
-        "ExactCount" if count <= 0 => causes.push(FieldCause::invalid(
+        EXACT_COUNT if count <= 0 => causes.push(FieldCause::invalid(
             format!("{field}.count"),
             &count.to_string(),
             "must be greater than zero",
         )),
-        "All" if count != 0 => causes.push(FieldCause::invalid(
+        ALL if count != 0 => causes.push(FieldCause::invalid(
             format!("{field}.count"),
             &count.to_string(),
             "must not be specified when allocationMode is 'All'",
         )),
-        "ExactCount" | "All" => {}
+        EXACT_COUNT | ALL => {}
         other => causes.push(FieldCause::not_supported(
             format!("{field}.allocationMode"),
             other,
-            &["All", "ExactCount"],
+            &[ALL, EXACT_COUNT],
         )),
     }
 }
@@ -576,11 +575,11 @@ fn allocation_causes(causes: &mut Vec<FieldCause>, allocation: &Value) {
     for (i, c) in config.iter().enumerate() {
         let cat = format!("{at}.config[{i}]");
         let source = text(&c["source"]);
-        if !matches!(source, "FromClass" | "FromClaim") {
+        if !matches!(source, FROM_CLASS | FROM_CLAIM) {
             causes.push(FieldCause::not_supported(
                 format!("{cat}.source"),
                 source,
-                &["FromClaim", "FromClass"],
+                &[FROM_CLAIM, FROM_CLASS],
             ));
         }
         opaque(causes, &format!("{cat}.opaque"), &c["opaque"]);
