@@ -28,18 +28,12 @@ pub struct AllocationResult {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceAllocationResult {
     /// One entry per allocated device.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub results: Vec<DeviceRequestAllocationResult>,
     /// Configuration from the classes and the claim, for the drivers to interpret.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub config: Vec<DeviceAllocationConfiguration>,
 }
 
@@ -85,11 +79,8 @@ pub struct DeviceAllocationConfiguration {
     #[serde(default)]
     pub source: String,
     /// The requests it applies to; empty means all of the claim's.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<String>,
     /// The driver-specific parameters.
     #[serde(default, skip_serializing_if = "Option::is_none")]

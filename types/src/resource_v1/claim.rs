@@ -119,18 +119,12 @@ pub struct ResourceClaimStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocation: Option<AllocationResult>,
     /// The consumers allowed to use the claim (at most 256).
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reserved_for: Vec<ResourceClaimConsumerReference>,
     /// What the drivers report about the allocated devices.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<AllocatedDeviceStatus>,
 }
 
@@ -183,11 +177,8 @@ pub struct AllocatedDeviceStatus {
     #[serde(default)]
     pub device: String,
     /// The device's conditions (at most 8).
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// Driver-specific data (at most 10 KiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,11 +196,8 @@ pub struct NetworkDeviceData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface_name: Option<String>,
     /// The addresses, in CIDR notation.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ips: Vec<String>,
     /// The hardware (MAC) address.
     #[serde(default, skip_serializing_if = "Option::is_none")]

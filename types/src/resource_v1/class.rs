@@ -50,18 +50,12 @@ impl DeviceClass {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClassSpec {
     /// All must match for a device to be in the class.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub selectors: Vec<DeviceSelector>,
     /// Passed to the drivers of the allocated devices; not used to allocate.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub config: Vec<DeviceClassConfiguration>,
 }
 

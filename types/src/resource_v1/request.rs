@@ -32,25 +32,16 @@ pub fn exact_count(count: Option<i64>) -> i64 {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClaim {
     /// The requests, in order.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<DeviceRequest>,
     /// Constraints across the devices of some or all requests.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub constraints: Vec<DeviceConstraint>,
     /// Configuration for some or all requests.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub config: Vec<DeviceClaimConfiguration>,
 }
 
@@ -65,11 +56,8 @@ pub struct DeviceRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exactly: Option<ExactDeviceRequest>,
     /// Alternatives, tried in order.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub first_available: Vec<DeviceSubRequest>,
 }
 
@@ -81,11 +69,8 @@ pub struct ExactDeviceRequest {
     #[serde(default)]
     pub device_class_name: String,
     /// Further selectors, all of which must match.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub selectors: Vec<DeviceSelector>,
     /// `ExactCount` (the default) or `All`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,11 +94,8 @@ pub struct DeviceSubRequest {
     #[serde(default)]
     pub device_class_name: String,
     /// Further selectors, all of which must match.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub selectors: Vec<DeviceSelector>,
     /// `ExactCount` (the default) or `All`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,11 +110,8 @@ pub struct DeviceSubRequest {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceConstraint {
     /// `req` or `req/sub` names; empty for every request of the claim.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<String>,
     /// A fully qualified attribute (`domain/id`) all the devices share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,11 +123,8 @@ pub struct DeviceConstraint {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClaimConfiguration {
     /// The requests it is for; empty for all.
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<String>,
     /// Driver-specific parameters.
     #[serde(default, skip_serializing_if = "Option::is_none")]

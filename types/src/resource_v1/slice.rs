@@ -75,11 +75,8 @@ pub struct ResourceSliceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_nodes: Option<bool>,
     /// The devices (at most [`MAX_DEVICES_PER_SLICE`]).
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<Device>,
 }
 
@@ -107,18 +104,12 @@ pub struct Device {
     #[serde(default)]
     pub name: String,
     /// Attributes by name (`<id>` or `<domain>/<id>`).
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "BTreeMap::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub attributes: BTreeMap<String, DeviceAttribute>,
     /// Capacities by name (same naming rules as attributes).
-    #[serde(
-        default,
-        deserialize_with = "nullable",
-        skip_serializing_if = "BTreeMap::is_empty"
-    )]
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub capacity: BTreeMap<String, DeviceCapacity>,
 }
 
