@@ -8,11 +8,9 @@
 use super::{gc_kinds, stores, Env, Parts};
 use crate::actors::claims::v1::ClaimControllerV1;
 use crate::actors::pod_shape::Pod134;
-use dra_types::resource_v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
-};
 use crate::actors::scheduler_v1::SchedulerV1;
 use crate::actors::{Result, Started};
+use dra_types::resource_v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 
 super::generation::generation! {
     /// Kubernetes 1.34.
