@@ -1,6 +1,6 @@
 //! How Kubernetes kubelets read a DRA plugin's `supported_versions`, so that the agent's own
 //! tests check its registration by those rules (the simulated kubelet has its own copy,
-//! `dra_sim::actors::plugins::validation`, written separately so that it checks the agent rather
+//! `dev/sim/src/actors/plugins/validation.rs`, written separately so that it checks the agent rather
 //! than agreeing with it by construction).
 //!
 //! A 1.30 kubelet ([`highest_supported_version`]): every entry is parsed as a
