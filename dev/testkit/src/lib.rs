@@ -1,8 +1,8 @@
 //! Helpers shared by the integration tests of every crate in the workspace, so that each concept
 //! a test needs exists once: [`eventually()`] polls until a condition holds, [`tools`] finds an
 //! outside program or skips (failing under CI instead), [`process`] runs the built `dra-ledger`
-//! and reads its output, [`sim`] starts a `dra-ledger sim`, and [`ledger`] builds ledger
-//! fixtures.
+//! and reads its output, [`sim`] starts a `dra-ledger sim`, [`ledger`] builds ledger
+//! fixtures, and [`random`] makes a run's random choices repeatable by its seed.
 //!
 //! Only for tests (`publish = false`): no product crate depends on it. It must not depend on the
 //! controller, the simulator or the admin API, whose tests use it; it reaches them as processes.
@@ -12,6 +12,7 @@
 pub mod eventually;
 pub mod ledger;
 pub mod process;
+pub mod random;
 pub mod sim;
 pub mod tools;
 

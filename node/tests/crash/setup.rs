@@ -93,36 +93,4 @@ pub fn request_of_entry(uid: &str, entry: &Entry) -> ClaimRequest {
     request(uid, entry.devices.clone(), sharing)
 }
 
-/// A seeded generator (splitmix64): the same seed gives the same choices.
-pub struct Random(u64);
-
-impl Random {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Random {
-        Random(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `low..=high`.
-    pub fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next_u64() % (high - low + 1)
-    }
-
-    /// An index below `len` (which must not be 0).
-    pub fn index(&mut self, len: usize) -> usize {
-        self.between(0, len as u64 - 1) as usize
-    }
-
-    /// `true` in `percent` of the calls.
-    pub fn percent(&mut self, percent: u64) -> bool {
-        self.between(0, 99) < percent
-    }
-}
+pub use testkit::random::Random;

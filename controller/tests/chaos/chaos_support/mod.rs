@@ -97,38 +97,4 @@ pub fn transient(error: &kube::Error) -> bool {
     }
 }
 
-/// A small seeded generator (splitmix64) for the random choices of a run: the same seed gives
-/// the same choices.
-#[derive(Clone, Debug)]
-pub struct Random(u64);
-
-impl Random {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Random {
-        Random(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// A number in `low..=high`.
-    pub fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next_u64() % (high - low + 1)
-    }
-
-    /// `true` with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-}
+pub use testkit::random::Random;
