@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::resource::v1alpha2::{
     ResourceClaim, ResourceClaimConsumerReference, ResourceClass,
 };
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::controller::{SyncOutcome, Syncer};
 use super::driver::{ClaimAllocation, Driver};
@@ -282,6 +282,15 @@ impl<D: Driver> Syncer<D> {
             }
             match self.write_claim(&claim, true).await {
                 Ok(written) => self.driver.allocation_published(&written).await,
+                Err(e) if e.kind == KubeCallErrorKind::NotFound => {
+                    // The claim is gone (deleted while the driver allocated): the allocation can
+                    // never be published, so the driver frees it now instead of holding it until
+                    // its next reconcile.
+                    if let Err(error) = self.driver.deallocate(&item.claim).await {
+                        warn!(%error, claim.name = %name, "Failed to release the allocation of a claim gone before its status write; the driver's reconcile releases it");
+                    }
+                    errors.push((name, Error::AddAllocation(e)));
+                }
                 Err(e) => errors.push((name, Error::AddAllocation(e))),
             }
         }

@@ -4,8 +4,8 @@
 //! selected node, so that the scheduler moves on), the selected node always checked, allocated
 //! claims never checked, nodes reported unsuitable before checked again instead of forgotten,
 //! a status patch that lost a race retried without an event, a pod's context woken when its
-//! claim arrives after it, and the driver told once a deallocated claim no longer shows its
-//! allocation.
+//! claim arrives after it, the driver told once a deallocated claim no longer shows its
+//! allocation, and an allocation freed at once when its claim is gone before the status write.
 
 use crate::support::{
     claim_checked_on, failed_event, unversioned, unversioned_context, CachesExt, Harness,
@@ -14,7 +14,7 @@ use dra_framework::testing::fixtures::{
     allocation, claim, class, context, nodes, pod, ClaimFixture, ClassFixture, ContextFixture,
     PodFixture, CLAIM, NAMESPACE, NODE, OTHER_CLASS, OTHER_NODE, POD, POD_CLAIM,
 };
-use dra_framework::testing::Operation;
+use dra_framework::testing::{DriverCall, Operation};
 use dra_framework::{KubeCallErrorKind, QueueKey, SyncOutcome};
 
 #[tokio::test]
@@ -464,4 +464,45 @@ async fn a_release_write_that_meets_a_newer_copy_is_retried_without_event() {
         "a real failure still posts its event: {:?}",
         h.events()
     );
+}
+
+/// An immediate claim with our finalizer whose allocation's status write fails with `kind`.
+fn allocation_write_fails(kind: KubeCallErrorKind) -> Harness {
+    let h = Harness::new()
+        .with_class(class())
+        .with_claim(claim().immediate().with_finalizer());
+    h.api
+        .fail_next(Operation::UpdateClaimStatus, kind, "failed write");
+    h
+}
+
+fn deallocate_calls(h: &Harness) -> usize {
+    h.driver
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, DriverCall::Deallocate { claim } if claim == CLAIM))
+        .count()
+}
+
+#[tokio::test]
+async fn claim_gone_at_its_allocations_status_write_is_freed_at_once() {
+    let h = allocation_write_fails(KubeCallErrorKind::NotFound);
+    assert!(h.sync_claim(CLAIM).await.is_err());
+    assert_eq!(h.driver.allocate_calls().len(), 1);
+    assert_eq!(
+        deallocate_calls(&h),
+        1,
+        "the allocation of a claim that is gone can never be published: {:?}",
+        h.driver.calls()
+    );
+}
+
+#[tokio::test]
+async fn allocation_whose_status_write_fails_otherwise_is_kept_for_the_retry() {
+    for kind in [KubeCallErrorKind::Conflict, KubeCallErrorKind::Other] {
+        let h = allocation_write_fails(kind);
+        assert!(h.sync_claim(CLAIM).await.is_err());
+        assert_eq!(h.driver.allocate_calls().len(), 1);
+        assert_eq!(deallocate_calls(&h), 0, "{kind:?}: {:?}", h.driver.calls());
+    }
 }
