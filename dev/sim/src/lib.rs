@@ -1,4 +1,4 @@
-//! `dra-sim`: a simulated Kubernetes 1.30 (`v1alpha2`) or 1.34 (`v1`) cluster for
+//! `dra-sim`: a simulated Kubernetes 1.30 (`v1alpha2`) or 1.34 to 1.37 (`v1`) cluster for
 //! tests, benchmarks and the demo ([`KubernetesVersion`]).
 //!
 //! [`server`] is an API server subset speaking the real REST protocol over loopback HTTP;
@@ -14,7 +14,12 @@
 
 pub mod actors;
 pub mod cluster;
+mod release;
 pub mod server;
 mod version;
 
+pub use release::{
+    ApiOverrides, ApiSelectionError, FeatureGate, FeatureGateSettings, FeatureGates, RuntimeConfig,
+    ServedApi,
+};
 pub use version::{KubernetesVersion, UnsupportedVersion};

@@ -159,12 +159,8 @@ fn device(name: &str, attributes: &BTreeMap<String, AttributeValue>) -> Result<D
                 DeviceAttribute::Version(bounded(&v.to_string()).map_err(refuse)?)
             }
             AttributeValue::Quantity(q) => {
-                out.capacity.insert(
-                    key.clone(),
-                    DeviceCapacity {
-                        value: Quantity(q.to_string()),
-                    },
-                );
+                out.capacity
+                    .insert(key.clone(), DeviceCapacity::new(Quantity(q.to_string())));
                 continue;
             }
             AttributeValue::IntSlice(_) | AttributeValue::StringSlice(_) => {

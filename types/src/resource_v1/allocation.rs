@@ -1,10 +1,14 @@
 //! A claim's `status.allocation`: the allocated devices, the configuration the classes and the
 //! claim give them, and the nodes that can use them.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::NodeSelector;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Serialize};
 
-use super::{nullable, OpaqueDeviceConfiguration};
+use super::{nullable, DeviceToleration, OpaqueDeviceConfiguration};
 
 /// `source` of a configuration entry copied from the request's `DeviceClass`.
 pub const FROM_CLASS: &str = "FromClass";
@@ -21,10 +25,13 @@ pub struct AllocationResult {
     /// Where the devices can be used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<NodeSelector>,
+    /// When the devices were allocated (binding conditions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_timestamp: Option<Time>,
 }
 
 /// `status.allocation.devices`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceAllocationResult {
     /// One entry per allocated device.
@@ -38,7 +45,7 @@ pub struct DeviceAllocationResult {
 }
 
 /// One allocated device.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceRequestAllocationResult {
     /// The request it satisfies (`req` or `req/sub`).
@@ -56,6 +63,25 @@ pub struct DeviceRequestAllocationResult {
     /// Set (to `true`) only for admin-access requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_access: Option<bool>,
+    /// The request's tolerations when the device was allocated.
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<DeviceToleration>,
+    /// The device's binding conditions when it was allocated.
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub binding_conditions: Vec<String>,
+    /// The device's binding failure conditions when it was allocated.
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub binding_failure_conditions: Vec<String>,
+    /// Identifies this share of a device allocated more than once (a UID).
+    #[serde(default, rename = "shareID", skip_serializing_if = "Option::is_none")]
+    pub share_id: Option<String>,
+    /// What this allocation consumes of each capacity of a device allocated more than once.
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub consumed_capacity: BTreeMap<String, Quantity>,
 }
 
 impl DeviceRequestAllocationResult {
@@ -66,7 +92,7 @@ impl DeviceRequestAllocationResult {
             driver: driver.to_owned(),
             pool: pool.to_owned(),
             device: device.to_owned(),
-            admin_access: None,
+            ..Self::default()
         }
     }
 }
@@ -123,7 +149,7 @@ mod tests {
                     opaque: None,
                 }],
             },
-            node_selector: None,
+            ..AllocationResult::default()
         };
         assert_eq!(
             serde_json::to_value(&allocation).unwrap(),

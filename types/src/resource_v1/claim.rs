@@ -58,7 +58,7 @@ impl ResourceClaim {
         self.status = Some(ResourceClaimStatus {
             allocation: Some(AllocationResult {
                 devices,
-                node_selector: None,
+                ..AllocationResult::default()
             }),
             ..ResourceClaimStatus::default()
         });
@@ -103,7 +103,7 @@ impl ResourceClaim {
 }
 
 /// `ResourceClaim.spec` (also a template's `spec.spec`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceClaimSpec {
     /// The requests, constraints and configuration.
@@ -186,6 +186,9 @@ pub struct AllocatedDeviceStatus {
     /// The device's network details.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_data: Option<NetworkDeviceData>,
+    /// The share of a device allocated more than once (the result's `shareID`).
+    #[serde(default, rename = "shareID", skip_serializing_if = "Option::is_none")]
+    pub share_id: Option<String>,
 }
 
 /// The network details of a device.

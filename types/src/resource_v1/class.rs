@@ -38,7 +38,7 @@ impl DeviceClass {
             },
             spec: DeviceClassSpec {
                 selectors: expressions.iter().map(|e| DeviceSelector::cel(e)).collect(),
-                config: Vec::new(),
+                ..DeviceClassSpec::default()
             },
             ..Self::default()
         }
@@ -57,6 +57,9 @@ pub struct DeviceClassSpec {
     #[serde(default, deserialize_with = "nullable")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub config: Vec<DeviceClassConfiguration>,
+    /// The extended resource name pods may ask for to get a device of this class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_resource_name: Option<String>,
 }
 
 /// One selector; CEL is the only kind.

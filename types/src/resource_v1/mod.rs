@@ -7,16 +7,22 @@
 //!   the status with the allocation (`allocation`), `reservedFor` and the drivers' device status;
 //! - [`ResourceSlice`] (`slice`): a pool's devices with their attributes and capacities.
 //!
+//! - [`DeviceTaintRule`] (`taint`): a taint for the devices a selector matches; with the
+//!   device taints and request tolerations;
+//! - the partitioning and sharing fields (`sharing`): counter sets, counter consumption,
+//!   capacity request policies and a request's capacity requirements.
+//!
 //! The shape is the API's JSON, as kube-apiserver decodes and encodes it: field names are the
 //! API's (camelCase); a missing field reads as its zero value and a `null` list or map as empty;
 //! unset options and empty lists and maps are left out when writing (`omitempty`). Every field
-//! of the GA API and of the beta features on by default in 1.34 (prioritized list, admin access,
-//! claim device status) is modelled, so an object read and written again loses nothing a 1.34
-//! server keeps. The fields of the alpha features off by default (device taints and tolerations,
-//! partitionable devices, consumable capacity, binding conditions, extended resource names) are
-//! not, so decoding drops them as the server's `dropDisabledFields` does. The one stricter rule
-//! than the server's: an attribute value must set exactly one of its four fields
-//! ([`DeviceAttribute`]); [`DeviceAttributeFields`] is the API's looser form.
+//! of the `v1` API up to Kubernetes 1.37 that the workspace uses is modelled: the GA ones and
+//! those of the prioritized list, admin access, claim device status, device taints and
+//! tolerations, extended resource names, partitionable devices, consumable capacity and
+//! binding conditions, so an object read and written again loses none of them. Which of those
+//! fields a server keeps depends on its feature gates; that is the server's decision (the
+//! simulator's `dropDisabledFields`), not the model's. The one stricter rule than the server's:
+//! an attribute value must set exactly one of its four fields ([`DeviceAttribute`]);
+//! [`DeviceAttributeFields`] is the API's looser form.
 //!
 //! Types, constructors and accessors only: no behaviour of the agent, the controller or the
 //! simulator lives here.
@@ -25,7 +31,9 @@ mod allocation;
 mod claim;
 mod class;
 mod request;
+mod sharing;
 mod slice;
+mod taint;
 
 use serde::{Deserialize, Deserializer};
 
@@ -46,10 +54,19 @@ pub use request::{
     allocation_mode, exact_count, DeviceClaim, DeviceClaimConfiguration, DeviceConstraint,
     DeviceRequest, DeviceSubRequest, ExactDeviceRequest, ALL, EXACT_COUNT,
 };
+pub use sharing::{
+    CapacityRequestPolicy, CapacityRequestPolicyRange, CapacityRequirements, Counter, CounterSet,
+    DeviceCounterConsumption,
+};
 pub use slice::{
     AttributeValueCount, Device, DeviceAttribute, DeviceAttributeFields, DeviceCapacity,
     ResourcePool, ResourceSlice, ResourceSliceSpec, MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE,
     MAX_ATTRIBUTE_VALUE_LENGTH, MAX_DEVICES_PER_SLICE,
+};
+pub use taint::{
+    DeviceTaint, DeviceTaintRule, DeviceTaintRuleSpec, DeviceTaintRuleStatus, DeviceTaintSelector,
+    DeviceToleration, EFFECT_NONE, MAX_TAINTS_PER_DEVICE, MAX_TOLERATIONS, NO_EXECUTE, NO_SCHEDULE,
+    OP_EQUAL, OP_EXISTS, TAINT_EFFECTS,
 };
 
 /// The API group of DRA.

@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{nullable, DeviceSelector, OpaqueDeviceConfiguration};
+use super::{
+    nullable, CapacityRequirements, DeviceSelector, DeviceToleration, OpaqueDeviceConfiguration,
+};
 
 /// `allocationMode` of a request taking a fixed number of devices (the default).
 pub const EXACT_COUNT: &str = "ExactCount";
@@ -28,7 +30,7 @@ pub fn exact_count(count: Option<i64>) -> i64 {
 }
 
 /// A claim's `spec.devices`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClaim {
     /// The requests, in order.
@@ -46,7 +48,7 @@ pub struct DeviceClaim {
 }
 
 /// One request: exactly one of `exactly` and `firstAvailable`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceRequest {
     /// The request's name (results name it, or `<name>/<subrequest>`).
@@ -62,7 +64,7 @@ pub struct DeviceRequest {
 }
 
 /// `exactly`: devices of one class.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExactDeviceRequest {
     /// The class the devices must belong to.
@@ -81,10 +83,17 @@ pub struct ExactDeviceRequest {
     /// Admin access to devices that may be in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_access: Option<bool>,
+    /// The device taints the request tolerates (at most 16).
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<DeviceToleration>,
+    /// What each device must provide of its capacities (consumable capacity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityRequirements>,
 }
 
 /// One alternative of `firstAvailable`: an `exactly` without admin access, and a name.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceSubRequest {
     /// The subrequest's name.
@@ -103,6 +112,13 @@ pub struct DeviceSubRequest {
     /// The number of devices for `ExactCount` (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<i64>,
+    /// The device taints the alternative tolerates (at most 16).
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<DeviceToleration>,
+    /// What each device must provide of its capacities (consumable capacity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityRequirements>,
 }
 
 /// A constraint over the devices of some requests (all when `requests` is empty).
@@ -116,6 +132,10 @@ pub struct DeviceConstraint {
     /// A fully qualified attribute (`domain/id`) all the devices share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_attribute: Option<String>,
+    /// A fully qualified attribute (`domain/id`) no two of the devices share (consumable
+    /// capacity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinct_attribute: Option<String>,
 }
 
 /// A claim's configuration entry.

@@ -10,7 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ClusterResourceScope;
 use serde::{Deserialize, Serialize};
 
-use super::{api_version, nullable, v1_resource};
+use super::{
+    api_version, nullable, v1_resource, CapacityRequestPolicy, CounterSet,
+    DeviceCounterConsumption, DeviceTaint,
+};
 
 /// At most this many devices in one slice (API `ResourceSliceMaxDevices`).
 pub const MAX_DEVICES_PER_SLICE: usize = 128;
@@ -74,10 +77,17 @@ pub struct ResourceSliceSpec {
     /// The devices are reachable from every node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_nodes: Option<bool>,
+    /// Each device says where it can be used (partitionable devices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_device_node_selection: Option<bool>,
     /// The devices (at most [`MAX_DEVICES_PER_SLICE`]).
     #[serde(default, deserialize_with = "nullable")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<Device>,
+    /// Counter sets the devices draw from (partitionable devices).
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared_counters: Vec<CounterSet>,
 }
 
 /// `spec.pool`: consumers use only the slices of a pool's highest `generation`, and the pool is
@@ -111,6 +121,37 @@ pub struct Device {
     #[serde(default, deserialize_with = "nullable")]
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub capacity: BTreeMap<String, DeviceCapacity>,
+    /// What the device consumes of the slice's counter sets (partitionable devices).
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub consumes_counters: Vec<DeviceCounterConsumption>,
+    /// The node of the device, with `perDeviceNodeSelection`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// The nodes that reach the device, with `perDeviceNodeSelection`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<NodeSelector>,
+    /// Every node reaches the device, with `perDeviceNodeSelection`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_nodes: Option<bool>,
+    /// The driver's taints of the device (at most 4).
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<DeviceTaint>,
+    /// The device may be allocated to several requests at once (consumable capacity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_multiple_allocations: Option<bool>,
+    /// The allocation is limited to the node chosen when allocating (binding conditions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binds_to_node: Option<bool>,
+    /// Device conditions that must be true before a pod is bound (at most 4).
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub binding_conditions: Vec<String>,
+    /// Device conditions that mean binding failed (at most 4).
+    #[serde(default, deserialize_with = "nullable")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub binding_failure_conditions: Vec<String>,
 }
 
 /// An attribute value: exactly one of `int`, `bool`, `string`, `version` (`{"int": 3}`).
@@ -203,9 +244,22 @@ impl TryFrom<DeviceAttributeFields> for DeviceAttribute {
 }
 
 /// A capacity: a quantity such as `80Gi`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceCapacity {
     /// The amount.
     pub value: Quantity,
+    /// How the capacity is consumed when the device is allocated more than once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_policy: Option<CapacityRequestPolicy>,
+}
+
+impl DeviceCapacity {
+    /// A capacity of `value` without a request policy.
+    pub fn new(value: Quantity) -> Self {
+        Self {
+            value,
+            request_policy: None,
+        }
+    }
 }

@@ -76,11 +76,11 @@ pub struct DemoArgs {
     pub admin_token_file: Option<PathBuf>,
 
     /// The Kubernetes release the simulated cluster plays: 1.30 (`v1alpha2`: the controller
-    /// allocates, with immediate claims in the workload) or 1.34 (`v1`: the
+    /// allocates, with immediate claims in the workload) or 1.34 to 1.37 (`v1`: the
     /// scheduler allocates from the slices the node agents publish, by the DeviceClasses of
     /// deploy/overlays/kubernetes-1.34, and the controller mirrors the allocations into the
     /// ledger).
-    #[arg(long, default_value = "1.30", value_name = "1.30|1.34")]
+    #[arg(long, default_value = "1.30", value_name = "1.30|1.34|1.35|1.36|1.37")]
     pub kubernetes_version: KubernetesVersion,
 
     /// Run no node agents: the simulator publishes the devices itself and its kubelet starts

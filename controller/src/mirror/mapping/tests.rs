@@ -114,9 +114,7 @@ fn slice_attributes_and_capacity_become_ledger_attributes_without_our_domain() {
     .collect();
     device.capacity.insert(
         "memory".into(),
-        DeviceCapacity {
-            value: Quantity("80Gi".into()),
-        },
+        DeviceCapacity::new(Quantity("80Gi".into())),
     );
     let inventory = inventory_of(&[slice("node-0", "node-0", 1, vec![device, gpu("gpu-1")])]);
     assert!(inventory.skipped.is_empty(), "{:?}", inventory.skipped);
@@ -151,16 +149,11 @@ fn values_that_do_not_convert_are_dropped_and_reported() {
         .insert("model".into(), DeviceAttribute::String("A".into()));
     device.capacity.insert(
         "memory".into(),
-        DeviceCapacity {
-            value: Quantity("lots".into()),
-        },
+        DeviceCapacity::new(Quantity("lots".into())),
     );
-    device.capacity.insert(
-        "model".into(),
-        DeviceCapacity {
-            value: Quantity("1".into()),
-        },
-    );
+    device
+        .capacity
+        .insert("model".into(), DeviceCapacity::new(Quantity("1".into())));
     let inventory = inventory_of(&[slice("node-0", "node-0", 1, vec![device])]);
     let attributes = &inventory.devices["node-0"][0].attributes;
     assert_eq!(

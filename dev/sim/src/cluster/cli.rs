@@ -82,10 +82,35 @@ pub struct SimArgs {
     #[arg(long, conflicts_with_all = ["kubelet_dirs", "kubelet_root"])]
     pub no_kubelet: bool,
 
-    /// The Kubernetes release to play: 1.30 (`resource.k8s.io/v1alpha2`) or 1.34
-    /// (`resource.k8s.io/v1`).
-    #[arg(long, default_value = "1.30", value_name = "1.30|1.34")]
+    /// The Kubernetes release to play: 1.30 (`resource.k8s.io/v1alpha2`) or 1.34 to 1.37
+    /// (`resource.k8s.io/v1`, with the feature gates and API versions each release has on by
+    /// default).
+    #[arg(long, default_value = "1.30", value_name = "1.30|1.34|1.35|1.36|1.37")]
     pub kubernetes_version: crate::KubernetesVersion,
+
+    /// DRA feature gates to switch, as kube-apiserver takes them: `NAME=true|false`, comma
+    /// separated (`DRAAdminAccess`, `DRAConsumableCapacity`, `DRADeviceBindingConditions`,
+    /// `DRADeviceTaintRules`, `DRADeviceTaints`, `DRAExtendedResource`, `DRAPartitionableDevices`,
+    /// `DRAPrioritizedList`, `DRAResourceClaimDeviceStatus`). The server keeps the fields of a gate
+    /// only while it is on; gates locked by the release cannot be switched.
+    #[arg(
+        long,
+        default_value = "",
+        value_name = "NAME=BOOL,...",
+        hide_default_value = true
+    )]
+    pub feature_gates: crate::FeatureGateSettings,
+
+    /// API versions to serve beyond the release's defaults, as kube-apiserver takes them:
+    /// `GROUP/VERSION[=true|false]`, comma separated; e.g. `resource.k8s.io/v1beta2` for
+    /// `DeviceTaintRule` on 1.36, or `resource.k8s.io/v1beta1`.
+    #[arg(
+        long,
+        default_value = "",
+        value_name = "GROUP/VERSION[=BOOL],...",
+        hide_default_value = true
+    )]
+    pub runtime_config: crate::RuntimeConfig,
 
     /// Write a kubeconfig for kubectl and controllers to this path.
     #[arg(long, value_name = "PATH")]
@@ -178,6 +203,10 @@ impl SimArgs {
             server: ServerConfig {
                 addr: self.listen,
                 faults: self.faults(),
+                api: crate::ApiOverrides {
+                    feature_gates: self.feature_gates.clone(),
+                    runtime_config: self.runtime_config.clone(),
+                },
                 ..ServerConfig::default()
             },
             actors: ActorsConfig {

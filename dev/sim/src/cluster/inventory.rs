@@ -221,11 +221,10 @@ pub(crate) fn slice_v1(
                 attributes: attributes.collect(),
                 capacity: [(
                     "memory".to_owned(),
-                    DeviceCapacity {
-                        value: Quantity(memory.clone()),
-                    },
+                    DeviceCapacity::new(Quantity(memory.clone())),
                 )]
                 .into(),
+                ..Device::default()
             }
         })
         .collect();

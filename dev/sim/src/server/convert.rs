@@ -1,6 +1,8 @@
 //! Version conversion between a resource's storage form and the form of the API version a client
-//! uses. Only `events.k8s.io/v1` Events need it: like the real server, they share storage with
-//! core/v1 Events (stored in core form), so events written through either API are visible in both.
+//! uses: `events.k8s.io/v1` Events share storage with core/v1 Events (stored in core form), so
+//! events written through either API are visible in both, as on the real server; the versions of
+//! `resource.k8s.io` a `v1`-generation server serves are stored as `v1` (their conversion is
+//! `super::resource_v1`'s).
 //!
 //! Pure functions over `serde_json::Value`; no store or HTTP dependencies.
 
@@ -39,7 +41,7 @@ fn rename(obj: &Map<String, Value>, from_core: bool) -> Map<String, Value> {
 pub fn present(info: &ResourceInfo, stored: &Value) -> Value {
     let mut out = match stored.as_object() {
         Some(m) if is_events_v1(info) => Value::Object(rename(m, true)),
-        _ => stored.clone(),
+        _ => super::resource_v1::from_storage(info, stored),
     };
     out["apiVersion"] = json!(info.api_version());
     out
@@ -61,7 +63,7 @@ pub fn to_storage(info: &ResourceInfo, incoming: Value) -> Value {
             out.insert("apiVersion".into(), json!("v1"));
             Value::Object(out)
         }
-        _ => incoming,
+        _ => super::resource_v1::to_storage(info, incoming),
     }
 }
 

@@ -148,6 +148,7 @@ pub fn resources_of(crd: &Value) -> Vec<ResourceInfo> {
             custom: true,
             return_deleted_object: false,
             release: crate::KubernetesVersion::default(),
+            gates: crate::FeatureGates::default(),
         })
         .collect()
 }

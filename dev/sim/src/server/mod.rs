@@ -86,6 +86,9 @@ pub enum ServerError {
     /// The server URL did not parse as a URI.
     #[error("server url: {0}")]
     ServerUrl(#[from] http::uri::InvalidUri),
+    /// `--feature-gates` or `--runtime-config` asked for what the release cannot serve.
+    #[error("api selection: {0}")]
+    ApiSelection(#[from] crate::ApiSelectionError),
 }
 
 /// Result alias of the server's public API.
@@ -106,6 +109,8 @@ pub struct ServerConfig {
     pub faults: Faults,
     /// The release whose API the server serves (resources, discovery, `/version`).
     pub kubernetes_version: crate::KubernetesVersion,
+    /// Feature gates and API versions switched on or off beyond the release's defaults.
+    pub api: crate::ApiOverrides,
 }
 
 impl Default for ServerConfig {
@@ -117,6 +122,7 @@ impl Default for ServerConfig {
             default_watch_timeout: Duration::from_secs(1800),
             faults: Faults::none(),
             kubernetes_version: crate::KubernetesVersion::default(),
+            api: crate::ApiOverrides::default(),
         }
     }
 }
@@ -139,10 +145,8 @@ impl SimServer {
             addr: config.addr,
             source,
         })?;
-        let store = Arc::new(Store::new(
-            Registry::with_builtins_of(config.kubernetes_version),
-            config.history_limit,
-        ));
+        let served = crate::ServedApi::new(config.kubernetes_version, &config.api)?;
+        let store = Arc::new(Store::new(Registry::serving(&served), config.history_limit));
         seed_namespaces(&store);
         let (disconnect, _) = tokio::sync::watch::channel(0u64);
         let (closing, _) = tokio::sync::watch::channel(false);

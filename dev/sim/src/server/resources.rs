@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::KubernetesVersion;
+use crate::{FeatureGates, KubernetesVersion, ServedApi};
 
 /// Static description of one served resource (one group/version/plural).
 // The flags mirror independent properties of Kubernetes resources; an enum would not fit.
@@ -42,6 +42,8 @@ pub struct ResourceInfo {
     /// The release whose rules apply to the objects (pods' claim fields differ between 1.30 and
     /// 1.34).
     pub release: KubernetesVersion,
+    /// The server's enabled DRA feature gates (which fields of `resource.k8s.io` it keeps).
+    pub gates: FeatureGates,
 }
 
 impl ResourceInfo {
@@ -130,32 +132,32 @@ fn builtin(
         custom: false,
         return_deleted_object: false,
         release: KubernetesVersion::default(),
+        gates: FeatureGates::default(),
     }
 }
 
-/// The built-in resources a server playing `release` serves from the start: 1.30 serves
-/// `resource.k8s.io/v1alpha2` (`v1alpha2`), 1.34 `resource.k8s.io/v1` (`v1`) instead.
-pub fn builtin_resources_of(release: KubernetesVersion) -> Vec<ResourceInfo> {
+/// The built-in resources a server serving `api` has from the start: 1.30 serves
+/// `resource.k8s.io/v1alpha2` (`v1alpha2`), the later releases the `resource.k8s.io` versions
+/// and kinds of `api` (`v1` by default) instead.
+pub fn builtin_resources_of(api: &ServedApi) -> Vec<ResourceInfo> {
     let r = dra_types::resource_v1::GROUP;
     let mut resources = builtin_resources();
-    if release.serves_v1() {
+    if api.release.serves_v1() {
         resources.retain(|info| info.group != r);
-        for (plural, kind, namespaced, status) in super::resource_v1::RESOURCES {
-            let mut info = builtin(
-                r,
-                dra_types::resource_v1::VERSION,
-                plural,
-                kind,
-                namespaced,
-                &[],
-                status,
-            );
-            info.return_deleted_object = true;
-            resources.push(info);
+        for served in &api.resource_versions {
+            for (plural, kind, namespaced, status) in super::resource_v1::RESOURCES {
+                if served.kinds.contains(&kind) {
+                    let mut info =
+                        builtin(r, served.version, plural, kind, namespaced, &[], status);
+                    info.return_deleted_object = true;
+                    resources.push(info);
+                }
+            }
         }
     }
     for info in &mut resources {
-        info.release = release;
+        info.release = api.release;
+        info.gates = api.gates;
     }
     resources
 }
@@ -283,13 +285,19 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A registry with the built-in resources of `release`.
+    /// A registry with the built-in resources `release` serves by default.
+    #[cfg(test)]
     pub fn with_builtins_of(release: KubernetesVersion) -> Self {
+        Self::serving(&ServedApi::defaults(release))
+    }
+
+    /// A registry with the built-in resources of `api`.
+    pub fn serving(api: &ServedApi) -> Self {
         let mut reg = Self {
-            release,
+            release: api.release,
             ..Self::default()
         };
-        for info in builtin_resources_of(release) {
+        for info in builtin_resources_of(api) {
             reg.insert(info);
         }
         reg
@@ -298,6 +306,12 @@ impl Registry {
     /// The release the server plays.
     pub fn release(&self) -> KubernetesVersion {
         self.release
+    }
+
+    /// Every served resource (built-in and custom), by group, version and plural: what this
+    /// server serves, for discovery and schema documents.
+    pub fn served(&self) -> impl Iterator<Item = &Arc<ResourceInfo>> {
+        self.by_path.values()
     }
 
     /// Adds or replaces a resource.
@@ -335,17 +349,16 @@ impl Registry {
 
     /// Resources of one group/version.
     pub fn resources_of(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
-        self.by_path
-            .iter()
-            .filter(|((g, v, _), _)| g == group && v == version)
-            .map(|(_, info)| info.clone())
+        self.served()
+            .filter(|info| info.group == group && info.version == version)
+            .cloned()
             .collect()
     }
 
     /// Groups (excluding core) with their versions, in a stable order.
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut out: Vec<(String, Vec<String>)> = Vec::new();
-        for (g, v, _) in self.by_path.keys() {
+        for (g, v) in self.served().map(|info| (&info.group, &info.version)) {
             if g.is_empty() {
                 continue;
             }
@@ -355,13 +368,52 @@ impl Registry {
                 None => out.push((g.clone(), vec![v.clone()])),
             }
         }
+        for (_, versions) in &mut out {
+            versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        }
         out
     }
+}
+
+/// The order of API versions in discovery (`version.CompareKubeAwareVersionStrings`): GA before
+/// beta before alpha, and a higher number first within each; a version of another form last.
+fn version_priority(version: &str) -> (u8, u32, u32) {
+    let Some(rest) = version.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let Ok(major) = rest[..digits].parse::<u32>() else {
+        return (0, 0, 0);
+    };
+    let tail = &rest[digits..];
+    let stage = |prefix: &str, rank: u8| {
+        tail.strip_prefix(prefix)
+            .and_then(|n| n.parse::<u32>().ok())
+            .map(|minor| (rank, major, minor))
+    };
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    stage("beta", 2)
+        .or_else(|| stage("alpha", 1))
+        .unwrap_or((0, 0, 0))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn group_versions_are_listed_ga_then_beta_then_alpha() {
+        let mut versions = vec!["v1alpha3", "v1beta1", "v1", "v1beta2", "v2alpha1", "x"];
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        assert_eq!(
+            versions,
+            ["v1", "v1beta2", "v1beta1", "v2alpha1", "v1alpha3", "x"]
+        );
+    }
 
     #[test]
     fn api_version_is_recognised_without_being_built() {

@@ -12,7 +12,7 @@ use super::resources::ResourceInfo;
 pub(crate) const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 pub(crate) const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const QUALIFIED_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+pub(crate) const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
 /// Whether `s` is a DNS-1123 label.
 pub(crate) fn is_dns_label(s: &str) -> bool {
@@ -29,7 +29,7 @@ pub fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
-fn is_qualified_part(s: &str) -> bool {
+pub(crate) fn is_qualified_part(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -113,7 +113,8 @@ fn label_causes(meta: &Value) -> Vec<FieldCause> {
     causes
 }
 
-fn key_causes(key: &str, field: &str) -> Vec<FieldCause> {
+/// The causes of a label key or any other qualified name (`metav1validation.ValidateLabelName`).
+pub(crate) fn key_causes(key: &str, field: &str) -> Vec<FieldCause> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -127,6 +128,13 @@ fn key_causes(key: &str, field: &str) -> Vec<FieldCause> {
                 &format!("prefix part {SUBDOMAIN_MSG}"),
             ));
         }
+    }
+    if name.is_empty() {
+        causes.push(FieldCause::invalid(
+            field,
+            key,
+            "name part must be non-empty",
+        ));
     }
     if !is_qualified_part(name) {
         causes.push(FieldCause::invalid(field, key, QUALIFIED_MSG));

@@ -43,13 +43,11 @@ impl ClaimBuilder {
     }
 
     fn result(mut self, request: &str, driver: &str, pool: &str, device: &str) -> Self {
-        self.devices().results.push(DeviceRequestAllocationResult {
-            request: request.into(),
-            driver: driver.into(),
-            pool: pool.into(),
-            device: device.into(),
-            admin_access: None,
-        });
+        self.devices()
+            .results
+            .push(DeviceRequestAllocationResult::new(
+                request, driver, pool, device,
+            ));
         self
     }
 

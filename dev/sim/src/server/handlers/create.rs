@@ -120,6 +120,7 @@ pub(super) fn create(call: Call<'_>) -> Result<Response> {
         }
     }
     defaults::apply_create_defaults(info, &mut obj);
+    crate::server::resource_v1::prepare_for_write(info, &mut obj, None, &created);
     validation::validate_create(info, &obj)?;
     let is_crd = info.kind == "CustomResourceDefinition";
     if is_crd {

@@ -144,6 +144,7 @@ pub(super) fn merge_update(
         incoming["kind"] = current["kind"].clone();
         incoming
     };
+    crate::server::resource_v1::prepare_for_write(info, &mut new, Some(current), &now());
     if info.tracks_generation() && !same_but_metadata_and_status(&new, current) {
         let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
         new["metadata"]["generation"] = json!(generation);

@@ -1,10 +1,8 @@
-//! How a 1.34 API server decodes the `resource.k8s.io/v1` objects: into the workspace's one
-//! model of them, `dra_types::resource_v1`, and encoded again. That model holds the fields of
-//! the GA API and of the beta features on by default and no others, so decoding drops unknown
-//! fields and those of the alpha features that are off by default (device taints and
-//! tolerations, partitionable devices, consumable capacity, binding conditions, extended
-//! resource names), as the server's `dropDisabledFields` does for new objects; a field of the
-//! wrong type fails the decode (400).
+//! How a 1.34 to 1.37 API server decodes the `resource.k8s.io/v1` objects: into the
+//! workspace's one model of them, `dra_types::resource_v1`, and encoded again. Decoding drops
+//! unknown fields; a field of the wrong type fails the decode (400). The fields of features whose
+//! gate is off are the model's like any other: the server drops them afterwards
+//! (`super::gated`).
 //!
 //! The server wraps the model where it decodes more leniently than a client: a client refuses
 //! an attribute value that sets none or several of `int`, `bool`, `string`, `version`
@@ -15,8 +13,8 @@
 use std::collections::BTreeMap;
 
 use dra_types::resource_v1::{
-    DeviceAttributeFields, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
-    VERSION,
+    DeviceAttributeFields, DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate,
+    ResourceSlice, VERSION,
 };
 use serde_json::Value;
 
@@ -30,6 +28,7 @@ pub fn normalise(kind: &str, obj: &Value) -> Result<Value> {
         "ResourceClaim" => decode_as::<ResourceClaim>(kind, VERSION, obj),
         "ResourceClaimTemplate" => decode_as::<ResourceClaimTemplate>(kind, VERSION, obj),
         "ResourceSlice" => slice(obj),
+        "DeviceTaintRule" => decode_as::<DeviceTaintRule>(kind, VERSION, obj),
         _ => Ok(obj.clone()),
     }
 }

@@ -1,30 +1,73 @@
-//! `resource.k8s.io/v1` as a Kubernetes 1.34 API server serves it (`v1`): the four
-//! resources, how their objects are decoded into the shared model ([`decode`]), their defaults
-//! ([`defaults`]) and validation ([`validate`]), and the 1.34 shape of pods' claims ([`pods`]).
+//! `resource.k8s.io` as a Kubernetes 1.34 to 1.37 API server serves it (the `v1` generation):
+//! the resources, how their objects are decoded into the shared model ([`decode`]), converted
+//! between the served versions and the stored `v1` shape ([`convert`]), stripped of the fields
+//! of disabled feature gates ([`gated`]), defaulted ([`defaults`]) and validated ([`validate`]),
+//! and the 1.34 shape of pods' claims ([`pods`]).
 //!
 //! The server's generic handlers call the entry points here for objects of group
-//! `resource.k8s.io`, version `v1`, and for pods when the server plays 1.34.
+//! `resource.k8s.io` (every version) and for pods when the server plays a `v1` release.
 
+mod convert;
 mod decode;
 mod defaults;
+mod gated;
 pub(crate) mod pods;
 mod validate;
 
-use dra_types::resource_v1::{GROUP, VERSION};
+use dra_types::resource_v1::{API_VERSION, GROUP, VERSION};
 use serde_json::Value;
 
 use super::error::{FieldCause, Result};
 use super::resources::ResourceInfo;
 
-/// Whether `info` is one of the `resource.k8s.io/v1` resources handled here.
+/// Whether `info` is one of the `resource.k8s.io` resources of a `v1`-generation server, handled
+/// here (every version of them is stored as `v1`).
 pub fn handles(info: &ResourceInfo) -> bool {
-    info.group == GROUP && info.version == VERSION
+    info.group == GROUP && info.release.serves_v1()
 }
 
-/// The four resources, in the shape of the registry's built-in table:
-/// `(plural, kind, namespaced, status subresource)`.
-pub const RESOURCES: [(&str, &str, bool, bool); 4] = [
+/// Whether objects of `info` differ from their stored form by more than `apiVersion`.
+fn converts(info: &ResourceInfo) -> bool {
+    handles(info) && info.version != VERSION
+}
+
+/// The stored (`v1`) form of `incoming`, written through `info`'s version.
+pub fn to_storage(info: &ResourceInfo, incoming: Value) -> Value {
+    if !converts(info) {
+        return incoming;
+    }
+    let mut stored = convert::to_v1(&info.kind, &info.version, incoming);
+    if stored.is_object() {
+        stored["apiVersion"] = Value::from(API_VERSION);
+    }
+    stored
+}
+
+/// The stored object as a client of `info`'s version sees it (`apiVersion` is the caller's).
+pub fn from_storage(info: &ResourceInfo, stored: &Value) -> Value {
+    if converts(info) {
+        convert::from_v1(&info.kind, &info.version, stored)
+    } else {
+        stored.clone()
+    }
+}
+
+/// What the registry's strategy does before validating a create (`old` unset) or an update:
+/// drops the fields of `new` whose feature gates are off unless `old` uses them already, and
+/// stamps new taints with the time (`now`, RFC 3339) they were added.
+pub fn prepare_for_write(info: &ResourceInfo, new: &mut Value, old: Option<&Value>, now: &str) {
+    if handles(info) {
+        gated::drop_disabled_fields(&info.kind, info.gates, new, old);
+        defaults::taint_times(&info.kind, new, old, now);
+    }
+}
+
+/// The resources, in the shape of the registry's built-in table:
+/// `(plural, kind, namespaced, status subresource)`. Which of them a version serves is the
+/// release table's (`crate::release`).
+pub const RESOURCES: [(&str, &str, bool, bool); 5] = [
     ("deviceclasses", "DeviceClass", false, false),
+    ("devicetaintrules", "DeviceTaintRule", false, true),
     ("resourceclaims", "ResourceClaim", true, true),
     (
         "resourceclaimtemplates",
@@ -61,6 +104,7 @@ pub fn create_causes(info: &ResourceInfo, obj: &Value) -> Vec<FieldCause> {
         }
         "ResourceClaimTemplate" => validate::claim_spec("spec.spec", &obj["spec"]["spec"]),
         "ResourceSlice" => validate::resource_slice(obj),
+        "DeviceTaintRule" => validate::device_taint_rule(obj, None),
         _ => Vec::new(),
     }
 }
@@ -88,11 +132,12 @@ pub fn update_causes(info: &ResourceInfo, old: &Value, new: &Value) -> Vec<Field
             causes.extend(validate::resource_slice_update(old, new));
             causes
         }
+        "DeviceTaintRule" => validate::device_taint_rule(new, Some(old)),
         _ => Vec::new(),
     }
 }
 
 /// Whether the kind keeps `metadata.generation` (its create sets 1, a spec change adds 1).
 pub fn tracks_generation(kind: &str) -> bool {
-    matches!(kind, "DeviceClass" | "ResourceSlice")
+    matches!(kind, "DeviceClass" | "DeviceTaintRule" | "ResourceSlice")
 }

@@ -1,6 +1,7 @@
-//! The validation a 1.34 API server applies to `resource.k8s.io/v1` objects (names, limits,
-//! one-of rules, references between requests, the claim status rules and immutable fields), in
-//! the messages of `pkg/apis/resource/validation`. Not checked here: CEL compilation and cost
+//! The validation a 1.34 to 1.37 API server applies to `resource.k8s.io/v1` objects (names,
+//! limits, one-of rules, references between requests, the claim status rules and immutable
+//! fields), in the messages of `pkg/apis/resource/validation`; the fields of the later features
+//! and `DeviceTaintRule` are checked by [`features`]. Not checked here: CEL compilation and cost
 //! (expressions are only checked for presence and length) and the namespace label that
 //! `adminAccess` needs.
 //!
@@ -15,6 +16,10 @@ use serde_json::Value;
 
 use crate::server::error::FieldCause;
 use crate::server::validation::{is_dns_label, is_dns_subdomain, LABEL_MSG, SUBDOMAIN_MSG};
+
+mod features;
+
+pub use features::device_taint_rule;
 
 /// Requests, constraints, claim configs and selectors per list.
 const MAX_LIST: usize = 32;
@@ -187,6 +192,7 @@ pub fn device_class(obj: &Value) -> Vec<FieldCause> {
             &c["opaque"],
         );
     }
+    causes.extend(features::extended_resource_name(obj));
     causes
 }
 
@@ -250,6 +256,7 @@ fn requests(causes: &mut Vec<FieldCause>, field: &str, v: &Value) -> Vec<String>
                 );
                 selectors(causes, &format!("{ex}.selectors"), &exactly["selectors"]);
                 mode_and_count(causes, &ex, exactly);
+                features::tolerations(causes, &ex, exactly);
             }
             (_, subs) => {
                 let fa = format!("{at}.firstAvailable");
@@ -274,6 +281,7 @@ fn requests(causes: &mut Vec<FieldCause>, field: &str, v: &Value) -> Vec<String>
                     );
                     selectors(causes, &format!("{sat}.selectors"), &s["selectors"]);
                     mode_and_count(causes, &sat, s);
+                    features::tolerations(causes, &sat, s);
                 }
             }
         }
@@ -314,8 +322,11 @@ pub fn claim_spec(field: &str, spec: &Value) -> Vec<FieldCause> {
             &c["requests"],
             &known,
         );
-        match c["matchAttribute"].as_str() {
-            Some(attribute) => {
+        match (
+            c["matchAttribute"].as_str(),
+            c["distinctAttribute"].as_str(),
+        ) {
+            (Some(attribute), _) => {
                 qualified_name(
                     &mut causes,
                     &format!("{cat}.matchAttribute"),
@@ -323,7 +334,17 @@ pub fn claim_spec(field: &str, spec: &Value) -> Vec<FieldCause> {
                     true,
                 );
             }
-            None => causes.push(FieldCause::required(format!("{cat}.matchAttribute"), "")),
+            (None, Some(attribute)) => {
+                qualified_name(
+                    &mut causes,
+                    &format!("{cat}.distinctAttribute"),
+                    attribute,
+                    true,
+                );
+            }
+            (None, None) => {
+                causes.push(FieldCause::required(format!("{cat}.matchAttribute"), ""));
+            }
         }
     }
     let config = capped(
@@ -369,10 +390,12 @@ pub fn resource_slice(obj: &Value) -> Vec<FieldCause> {
         ));
     }
     let node_name = spec["nodeName"].as_str().filter(|n| !n.is_empty());
+    let per_device = spec["perDeviceNodeSelection"].as_bool().unwrap_or(false);
     let set = [
         node_name.is_some(),
         !spec["nodeSelector"].is_null(),
         spec["allNodes"].as_bool().unwrap_or(false),
+        per_device,
     ];
     match set.iter().filter(|s| **s).count() {
         0 => causes.push(FieldCause::required(
@@ -400,11 +423,12 @@ pub fn resource_slice(obj: &Value) -> Vec<FieldCause> {
             ));
         }
     }
-    devices(&mut causes, &spec["devices"]);
+    devices(&mut causes, &spec["devices"], per_device);
+    features::shared_counters(&mut causes, spec);
     causes
 }
 
-fn devices(causes: &mut Vec<FieldCause>, v: &Value) {
+fn devices(causes: &mut Vec<FieldCause>, v: &Value, per_device: bool) {
     let items = capped(causes, "spec.devices", v, MAX_DEVICES);
     let mut names: Vec<&str> = Vec::new();
     for (i, d) in items.iter().enumerate() {
@@ -436,6 +460,7 @@ fn devices(causes: &mut Vec<FieldCause>, v: &Value) {
         for key in capacity.into_iter().flatten().map(|(k, _)| k) {
             qualified_name(causes, &format!("{at}.capacity[{key}]"), key, false);
         }
+        features::device(causes, &at, d, per_device);
     }
 }
 

@@ -36,6 +36,7 @@ impl Search<'_, '_> {
                 pool: p.id.pool.clone(),
                 device: p.id.device.clone(),
                 admin_access: p.admin.then_some(true),
+                ..DeviceRequestAllocationResult::default()
             })
             .collect();
         let mut config: Vec<DeviceAllocationConfiguration> = Vec::new();
@@ -92,6 +93,7 @@ impl Search<'_, '_> {
         AllocationResult {
             devices: DeviceAllocationResult { results, config },
             node_selector: self.node_selector(index, node),
+            ..AllocationResult::default()
         }
     }
 

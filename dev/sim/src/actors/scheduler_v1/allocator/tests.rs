@@ -185,13 +185,9 @@ fn one_device_of_the_class_comes_from_the_nodes_own_slice() {
     let result = &results[0];
     assert_eq!(
         result.devices.results,
-        [DeviceRequestAllocationResult {
-            request: "gpu".into(),
-            driver: DRIVER.into(),
-            pool: "node-0".into(),
-            device: "gpu-0".into(),
-            admin_access: None,
-        }]
+        [DeviceRequestAllocationResult::new(
+            "gpu", DRIVER, "node-0", "gpu-0"
+        )]
     );
     let selector = serde_json::to_value(result.node_selector.as_ref().unwrap()).unwrap();
     assert_eq!(

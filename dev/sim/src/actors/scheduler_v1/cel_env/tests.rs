@@ -27,11 +27,10 @@ fn device() -> DeviceValue {
         .collect(),
         capacity: [(
             "memory".to_owned(),
-            DeviceCapacity {
-                value: Amount("80Gi".into()),
-            },
+            DeviceCapacity::new(Amount("80Gi".into())),
         )]
         .into(),
+        ..Device::default()
     };
     DeviceValue::new(DRIVER, &device).unwrap()
 }
@@ -420,7 +419,7 @@ fn verdicts_are_kept_per_expression_and_device_content() {
     let h100 = Device {
         name: "gpu-0".into(),
         attributes: [("model".to_owned(), DeviceAttribute::String("H100".into()))].into(),
-        capacity: std::collections::BTreeMap::default(),
+        ..Device::default()
     };
     let mut a100 = h100.clone();
     a100.attributes
