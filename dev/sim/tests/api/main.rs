@@ -17,6 +17,7 @@ mod kubectl;
 mod list;
 mod official_client;
 mod python_conformance;
+mod releases;
 mod request_options;
 mod scale;
 mod status;

@@ -1,8 +1,9 @@
-//! The 1.34 scheduler of a `KubernetesVersion::V1_34` cluster: pods with claims are scheduled by
-//! allocating devices from the `ResourceSlices` (published here by the test, as a driver would)
-//! with CEL selectors, counts, `All`, `firstAvailable` and `matchAttribute`; the claims get the
-//! delete-protection finalizer, `status.allocation` with the node selector and `reservedFor`;
-//! the pod is bound with a `Scheduled` event, or stays Pending with `FailedScheduling`.
+//! The 1.34 scheduler of a `KubernetesVersion::V1_34` cluster (the first test plays 1.37 too):
+//! pods with claims are scheduled by allocating devices from the `ResourceSlices` (published
+//! here by the test, as a driver would) with CEL selectors, counts, `All`, `firstAvailable` and
+//! `matchAttribute`; the claims get the delete-protection finalizer, `status.allocation` with
+//! the node selector and `reservedFor`; the pod is bound with a `Scheduled` event, or stays
+//! Pending with `FailedScheduling`.
 
 // The fixture builders take the JSON their callers write inline.
 #![allow(clippy::needless_pass_by_value)]
@@ -29,9 +30,14 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// A two-node 1.34 cluster without simulated slices, with class `gpu` (driver selector and a
 /// config entry).
 async fn cluster() -> (ClusterHandle, Client) {
+    cluster_at(KubernetesVersion::V1_34).await
+}
+
+/// [`cluster`] playing `version`.
+async fn cluster_at(version: KubernetesVersion) -> (ClusterHandle, Client) {
     let cluster = start_cluster(ClusterConfig {
         nodes: 2,
-        kubernetes_version: KubernetesVersion::V1_34,
+        kubernetes_version: version,
         ..ClusterConfig::default()
     })
     .await
@@ -194,7 +200,13 @@ async fn failed_scheduling(client: &Client, name: &str, prefix: &str) -> String 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_claim_gets_a_device_of_its_class_and_the_pod_is_bound_with_an_event() {
-    let (cluster, client) = cluster().await;
+    for version in [KubernetesVersion::V1_34, KubernetesVersion::V1_37] {
+        template_claim_is_allocated_and_bound(version).await;
+    }
+}
+
+async fn template_claim_is_allocated_and_bound(version: KubernetesVersion) {
+    let (cluster, client) = cluster_at(version).await;
     publish(&client, "node-1", vec![gpu("gpu-0", "H100", 0, "80Gi")]).await;
     let template = ResourceClaimTemplate::new(
         "gpu-template",

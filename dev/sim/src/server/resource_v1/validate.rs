@@ -213,7 +213,7 @@ fn mode_and_count(causes: &mut Vec<FieldCause>, field: &str, v: &Value) {
         EXACT_COUNT | ALL => {}
         other => causes.push(FieldCause::not_supported(
             format!("{field}.allocationMode"),
-            other,
+            &format!("{other:?}"),
             &[ALL, EXACT_COUNT],
         )),
     }
@@ -603,7 +603,7 @@ fn allocation_causes(causes: &mut Vec<FieldCause>, allocation: &Value) {
         if !matches!(source, FROM_CLASS | FROM_CLAIM) {
             causes.push(FieldCause::not_supported(
                 format!("{cat}.source"),
-                source,
+                &format!("{source:?}"),
                 &[FROM_CLAIM, FROM_CLASS],
             ));
         }

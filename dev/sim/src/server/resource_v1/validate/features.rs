@@ -54,7 +54,7 @@ pub(super) fn taint(causes: &mut Vec<FieldCause>, field: &str, v: &Value, old: O
     } else if !EFFECTS.contains(&effect) {
         causes.push(FieldCause::not_supported(
             format!("{field}.effect"),
-            effect,
+            &format!("{effect:?}"),
             &EFFECTS,
         ));
     }
@@ -99,7 +99,7 @@ pub(super) fn tolerations(causes: &mut Vec<FieldCause>, at: &str, request: &Valu
             "" => causes.push(FieldCause::required(format!("{tat}.operator"), "")),
             other => causes.push(FieldCause::not_supported(
                 format!("{tat}.operator"),
-                other,
+                &format!("{other:?}"),
                 &[OP_EQUAL, OP_EXISTS],
             )),
         }
@@ -107,7 +107,7 @@ pub(super) fn tolerations(causes: &mut Vec<FieldCause>, at: &str, request: &Valu
         if !effect.is_empty() && !EFFECTS.contains(&effect) {
             causes.push(FieldCause::not_supported(
                 format!("{tat}.effect"),
-                effect,
+                &format!("{effect:?}"),
                 &EFFECTS,
             ));
         }
