@@ -122,10 +122,10 @@ async fn runtime_config_adds_beta_versions_after_v1_in_discovery() {
         ..ServerConfig::default()
     })
     .await;
-    let error = refused
-        .err()
-        .expect("a locked gate cannot be switched")
-        .to_string();
+    let Err(error) = refused else {
+        panic!("a locked gate cannot be switched");
+    };
+    let error = error.to_string();
     assert!(error.contains("locked to true"), "{error}");
 }
 
@@ -245,7 +245,7 @@ async fn a_v1beta1_claim_reads_back_through_v1_and_a_v1_one_through_v1beta1() {
 
 #[tokio::test]
 async fn device_taint_rules_are_served_with_their_status_where_the_release_serves_them() {
-    let served = [
+    let releases_serving_rules = [
         (KubernetesVersion::V1_37, "", "v1"),
         (
             KubernetesVersion::V1_36,
@@ -258,7 +258,7 @@ async fn device_taint_rules_are_served_with_their_status_where_the_release_serve
             "v1alpha3",
         ),
     ];
-    for (version, runtime, api) in served {
+    for (version, runtime, api) in releases_serving_rules {
         let server = start(version, "", runtime).await;
         let addr = server.addr();
         let rules = format!("{GROUP}/{api}/devicetaintrules");

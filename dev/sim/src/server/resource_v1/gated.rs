@@ -70,8 +70,12 @@ macro_rules! claim_spec_rows {
 const CLAIM_SPEC: [Gated; 4] = claim_spec_rows!("ResourceClaim", "spec");
 const TEMPLATE_SPEC: [Gated; 4] = claim_spec_rows!("ResourceClaimTemplate", "spec", "spec");
 
-/// Results of a claim's allocation.
-const RESULTS: [&str; 4] = ["status", "allocation", "devices", "results"];
+/// The path of a field of every allocation result of a claim.
+macro_rules! result_field {
+    ($field:literal) => {
+        &["status", "allocation", "devices", "results", "[]", $field]
+    };
+}
 
 /// The gated fields of slices, classes and claim status.
 const GATED: &[Gated] = &[
@@ -122,47 +126,19 @@ const GATED: &[Gated] = &[
     Gated {
         gates: &[G::DRAAdminAccess],
         kind: "ResourceClaim",
-        paths: &[&[
-            RESULTS[0],
-            RESULTS[1],
-            RESULTS[2],
-            RESULTS[3],
-            "[]",
-            "adminAccess",
-        ]],
+        paths: &[result_field!("adminAccess")],
     },
     Gated {
         gates: TAINT_GATES,
         kind: "ResourceClaim",
-        paths: &[&[
-            RESULTS[0],
-            RESULTS[1],
-            RESULTS[2],
-            RESULTS[3],
-            "[]",
-            "tolerations",
-        ]],
+        paths: &[result_field!("tolerations")],
     },
     Gated {
         gates: BINDING_GATES,
         kind: "ResourceClaim",
         paths: &[
-            &[
-                RESULTS[0],
-                RESULTS[1],
-                RESULTS[2],
-                RESULTS[3],
-                "[]",
-                "bindingConditions",
-            ],
-            &[
-                RESULTS[0],
-                RESULTS[1],
-                RESULTS[2],
-                RESULTS[3],
-                "[]",
-                "bindingFailureConditions",
-            ],
+            result_field!("bindingConditions"),
+            result_field!("bindingFailureConditions"),
             &["status", "allocation", "allocationTimestamp"],
         ],
     },
@@ -170,17 +146,8 @@ const GATED: &[Gated] = &[
         gates: &[G::DRAConsumableCapacity],
         kind: "ResourceClaim",
         paths: &[
-            &[
-                RESULTS[0],
-                RESULTS[1],
-                RESULTS[2],
-                RESULTS[3],
-                "[]",
-                "consumedCapacity",
-            ],
-            &[
-                RESULTS[0], RESULTS[1], RESULTS[2], RESULTS[3], "[]", "shareID",
-            ],
+            result_field!("consumedCapacity"),
+            result_field!("shareID"),
             &["status", "devices", "[]", "shareID"],
         ],
     },
