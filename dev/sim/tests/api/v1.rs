@@ -1,6 +1,6 @@
 //! The server playing Kubernetes 1.34: `resource.k8s.io/v1` instead of v1alpha2 in discovery,
-//! the v1 kinds' defaults, pruning, validation, status rules, generation and field selectors,
-//! pods' 1.34 claim fields, and `kubectl` against it.
+//! the v1 kinds' defaults, pruning, validation, status rules (drivers' device status included),
+//! generation and field selectors, pods' 1.34 claim fields, and `kubectl` against it.
 
 use std::process::Command;
 
@@ -226,6 +226,92 @@ async fn claim_status_follows_the_allocation_and_reservation_rules() {
         .unwrap();
     assert!(
         done.data["status"].get("allocation").is_none(),
+        "{}",
+        done.data["status"]
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn drivers_device_status_is_validated_guarded_by_resource_version_and_dropped_with_the_allocation(
+) {
+    let (server, client) = start_134().await;
+    let api = claims(&client);
+    api.create(&PostParams::default(), &object(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "pair"},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
+    })))
+    .await
+    .unwrap();
+    let allocation = json!({"status": {"allocation": {"devices": {"results": [
+        {"request": "r", "driver": "gpu.dra-ledger.io", "pool": "node-0", "device": "gpu-0"},
+        {"request": "r", "driver": "nic.example.com", "pool": "node-0", "device": "eth1"}]}}}});
+    let allocated = api
+        .patch_status("pair", &PatchParams::default(), &Patch::Merge(&allocation))
+        .await
+        .unwrap();
+    let entry = |driver: &str, device: &str, reason: &str| {
+        json!({"driver": driver, "pool": "node-0", "device": device,
+            "conditions": [{"type": "Ready", "status": "True", "reason": reason,
+                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "data": {"uuid": "GPU-1"}})
+    };
+    // a status write of the whole claim as read, guarded by its resourceVersion
+    let mut claim = serde_json::to_value(&allocated).unwrap();
+    claim["status"]["devices"] = json!([
+        entry("nic.example.com", "eth1", "Up"),
+        entry("gpu.dra-ledger.io", "gpu-0", "Prepared"),
+    ]);
+    let written = api
+        .replace_status(
+            "pair",
+            &PostParams::default(),
+            serde_json::to_vec(&claim).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        written.data["status"]["devices"],
+        claim["status"]["devices"]
+    );
+    let stale = api
+        .replace_status(
+            "pair",
+            &PostParams::default(),
+            serde_json::to_vec(&claim).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(&stale).0, 409, "{stale}");
+
+    let mut bad = serde_json::to_value(&written).unwrap();
+    bad["status"]["devices"][1] = entry("gpu.dra-ledger.io", "gpu-0", "not a reason");
+    let invalid = api
+        .replace_status(
+            "pair",
+            &PostParams::default(),
+            serde_json::to_vec(&bad).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(&invalid).0, 422, "{invalid}");
+    assert!(
+        invalid
+            .to_string()
+            .contains("status.devices[1].conditions[0].reason"),
+        "{invalid}"
+    );
+
+    // the resourceclaim controller clears the allocation knowing nothing of device status: the
+    // entries of the released devices go with it
+    let cleared = json!({"status": {"allocation": null}});
+    let done = api
+        .patch_status("pair", &PatchParams::default(), &Patch::Merge(&cleared))
+        .await
+        .unwrap();
+    assert!(
+        done.data["status"].get("devices").is_none(),
         "{}",
         done.data["status"]
     );

@@ -1,5 +1,6 @@
-//! Updates: PUT with the resourceVersion precondition and the status subresource rules, and PATCH
-//! (merge, JSON, strategic) computed on the current object.
+//! Updates: PUT with the resourceVersion precondition and the status subresource rules (and what a
+//! kind's status strategy drops, `resource_v1::prepare_status_update`), and PATCH (merge, JSON,
+//! strategic) computed on the current object.
 //!
 //! Every read-modify-write runs inside one store operation so concurrent writers see 409 Conflict
 //! exactly as against etcd.
@@ -18,6 +19,7 @@ use crate::server::convert;
 use crate::server::crd;
 use crate::server::error::{FieldCause, Result, StatusError};
 use crate::server::patch::{self, PatchKind};
+use crate::server::resource_v1;
 use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
 use crate::server::store::{Change, Written};
@@ -106,7 +108,11 @@ pub(super) fn merge_update(
         ));
     }
     let mut new = if sub == Some("status") {
-        with_status_of(current, incoming)
+        let mut new = with_status_of(current, incoming);
+        if resource_v1::handles(info) {
+            resource_v1::prepare_status_update(info, current, &mut new);
+        }
+        new
     } else {
         if info.status {
             match current.get("status") {

@@ -2,11 +2,13 @@
 //! the resources, how their objects are decoded into the shared model ([`decode`]), converted
 //! between the served versions and the stored `v1` shape ([`convert`]), stripped of the fields
 //! of disabled feature gates ([`gated`]), defaulted ([`defaults`]) and validated ([`validate`]),
-//! and the 1.34 shape of pods' claims ([`pods`]).
+//! what a claim's status write drops ([`claim_status`]), and the 1.34 shape of pods' claims
+//! ([`pods`]).
 //!
 //! The server's generic handlers call the entry points here for objects of group
 //! `resource.k8s.io` (every version) and for pods when the server plays a `v1` release.
 
+mod claim_status;
 mod convert;
 mod decode;
 mod defaults;
@@ -134,6 +136,15 @@ pub fn update_causes(info: &ResourceInfo, old: &Value, new: &Value) -> Vec<Field
         }
         "DeviceTaintRule" => validate::device_taint_rule(new, Some(old)),
         _ => Vec::new(),
+    }
+}
+
+/// What a write of the status subresource of `old` stores of `new`: for a claim, the
+/// `status.devices` entries of devices its allocation no longer holds are dropped
+/// ([`claim_status`]).
+pub fn prepare_status_update(info: &ResourceInfo, old: &Value, new: &mut Value) {
+    if info.kind == "ResourceClaim" {
+        claim_status::drop_deallocated_devices(old, new);
     }
 }
 

@@ -1,7 +1,8 @@
 //! The validation a 1.34 to 1.37 API server applies to `resource.k8s.io/v1` objects (names,
 //! limits, one-of rules, references between requests, the claim status rules and immutable
 //! fields), in the messages of `pkg/apis/resource/validation`; the fields of the later features
-//! and `DeviceTaintRule` are checked by [`features`]. Not checked here: CEL compilation and cost
+//! and `DeviceTaintRule` are checked by [`features`], one `status.devices` entry by
+//! `device_status`. Not checked here: CEL compilation and cost
 //! (expressions are only checked for presence and length) and the namespace label that
 //! `adminAccess` needs.
 //!
@@ -622,6 +623,7 @@ fn device_status_causes(causes: &mut Vec<FieldCause>, status: &Value, allocation
     for (i, d) in list(&status["devices"]).iter().enumerate() {
         let key = (text(&d["driver"]), text(&d["pool"]), text(&d["device"]));
         let at = format!("status.devices[{i}]");
+        device_status::names(causes, &at, d);
         if !allocated.contains(&key) {
             causes.push(FieldCause::invalid(
                 at.clone(),
@@ -629,12 +631,15 @@ fn device_status_causes(causes: &mut Vec<FieldCause>, status: &Value, allocation
                 "must be an allocated device in the claim",
             ));
         }
+        device_status::contents(causes, &at, d);
         if seen.contains(&key) {
             causes.push(duplicate(at, &format!("{}/{}/{}", key.0, key.1, key.2)));
         }
         seen.push(key);
     }
 }
+
+mod device_status;
 
 #[cfg(test)]
 mod tests;
