@@ -1,7 +1,7 @@
 //! Every Prometheus metric of the node agent, defined in this one module, under the prefix
 //! `dra_ledger_node_`: prepare and unprepare calls by outcome, prepare latency, the prepared
-//! claims and devices of this node, garbage collection removals by kind, and whether the kubelet
-//! acknowledged the registration. Label values come from the fixed sets below. The device count
+//! claims and devices of this node, garbage collection removals by kind, whether the kubelet
+//! acknowledged the registration, and (v1) the claim device status writes by outcome. Label values come from the fixed sets below. The device count
 //! is `inventory_devices`: `dra_ledger_node_devices{node,state}` is the controller's gauge of
 //! the ledger's devices per node.
 
@@ -13,7 +13,7 @@ use prometheus::{
 pub const PREFIX: &str = "dra_ledger_node_";
 
 /// The full names of all metrics, as exposed on `/metrics`.
-pub const METRIC_NAMES: [&str; 7] = [
+pub const METRIC_NAMES: [&str; 8] = [
     "dra_ledger_node_prepare_total",
     "dra_ledger_node_unprepare_total",
     "dra_ledger_node_prepare_duration_seconds",
@@ -21,14 +21,17 @@ pub const METRIC_NAMES: [&str; 7] = [
     "dra_ledger_node_inventory_devices",
     "dra_ledger_node_gc_removed_total",
     "dra_ledger_node_registered",
+    "dra_ledger_node_claim_status_writes_total",
 ];
 
-/// The outcome of one claim's prepare or unprepare.
+/// The outcome of one claim's prepare or unprepare, or of one attempt to write a claim's
+/// device status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Done (or already done).
     Success,
-    /// Refused or failed; the claim's error went to the kubelet.
+    /// Refused or failed; a claim's prepare error went to the kubelet, a status write is
+    /// retried.
     Error,
 }
 
@@ -75,6 +78,7 @@ pub struct NodeMetrics {
     devices: IntGauge,
     gc_removed: IntCounterVec,
     registered: IntGauge,
+    status_writes: IntCounterVec,
 }
 
 fn name(suffix: &str) -> String {
@@ -117,6 +121,10 @@ impl NodeMetrics {
                 name("registered"),
                 "1 once the kubelet acknowledged the plugin's registration, else 0",
             )?,
+            status_writes: outcome(
+                "claim_status_writes_total",
+                "Writes of a prepared or unprepared claim's device status by outcome",
+            )?,
         };
         let r = &metrics.registry;
         r.register(Box::new(metrics.prepare.clone()))?;
@@ -126,9 +134,11 @@ impl NodeMetrics {
         r.register(Box::new(metrics.devices.clone()))?;
         r.register(Box::new(metrics.gc_removed.clone()))?;
         r.register(Box::new(metrics.registered.clone()))?;
+        r.register(Box::new(metrics.status_writes.clone()))?;
         for outcome in [Outcome::Success, Outcome::Error] {
             metrics.prepare.with_label_values(&[outcome.as_str()]);
             metrics.unprepare.with_label_values(&[outcome.as_str()]);
+            metrics.status_writes.with_label_values(&[outcome.as_str()]);
         }
         for kind in [GcKind::Claim, GcKind::CdiFile] {
             metrics.gc_removed.with_label_values(&[kind.as_str()]);
@@ -174,6 +184,13 @@ impl NodeMetrics {
         self.registered.set(i64::from(registered));
     }
 
+    /// Counts one attempt to write a claim's device status.
+    pub fn status_written(&self, outcome: Outcome) {
+        self.status_writes
+            .with_label_values(&[outcome.as_str()])
+            .inc();
+    }
+
     /// Every metric in the text exposition format.
     pub fn encode(&self) -> prometheus::Result<String> {
         let mut buffer = Vec::new();
@@ -209,11 +226,13 @@ mod tests {
         metrics.set_prepared_claims(2);
         metrics.set_devices(8);
         metrics.set_registered(true);
+        metrics.status_written(Outcome::Error);
         let text = metrics.encode().unwrap();
         assert!(text.contains("dra_ledger_node_prepare_total{outcome=\"success\"} 2"));
         assert!(text.contains("dra_ledger_node_gc_removed_total{kind=\"claim\"} 3"));
         assert!(text.contains("dra_ledger_node_prepared_claims 2"));
         assert!(text.contains("dra_ledger_node_inventory_devices 8"));
         assert!(text.contains("dra_ledger_node_registered 1"));
+        assert!(text.contains("dra_ledger_node_claim_status_writes_total{outcome=\"error\"} 1"));
     }
 }

@@ -2,8 +2,8 @@
 //! validates against the Kubernetes 1.34 and 1.37 schemas (its examples too), runs the node
 //! agent in v1 mode and the controller as the mirror, installs no parameter CRDs, and each
 //! `ClusterRole` grants exactly the requests its workload makes in that mode: the agent
-//! publishing and republishing its slice, preparing a claim and listing claims for garbage
-//! collection; the mirror recording an allocation of the scheduler and its release, explaining
+//! publishing and republishing its slice, preparing a claim and writing its device status, and
+//! listing claims for garbage collection; the mirror recording an allocation of the scheduler and its release, explaining
 //! an unallocatable claim and reconciling.
 
 use std::collections::BTreeSet;
@@ -20,7 +20,7 @@ use kube::Api;
 use serde_json::json;
 use testkit::eventually;
 
-use crate::deploy_support::rbac::{granted, lines, RecordingLayer};
+use crate::deploy_support::rbac::{device_status_check, granted, lines, Access, RecordingLayer};
 use crate::deploy_support::run_flags::RunFlags;
 use crate::deploy_support::{kubernetes_validate, render_overlay, Document, Rendered};
 use crate::e2e_support::{DRIVER, WAIT};
@@ -143,6 +143,14 @@ async fn overlay_node_cluster_role_grants_exactly_what_the_v1_agent_requests() {
         v1.phase("a").await.as_deref() == Some("Running")
     })
     .await;
+    // Its device status is written into the claim's status.
+    eventually("claim a's device status", WAIT, || async {
+        let claim = v1.claims().get("a").await.unwrap();
+        claim
+            .status
+            .is_some_and(|status| !status.devices.is_empty())
+    })
+    .await;
 
     // A second slice of the node's pool (left by an earlier agent, say) is deleted; an inventory
     // change replaces the slice that stays.
@@ -172,7 +180,15 @@ async fn overlay_node_cluster_role_grants_exactly_what_the_v1_agent_requests() {
     .await;
     v1.shutdown().await;
 
-    let observed = recorder.accesses();
+    let mut observed = recorder.accesses();
+    // A status write of the agent changes its own driver's `status.devices` entries only
+    // (`dra_node::v1::status`), which a 1.36+ API server authorizes once more.
+    let checks: Vec<Access> = observed
+        .iter()
+        .filter_map(|access| device_status_check(access, DRIVER))
+        .collect();
+    assert!(!checks.is_empty(), "no status write in {observed:?}");
+    observed.extend(checks);
     // Discovery (`--dra-api auto` in the agents here) is granted to every authenticated user by
     // the `system:discovery` ClusterRole; nothing else may be outside the resource API.
     let other: BTreeSet<String> = recorder.other();

@@ -409,6 +409,12 @@ async fn reconcile_counts_and_repairs_what_changed_behind_the_mirrors_back() {
         !ledger_allocation(&controller, &uid).await.is_null()
     })
     .await;
+    // The last write to the claim is the node agent's device status once it is prepared: from
+    // then on no change of the claim makes the mirror look at it again before the reconcile.
+    eventually("the claim's device status", WAIT, || async {
+        !v1.device_status(&name).await.is_empty()
+    })
+    .await;
     assert_eq!(reconcile(&controller).await["drift"], zero_drift());
 
     // Behind the mirror's back: the claim's allocation released, an orphan recorded.

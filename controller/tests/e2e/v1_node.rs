@@ -1,7 +1,9 @@
 //! The node agent on a simulated 1.34 cluster: the agents publish one `ResourceSlice` per node,
 //! the kubelet calls `v1.DRAPlugin` for claims allocated from those slices, pods run only once
 //! their claim's CDI spec is written, sharing from our opaque device configuration is enforced
-//! on the node, and an inventory change shows in the slice with a higher pool generation.
+//! on the node, a running pod's claim shows its devices Ready in its status and none of ours
+//! once the pod is gone, and an inventory change shows in the slice with a higher pool
+//! generation.
 
 use std::time::Duration;
 
@@ -9,7 +11,7 @@ use serde_json::{json, Value};
 use testkit::eventually;
 
 use crate::e2e_support::{DRIVER, WAIT};
-use crate::v1_support::{h100s, ClusterV1};
+use crate::v1_support::{gpu_pci_address, gpu_uuid, h100s, ClusterV1};
 
 /// Our opaque device configuration sharing the claim's devices with up to `consumers` claims.
 fn shared(consumers: u32) -> Value {
@@ -165,6 +167,63 @@ async fn slices_prepare_sharing_and_unprepare_on_a_1_34_cluster() {
     .await;
     let env = cdi_env(&v1, "node-0", &uid_b).unwrap();
     assert!(env.contains("DRA_LEDGER_DEVICES=gpu-1"), "{env}");
+    v1.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_pods_claim_shows_its_device_ready_and_none_of_ours_once_the_pod_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = ClusterV1::start(dir.path(), &[h100s(2)], Duration::from_secs(60)).await;
+    v1.device_class("gpu", &format!("device.driver == \"{DRIVER}\""))
+        .await;
+    let claim = v1.running_pod("a", "node-0", "gpu-1").await;
+    let uid = claim.metadata.uid.clone().unwrap();
+    let status = eventually("claim a's device status", WAIT, || async {
+        let status = v1.device_status("a").await;
+        (!status.is_empty()).then_some(status)
+    })
+    .await;
+    assert_eq!(status.len(), 1, "{status:?}");
+    let entry = &status[0];
+    assert_eq!(
+        (&entry["driver"], &entry["pool"], &entry["device"]),
+        (&json!(DRIVER), &json!("node-0"), &json!("gpu-1"))
+    );
+    let condition = &entry["conditions"][0];
+    assert_eq!(
+        (
+            &condition["type"],
+            &condition["status"],
+            &condition["reason"]
+        ),
+        (&json!("Ready"), &json!("True"), &json!("Prepared"))
+    );
+    let cdi_id = format!("{DRIVER}/claim={uid}");
+    assert!(
+        condition["message"].as_str().unwrap().ends_with(&cdi_id),
+        "{condition}"
+    );
+    assert_eq!(
+        entry["data"],
+        json!({"apiVersion": "dra-ledger.io/v1alpha1", "kind": "DeviceData",
+            "uuid": gpu_uuid("node-0", "gpu-1"), "pciAddress": gpu_pci_address("gpu-1")})
+    );
+
+    // The pod goes: the kubelet unprepares the claim, the resourceclaim controller deallocates
+    // it, and neither the agent's entry nor a refused deallocation is left.
+    v1.pods()
+        .delete("a", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "claim a deallocated without our device status",
+        WAIT,
+        || async {
+            let claim = v1.claims().get("a").await.unwrap();
+            !claim.is_allocated() && v1.device_status("a").await.is_empty()
+        },
+    )
+    .await;
     v1.shutdown().await;
 }
 

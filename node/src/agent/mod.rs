@@ -10,8 +10,9 @@
 //!   advertises `1.0.0`, the kubelet publishes the slice from the resource stream;
 //! - `v1` (1.34+): the plugin socket serves `v1.DRAPlugin` and `v1beta1.DRAPlugin` (not
 //!   `v1alpha3.Node`: a 1.34 kubelet never calls it and a v1 allocation has no handle for it to
-//!   carry), registration advertises their service names, claims are read from the API server
-//!   and the agent publishes the slice.
+//!   carry), registration advertises their service names, claims are read from the API server,
+//!   the agent publishes the slice and reports the prepared devices in the claims' status
+//!   ([`crate::v1::status`]).
 //!
 //! Inside: `measured`, the preparer with its metrics; `background`, the periodic tasks.
 
@@ -20,12 +21,12 @@ mod measured;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::admin::{AgentReadiness, AgentState, PreparedClaim};
 use crate::cdi::CdiDir;
@@ -37,6 +38,7 @@ use crate::metrics::{GcKind, NodeMetrics};
 use crate::prepare::JournalPreparer;
 use crate::v1::claims::{ApiClaims, ClaimSource};
 use crate::v1::slices::{keep_published, SlicePublisher};
+use crate::v1::status::{self, ClaimStatusApi, StatusReporter, Wanted};
 use background::{
     collect_garbage, mirror_registration, refresh_inventory, serve_admin, watch_hangup, GcClaims,
 };
@@ -217,8 +219,8 @@ pub async fn run_on_with_api(
                 inventory: &inventory_rx,
                 stop: &stop_rx,
             };
-            let (service, claims, publisher) = parts.start(client, &preparer);
-            tasks.push(publisher);
+            let (service, claims, started) = parts.start(client, &preparer);
+            tasks.extend(started);
             (PluginServices::v1(service), Some(GcClaims::V1(claims)))
         }
         (_, client) => (
@@ -269,24 +271,41 @@ struct V1Parts<'a> {
 
 impl V1Parts<'_> {
     /// The `v1.DRAPlugin` service over `preparer` reading claims through `client`, the claims
-    /// garbage collection reads, and the task keeping the node's slice published (readiness
-    /// waits for its first write).
+    /// garbage collection reads, and the tasks: the one keeping the node's slice published
+    /// (readiness waits for its first write) and the device status writers, to which
+    /// `preparer` reports from now on and the journal's prepared claims are queued at once.
     fn start(
         &self,
         client: kube::Client,
         preparer: &Arc<Measured>,
-    ) -> (DraService<Measured>, Arc<dyn ClaimSource>, JoinHandle<()>) {
+    ) -> (
+        DraService<Measured>,
+        Arc<dyn ClaimSource>,
+        Vec<JoinHandle<()>>,
+    ) {
         let config = self.config;
         self.readiness.require_slices();
         let readiness = self.readiness.clone();
-        let publisher = tokio::spawn(keep_published(
+        let mut tasks = vec![tokio::spawn(keep_published(
             SlicePublisher::new(&client, &config.node_name, &config.driver_name),
             self.inventory.clone(),
             config.inventory_interval,
             move |_| readiness.set_slices_published(),
             self.stop.clone(),
-        ));
-        let claims: Arc<dyn ClaimSource> = Arc::new(ApiClaims::new(client));
+        ))];
+        let api = Arc::new(ApiClaims::new(client));
+        let status = StatusReporter::new(
+            Arc::clone(&api) as Arc<dyn ClaimStatusApi>,
+            &config.driver_name,
+            &config.node_name,
+            self.inventory.clone(),
+            status::RETRY,
+            Some(self.metrics.clone()),
+        );
+        tasks.extend(status.start());
+        report_prepared(&preparer.inner, &status);
+        let _ = preparer.status.set(status);
+        let claims: Arc<dyn ClaimSource> = api;
         let service = DraService::new(
             Arc::clone(preparer),
             Arc::clone(&claims),
@@ -294,7 +313,26 @@ impl V1Parts<'_> {
             &config.node_name,
         )
         .with_metrics(self.metrics.clone());
-        (service, claims, publisher)
+        (service, claims, tasks)
+    }
+}
+
+/// Queues the device status of every claim the journal holds prepared (all of them, once
+/// recovery settled the half-done ones): a write lost to a crash or a stop is made now.
+fn report_prepared(journal: &JournalPreparer, status: &StatusReporter) {
+    match journal.entries() {
+        Ok(entries) => {
+            for (uid, entry) in entries {
+                let wanted = Wanted::Ready {
+                    devices: entry.devices,
+                    cdi_ids: entry.cdi_ids,
+                };
+                status.report(&uid, &entry.namespace, &entry.name, wanted);
+            }
+        }
+        Err(error) => {
+            warn!(%error, "Cannot read the journal; the prepared claims' device status is written at their next prepare");
+        }
     }
 }
 
@@ -337,6 +375,7 @@ fn open_preparer(
     let preparer = Arc::new(Measured {
         inner: preparer,
         metrics: metrics.clone(),
+        status: OnceLock::new(),
     });
     preparer.count();
     Ok((preparer, shared, watch::channel(first).0))

@@ -1,15 +1,18 @@
 //! Where the agent reads v1 `ResourceClaim`s: [`ClaimSource`], the two reads the v1 prepare
 //! and garbage collection need, behind a trait so that the gRPC service and the collection can
-//! be run without an API server. [`ApiClaims`] reads them from the API server;
-//! [`MemoryClaims`] holds them in memory (tests, benchmarks).
+//! be run without an API server. [`ApiClaims`] reads them from the API server, and is where the
+//! device status is written too ([`ClaimStatusApi`]: the claim read as JSON, its status
+//! replaced); [`MemoryClaims`] holds them in memory (tests, benchmarks).
 
 use dra_runtime::lock::RwLockExt;
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
-use kube::api::ListParams;
+use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
 use kube::{Api, Client};
+use serde_json::Value;
 
+use super::status::ClaimStatusApi;
 use dra_types::resource_v1::ResourceClaim;
 
 /// Reads v1 `ResourceClaim`s.
@@ -52,6 +55,33 @@ impl ClaimSource for ApiClaims {
     async fn list(&self) -> kube::Result<Vec<ResourceClaim>> {
         let all: Api<ResourceClaim> = Api::all(self.client.clone());
         Ok(all.list(&ListParams::default()).await?.items)
+    }
+}
+
+impl ApiClaims {
+    /// The claims of `namespace` as JSON objects: every field the API server sends is kept.
+    fn json_claims(&self, namespace: &str) -> Api<DynamicObject> {
+        let resource = ApiResource::erase::<ResourceClaim>(&());
+        Api::namespaced_with(self.client.clone(), namespace, &resource)
+    }
+}
+
+#[async_trait::async_trait]
+impl ClaimStatusApi for ApiClaims {
+    async fn claim(&self, namespace: &str, name: &str) -> kube::Result<Option<Value>> {
+        let claim = self.json_claims(namespace).get_opt(name).await?;
+        claim
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(kube::Error::SerdeError)
+    }
+
+    async fn replace_status(&self, namespace: &str, name: &str, claim: &Value) -> kube::Result<()> {
+        let body = serde_json::to_vec(claim).map_err(kube::Error::SerdeError)?;
+        self.json_claims(namespace)
+            .replace_status(name, &PostParams::default(), body)
+            .await
+            .map(drop)
     }
 }
 

@@ -1,7 +1,8 @@
 //! The `v1` generation (`resource.k8s.io/v1`, Kubernetes 1.34+), node side: the node's
 //! `ResourceSlice` built from its inventory ([`slice_for`]) and kept published ([`slices`]), our
 //! opaque device configuration ([`config`]), what a claim's allocation asks this node to prepare
-//! ([`allocation`]) and where claims are read ([`claims`]). The API objects themselves are
+//! ([`allocation`]), where claims are read ([`claims`]) and the device status the agent reports
+//! in the claims it prepared ([`status`]). The API objects themselves are
 //! `dra_types::resource_v1`'s. On `v1alpha2` (Kubernetes 1.30) the kubelet builds the slice from
 //! `NodeListAndWatchResources`; here the driver publishes the slice itself.
 
@@ -9,6 +10,7 @@ pub mod allocation;
 pub mod claims;
 pub mod config;
 pub mod slices;
+pub mod status;
 
 use std::collections::BTreeMap;
 
@@ -21,6 +23,16 @@ use dra_types::resource_v1::{
     Device, DeviceAttribute, DeviceCapacity, ResourcePool, ResourceSlice, ResourceSliceSpec,
     MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE, MAX_ATTRIBUTE_VALUE_LENGTH, MAX_DEVICES_PER_SLICE,
 };
+
+/// Whether the API server answered `error` with 409 Conflict.
+fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(response) if response.code == 409)
+}
+
+/// Whether the API server answered `error` with 404 Not Found.
+fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(response) if response.code == 404)
+}
 
 /// Why an inventory has no v1 `ResourceSlice`: something v1 cannot hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -23,7 +23,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::{slice_for, SliceError};
+use super::{is_conflict, is_not_found, slice_for, SliceError};
 use crate::device::Inventory;
 use dra_types::resource_v1::ResourceSlice;
 
@@ -192,14 +192,6 @@ fn api_error(call: impl Into<String>) -> impl FnOnce(kube::Error) -> PublishErro
         call,
         source: Box::new(source),
     }
-}
-
-fn is_conflict(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(response) if response.code == 409)
-}
-
-fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(response) if response.code == 404)
 }
 
 /// What one publish did.

@@ -1,6 +1,7 @@
 //! The requests a Kubernetes client sends, as RBAC sees them: a tower layer that records the
-//! `(verb, apiGroup, resource[/subresource])` of every request, and the rules of a ClusterRole
-//! or Role expanded into the same triples.
+//! `(verb, apiGroup, resource[/subresource])` of every request, the further checks the API
+//! server makes of some of them (a claim's device status, [`device_status_check`]), and the
+//! rules of a ClusterRole or Role expanded into the same triples.
 
 use std::collections::BTreeSet;
 use std::fmt::{self, Write as _};
@@ -21,6 +22,8 @@ pub struct Access {
     pub resource: String,
     /// The RBAC verb.
     pub verb: String,
+    /// The object's name where the rule must name it (`resourceNames`); empty for any object.
+    pub name: String,
 }
 
 impl fmt::Display for Access {
@@ -30,8 +33,32 @@ impl fmt::Display for Access {
         } else {
             &self.group
         };
-        write!(f, "{} {group}/{}", self.verb, self.resource)
+        write!(f, "{} {group}/{}", self.verb, self.resource)?;
+        if !self.name.is_empty() {
+            write!(f, " named {}", self.name)?;
+        }
+        Ok(())
     }
+}
+
+/// The synthetic subresource whose check stands for the `status.devices` entries of a driver.
+const CLAIM_DRIVER: &str = "resourceclaims/driver";
+
+/// The further check kube-apiserver makes of `write` when it changes the `status.devices`
+/// entries of `driver` in a claim: from 1.36 (`DRAResourceClaimGranularStatusAuthorization`,
+/// beta and on by default) `associated-node:<verb>` of the synthetic `resourceclaims/driver`
+/// named after the driver, which a caller bound to the node the claim is allocated on passes
+/// (kubernetes/kubernetes#134947). `None` for any other request.
+pub fn device_status_check(write: &Access, driver: &str) -> Option<Access> {
+    let writes = matches!(write.verb.as_str(), "update" | "patch");
+    (write.group == "resource.k8s.io" && write.resource == "resourceclaims/status" && writes).then(
+        || Access {
+            group: write.group.clone(),
+            resource: CLAIM_DRIVER.to_owned(),
+            verb: format!("associated-node:{}", write.verb),
+            name: driver.to_owned(),
+        },
+    )
 }
 
 /// The access a request needs, or `Err(path)` for a request outside the resource API
@@ -70,6 +97,7 @@ pub fn access_of(method: &Method, path: &str, query: Option<&str>) -> Result<Acc
         group: group.to_owned(),
         resource,
         verb: verb.to_owned(),
+        name: String::new(),
     })
 }
 
@@ -148,8 +176,9 @@ where
     }
 }
 
-/// Every `(verb, group, resource)` the rules of `role` grant. Wildcards and resource names are
-/// refused: a least-privilege role names what it grants.
+/// Every `(verb, group, resource)` the rules of `role` grant. Wildcards are refused, and so are
+/// resource names but for `resourceclaims/driver`, where they name the drivers: a
+/// least-privilege role names what it grants.
 pub fn granted(role: &ClusterRole) -> BTreeSet<Access> {
     granted_by(
         role.metadata.name.as_deref().unwrap_or_default(),
@@ -168,22 +197,36 @@ pub fn granted_in(role: &Role) -> BTreeSet<Access> {
 fn granted_by<'a>(name: &str, rules: impl Iterator<Item = &'a PolicyRule>) -> BTreeSet<Access> {
     let mut granted = BTreeSet::new();
     for rule in rules {
+        let resources = rule.resources.iter().flatten();
+        let names = match &rule.resource_names {
+            None => vec![String::new()],
+            Some(names) => {
+                assert!(
+                    resources.clone().all(|r| r == CLAIM_DRIVER),
+                    "unexpected resourceNames in {rule:?}"
+                );
+                names.clone()
+            }
+        };
         assert!(
-            rule.resource_names.is_none() && rule.non_resource_urls.is_none(),
-            "unexpected resourceNames or nonResourceURLs in {rule:?}"
+            rule.non_resource_urls.is_none(),
+            "unexpected nonResourceURLs in {rule:?}"
         );
         for group in rule.api_groups.iter().flatten() {
-            for resource in rule.resources.iter().flatten() {
+            for resource in resources.clone() {
                 for verb in &rule.verbs {
                     assert!(
                         ![group, resource, verb].iter().any(|s| s.contains('*')),
                         "wildcard in role {name}: {rule:?}"
                     );
-                    granted.insert(Access {
-                        group: group.clone(),
-                        resource: resource.clone(),
-                        verb: verb.clone(),
-                    });
+                    for object in &names {
+                        granted.insert(Access {
+                            group: group.clone(),
+                            resource: resource.clone(),
+                            verb: verb.clone(),
+                            name: object.clone(),
+                        });
+                    }
                 }
             }
         }

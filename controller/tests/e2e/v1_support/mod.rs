@@ -54,23 +54,38 @@ pub fn gpus(model: &'static str, first: usize, count: usize) -> Vec<Gpu> {
         .collect()
 }
 
-/// The inventory file of `gpus`, each with a device file of its own under `dir`.
+/// The inventory file of `gpus`, each with a device file of its own under `dir` (named after
+/// the node), a UUID (`GPU-<node>-<name>`) and a PCI address (`0000:3b:00.0` on).
 fn inventory(dir: &Path, gpus: &[Gpu]) -> String {
+    let node = dir.file_name().unwrap().to_string_lossy();
     let devices: Vec<String> = gpus
         .iter()
         .map(|gpu| {
             let file = dir.join(gpu.name);
             std::fs::write(&file, b"").unwrap();
             format!(
-                "  - name: {}\n    attributes: {{model: {}, numa: {}, memory: {{quantity: 80Gi}}}}\n    deviceNodes: [{}]\n",
+                "  - name: {}\n    attributes: {{model: {}, numa: {}, memory: {{quantity: 80Gi}}, uuid: {}, pciAddress: '{}'}}\n    deviceNodes: [{}]\n",
                 gpu.name,
                 gpu.model,
                 gpu.numa,
+                gpu_uuid(&node, gpu.name),
+                gpu_pci_address(gpu.name),
                 file.display()
             )
         })
         .collect();
     format!("devices:\n{}", devices.concat())
+}
+
+/// The UUID of device `name` of `node` in the inventory files.
+pub fn gpu_uuid(node: &str, name: &str) -> String {
+    format!("GPU-{node}-{name}")
+}
+
+/// The PCI address of device `name` (`gpu-N`) in the inventory files.
+pub fn gpu_pci_address(name: &str) -> String {
+    let index: u8 = name.trim_start_matches("gpu-").parse().unwrap();
+    format!("0000:{:02x}:00.0", 0x3b + index)
 }
 
 /// `resource.k8s.io/v1` `ResourceClaimTemplate`.
@@ -303,6 +318,29 @@ impl ClusterV1 {
             .create(&PostParams::default(), &claim)
             .await
             .unwrap()
+    }
+
+    /// Claim `name` for one device of class `gpu`, used by pod `name` on `node`, allocated
+    /// `device` of that node as the scheduler writes it; returns the claim once the pod runs.
+    pub async fn running_pod(&self, name: &str, node: &str, device: &str) -> ResourceClaim {
+        let spec = json!({"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}});
+        let claim = self.claim(name, spec).await;
+        let pod = self.pod(name, name, node).await;
+        self.allocate(name, &[(DRIVER, node, device)], node, json!([]), &pod)
+            .await;
+        eventually(&format!("pod {name} running"), WAIT, || async {
+            self.phase(name).await.as_deref() == Some("Running")
+        })
+        .await;
+        claim
+    }
+
+    /// `status.devices` of claim `name`: the device status the drivers wrote.
+    pub async fn device_status(&self, name: &str) -> Vec<Value> {
+        let claim = self.claims().get(name).await.unwrap();
+        let status = serde_json::to_value(claim.status.unwrap_or_default()).unwrap();
+        status["devices"].as_array().cloned().unwrap_or_default()
     }
 
     /// The claims of the default namespace.
