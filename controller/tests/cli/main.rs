@@ -1,6 +1,7 @@
 //! The built `dra-ledger` binary as a user runs it: its commands and flags, `demo`, `run` against
 //! `dra-ledger sim`, leader election between processes, admin answers from the leader across
-//! replicas, the ledger tools and bad ledger files, the
+//! replicas, the ledger tools and bad ledger files, the node agent (also killed and started
+//! again), the
 //! admin command, the admin token's absence from logs, schemathesis against the admin API, and the
 //! dashboards and alert rules (statically and against a real Prometheus).
 
@@ -19,6 +20,7 @@ mod leader;
 mod ledger;
 mod ledger_files;
 mod node;
+mod node_restart;
 mod replicas;
 mod run;
 mod schemathesis;

@@ -4,65 +4,11 @@
 //! `dra-ledger sim --kubelet-root` the simulated kubelet registers it and publishes its devices.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::Duration;
 
-use crate::cli_support::{binary, http_get, signal, spawn, start_sim, terminate, wait_exit, Lines};
+use crate::cli_support::agent::{start_agent, AgentDirs};
+use crate::cli_support::{binary, http_get, signal, start_sim, terminate, wait_exit};
 use testkit::eventually_blocking;
-
-/// Where a test's agent keeps its sockets, specs and state.
-struct AgentDirs<'a> {
-    kubeconfig: &'a Path,
-    registry: PathBuf,
-    plugins: PathBuf,
-    cdi: PathBuf,
-    state: PathBuf,
-    inventory: &'a Path,
-}
-
-/// Starts `dra-ledger node` for node-0 with JSON logs, a file inventory and `extra` flags;
-/// returns it, its log lines and its admin address once it logged that it started.
-fn start_agent(dirs: &AgentDirs<'_>, extra: &[&str]) -> (Child, Lines, String) {
-    let path = |p: &Path| p.to_str().unwrap().to_owned();
-    let devices = format!("file:{}", dirs.inventory.display());
-    let (registry, plugins, cdi, state) = (
-        path(&dirs.registry),
-        path(&dirs.plugins),
-        path(&dirs.cdi),
-        path(&dirs.state),
-    );
-    let mut args = vec![
-        "node",
-        "--node-name",
-        "node-0",
-        "--kubeconfig",
-        dirs.kubeconfig.to_str().unwrap(),
-        "--kubelet-registry-dir",
-        &registry,
-        "--kubelet-plugins-dir",
-        &plugins,
-        "--cdi-dir",
-        &cdi,
-        "--state-dir",
-        &state,
-        "--devices",
-        &devices,
-        "--listen",
-        "127.0.0.1:0",
-        "--log-format",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    let mut agent = spawn(&args);
-    let mut logs = Lines::stderr(&mut agent);
-    let addr = logs.wait_for(Duration::from_secs(60), |line| {
-        let entry: serde_json::Value = serde_json::from_str(line).ok()?;
-        (entry["fields"]["message"] == "Node agent started")
-            .then(|| entry["fields"]["listen"].as_str().map(str::to_owned))?
-    });
-    (agent, logs, addr)
-}
 
 #[test]
 fn the_node_agent_serves_its_inventory_reads_it_again_on_sighup_and_removes_its_sockets_on_sigterm()

@@ -228,11 +228,34 @@ pub fn http_request(addr: &str, method: &str, path: &str) -> HttpAnswer {
 
 /// [`http_request`], or the error when the server cannot be reached or answers no HTTP.
 pub fn try_http_request(addr: &str, method: &str, path: &str) -> std::io::Result<HttpAnswer> {
+    try_http_send(addr, method, path, "", "")
+}
+
+/// `METHOD path` on `addr` with a JSON `body` (and with `Connection: close`); the whole answer.
+/// Panics when the server cannot be reached or answers no HTTP.
+pub fn http_send_json(addr: &str, method: &str, path: &str, body: &str) -> HttpAnswer {
+    try_http_send(addr, method, path, "application/json", body).expect("server answers")
+}
+
+/// `METHOD path` on `addr` with `body` of `content_type` (none when empty).
+fn try_http_send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> std::io::Result<HttpAnswer> {
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let content_type = if content_type.is_empty() {
+        String::new()
+    } else {
+        format!("Content-Type: {content_type}\r\n")
+    };
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{content_type}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;

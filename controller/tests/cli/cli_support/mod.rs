@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unused_imports)]
 
+pub mod agent;
+
 use std::path::Path;
 use std::process::{Child, Command};
 

@@ -56,6 +56,22 @@ pub enum ActorError {
     /// An informer ended before its first list.
     #[error("actor runtime: informer stopped before its first list")]
     InformerStopped,
+    /// A kubelet directory could not be created.
+    #[error("kubelet directory {}: {source}", dir.display())]
+    KubeletDir {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// The file system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kubelets' plugin watcher could not watch the registry directories.
+    #[error("plugin watcher: {source}")]
+    PluginWatcher {
+        /// The file system's error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Result alias of the actors.

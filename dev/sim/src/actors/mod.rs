@@ -196,7 +196,13 @@ impl Actors {
                 return Err(error);
             }
         };
-        tasks.extend(plugins.spawn(&stop));
+        match plugins.spawn(&stop) {
+            Ok(started) => tasks.extend(started),
+            Err(error) => {
+                let _ = shutdown.send(true);
+                return Err(*error);
+            }
+        }
         tracing::debug!("Control-plane actors started");
         Ok(Self {
             plugins,

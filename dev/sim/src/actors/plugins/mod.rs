@@ -1,6 +1,6 @@
 //! The simulated kubelet's side of the DRA plugin interfaces, for the nodes given a kubelet
-//! directory. As Kubernetes 1.30 does it: plugins found in `<root>/plugins_registry/` are
-//! registered (`registry`), their `NodeListAndWatchResources` stream becomes the node's
+//! directory. As Kubernetes 1.30 does it: sockets created in `<root>/plugins_registry/` are
+//! seen by the plugin watcher (`watcher`) and registered by the reconciler (`registry`), their `NodeListAndWatchResources` stream becomes the node's
 //! `ResourceSlices` (`resources`), and a pod's claims are prepared before it runs and unprepared
 //! after it ends (`prepare`). The decisions are pure and tested on their own: what registration
 //! accepts (`validation`), which claims to prepare or unprepare (`claims`) and which slice
@@ -27,6 +27,7 @@ mod resources;
 pub(crate) mod services;
 mod slices;
 pub(crate) mod validation;
+mod watcher;
 pub(crate) mod wiping;
 
 pub use services::Service;
@@ -42,12 +43,14 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+use super::error::ActorError;
 use super::ObjectKey;
 use crate::KubernetesVersion;
 use claims::ClaimCache;
 use error::DriverError;
 use instances::Instance;
 use validation::Version;
+use watcher::DesiredSockets;
 
 /// The directory under a kubelet root that the kubelet watches for registration sockets.
 pub const REGISTRY_DIR: &str = "plugins_registry";
@@ -57,7 +60,8 @@ pub const PLUGINS_DIR: &str = "plugins";
 /// Tuning of the kubelet's plugin handling; the defaults are the kubelet's where it has one.
 #[derive(Debug, Clone)]
 pub struct PluginsConfig {
-    /// How often the registry directory is scanned for sockets that appeared or went away.
+    /// How often the reconciler looks again at the sockets the plugin watcher wants, besides
+    /// each change: registrations to retry, 1.34 slice wipes that are due.
     pub registry_poll: Duration,
     /// The first wait before a failed registration is tried again, doubled after each failure.
     pub registration_retry: Duration,
@@ -124,6 +128,7 @@ impl Plugins {
                     client: client.clone(),
                     config: config.clone(),
                     version,
+                    desired: Arc::default(),
                     plugins: Mutex::new(BTreeMap::new()),
                     instances: Mutex::new(BTreeMap::new()),
                     claims: Mutex::new(ClaimCache::default()),
@@ -141,12 +146,34 @@ impl Plugins {
         self.nodes.get(node)
     }
 
-    /// Starts one registry watcher per node; they stop when `stop` turns true.
-    pub(crate) fn spawn(&self, stop: &watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
-        self.nodes
+    /// Starts the plugin watcher of every node's registry directory (creating the kubelet
+    /// directories) and one reconciler per node; they stop when `stop` turns true.
+    pub(crate) fn spawn(
+        &self,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<Vec<JoinHandle<()>>, Box<ActorError>> {
+        if self.nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        for node in self.nodes.values() {
+            let dir = node.plugins_dir();
+            std::fs::create_dir_all(&dir)
+                .map_err(|source| Box::new(ActorError::KubeletDir { dir, source }))?;
+        }
+        let dirs = self
+            .nodes
             .values()
-            .map(|node| tokio::spawn(registry::watch(Arc::clone(node), stop.clone())))
-            .collect()
+            .map(|node| (node.registry_dir(), Arc::clone(&node.desired)))
+            .collect();
+        let watcher = watcher::start(dirs, stop)
+            .map_err(|source| Box::new(ActorError::PluginWatcher { source }))?;
+        let mut tasks = vec![watcher];
+        tasks.extend(
+            self.nodes
+                .values()
+                .map(|node| tokio::spawn(registry::reconcile(Arc::clone(node), stop.clone()))),
+        );
+        Ok(tasks)
     }
 
     /// The keys of every pod that still references claims on some node.
@@ -199,6 +226,8 @@ pub struct NodePlugins {
     client: Client,
     config: PluginsConfig,
     version: KubernetesVersion,
+    /// The registration sockets the plugin watcher saw created, not deleted since.
+    desired: Arc<DesiredSockets>,
     /// 1.30: the registered plugin of each driver.
     plugins: Mutex<BTreeMap<String, Registered>>,
     /// 1.34: the registered plugins (instances) of each driver, in registration order.

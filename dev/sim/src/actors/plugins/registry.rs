@@ -1,6 +1,8 @@
-//! The plugin watcher of one node: scans `<root>/plugins_registry/` for `*.sock` sockets and
-//! registers each new one, retrying a failed or refused registration with backoff; a socket that
-//! disappears (or is replaced by a new file) deregisters its plugin.
+//! The reconciler of one node's plugins, as the kubelet's `pluginmanager/reconciler` runs it:
+//! the sockets the plugin watcher wants ([`super::watcher`]) are registered, a failed or refused
+//! registration is retried with backoff; a socket that is deleted deregisters its plugin, and a
+//! socket created again under the same path (a new creation time, such as a restarted plugin's)
+//! deregisters the old plugin before the new one registers.
 //!
 //! 1.30: registration as the 1.30 kubelet does it (dial, `GetInfo`, the checks of
 //! [`super::validation`], `NotifyRegistrationStatus`); deregistration cancels the resource stream
@@ -14,7 +16,6 @@
 
 use dra_runtime::lock::LockExt;
 use std::collections::BTreeMap;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,12 +38,10 @@ const INFO_TIMEOUT: Duration = Duration::from_secs(1);
 /// The deadline of `NotifyRegistrationStatus` (5 s).
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A registration socket file, told apart from a new file at the same path.
-type FileId = (u64, u64);
-
-/// What the watcher knows of a socket it has seen.
+/// What the reconciler knows of a socket it has seen.
 struct Seen {
-    id: FileId,
+    /// When the watcher saw the socket created: a new time is a new plugin.
+    created: Instant,
     /// The driver it registered, once it did.
     driver: Option<String>,
     failures: u32,
@@ -93,15 +92,9 @@ async fn run_due_wipes(node: &NodePlugins, wipes: &mut WipeSchedule, failures: &
     }
 }
 
-/// Watches the node's registry directory until `stop` turns true; then the resource streams are
-/// cancelled (the slices stay, as they do when a kubelet stops).
-pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool>) {
-    let registry = node.registry_dir();
-    for dir in [registry.clone(), node.plugins_dir()] {
-        if let Err(error) = std::fs::create_dir_all(&dir) {
-            tracing::warn!(node = %node.node, dir = %dir.display(), %error, "Cannot create a kubelet directory");
-        }
-    }
+/// Reconciles the node's plugins with the sockets the watcher wants until `stop` turns true;
+/// then the resource streams are cancelled (the slices stay, as they do when a kubelet stops).
+pub(super) async fn reconcile(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool>) {
     let v1 = node.version.serves_v1();
     if v1 && !wipe_at_start(&node, &mut stop).await {
         return;
@@ -110,11 +103,11 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
     let mut wipe_failures = 0;
     let mut seen: BTreeMap<PathBuf, Seen> = BTreeMap::new();
     loop {
-        let found = scan(&registry);
-        forget_gone(&node, &mut seen, &found, &mut wipes).await;
-        for (path, id) in found {
+        let wanted = node.desired.snapshot();
+        forget_gone(&node, &mut seen, &wanted, &mut wipes).await;
+        for (path, created) in wanted {
             let entry = seen.entry(path.clone()).or_insert(Seen {
-                id,
+                created,
                 driver: None,
                 failures: 0,
                 retry_at: None,
@@ -128,6 +121,7 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
         }
         tokio::select! {
             changed = stop.changed() => if changed.is_err() || *stop.borrow() { break },
+            () = node.desired.changed() => {}
             () = tokio::time::sleep(node.config.registry_poll) => {}
         }
     }
@@ -141,17 +135,17 @@ pub(super) async fn watch(node: Arc<NodePlugins>, mut stop: watch::Receiver<bool
     }
 }
 
-/// Deregisters the plugins of the sockets in `seen` that are not among those `found` any more
-/// (1.34: a driver left without instances has its wipe scheduled).
+/// Deregisters the plugins of the sockets in `seen` that are not `wanted` any more or were
+/// created again since (1.34: a driver left without instances has its wipe scheduled).
 async fn forget_gone(
     node: &Arc<NodePlugins>,
     seen: &mut BTreeMap<PathBuf, Seen>,
-    found: &BTreeMap<PathBuf, FileId>,
+    wanted: &BTreeMap<PathBuf, Instant>,
     wipes: &mut WipeSchedule,
 ) {
     let gone: Vec<PathBuf> = seen
         .iter()
-        .filter(|(path, s)| found.get(*path) != Some(&s.id))
+        .filter(|(path, s)| wanted.get(*path) != Some(&s.created))
         .map(|(path, _)| path.clone())
         .collect();
     for path in gone {
@@ -204,24 +198,6 @@ async fn try_register(
             tracing::warn!(node = %node.node, socket = %path.display(), %error, ?wait, "Plugin registration failed");
         }
     }
-}
-
-/// The `*.sock` sockets in `dir` with their file identity; a directory that cannot be read has
-/// none.
-fn scan(dir: &Path) -> BTreeMap<PathBuf, FileId> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return BTreeMap::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter(|e| e.path().extension().is_some_and(|x| x == "sock"))
-        .filter_map(|e| {
-            let meta = std::fs::symlink_metadata(e.path()).ok()?;
-            meta.file_type()
-                .is_socket()
-                .then(|| (e.path(), (meta.dev(), meta.ino())))
-        })
-        .collect()
 }
 
 /// Dials the registration socket at `socket` and asks the plugin who it is.
