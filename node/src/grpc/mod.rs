@@ -3,6 +3,8 @@
 //! `v1alpha3.Node` service and the v1 (1.34+) `v1.DRAPlugin` and `v1beta1.DRAPlugin`.
 //!
 //! - [`sockets`]: where the two sockets live, their modes, stale files and removal;
+//! - [`authority`]: the sockets' connections accept any `:authority` (grpc-core clients send
+//!   the socket path), as the kubelet's Go plugins do;
 //! - [`registration`]: `GetInfo` (with the `supported_versions` of the services served),
 //!   `NotifyRegistrationStatus` and the registration state;
 //! - [`batch`]: the checks of a claim batch, the error of each claim and the answer map;
@@ -19,6 +21,7 @@
 //! shutdown signal, then removes them. The services know the prepare contract only
 //! ([`crate::prepare`]), never the journal or CDI files behind it.
 
+pub mod authority;
 pub mod batch;
 pub mod calls;
 pub mod dra_service;
@@ -34,7 +37,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::device::Inventory;
 use crate::prepare::ClaimPreparer;
@@ -345,7 +347,7 @@ async fn serve_plugin<P: ClaimPreparer>(
         .add_optional_service(v1alpha2)
         .add_optional_service(v1)
         .add_optional_service(v1beta1)
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped(stop))
+        .serve_with_incoming_shutdown(authority::incoming(listener), stopped(stop))
         .await
         .map_err(|source| GrpcError::Serve { path, source })
 }

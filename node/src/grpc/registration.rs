@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use tokio::net::UnixListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
 use super::{GrpcError, PluginConfig, PluginSockets, Result};
@@ -158,7 +157,7 @@ pub(crate) async fn serve(
         };
         tonic::transport::Server::builder()
             .add_service(RegistrationServer::from_arc(Arc::clone(&service)))
-            .serve_with_incoming_shutdown(UnixListenerStream::new(incoming), signal)
+            .serve_with_incoming_shutdown(super::authority::incoming(incoming), signal)
             .await
             .map_err(|source| GrpcError::Serve {
                 path: sockets.registration().to_owned(),

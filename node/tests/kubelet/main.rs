@@ -9,6 +9,7 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod authority;
 // the fake sysfs of the discovery tests, for the slices published from it; this crate uses part
 // of it
 #[allow(dead_code)]
