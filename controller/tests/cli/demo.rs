@@ -3,7 +3,8 @@
 //! /readyz and every spec metric on /metrics while it runs, finishes with a consistent ledger and
 //! exits 0 (on 1.30, and on 1.34 where the scheduler allocates and the ledger mirrors); with
 //! `--pods 0` it serves a cluster that kubectl (through
-//! `--kubeconfig-out`) adds work to. The default workload, the README's, runs to its end.
+//! `--kubeconfig-out`) adds work to. The default workload, the README's, runs to its end. Under
+//! another `--driver-name` and `--models`, the slices and allocations name that driver.
 
 use std::time::Duration;
 
@@ -392,4 +393,110 @@ fn demo_on_1_34_has_the_scheduler_allocate_the_agents_prepare_and_the_ledger_mir
     );
     assert!(output.contains("removed, 0 left on the nodes"), "{output}");
     assert!(output.contains("ledger verified: consistent"), "{output}");
+}
+
+/// The allocated driver of every allocated claim listed at `path` of the API server at `api`,
+/// in the release's shape.
+fn allocated_drivers(api: &str, path: &str) -> Vec<String> {
+    let (status, body) = http_get(api, path);
+    assert_eq!(status, 200, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let claims = list["items"].as_array().cloned().unwrap_or_default();
+    claims
+        .iter()
+        .flat_map(|claim| {
+            let allocation = &claim["status"]["allocation"];
+            let v1alpha2 = allocation["resourceHandles"].as_array().cloned();
+            let v1 = allocation["devices"]["results"].as_array().cloned();
+            let entries = v1alpha2.or(v1).unwrap_or_default();
+            entries.into_iter().filter_map(|entry| {
+                let driver = entry.get("driverName").or_else(|| entry.get("driver"))?;
+                driver.as_str().map(str::to_owned)
+            })
+        })
+        .collect()
+}
+
+/// `dra-ledger demo` playing `version` under the driver name `gpu.example.com` with L4 devices
+/// of 24Gi: its slices and allocated claims name that driver, and its short workload runs to
+/// its end.
+fn demo_under_another_driver_name(version: &str) {
+    const DRIVER: &str = "gpu.example.com";
+    let mut child = spawn(&[
+        "demo",
+        "--kubernetes-version",
+        version,
+        "--driver-name",
+        DRIVER,
+        "--models",
+        "L4",
+        "--memory",
+        "24Gi",
+        "--numa-nodes",
+        "1",
+        "--pods",
+        "8",
+        "--nodes",
+        "2",
+        "--devices-per-node",
+        "2",
+        "--duration",
+        "120s",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let mut lines = stdout_lines(&mut child);
+    let api = lines.wait_for(Duration::from_secs(60), |line| {
+        let url = line
+            .trim()
+            .strip_prefix("cluster:")?
+            .split_whitespace()
+            .next()?;
+        Some(url.strip_prefix("http://")?.to_owned())
+    });
+    let group = if version == "1.30" {
+        "resource.k8s.io/v1alpha2"
+    } else {
+        "resource.k8s.io/v1"
+    };
+    let (status, slices) = http_get(&api, &format!("/apis/{group}/resourceslices"));
+    assert_eq!(status, 200, "{slices}");
+    let slices: serde_json::Value = serde_json::from_str(&slices).unwrap();
+    let slices = slices["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(slices.len(), 2, "one slice per node: {slices:?}");
+    for slice in &slices {
+        let driver = slice["driverName"]
+            .as_str()
+            .or(slice["spec"]["driver"].as_str());
+        assert_eq!(driver, Some(DRIVER), "{slice}");
+        assert!(slice.to_string().contains("\"L4\""), "{slice}");
+        assert!(!slice.to_string().contains("dra-ledger.io"), "{slice}");
+    }
+    let claims = format!("/apis/{group}/namespaces/default/resourceclaims");
+    let drivers = testkit::eventually_blocking(
+        "an allocated claim of the workload",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || {
+            let drivers = allocated_drivers(&api, &claims);
+            (!drivers.is_empty()).then_some(drivers)
+        },
+    );
+    assert!(drivers.iter().all(|d| d == DRIVER), "{drivers:?}");
+    let status = wait_exit(&mut child, Duration::from_secs(150));
+    lines.drain();
+    let output = lines.seen.join("\n");
+    assert!(status.success(), "exit {status:?}\n{output}");
+    assert!(output.contains("8 pods succeeded, 0 failed"), "{output}");
+    assert!(output.contains("ledger verified: consistent"), "{output}");
+}
+
+#[test]
+fn a_demo_under_another_driver_name_and_models_uses_them_and_finishes_on_1_30() {
+    demo_under_another_driver_name("1.30");
+}
+
+#[test]
+fn a_demo_under_another_driver_name_and_models_uses_them_and_finishes_on_1_34() {
+    demo_under_another_driver_name("1.34");
 }

@@ -22,18 +22,25 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use dra_sim::cluster::cli::InventoryArgs;
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
 use dra_sim::server::ServerConfig;
 use dra_sim::KubernetesVersion;
 use dra_types::api_mode::DraApi;
 
-use super::{parse_duration, watch_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
+use super::{parse_duration, watch_for_signal, LogFormat};
 use dra_controller::process::{ProcessConfig, RunningController};
 use dra_node::local::LocalAgents;
 use workload::WorkloadShape;
 
-/// Flags of `dra-ledger demo`.
+/// Flags of `dra-ledger demo`. The inventory flags are `dra-ledger sim`'s, with a mix of
+/// models and memory sizes and NUMA nodes that leave room for pairs by default.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("models", |a| a.default_value("H100,A100")),
+    mut_arg("memory", |a| a.default_value("80Gi,40Gi")),
+    mut_arg("numa_nodes", |a| a.default_value("auto")),
+)]
 pub struct DemoArgs {
     /// Simulated nodes.
     #[arg(long, default_value_t = 8, value_name = "N")]
@@ -42,6 +49,11 @@ pub struct DemoArgs {
     /// Devices per node, published in one ResourceSlice per node.
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub devices_per_node: usize,
+
+    /// The driver name (the workload's classes, the node agents and the controller use it) and
+    /// the devices' models, memory and NUMA nodes.
+    #[command(flatten)]
+    pub inventory: InventoryArgs,
 
     /// Pods in the workload; each runs 2 to 5 seconds with one or two claims. 0 starts no
     /// workload: the cluster and the controller serve until Ctrl-C or --duration, for work
@@ -93,15 +105,6 @@ pub struct DemoArgs {
     pub log_format: LogFormat,
 }
 
-/// NUMA nodes per simulated node: two when each gets at least two devices.
-fn numa_nodes(devices_per_node: usize) -> usize {
-    if devices_per_node >= 4 && devices_per_node.is_multiple_of(2) {
-        2
-    } else {
-        1
-    }
-}
-
 fn check(args: &DemoArgs) -> anyhow::Result<()> {
     if args.nodes == 0 || args.devices_per_node == 0 {
         anyhow::bail!("--nodes and --devices-per-node must be at least 1");
@@ -125,7 +128,6 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .ledger
         .clone()
         .unwrap_or_else(|| workdir.path().join("ledger.redb"));
-    let numa = numa_nodes(args.devices_per_node);
     let mut config = ClusterConfig {
         server: ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -133,13 +135,11 @@ pub async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         },
         nodes: args.nodes,
         devices_per_node: args.devices_per_node,
-        driver_name: DEFAULT_DRIVER_NAME.to_owned(),
-        models: vec!["H100".to_owned(), "A100".to_owned()],
-        memory: vec!["80Gi".to_owned(), "40Gi".to_owned()],
-        numa_nodes: numa,
         kubernetes_version: args.kubernetes_version,
         ..ClusterConfig::default()
     };
+    args.inventory.apply(&mut config);
+    let numa = config.numa_nodes;
     if !args.no_node_agents {
         config.kubelet_dirs = agents::kubelet_dirs(workdir.path(), &config);
     }
@@ -186,6 +186,7 @@ async fn create_workload_objects(
 ) -> anyhow::Result<WorkloadShape> {
     let pairs = args.devices_per_node / numa >= 2;
     let v1 = args.kubernetes_version.serves_v1();
+    let driver = args.inventory.driver_name.as_str();
     // About one pod in 25 uses an immediate claim; they hold at most a quarter of the devices.
     // 1.34 has no immediate allocation: a claim is allocated when a pod needs it.
     let immediate_claims = if v1 {
@@ -197,11 +198,11 @@ async fn create_workload_objects(
             .min(args.pods)
     };
     if v1 {
-        v1::create_device_classes(client).await?;
-        v1::create_templates(client, pairs).await?;
+        v1::create_device_classes(client, driver).await?;
+        v1::create_templates(client, driver, pairs).await?;
     } else {
         setup::apply_crds(client).await?;
-        setup::create_classes_and_templates(client, DEFAULT_DRIVER_NAME, pairs).await?;
+        setup::create_classes_and_templates(client, driver, pairs).await?;
     }
     Ok(WorkloadShape {
         pods: args.pods,
@@ -224,7 +225,7 @@ fn process_config(
         .map(dra_api::AdminToken::from_file)
         .transpose()?;
     Ok(ProcessConfig {
-        driver_name: DEFAULT_DRIVER_NAME.to_owned(),
+        driver_name: args.inventory.driver_name.clone(),
         ledger: ledger_path.to_path_buf(),
         workers: args.workers,
         listen: args.listen,

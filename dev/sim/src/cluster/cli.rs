@@ -5,13 +5,17 @@
 //!
 //! Only argument handling and process lifetime; the cluster itself comes from the parent module.
 
+mod inventory_args;
+
+pub use inventory_args::{InventoryArgs, NumaNodes, NumaNodesError};
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use dra_runtime::process::{parse_duration, watch_for_signal, SHUTDOWN_GRACE};
 
-use super::{start_cluster, ClusterConfig, ClusterError, Result, DEFAULT_DRIVER_NAME};
+use super::{start_cluster, ClusterConfig, ClusterError, Result};
 use crate::actors::ActorsConfig;
 use crate::server::{Faults, ServerConfig};
 
@@ -30,31 +34,9 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub devices_per_node: usize,
 
-    /// DRA driver name written into the resource slices.
-    #[arg(long, default_value = DEFAULT_DRIVER_NAME, value_name = "NAME")]
-    pub driver_name: String,
-
-    /// Device models (`model` attribute), cycled across nodes.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "H100",
-        value_name = "MODEL,..."
-    )]
-    pub models: Vec<String>,
-
-    /// Device memory sizes as quantities (`memory` attribute), cycled across nodes.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "80Gi",
-        value_name = "QUANTITY,..."
-    )]
-    pub memory: Vec<String>,
-
-    /// NUMA nodes per node; devices are split evenly across them (`numa` attribute).
-    #[arg(long, default_value_t = 2, value_name = "N")]
-    pub numa_nodes: usize,
+    /// The driver name and the devices' models, memory and NUMA nodes.
+    #[command(flatten)]
+    pub inventory: InventoryArgs,
 
     /// Value of the `driverVersion` version attribute of every device.
     #[arg(long, default_value = "1.0.0", value_name = "SEMVER")]
@@ -215,15 +197,12 @@ impl SimArgs {
             },
             nodes: self.nodes,
             devices_per_node: self.devices_per_node,
-            driver_name: self.driver_name.clone(),
-            models: self.models.clone(),
-            memory: self.memory.clone(),
-            numa_nodes: self.numa_nodes,
             driver_version: self.driver_version.clone(),
             resource_class: self.resource_class.clone(),
             kubernetes_version: self.kubernetes_version,
             ..ClusterConfig::default()
         };
+        self.inventory.apply(&mut config);
         if let Some(root) = &self.kubelet_root {
             config.kubelet_dirs = (0..config.nodes)
                 .map(|i| {
