@@ -8,8 +8,18 @@
 
 use std::time::Duration;
 
-use crate::cli_support::{http_get, spawn, stdout_lines, wait_exit};
+use crate::cli_support::{http_get, spawn, stdout_lines, wait_exit, Lines};
 use dra_api::metrics::METRIC_NAMES;
+
+/// Waits up to `limit` for the demo `child` to exit, asserts that it exited 0 and returns all
+/// it printed (`lines`, its stdout).
+fn exits_zero(child: &mut std::process::Child, lines: &mut Lines, limit: Duration) -> String {
+    let status = wait_exit(child, limit);
+    lines.drain();
+    let output = lines.seen.join("\n");
+    assert!(status.success(), "exit {status:?}\n{output}");
+    output
+}
 
 /// The number after `label` in a progress line, e.g. `claims_in_total(line) == 27`.
 fn number_before(line: &str, suffix: &str) -> Option<u64> {
@@ -104,10 +114,7 @@ fn short_demo_allocates_serves_metrics_and_exits_zero() {
         "{prepared}"
     );
 
-    let status = wait_exit(&mut child, Duration::from_secs(150));
-    lines.drain();
-    let output = lines.seen.join("\n");
-    assert!(status.success(), "exit {status:?}\n{output}");
+    let output = exits_zero(&mut child, &mut lines, Duration::from_secs(150));
     assert!(output.contains("workload done after"), "{output}");
     assert!(output.contains("CDI spec written on node-"), "{output}");
     assert!(output.contains("CDI spec removed on node-"), "{output}");
@@ -212,10 +219,7 @@ fn ctrl_c_stops_the_demo_cleanly_with_a_summary() {
         line.contains(" to submit |").then_some(())
     });
     crate::cli_support::signal(&child, "INT");
-    let status = wait_exit(&mut child, Duration::from_secs(60));
-    lines.drain();
-    let output = lines.seen.join("\n");
-    assert!(status.success(), "exit {status:?}\n{output}");
+    let output = exits_zero(&mut child, &mut lines, Duration::from_secs(60));
     assert!(output.contains("interrupted after"), "{output}");
     assert!(output.contains("ledger verified: consistent"), "{output}");
 }
@@ -372,10 +376,7 @@ fn demo_on_1_34_has_the_scheduler_allocate_the_agents_prepare_and_the_ledger_mir
         "{metrics}"
     );
 
-    let status = wait_exit(&mut child, Duration::from_secs(150));
-    lines.drain();
-    let output = lines.seen.join("\n");
-    assert!(status.success(), "exit {status:?}\n{output}");
+    let output = exits_zero(&mut child, &mut lines, Duration::from_secs(150));
     assert!(
         output.contains("dra-ledger demo on Kubernetes 1.34 (resource.k8s.io/v1)"),
         "{output}"
@@ -483,10 +484,7 @@ fn demo_under_another_driver_name(version: &str) {
         },
     );
     assert!(drivers.iter().all(|d| d == DRIVER), "{drivers:?}");
-    let status = wait_exit(&mut child, Duration::from_secs(150));
-    lines.drain();
-    let output = lines.seen.join("\n");
-    assert!(status.success(), "exit {status:?}\n{output}");
+    let output = exits_zero(&mut child, &mut lines, Duration::from_secs(150));
     assert!(output.contains("8 pods succeeded, 0 failed"), "{output}");
     assert!(output.contains("ledger verified: consistent"), "{output}");
 }

@@ -114,16 +114,13 @@ fn the_node_agent_registers_with_the_simulated_kubelet_and_publishes_its_devices
         "devices:\n  - name: gpu-a\n    attributes: {model: L4}\n  - name: gpu-b\n    attributes: {model: L4}\n",
     )
     .unwrap();
-    let kubelet = kubelets.join("node-0");
     let (mut agent, mut logs, addr) = start_agent(
-        &AgentDirs {
-            kubeconfig: &sim.kubeconfig,
-            registry: kubelet.join("plugins_registry"),
-            plugins: kubelet.join("plugins"),
-            cdi: dir.path().join("cdi"),
-            state: dir.path().join("state"),
-            inventory: &inventory,
-        },
+        &AgentDirs::with_kubelet(
+            &sim.kubeconfig,
+            &kubelets.join("node-0"),
+            dir.path(),
+            &inventory,
+        ),
         &[],
     );
     eventually_blocking(

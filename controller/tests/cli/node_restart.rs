@@ -92,6 +92,20 @@ fn run_pod_prepared_by(api: &str, agent: &str, version: &str, name: &str) {
     );
 }
 
+/// Starts an agent in `dirs` and waits until the kubelet registered it (its `/readyz` answers
+/// 200); `what` names it in a failure.
+fn start_registered(dirs: &AgentDirs<'_>, what: &str) -> (KillOnDrop, Lines, String) {
+    let (agent, logs, addr) = start_agent(dirs, &[]);
+    let agent = KillOnDrop(agent);
+    eventually_blocking(
+        format_args!("{what} registered (/readyz 200)"),
+        STEP,
+        POLL,
+        || http_get(&addr, "/readyz").0 == 200,
+    );
+    (agent, logs, addr)
+}
+
 fn agent_incarnations_register_and_prepare(version: &str) {
     let dir = tempfile::tempdir().unwrap();
     let kubelets = dir.path().join("kubelets");
@@ -130,37 +144,22 @@ fn agent_incarnations_register_and_prepare(version: &str) {
         "devices:\n  - name: gpu-0\n    attributes: {model: L4}\n  - name: gpu-1\n    attributes: {model: L4}\n",
     )
     .unwrap();
-    let kubelet = kubelets.join("node-0");
-    let dirs = AgentDirs {
-        kubeconfig: &sim.kubeconfig,
-        registry: kubelet.join("plugins_registry"),
-        plugins: kubelet.join("plugins"),
-        cdi: dir.path().join("cdi"),
-        state: dir.path().join("state"),
-        inventory: &inventory,
-    };
+    let dirs = AgentDirs::with_kubelet(
+        &sim.kubeconfig,
+        &kubelets.join("node-0"),
+        dir.path(),
+        &inventory,
+    );
     for incarnation in 0..INCARNATIONS {
-        let (agent, mut logs, addr) = start_agent(&dirs, &[]);
-        let mut agent = KillOnDrop(agent);
-        eventually_blocking(
-            format_args!("{version}: incarnation {incarnation} registered (/readyz 200)"),
-            STEP,
-            POLL,
-            || http_get(&addr, "/readyz").0 == 200,
-        );
+        let (mut agent, mut logs, addr) =
+            start_registered(&dirs, &format!("{version}: incarnation {incarnation}"));
         run_pod_prepared_by(&api, &addr, version, &format!("p-{incarnation}"));
         signal(&agent, "KILL");
         wait_exit(&mut agent, Duration::from_secs(10));
         logs.drain();
     }
-    let (agent, _logs, addr) = start_agent(&dirs, &[]);
-    let mut agent = KillOnDrop(agent);
-    eventually_blocking(
-        format_args!("{version}: the last incarnation registered"),
-        STEP,
-        POLL,
-        || http_get(&addr, "/readyz").0 == 200,
-    );
+    let (mut agent, _logs, _) =
+        start_registered(&dirs, &format!("{version}: the last incarnation"));
     terminate(&agent);
     assert!(wait_exit(&mut agent, Duration::from_secs(30)).success());
     drop(sim);

@@ -23,6 +23,26 @@ pub struct AgentDirs<'a> {
     pub inventory: &'a Path,
 }
 
+impl<'a> AgentDirs<'a> {
+    /// The directories of an agent registering with the simulated kubelet whose directory is
+    /// `kubelet` (its `plugins_registry` and `plugins`), with CDI specs and state under `dir`.
+    pub fn with_kubelet(
+        kubeconfig: &'a Path,
+        kubelet: &Path,
+        dir: &Path,
+        inventory: &'a Path,
+    ) -> Self {
+        Self {
+            kubeconfig,
+            registry: kubelet.join("plugins_registry"),
+            plugins: kubelet.join("plugins"),
+            cdi: dir.join("cdi"),
+            state: dir.join("state"),
+            inventory,
+        }
+    }
+}
+
 /// Starts `dra-ledger node` for node-0 with JSON logs, a file inventory and `extra` flags;
 /// returns it, its log lines and its admin address once it logged that it started.
 pub fn start_agent(dirs: &AgentDirs<'_>, extra: &[&str]) -> (Child, Lines, String) {
