@@ -4,7 +4,8 @@
 //! exits 0 (on 1.30, and on 1.34 where the scheduler allocates and the ledger mirrors); with
 //! `--pods 0` it serves a cluster that kubectl (through
 //! `--kubeconfig-out`) adds work to. The default workload, the README's, runs to its end. Under
-//! another `--driver-name` and `--models`, the slices and allocations name that driver.
+//! another `--driver-name` and `--models`, the slices and allocations name that driver (on 1.30
+//! and on every `v1` release).
 
 use std::time::Duration;
 
@@ -495,6 +496,8 @@ fn a_demo_under_another_driver_name_and_models_uses_them_and_finishes_on_1_30() 
 }
 
 #[test]
-fn a_demo_under_another_driver_name_and_models_uses_them_and_finishes_on_1_34() {
-    demo_under_another_driver_name("1.34");
+fn a_demo_under_another_driver_name_and_models_uses_them_and_finishes_on_every_v1_release() {
+    for version in dra_sim::KubernetesVersion::v1_releases() {
+        demo_under_another_driver_name(version.as_str());
+    }
 }

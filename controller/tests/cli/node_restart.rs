@@ -1,5 +1,5 @@
 //! `dra-ledger node` killed with SIGKILL and started again under the same socket paths, ten
-//! times, against `dra-ledger sim --kubelet-root` playing 1.30 and 1.34: every incarnation is
+//! times, against `dra-ledger sim --kubelet-root` playing each release: every incarnation is
 //! registered again by the simulated kubelet (its `/readyz` answers 200) and prepares the claim
 //! of a new pod, which runs (on 1.30 with `dra-ledger run` allocating).
 
@@ -171,6 +171,8 @@ fn a_node_agent_killed_and_restarted_is_registered_again_and_prepares_on_1_30() 
 }
 
 #[test]
-fn a_node_agent_killed_and_restarted_is_registered_again_and_prepares_on_1_34() {
-    agent_incarnations_register_and_prepare("1.34");
+fn a_node_agent_killed_and_restarted_is_registered_again_and_prepares_on_every_v1_release() {
+    for version in dra_sim::KubernetesVersion::v1_releases() {
+        agent_incarnations_register_and_prepare(version.as_str());
+    }
 }
