@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{nullable, DeviceToleration, OpaqueDeviceConfiguration};
@@ -16,7 +17,7 @@ pub const FROM_CLASS: &str = "FromClass";
 pub const FROM_CLAIM: &str = "FromClaim";
 
 /// `status.allocation`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AllocationResult {
     /// The allocated devices and their configuration.
@@ -31,7 +32,7 @@ pub struct AllocationResult {
 }
 
 /// `status.allocation.devices`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceAllocationResult {
     /// One entry per allocated device.
@@ -45,7 +46,7 @@ pub struct DeviceAllocationResult {
 }
 
 /// One allocated device.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceRequestAllocationResult {
     /// The request it satisfies (`req` or `req/sub`).
@@ -98,7 +99,7 @@ impl DeviceRequestAllocationResult {
 }
 
 /// One configuration entry of an allocation.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceAllocationConfiguration {
     /// [`FROM_CLASS`] or [`FROM_CLAIM`].

@@ -4,6 +4,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use k8s_openapi::NamespaceResourceScope;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -15,7 +16,7 @@ use super::{
 pub const DELETE_PROTECTION_FINALIZER: &str = "resource.kubernetes.io/delete-protection";
 
 /// A `ResourceClaim`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceClaim {
     /// Always `resource.k8s.io/v1`.
@@ -103,7 +104,7 @@ impl ResourceClaim {
 }
 
 /// `ResourceClaim.spec` (also a template's `spec.spec`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceClaimSpec {
     /// The requests, constraints and configuration.
@@ -112,7 +113,7 @@ pub struct ResourceClaimSpec {
 }
 
 /// `ResourceClaim.status`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceClaimStatus {
     /// Set once the claim is allocated; immutable until cleared.
@@ -129,7 +130,7 @@ pub struct ResourceClaimStatus {
 }
 
 /// One `status.reservedFor` entry.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceClaimConsumerReference {
     /// The consumer's API group; empty or absent for the core group.
@@ -164,7 +165,7 @@ impl ResourceClaimConsumerReference {
 }
 
 /// One `status.devices` entry: a driver's report on an allocated device.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AllocatedDeviceStatus {
     /// The device's driver.
@@ -192,7 +193,7 @@ pub struct AllocatedDeviceStatus {
 }
 
 /// The network details of a device.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkDeviceData {
     /// The interface's name in the pod.
@@ -208,7 +209,7 @@ pub struct NetworkDeviceData {
 }
 
 /// A `ResourceClaimTemplate`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceClaimTemplate {
     /// Always `resource.k8s.io/v1`.
@@ -247,7 +248,7 @@ impl ResourceClaimTemplate {
 }
 
 /// `ResourceClaimTemplate.spec`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceClaimTemplateSpec {
     /// Labels and annotations copied to the claim.

@@ -4,12 +4,13 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ClusterResourceScope;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{api_version, nullable, v1_resource};
 
 /// A `DeviceClass`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClass {
     /// Always `resource.k8s.io/v1`.
@@ -46,7 +47,7 @@ impl DeviceClass {
 }
 
 /// `DeviceClass.spec`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClassSpec {
     /// All must match for a device to be in the class.
@@ -63,7 +64,7 @@ pub struct DeviceClassSpec {
 }
 
 /// One selector; CEL is the only kind.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceSelector {
     /// The CEL selector.
@@ -83,7 +84,7 @@ impl DeviceSelector {
 }
 
 /// A CEL expression over `device` (`device.driver == 'gpu.example.com'`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CelDeviceSelector {
     /// The expression; it must evaluate to a bool.
@@ -92,7 +93,7 @@ pub struct CelDeviceSelector {
 }
 
 /// A class's configuration entry.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClassConfiguration {
     /// The driver-specific parameters.
@@ -101,7 +102,7 @@ pub struct DeviceClassConfiguration {
 }
 
 /// Driver-specific configuration: `parameters` is a JSON object only `driver` interprets.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpaqueDeviceConfiguration {
     /// The driver the parameters are for.

@@ -2,6 +2,7 @@
 //! several alternatives), the constraints across them and their configuration; with the API's
 //! defaults (`allocationMode: ExactCount`, `count: 1`) as functions.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -30,7 +31,7 @@ pub fn exact_count(count: Option<i64>) -> i64 {
 }
 
 /// A claim's `spec.devices`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClaim {
     /// The requests, in order.
@@ -48,7 +49,7 @@ pub struct DeviceClaim {
 }
 
 /// One request: exactly one of `exactly` and `firstAvailable`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceRequest {
     /// The request's name (results name it, or `<name>/<subrequest>`).
@@ -64,7 +65,7 @@ pub struct DeviceRequest {
 }
 
 /// `exactly`: devices of one class.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExactDeviceRequest {
     /// The class the devices must belong to.
@@ -93,7 +94,7 @@ pub struct ExactDeviceRequest {
 }
 
 /// One alternative of `firstAvailable`: an `exactly` without admin access, and a name.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceSubRequest {
     /// The subrequest's name.
@@ -122,7 +123,7 @@ pub struct DeviceSubRequest {
 }
 
 /// A constraint over the devices of some requests (all when `requests` is empty).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceConstraint {
     /// `req` or `req/sub` names; empty for every request of the claim.
@@ -139,7 +140,7 @@ pub struct DeviceConstraint {
 }
 
 /// A claim's configuration entry.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClaimConfiguration {
     /// The requests it is for; empty for all.

@@ -6,12 +6,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::nullable;
 
 /// A named set of counters a slice's devices draw from.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CounterSet {
     /// The set's name (a DNS label).
@@ -23,7 +24,7 @@ pub struct CounterSet {
 }
 
 /// An amount of a counter.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Counter {
     /// The amount.
@@ -32,7 +33,7 @@ pub struct Counter {
 }
 
 /// What a device consumes of one counter set.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceCounterConsumption {
     /// The set's name.
@@ -44,7 +45,7 @@ pub struct DeviceCounterConsumption {
 }
 
 /// How a capacity of a device allocated more than once is consumed.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CapacityRequestPolicy {
     /// What a request that names no amount consumes.
@@ -60,7 +61,7 @@ pub struct CapacityRequestPolicy {
 }
 
 /// `requestPolicy.validRange`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CapacityRequestPolicyRange {
     /// The least amount.
@@ -75,7 +76,7 @@ pub struct CapacityRequestPolicyRange {
 }
 
 /// A request's `capacity`: the amount it needs of each capacity of a device.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CapacityRequirements {
     /// Amounts by capacity name.

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ClusterResourceScope;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -24,7 +25,7 @@ pub const MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE: usize = 32;
 pub const MAX_ATTRIBUTE_VALUE_LENGTH: usize = 64;
 
 /// A `ResourceSlice`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSlice {
     /// Always `resource.k8s.io/v1` (list items may omit it; it is filled in when read).
@@ -58,7 +59,7 @@ impl ResourceSlice {
 
 /// `ResourceSlice.spec`: exactly one of `nodeName`, `nodeSelector` and `allNodes` says where the
 /// devices can be used.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSliceSpec {
     /// The driver's name (a DNS subdomain, `gpu.example.com`); also the implicit domain of
@@ -92,7 +93,7 @@ pub struct ResourceSliceSpec {
 
 /// `spec.pool`: consumers use only the slices of a pool's highest `generation`, and the pool is
 /// complete when that many slices as `resourceSliceCount` are seen.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourcePool {
     /// The pool name (one or more DNS subdomains joined by `/`).
@@ -107,7 +108,7 @@ pub struct ResourcePool {
 }
 
 /// One device of a slice.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Device {
     /// The device name (a DNS label), unique in the pool.
@@ -158,7 +159,7 @@ pub struct Device {
 ///
 /// (De)serialized through [`DeviceAttributeFields`], as the API defines it: a plain enum would
 /// come out of `serde_yaml` as a YAML tag (`!int 3`) instead of a map.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(into = "DeviceAttributeFields", try_from = "DeviceAttributeFields")]
 pub enum DeviceAttribute {
     /// A 64-bit integer.
@@ -174,7 +175,7 @@ pub enum DeviceAttribute {
 /// The wire form of an attribute value: the API's four optional fields, any number of them set.
 /// [`DeviceAttribute`] takes only one set; an API server reads this form and leaves the rule to
 /// validation.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceAttributeFields {
     /// A 64-bit integer.
@@ -244,7 +245,7 @@ impl TryFrom<DeviceAttributeFields> for DeviceAttribute {
 }
 
 /// A capacity: a quantity such as `80Gi`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceCapacity {
     /// The amount.

@@ -5,6 +5,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::ClusterResourceScope;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{api_version, nullable, v1_resource};
@@ -27,7 +28,7 @@ pub const MAX_TAINTS_PER_DEVICE: usize = 4;
 pub const MAX_TOLERATIONS: usize = 16;
 
 /// A taint of a device (in a slice) or of a `DeviceTaintRule`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceTaint {
     /// The key (a label name).
@@ -45,7 +46,7 @@ pub struct DeviceTaint {
 }
 
 /// A toleration of a request.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceToleration {
     /// The taint key it applies to; empty for every key (with `Exists`).
@@ -66,7 +67,7 @@ pub struct DeviceToleration {
 }
 
 /// A `DeviceTaintRule`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceTaintRule {
     /// `resource.k8s.io/v1` when stored (the rule is also served in `v1beta2` and `v1alpha3`).
@@ -89,7 +90,7 @@ pub struct DeviceTaintRule {
 v1_resource!(DeviceTaintRule, "devicetaintrules", ClusterResourceScope, { spec, status });
 
 /// `DeviceTaintRule.spec`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceTaintRuleSpec {
     /// Which devices; unset matches none, empty matches all.
@@ -101,7 +102,7 @@ pub struct DeviceTaintRuleSpec {
 }
 
 /// The devices a rule applies to: every criterion set must match.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceTaintSelector {
     /// The slice's `spec.driver`.
@@ -116,7 +117,7 @@ pub struct DeviceTaintSelector {
 }
 
 /// `DeviceTaintRule.status`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceTaintRuleStatus {
     /// `EvictionInProgress` and others (at most 8).

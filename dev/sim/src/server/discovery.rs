@@ -58,11 +58,10 @@ pub fn serve(registry: &Registry, target: &Target, addr: SocketAddr) -> Result<R
             g
         }
         Target::ResourceList(group, version) => resource_list(registry, group, version),
-        Target::OpenApiRoot => super::openapi::root(registry),
-        Target::OpenApiGroupVersion(path) => {
-            super::openapi::group_version(registry, path).ok_or_else(StatusError::no_route)?
-        }
-        Target::Resource(_) => return Err(StatusError::no_route()),
+        Target::OpenApiV2
+        | Target::OpenApiRoot
+        | Target::OpenApiGroupVersion(_)
+        | Target::Resource(_) => return Err(StatusError::no_route()),
     };
     Ok(json_response(StatusCode::OK, &body))
 }

@@ -134,6 +134,9 @@ pub enum StatusError {
     /// 410 `Expired` (too old resourceVersion or continue token).
     #[error("{0}")]
     Gone(String),
+    /// 406 `NotAcceptable`: no media type of the `Accept` header can be given.
+    #[error("{0}")]
+    NotAcceptable(String),
     /// 415 `UnsupportedMediaType`.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -225,6 +228,7 @@ impl StatusError {
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Gone(_) => StatusCode::GONE,
+            Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -242,6 +246,7 @@ impl StatusError {
             Self::Forbidden(_) => "Forbidden",
             Self::MethodNotAllowed(_) => "MethodNotAllowed",
             Self::Gone(_) => "Expired",
+            Self::NotAcceptable(_) => "NotAcceptable",
             Self::UnsupportedMediaType(_) => "UnsupportedMediaType",
             Self::Internal(_) => "InternalError",
             Self::Timeout(_) => "Timeout",

@@ -16,8 +16,9 @@
 //! stay until the finalizers are removed. Query parameters, request options, delete answers,
 //! `resourceVersionMatch` and paging follow the 1.30 API server; `docs/simulator.md` lists what is
 //! faithful, with the upstream source of each rule, and what is deliberately not simulated
-//! (authentication, admission, server-side apply, `managedFields`, protobuf, aggregated discovery,
-//! `OpenAPI` schemas, CRD schema validation, `metadata.generation` of built-in kinds, among others).
+//! (authentication, admission, server-side apply, `managedFields`, protobuf answers, aggregated
+//! discovery, CRD schema validation, `metadata.generation` of built-in kinds, among others).
+//! `/openapi/v2` and `/openapi/v3` publish the schemas of what is served (`openapi`).
 //!
 //! Module map: `store` (objects, resourceVersion, history, broadcast), `resources` (registry),
 //! `route` (paths), `handlers` (verbs), `discovery`, `render` (tables, metadata), `patch`,

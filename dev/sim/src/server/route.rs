@@ -23,6 +23,8 @@ pub enum Target {
     Group(String),
     /// `/api/v1` or `/apis/{group}/{version}`.
     ResourceList(String, String),
+    /// `/openapi/v2`.
+    OpenApiV2,
     /// `/openapi/v3`.
     OpenApiRoot,
     /// `/openapi/v3/{api/v1 | apis/group/version}`.
@@ -56,6 +58,7 @@ pub fn parse(path: &str, registry: &Registry) -> Result<Target> {
         ["version"] => Ok(Target::Version),
         ["healthz" | "readyz" | "livez"] => Ok(Target::Health),
         ["api"] => Ok(Target::CoreVersions),
+        ["openapi", "v2"] => Ok(Target::OpenApiV2),
         ["openapi", "v3"] => Ok(Target::OpenApiRoot),
         ["openapi", "v3", rest @ ..] => Ok(Target::OpenApiGroupVersion(rest.join("/"))),
         ["api", "v1"] => Ok(Target::ResourceList(String::new(), "v1".into())),

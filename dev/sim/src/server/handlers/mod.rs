@@ -98,6 +98,11 @@ pub(crate) async fn dispatch(
     let pretty = !streams && params.pretty(&headers);
     let result = match target {
         Target::Resource(req) => resource(&state, method, req, &params, &headers, body).await,
+        Target::OpenApiV2 | Target::OpenApiRoot | Target::OpenApiGroupVersion(_)
+            if method == Method::GET =>
+        {
+            super::openapi::serve(&state.store, &target, &headers)
+        }
         other if method == Method::GET => {
             discovery::serve(&state.store.registry(), &other, state.addr)
         }

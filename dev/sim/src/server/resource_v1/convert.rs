@@ -56,6 +56,11 @@ fn devices(obj: &mut Value) -> impl Iterator<Item = &mut Map<String, Value>> {
         .filter_map(Value::as_object_mut)
 }
 
+/// Whether objects of `version` have the `v1` shape (every version but `v1beta1`).
+pub(super) fn shaped_like_v1(version: &str) -> bool {
+    version != V1BETA1
+}
+
 /// `obj`, written as `version` of `kind`, in the stored `v1` shape.
 pub fn to_v1(kind: &str, version: &str, mut obj: Value) -> Value {
     if version != V1BETA1 {

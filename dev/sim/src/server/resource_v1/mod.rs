@@ -28,6 +28,12 @@ pub fn handles(info: &ResourceInfo) -> bool {
     info.group == GROUP && info.release.serves_v1()
 }
 
+/// Whether objects of `info` have the `v1` shape in their own version, so that the `v1` model
+/// describes them (its `OpenAPI` schema, for one).
+pub fn shaped_like_v1(info: &ResourceInfo) -> bool {
+    handles(info) && convert::shaped_like_v1(&info.version)
+}
+
 /// Whether objects of `info` differ from their stored form by more than `apiVersion`.
 fn converts(info: &ResourceInfo) -> bool {
     handles(info) && info.version != VERSION
