@@ -23,7 +23,8 @@
 //! Module map: `store` (objects, resourceVersion, history, broadcast), `resources` (registry),
 //! `route` (paths), `handlers` (verbs), `discovery`, `render` (tables, metadata), `patch`,
 //! `selectors`, `validation`, `defaults`, `typed` (normalisation through k8s-openapi types),
-//! `convert` (events.k8s.io/core Events), `crd`, `openapi`, `faults`, `error`. The server depends on no other
+//! `convert` (events.k8s.io/core Events), `crd`, `openapi`, `protobuf` (protobuf request bodies),
+//! `faults`, `error`. The server depends on no other
 //! part of this crate.
 
 mod convert;
@@ -35,6 +36,7 @@ pub mod faults;
 mod handlers;
 mod openapi;
 mod patch;
+mod protobuf;
 mod render;
 mod resource_v1;
 pub(crate) mod resources;

@@ -7,7 +7,7 @@ use http::StatusCode;
 use rand::Rng;
 use serde_json::{json, Value};
 
-use super::params::decode_body;
+use super::params::decode_object;
 use super::read::format_of;
 use super::write::now;
 use super::{object_response, AppState, Call};
@@ -103,7 +103,7 @@ pub(super) fn check_namespace_open(
 pub(super) fn create(call: Call<'_>) -> Result<Response> {
     let (state, req, params, headers, body) = call.parts();
     let info = &req.info;
-    let mut obj = decode_body(headers, body)?;
+    let mut obj = decode_object(&req.info, headers, body)?;
     check_type(info, &mut obj)?;
     check_namespace(req, &mut obj)?;
     let mut obj = typed::normalise(info, convert::to_storage(info, obj), params.strict_fields())?;

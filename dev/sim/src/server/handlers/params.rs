@@ -13,6 +13,8 @@ use http::{HeaderMap, Uri};
 use serde_json::Value;
 
 use crate::server::error::{Result, StatusError};
+use crate::server::protobuf;
+use crate::server::resources::ResourceInfo;
 
 /// Query parameters of a request.
 #[derive(Debug, Clone, Default)]
@@ -99,13 +101,34 @@ impl Params {
     }
 }
 
-/// Decodes a JSON (or YAML) request body into an object.
-pub(crate) fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
+/// The media type of a request body (`application/json` when none is given).
+fn media_type(headers: &HeaderMap) -> &str {
     let content_type = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
-    let media = content_type.split(';').next().unwrap_or_default().trim();
+    content_type.split(';').next().unwrap_or_default().trim()
+}
+
+/// Decodes the body of a create or update of `info` into an object: JSON, YAML, or protobuf
+/// for the kinds that have a protobuf form; another media type is the 415 kube-apiserver gives.
+pub(crate) fn decode_object(
+    info: &ResourceInfo,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Value> {
+    match media_type(headers) {
+        protobuf::MEDIA_TYPE => protobuf::decode(info, body),
+        "application/json" | "" | "*/*" | "application/yaml" | "application/x-yaml" => {
+            decode_body(headers, body)
+        }
+        _ => Err(protobuf::unsupported(info)),
+    }
+}
+
+/// Decodes a JSON (or YAML) request body into an object.
+pub(crate) fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value> {
+    let media = media_type(headers);
     let value: Value = match media {
         "application/json" | "" | "*/*" => serde_json::from_slice(body)
             .map_err(|e| StatusError::BadRequest(format!("the body of the request could not be decoded as JSON: {e}")))?,

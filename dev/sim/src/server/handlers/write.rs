@@ -12,7 +12,7 @@ use http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
 
 use super::create::{check_namespace, check_type};
-use super::params::decode_body;
+use super::params::decode_object;
 use super::read::{format_of, with_gvk};
 use super::{object_response, AppState, Call, Params};
 use crate::server::convert;
@@ -234,7 +234,7 @@ fn run_update(
 /// PUT on an object or its status.
 pub(super) fn update(call: Call<'_>) -> Result<Response> {
     let (state, req, params, headers, body) = call.parts();
-    let mut obj = decode_body(headers, body)?;
+    let mut obj = decode_object(&req.info, headers, body)?;
     check_type(&req.info, &mut obj)?;
     check_body_name(req, &obj)?;
     check_namespace(req, &mut obj)?;

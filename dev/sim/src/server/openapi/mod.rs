@@ -15,7 +15,7 @@
 
 mod paths;
 mod proto;
-mod schemas;
+pub(super) mod schemas;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
