@@ -3,62 +3,13 @@
 //! strategic), delete waiting for finalizer removal, wait (delete, jsonpath, condition) and
 //! get --watch.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
-use dra_sim::server::SimServerHandle;
+use crate::api_support::kubectl::Kubectl;
 
 const KUBECTL: &str = "/usr/bin/kubectl";
-
-struct Kubectl {
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-}
-
-impl Kubectl {
-    fn new(server: &SimServerHandle) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig).unwrap();
-        Self { dir, kubeconfig }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(KUBECTL);
-        cmd.args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.dir.path())
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("cache"));
-        cmd
-    }
-
-    /// Runs kubectl in a blocking task; panics with its output on failure.
-    async fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args).await;
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    async fn run(&self, args: &[&str]) -> Output {
-        let mut cmd = self.command(args);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap()
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    }
-}
 
 fn kubectl_available() -> bool {
     Path::new(KUBECTL).exists()
@@ -101,7 +52,7 @@ async fn kubectl_drives_the_simulated_api_server() {
         return;
     }
     let (server, _client) = crate::api_support::start().await;
-    let k = Kubectl::new(&server);
+    let k = Kubectl::new(&server, Path::new(KUBECTL));
 
     let resources = k.ok(&["api-resources"]).await;
     for name in [

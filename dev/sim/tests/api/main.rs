@@ -14,6 +14,7 @@ mod delete;
 mod faults;
 mod gc_owner_references;
 mod kubectl;
+mod kubectl_releases;
 mod list;
 mod official_client;
 mod python_conformance;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod kubectl;
+
 use dra_sim::server::{ServerConfig, SimServer, SimServerHandle};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim};
