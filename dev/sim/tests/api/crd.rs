@@ -1,30 +1,13 @@
 //! `CustomResourceDefinitions`: after creation the custom resource is served, discoverable and
 //! honours its scope and status subresource; removal stops serving it.
 
-use crate::api_support::{api_error, create, start};
+use crate::api_support::{api_error, create, start, widget_crd};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
 };
 use kube::discovery::Discovery;
 use serde_json::json;
-
-fn widget_crd(scope: &str, plural: &str, kind: &str) -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "metadata": {"name": format!("{plural}.example.com")},
-        "spec": {
-            "group": "example.com",
-            "names": {"plural": plural, "kind": kind, "shortNames": ["wd"]},
-            "scope": scope,
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-            }],
-        },
-    }))
-    .unwrap()
-}
 
 fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", kind), plural)

@@ -17,6 +17,7 @@ mod kubectl;
 mod kubectl_releases;
 mod list;
 mod official_client;
+mod protobuf;
 mod python_conformance;
 mod releases;
 mod request_options;

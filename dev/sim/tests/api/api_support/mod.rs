@@ -8,6 +8,7 @@ pub mod kubectl;
 use dra_sim::server::{ServerConfig, SimServer, SimServerHandle};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::resource::v1alpha2::{PodSchedulingContext, ResourceClaim};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use kube::Client;
 use serde_json::json;
@@ -93,11 +94,22 @@ pub async fn raw(
     content_type: &str,
     body: &str,
 ) -> (u16, serde_json::Value) {
+    raw_bytes(client, method, path, content_type, body.as_bytes().to_vec()).await
+}
+
+/// A raw request with a binary body (protobuf), returning status and body.
+pub async fn raw_bytes(
+    client: &Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, serde_json::Value) {
     let req = http::Request::builder()
         .method(method)
         .uri(path)
         .header("content-type", content_type)
-        .body(body.as_bytes().to_vec())
+        .body(body)
         .unwrap();
     match client.request::<serde_json::Value>(req).await {
         Ok(v) => (200, v),
@@ -107,4 +119,23 @@ pub async fn raw(
         ),
         Err(other) => panic!("request failed: {other:?}"),
     }
+}
+
+/// A CRD of `example.com/v1` `kind` (`plural`), `scope` `Namespaced` or `Cluster`, with a status
+/// subresource and a schema that keeps any field.
+pub fn widget_crd(scope: &str, plural: &str, kind: &str) -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("{plural}.example.com")},
+        "spec": {
+            "group": "example.com",
+            "names": {"plural": plural, "kind": kind, "shortNames": ["wd"]},
+            "scope": scope,
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            }],
+        },
+    }))
+    .unwrap()
 }
