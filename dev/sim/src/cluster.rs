@@ -252,6 +252,7 @@ pub async fn start_cluster(config: ClusterConfig) -> Result<ClusterHandle> {
     };
     let actors_config = ActorsConfig {
         kubernetes_version: config.kubernetes_version,
+        api: config.server.api.clone(),
         ..config.actors.clone()
     };
     let actors =

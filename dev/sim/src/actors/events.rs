@@ -1,4 +1,4 @@
-//! Warning events on pods, as client-go's event recorder posts them: a core/v1 `Event` named
+//! Events on pods, as client-go's event recorder posts them: a core/v1 `Event` named
 //! `<pod>.<hex timestamp>` with the pod as involved object, the reporting component (and host,
 //! for a kubelet) as source.
 //!
@@ -19,8 +19,8 @@ pub(crate) struct Reporter<'a> {
     pub host: Option<&'a str>,
 }
 
-/// The Warning event with `reason` and `message` on `pod`.
-pub(crate) fn pod_warning(pod: &Pod, reporter: Reporter<'_>, reason: &str, message: &str) -> Event {
+/// The event of `type_` (`Normal`, `Warning`) with `reason` and `message` on `pod`.
+fn pod_event(pod: &Pod, reporter: Reporter<'_>, type_: &str, reason: &str, message: &str) -> Event {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let now = Utc::now();
@@ -42,7 +42,7 @@ pub(crate) fn pod_warning(pod: &Pod, reporter: Reporter<'_>, reason: &str, messa
         },
         reason: Some(reason.to_owned()),
         message: Some(message.to_owned()),
-        type_: Some("Warning".into()),
+        type_: Some(type_.into()),
         source: Some(EventSource {
             component: Some(reporter.component.to_owned()),
             host: reporter.host.map(str::to_owned),
@@ -57,7 +57,7 @@ pub(crate) fn pod_warning(pod: &Pod, reporter: Reporter<'_>, reason: &str, messa
     }
 }
 
-/// Posts [`pod_warning`]; a failure is only logged.
+/// Posts a Warning event with `reason` and `message` on `pod`; a failure is only logged.
 pub(crate) async fn post_pod_warning(
     client: &Client,
     pod: &Pod,
@@ -65,7 +65,19 @@ pub(crate) async fn post_pod_warning(
     reason: &str,
     message: &str,
 ) {
-    let event = pod_warning(pod, reporter, reason, message);
+    post_pod_event(client, pod, reporter, "Warning", reason, message).await;
+}
+
+/// Posts the event of `type_` with `reason` and `message` on `pod`; a failure is only logged.
+pub(crate) async fn post_pod_event(
+    client: &Client,
+    pod: &Pod,
+    reporter: Reporter<'_>,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) {
+    let event = pod_event(pod, reporter, type_, reason, message);
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
     if let Err(error) = api.create(&PostParams::default(), &event).await {
@@ -92,7 +104,7 @@ mod tests {
             component: "kubelet",
             host: Some("node-0"),
         };
-        let event = pod_warning(&pod, kubelet, "R", "m");
+        let event = pod_event(&pod, kubelet, "Warning", "R", "m");
         assert!(event.metadata.name.unwrap().starts_with("p."));
         assert_eq!(event.involved_object.uid.as_deref(), Some("u"));
         assert_eq!(event.type_.as_deref(), Some("Warning"));
@@ -101,7 +113,7 @@ mod tests {
             component: "resource_claim",
             host: None,
         };
-        let event = pod_warning(&pod, controller, "R", "m");
+        let event = pod_event(&pod, controller, "Warning", "R", "m");
         assert_eq!(event.reporting_component.as_deref(), Some("resource_claim"));
         assert_eq!(event.reporting_instance, None);
     }

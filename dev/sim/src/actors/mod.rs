@@ -16,6 +16,7 @@
 
 pub(crate) mod claim_refs;
 pub(crate) mod claims;
+pub(crate) mod device_taints;
 pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod gc;
@@ -27,6 +28,7 @@ pub(crate) mod scheduler_v1;
 pub(crate) mod scheduler_v1alpha2;
 pub(crate) mod scheduling;
 pub(crate) mod selectors;
+pub(crate) mod taint_eviction;
 mod wiring;
 pub(crate) mod writes;
 
@@ -126,6 +128,12 @@ pub struct ActorsConfig {
     pub plugins: PluginsConfig,
     /// The release whose controllers and kubelet behaviour the actors play.
     pub kubernetes_version: crate::KubernetesVersion,
+    /// The feature gates and API versions the server was started with (which taint features
+    /// the scheduler and the eviction controller honour, and where they read the rules).
+    pub api: crate::ApiOverrides,
+    /// The shortest time between two updates of a `DeviceTaintRule`'s status while its
+    /// generation stays (upstream: 10 s).
+    pub rule_status_period: Duration,
 }
 
 impl Default for ActorsConfig {
@@ -138,6 +146,8 @@ impl Default for ActorsConfig {
             gc_workers: 2,
             plugins: PluginsConfig::default(),
             kubernetes_version: crate::KubernetesVersion::default(),
+            api: crate::ApiOverrides::default(),
+            rule_status_period: Duration::from_secs(10),
         }
     }
 }

@@ -24,8 +24,8 @@ use testkit::eventually;
 
 use crate::support::list;
 
-const DRIVER: &str = "gpu.dra-ledger.io";
-const PATIENCE: Duration = Duration::from_secs(20);
+pub(crate) const DRIVER: &str = "gpu.dra-ledger.io";
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 
 /// A two-node 1.34 cluster without simulated slices, with class `gpu` (driver selector and a
 /// config entry).
@@ -55,7 +55,7 @@ async fn cluster_at(version: KubernetesVersion) -> (ClusterHandle, Client) {
     (cluster, client)
 }
 
-async fn create(client: &Client, resource: ApiResource, object: Value) {
+pub(crate) async fn create(client: &Client, resource: ApiResource, object: Value) {
     let namespaced = resource.kind != "DeviceClass" && resource.kind != "ResourceSlice";
     let api: Api<DynamicObject> = if namespaced {
         Api::default_namespaced_with(client.clone(), &resource)
@@ -70,14 +70,14 @@ async fn create(client: &Client, resource: ApiResource, object: Value) {
 }
 
 /// A device with `model`, `numa` and `memory`.
-fn gpu(name: &str, model: &str, numa: i64, memory: &str) -> Value {
+pub(crate) fn gpu(name: &str, model: &str, numa: i64, memory: &str) -> Value {
     json!({"name": name,
         "attributes": {"model": {"string": model}, "numa": {"int": numa}},
         "capacity": {"memory": {"value": memory}}})
 }
 
 /// Publishes the node's slice (one pool named after the node).
-async fn publish(client: &Client, node: &str, devices: Vec<Value>) {
+pub(crate) async fn publish(client: &Client, node: &str, devices: Vec<Value>) {
     create(
         client,
         ApiResource::erase::<ResourceSlice>(&()),
@@ -90,7 +90,7 @@ async fn publish(client: &Client, node: &str, devices: Vec<Value>) {
 }
 
 /// Creates a claim `name` with `devices` as its `spec.devices`.
-async fn create_claim(client: &Client, name: &str, devices: Value) {
+pub(crate) async fn create_claim(client: &Client, name: &str, devices: Value) {
     create(
         client,
         ApiResource::erase::<ResourceClaim>(&()),
@@ -100,7 +100,7 @@ async fn create_claim(client: &Client, name: &str, devices: Value) {
 }
 
 /// Creates a pod `name` whose pod claim `gpu` has `source` (a claim or template name).
-async fn create_pod(client: &Client, name: &str, source: Value) {
+pub(crate) async fn create_pod(client: &Client, name: &str, source: Value) {
     let mut entry = json!({"name": "gpu"});
     entry
         .as_object_mut()
@@ -116,11 +116,11 @@ async fn create_pod(client: &Client, name: &str, source: Value) {
     .await;
 }
 
-fn claim_ref(claim: &str) -> Value {
+pub(crate) fn claim_ref(claim: &str) -> Value {
     json!({"resourceClaimName": claim})
 }
 
-fn exactly(selectors: &[&str], extra: Value) -> Value {
+pub(crate) fn exactly(selectors: &[&str], extra: Value) -> Value {
     let selectors: Vec<Value> = selectors
         .iter()
         .map(|e| json!({"cel": {"expression": e}}))
@@ -133,11 +133,11 @@ fn exactly(selectors: &[&str], extra: Value) -> Value {
     exact
 }
 
-fn one_request(exact: Value) -> Value {
+pub(crate) fn one_request(exact: Value) -> Value {
     json!({"requests": [{"name": "gpu", "exactly": exact}]})
 }
 
-async fn pod_node(client: &Client, name: &str) -> Option<String> {
+pub(crate) async fn pod_node(client: &Client, name: &str) -> Option<String> {
     Api::<Pod>::default_namespaced(client.clone())
         .get(name)
         .await
@@ -147,14 +147,14 @@ async fn pod_node(client: &Client, name: &str) -> Option<String> {
 }
 
 /// Waits until the pod is bound; its node.
-async fn bound(client: &Client, name: &str) -> String {
+pub(crate) async fn bound(client: &Client, name: &str) -> String {
     eventually(format!("pod {name} is bound"), PATIENCE, || async {
         pod_node(client, name).await
     })
     .await
 }
 
-async fn claim(client: &Client, name: &str) -> ResourceClaim {
+pub(crate) async fn claim(client: &Client, name: &str) -> ResourceClaim {
     Api::<ResourceClaim>::default_namespaced(client.clone())
         .get(name)
         .await
@@ -173,7 +173,7 @@ async fn devices(client: &Client, name: &str) -> Vec<String> {
 }
 
 /// The notes of the scheduler's events with `reason` about pod `name`.
-async fn events(client: &Client, name: &str, reason: &str) -> Vec<String> {
+pub(crate) async fn events(client: &Client, name: &str, reason: &str) -> Vec<String> {
     list(Api::<Event>::default_namespaced(client.clone()))
         .await
         .into_iter()
@@ -184,7 +184,7 @@ async fn events(client: &Client, name: &str, reason: &str) -> Vec<String> {
 }
 
 /// Waits for a `FailedScheduling` event about the pod that starts with `prefix`.
-async fn failed_scheduling(client: &Client, name: &str, prefix: &str) -> String {
+pub(crate) async fn failed_scheduling(client: &Client, name: &str, prefix: &str) -> String {
     eventually(
         format!("FailedScheduling for {name}: {prefix}"),
         PATIENCE,

@@ -26,10 +26,11 @@ use k8s_openapi::api::core::v1::Node;
 use super::cel_env::{device_key, CelEnv, DeviceValue};
 pub use super::error::AllocatorError;
 use super::error::{DeviceValueError, EvaluationError};
+use crate::actors::device_taints::{prevents_allocation, TaintView};
 use dra_types::resource_v1::{allocation_mode, exact_count, ALL, EXACT_COUNT};
 use dra_types::resource_v1::{
     AllocationResult, Device, DeviceAttribute, DeviceClaim, DeviceClass, DeviceSelector,
-    ResourceSlice,
+    DeviceToleration, ResourceSlice,
 };
 pub use pools::DeviceId;
 use pools::Pool;
@@ -56,6 +57,8 @@ pub struct Inventory<'a> {
     pub allocated: &'a dyn Fn(&DeviceId) -> bool,
     /// The selector environment.
     pub cel: &'a CelEnv,
+    /// The device taints in force, while `DRADeviceTaints` is on.
+    pub taints: Option<TaintView<'a>>,
 }
 
 /// One request or subrequest, ready for the search.
@@ -66,6 +69,7 @@ struct RequestData<'a> {
     sub: Option<&'a str>,
     class: Arc<DeviceClass>,
     selectors: &'a [DeviceSelector],
+    tolerations: &'a [DeviceToleration],
     all: bool,
     admin: bool,
     count: usize,
@@ -257,7 +261,7 @@ impl<'a> Search<'a, '_> {
                             request: request.name.clone(),
                         });
                     };
-                    entries.push(self.request_data(
+                    let mut data = self.request_data(
                         index,
                         &request.name,
                         None,
@@ -265,10 +269,12 @@ impl<'a> Search<'a, '_> {
                         &exact.selectors,
                         (exact.allocation_mode.as_deref(), exact.count),
                         exact.admin_access == Some(true),
-                    )?);
+                    )?;
+                    data.tolerations = &exact.tolerations;
+                    entries.push(data);
                 } else {
                     for sub in &request.first_available {
-                        entries.push(self.request_data(
+                        let mut data = self.request_data(
                             index,
                             &request.name,
                             Some(&sub.name),
@@ -276,7 +282,9 @@ impl<'a> Search<'a, '_> {
                             &sub.selectors,
                             (sub.allocation_mode.as_deref(), sub.count),
                             false,
-                        )?);
+                        )?;
+                        data.tolerations = &sub.tolerations;
+                        entries.push(data);
                     }
                 }
                 minimum += entries.iter().map(|e| e.count).min().unwrap_or(0);
@@ -341,6 +349,7 @@ impl<'a> Search<'a, '_> {
             sub,
             class,
             selectors,
+            tolerations: &[],
             all: false,
             admin,
             count: 0,
@@ -633,6 +642,15 @@ impl<'a> Search<'a, '_> {
         }
         let driver = self.pools[candidate.pool].driver;
         let device = self.device(candidate);
+        if let Some(view) = self.inventory.taints {
+            let taints = view.taints_of((driver, &id.pool, &device.name), &device.taints);
+            if prevents_allocation(
+                taints,
+                self.requests[at.claim][at.request][at.sub].tolerations,
+            ) {
+                return Ok(false);
+            }
+        }
         let constraints = &mut self.constraints[at.claim];
         for i in 0..constraints.len() {
             if !constraints[i].add(base, sub, driver, device) {

@@ -35,6 +35,8 @@ use super::indexes::{ClaimUsers, NodeLoad, Placement};
 use super::scheduling::{self, bound_node, wants, LastEvents};
 use super::writes::{modify_write, read_modify_write, Part};
 use super::ObjectKey;
+use crate::actors::device_taints::rules::TaintSource;
+use crate::actors::device_taints::TaintView;
 use crate::actors::ACTOR_BACKOFF;
 use allocator::DeviceId;
 use cel_env::CelEnv;
@@ -74,6 +76,7 @@ pub struct SchedulerV1 {
     claims: Store<ResourceClaim>,
     slices: Store<ResourceSlice>,
     classes: Store<DeviceClass>,
+    taints: TaintSource,
     cel: CelEnv,
     /// Held while a cycle decides and records what it decided.
     in_flight: Mutex<InFlight>,
@@ -107,6 +110,7 @@ impl SchedulerV1 {
         claims: Store<ResourceClaim>,
         slices: Store<ResourceSlice>,
         classes: Store<DeviceClass>,
+        taints: TaintSource,
     ) -> Self {
         Self {
             client,
@@ -115,6 +119,7 @@ impl SchedulerV1 {
             claims,
             slices,
             classes,
+            taints,
             cel: CelEnv::new(),
             in_flight: Mutex::new(InFlight::default()),
             last_event: LastEvents::default(),
@@ -286,6 +291,7 @@ impl SchedulerV1 {
         let flying = |uid: &str| in_flight.claims.has_claim(uid);
         let allocated = |id: &DeviceId| in_flight.stored.contains(id) || in_flight.claims.holds(id);
         let load_of = |node: &str| load.get(node).copied().unwrap_or(0);
+        let rules = self.taints.rules_now();
         let decision = decide(&Snapshot {
             pod,
             claim: &claim,
@@ -296,6 +302,7 @@ impl SchedulerV1 {
             allocated: &allocated,
             cel: &self.cel,
             load: &load_of,
+            taints: rules.as_deref().map(|rules| TaintView { rules }),
         });
         if let Decision::Bind { node, claims } = &decision {
             for write in claims {

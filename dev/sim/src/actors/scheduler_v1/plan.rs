@@ -17,6 +17,7 @@ use super::allocator::{allocate, AllocatorError, ClaimToAllocate, DeviceId, Inve
 use super::cel_env::CelEnv;
 use super::explain;
 use crate::actors::claim_refs::{claim_name, is_for_pod, is_reserved_for_pod, pod_claim_entries};
+use crate::actors::device_taints::TaintView;
 use crate::actors::selectors::node_matches;
 use dra_types::resource_v1::{
     AllocationResult, DeviceClaim, DeviceClass, ResourceClaim, ResourceSlice,
@@ -42,6 +43,8 @@ pub struct Snapshot<'a> {
     pub cel: &'a CelEnv,
     /// Pods bound or being bound to a node.
     pub load: &'a dyn Fn(&str) -> usize,
+    /// The device taints in force, while `DRADeviceTaints` is on.
+    pub taints: Option<TaintView<'a>>,
 }
 
 /// What to write for one claim of the pod.
@@ -176,6 +179,7 @@ fn filter<'n>(
         class: snap.class,
         allocated: snap.allocated,
         cel: snap.cel,
+        taints: snap.taints,
     };
     let mut rejections = Vec::new();
     let mut feasible: Vec<(&'n str, Option<Vec<AllocationResult>>)> = Vec::new();

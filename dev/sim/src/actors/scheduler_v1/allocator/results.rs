@@ -28,6 +28,21 @@ impl Search<'_, '_> {
     /// The allocation of claim `index`.
     pub(super) fn result(&self, index: usize, node: &str) -> AllocationResult {
         let picked = &self.picked[index];
+        // The chosen (sub)request of every request, with its name.
+        let chosen: Vec<_> = (0..self.requests[index].len())
+            .map(|request| {
+                let sub = self.chosen_sub.get(&(index, request)).copied().unwrap_or(0);
+                &self.requests[index][request][sub]
+            })
+            .collect();
+        // As upstream, each result carries the tolerations of its (sub)request.
+        let tolerations = |request: &str| {
+            chosen
+                .iter()
+                .find(|data| data.name() == request)
+                .map(|data| data.tolerations.to_vec())
+                .unwrap_or_default()
+        };
         let results = picked
             .iter()
             .map(|p| DeviceRequestAllocationResult {
@@ -36,18 +51,12 @@ impl Search<'_, '_> {
                 pool: p.id.pool.clone(),
                 device: p.id.device.clone(),
                 admin_access: p.admin.then_some(true),
+                tolerations: tolerations(&p.request),
                 ..DeviceRequestAllocationResult::default()
             })
             .collect();
         let mut config: Vec<DeviceAllocationConfiguration> = Vec::new();
         let mut class_entries: HashMap<String, (usize, usize)> = HashMap::new();
-        // The chosen (sub)request of every request, with its name.
-        let chosen: Vec<_> = (0..self.requests[index].len())
-            .map(|request| {
-                let sub = self.chosen_sub.get(&(index, request)).copied().unwrap_or(0);
-                &self.requests[index][request][sub]
-            })
-            .collect();
         for data in &chosen {
             let class = data.class.metadata.name.clone().unwrap_or_default();
             if let Some((start, end)) = class_entries.get(&class) {

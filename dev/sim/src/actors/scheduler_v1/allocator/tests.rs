@@ -80,6 +80,8 @@ struct Case {
     slices: Vec<Arc<ResourceSlice>>,
     allocated: HashSet<DeviceId>,
     cel: CelEnv,
+    /// `Some` while `DRADeviceTaints` is on: the rules in force.
+    rules: Option<Vec<Arc<dra_types::resource_v1::DeviceTaintRule>>>,
 }
 
 impl Case {
@@ -88,6 +90,7 @@ impl Case {
             slices,
             allocated: HashSet::default(),
             cel: CelEnv::new(),
+            rules: None,
         }
     }
 
@@ -104,6 +107,7 @@ impl Case {
             class: &lookup,
             allocated: &|id| self.allocated.contains(id),
             cel: &self.cel,
+            taints: self.rules.as_deref().map(|rules| TaintView { rules }),
         };
         let parsed: Vec<DeviceClaim> = specs.iter().map(claim).collect();
         let keys: Vec<String> = (0..specs.len()).map(|i| format!("ns/c{i}")).collect();
@@ -494,3 +498,5 @@ fn a_pool_that_lists_a_device_twice_is_invalid_and_one_missing_a_slice_incomplet
     );
     assert_eq!(pool(&distinct[..1]), (false, true));
 }
+
+mod taints;

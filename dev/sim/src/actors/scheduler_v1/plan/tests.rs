@@ -103,6 +103,7 @@ fn run(
         allocated: &|_| false,
         cel: &cel,
         load: &load,
+        taints: None,
     })
 }
 
