@@ -29,6 +29,9 @@ pub enum Error {
     /// A reconcile requested through the API failed.
     #[error("reconcile failed: {0}")]
     Reconcile(#[source] crate::reconciler::ReconcileError),
+    /// A cordon or uncordon could not be written to the cluster.
+    #[error("cordon failed: {0}")]
+    Cordon(#[source] crate::cordon::CordonError),
     /// A backup copy could not be prepared or read back.
     #[error("backup failed: {0}")]
     Backup(#[source] std::io::Error),

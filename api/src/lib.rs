@@ -23,6 +23,7 @@
 
 pub mod auth;
 pub mod client_layer;
+pub mod cordon;
 mod error;
 mod error_response;
 pub mod forward;
@@ -36,6 +37,7 @@ pub mod v1;
 
 pub use auth::AdminToken;
 pub use client_layer::{ApiCall, ApiCallLayer, ApiCallSink, ApiRequestsLayer};
+pub use cordon::{ClusterCordon, CordonError};
 pub use dra_metrics::{self as metrics, Metrics};
 pub use error::{Error, Result};
 pub use error_response::{ErrorBody, ErrorDetail, ErrorResponse};

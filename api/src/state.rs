@@ -12,6 +12,7 @@ use axum::extract::FromRef;
 use dra_allocator::ledger::{Ledger, LedgerError};
 
 use crate::auth::AdminToken;
+use crate::cordon::ClusterCordon;
 use crate::error_response::ErrorResponse;
 use crate::forward::proxy::Forwarder;
 use crate::forward::serving::Leadership;
@@ -40,7 +41,7 @@ pub struct AppState {
     replica: String,
     leadership: Option<Arc<dyn Leadership>>,
     forwarder: Forwarder,
-    cordon_refusal: Option<String>,
+    cordon: Option<Arc<dyn ClusterCordon>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -71,7 +72,7 @@ impl AppState {
             replica: DEFAULT_REPLICA.to_owned(),
             leadership: None,
             forwarder: Forwarder::default(),
-            cordon_refusal: None,
+            cordon: None,
         }
     }
 
@@ -126,12 +127,12 @@ impl AppState {
         self
     }
 
-    /// Answers cordon and uncordon with 409 and `message` instead of changing the ledger: where
-    /// the ledger does not allocate (the kube-scheduler does, on `resource.k8s.io/v1`), a cordon
-    /// in it would keep nothing off a device.
+    /// Writes cordon and uncordon to the cluster through `cordon` before the ledger records
+    /// them: where the ledger does not allocate (the kube-scheduler does, on
+    /// `resource.k8s.io/v1`), a cordon only in the ledger would keep nothing off a device.
     #[must_use]
-    pub fn with_cordon_refusal(mut self, message: impl Into<String>) -> Self {
-        self.cordon_refusal = Some(message.into());
+    pub fn with_cluster_cordon(mut self, cordon: Arc<dyn ClusterCordon>) -> Self {
+        self.cordon = Some(cordon);
         self
     }
 
@@ -172,8 +173,8 @@ impl AppState {
         self.reconciler.as_ref()
     }
 
-    pub(crate) fn cordon_refusal(&self) -> Option<&str> {
-        self.cordon_refusal.as_deref()
+    pub(crate) fn cluster_cordon(&self) -> Option<&Arc<dyn ClusterCordon>> {
+        self.cordon.as_ref()
     }
 
     pub(crate) fn reconcile_lock(&self) -> &tokio::sync::Mutex<()> {

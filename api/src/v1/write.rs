@@ -16,6 +16,7 @@ use tracing::{info, warn};
 use super::read::segments;
 use super::types::{CordonRequest, CordonResult};
 use crate::auth::Authorized;
+use crate::cordon::CordonError;
 use crate::error_response::{ErrorBody, ErrorResponse};
 use crate::limits::BODY_LIMIT;
 use crate::state::AppState;
@@ -54,10 +55,26 @@ async fn set_cordon(
     body: Result<Bytes, BytesRejection>,
     cordon: bool,
 ) -> Result<Json<CordonResult>, ErrorResponse> {
-    if let Some(refusal) = state.cordon_refusal() {
-        return Err(ErrorResponse::Conflict(refusal.to_owned()));
-    }
     let request = cordon_body(body)?;
+    if let Some(cluster) = state.cluster_cordon() {
+        // A device the ledger does not know is refused by the ledger call below (404), and
+        // nothing is written to the cluster for it.
+        let (n, d) = (node.clone(), device.clone());
+        let known = state
+            .ledger_call(move |ledger| ledger.node_devices(&n))
+            .await?
+            .is_some_and(|devices| devices.iter().any(|status| status.name == d));
+        let written = if known {
+            cluster.set(&node, &device, cordon).await
+        } else {
+            Ok(())
+        };
+        match written {
+            Ok(()) => {}
+            Err(CordonError::Unavailable(message)) => return Err(ErrorResponse::Conflict(message)),
+            Err(error) => return Err(ErrorResponse::Internal(crate::Error::Cordon(error))),
+        }
+    }
     let (n, d) = (node.clone(), device.clone());
     let changed = state
         .ledger_call(move |ledger| {
@@ -95,7 +112,7 @@ macro_rules! cordon_handler {
                 (status = 401, description = "Missing or invalid bearer token", body = ErrorBody),
                 (status = 403, description = "No admin token configured", body = ErrorBody),
                 (status = 404, description = "Unknown node or device", body = ErrorBody),
-                (status = 409, description = "Cordon is not available in this mode (resource.k8s.io/v1: the kube-scheduler allocates)", body = ErrorBody),
+                (status = 409, description = "Cordon is not available: a resource.k8s.io/v1 cluster that serves no DeviceTaintRule", body = ErrorBody),
                 (status = 413, description = "Body larger than 64 KiB", body = ErrorBody),
                 (status = 503, description = "Ledger not open, the leader lease not held, or a standby that cannot forward to the leader (codes `leader_unreachable`, `no_leader`, `not_leader`)", body = ErrorBody),
             ))]

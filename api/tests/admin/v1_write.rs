@@ -9,7 +9,7 @@ use crate::support::{fixture, get, post, send, with_token, TOKEN};
 use async_trait::async_trait;
 use axum::http::{header, Method, StatusCode};
 use dra_allocator::ledger::Ledger;
-use dra_api::{router, Reconciler};
+use dra_api::{router, ClusterCordon, CordonError, Reconciler};
 use serde_json::json;
 use tower::ServiceExt;
 
@@ -64,23 +64,85 @@ async fn missing_or_wrong_bearer_token_is_401() {
     assert_eq!(basic.status(), StatusCode::UNAUTHORIZED);
 }
 
+/// A cluster that answers every cordon with `answer` and records what it was asked.
+struct FakeCluster {
+    answer: fn() -> Result<(), CordonError>,
+    calls: std::sync::Mutex<Vec<(String, String, bool)>>,
+}
+
+#[async_trait]
+impl ClusterCordon for FakeCluster {
+    async fn set(&self, node: &str, device: &str, cordon: bool) -> Result<(), CordonError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push((node.to_owned(), device.to_owned(), cordon));
+        (self.answer)()
+    }
+}
+
+fn cluster(answer: fn() -> Result<(), CordonError>) -> Arc<FakeCluster> {
+    Arc::new(FakeCluster {
+        answer,
+        calls: std::sync::Mutex::new(Vec::new()),
+    })
+}
+
 #[tokio::test]
-async fn a_cordon_refusal_answers_409_with_its_message_and_changes_nothing() {
-    let message = "cordon is not available here";
-    let state = with_token(fixture().state).with_cordon_refusal(message);
+async fn a_cluster_that_cannot_cordon_answers_409_with_its_message_and_changes_nothing() {
+    let fake = cluster(|| Err(CordonError::Unavailable("enable DeviceTaintRule".into())));
+    let state = with_token(fixture().state).with_cluster_cordon(fake.clone());
     for path in [CORDON, UNCORDON] {
         let answer = post(&state, path, Some(TOKEN), Some(r#"{"reason": "xid 79"}"#)).await;
         assert_eq!(answer.status, StatusCode::CONFLICT, "{path}");
         assert_eq!(
             answer.json(),
-            json!({"error": {"code": "conflict", "message": message}})
+            json!({"error": {"code": "conflict", "message": "enable DeviceTaintRule"}})
         );
     }
     // The token is still checked first.
     let missing = post(&state, CORDON, None, None).await;
     assert_eq!(missing.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        fake.calls.lock().unwrap().len(),
+        2,
+        "asked once per authorized call"
+    );
     let devices = get(&state, "/v1/nodes/node-a/devices").await.json();
     assert_eq!(devices["items"][3]["cordoned"], false);
+}
+
+#[tokio::test]
+async fn a_failed_cluster_write_is_a_generic_500_and_the_ledger_stays() {
+    let fake = cluster(|| Err(CordonError::Failed("forbidden: devicetaintrules".into())));
+    let state = with_token(fixture().state).with_cluster_cordon(fake);
+    let answer = post(&state, CORDON, Some(TOKEN), None).await;
+    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+    let body = String::from_utf8_lossy(&answer.body);
+    assert!(!body.contains("forbidden"), "{body}");
+    let devices = get(&state, "/v1/nodes/node-a/devices").await.json();
+    assert_eq!(devices["items"][3]["cordoned"], false);
+}
+
+#[tokio::test]
+async fn a_cluster_cordon_is_written_to_the_cluster_then_recorded_in_the_ledger() {
+    let fake = cluster(|| Ok(()));
+    let state = with_token(fixture().state).with_cluster_cordon(fake.clone());
+    let first = post(&state, CORDON, Some(TOKEN), None).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(
+        get(&state, "/v1/nodes/node-a/devices").await.json()["items"][3]["state"],
+        "cordoned"
+    );
+    let second = post(&state, UNCORDON, Some(TOKEN), None).await;
+    assert_eq!(second.json()["cordoned"], false);
+    assert_eq!(
+        *fake.calls.lock().unwrap(),
+        [
+            ("node-a".to_owned(), "gpu-3".to_owned(), true),
+            ("node-a".to_owned(), "gpu-3".to_owned(), false)
+        ]
+    );
 }
 
 #[tokio::test]

@@ -15,9 +15,12 @@
 //! - explanations: a claim of our device classes that stays unallocated gets a Warning event
 //!   saying what the ledger sees (`explain`), again only when that text changes.
 //!
+//! - cordon: a `DeviceTaintRule` per cordoned device (`cordon`).
+//!
 //! [`mapping`] and `explain` are pure; `sync` does the ledger calls and the reconcile, `watch`
 //! the watches and the loop. Must not depend on the `v1alpha2` framework: nothing here allocates.
 
+pub mod cordon;
 mod explain;
 pub mod mapping;
 mod sync;
@@ -38,10 +41,6 @@ use mapping::SliceInventory;
 
 pub use explain::REASON as EXPLANATION_REASON;
 pub use watch::run_mirror;
-
-/// The answer of cordon and uncordon on `resource.k8s.io/v1`.
-pub const CORDON_REFUSAL: &str = "cordon is not available on resource.k8s.io/v1 clusters: the \
-     kube-scheduler allocates; device taints are not served by this cluster";
 
 /// Settings of the mirror.
 #[derive(Clone, Debug)]

@@ -2,7 +2,7 @@
 //! ([`generation_work`]): on `resource.k8s.io/v1alpha2` the ledger-backed driver with the
 //! framework's controller (queue depth and `POST /v1/reconcile` through the driver); on
 //! `resource.k8s.io/v1` the [`Mirror`] (`POST /v1/reconcile` through the mirror, cordon and
-//! uncordon refused with 409). Also the driver's and the mirror's settings from a
+//! uncordon through a `DeviceTaintRule`, 409 where the cluster serves none). Also the driver's and the mirror's settings from a
 //! [`ProcessConfig`].
 //!
 //! Builds the parts only; running them is `leader_work`'s.
@@ -19,7 +19,8 @@ use dra_types::api_mode::ApiMode;
 use super::leader_work::{Allocator, LeaderWork};
 use super::{MetricsObserver, ProcessConfig};
 use crate::driver::{DriverConfig, LedgerDriver};
-use crate::mirror::{Mirror, MirrorConfig, CORDON_REFUSAL};
+use crate::mirror::cordon::TaintRuleCordon;
+use crate::mirror::{Mirror, MirrorConfig};
 
 /// The shortest time between two looks at unallocated claims.
 const MIN_EXPLAIN_INTERVAL: Duration = Duration::from_millis(50);
@@ -79,7 +80,7 @@ impl Reconciler for MirrorReconciler {
 
 /// The parts of one generation.
 pub(super) struct GenerationWork {
-    /// The admin API state, with the generation's reconciler (and queue depth or cordon refusal).
+    /// The admin API state, with the generation's reconciler (and queue depth or cluster cordon).
     pub(super) state: AppState,
     /// What runs while the lease is held.
     pub(super) work: LeaderWork,
@@ -131,13 +132,14 @@ pub(super) fn generation_work(
             }
         }
         ApiMode::V1 => {
+            let cordon = TaintRuleCordon::new(client.clone(), config.driver_name.clone());
             let mirror = Arc::new(
                 Mirror::new(ledger.clone(), client, config.mirror_config())
                     .with_observer(observer.clone()),
             );
             let state = state
                 .with_reconciler(Arc::new(MirrorReconciler(mirror.clone())))
-                .with_cordon_refusal(CORDON_REFUSAL);
+                .with_cluster_cordon(Arc::new(cordon));
             GenerationWork {
                 state,
                 work: LeaderWork::Mirror(mirror.clone()),

@@ -3,8 +3,9 @@
 //! agent in v1 mode and the controller as the mirror, installs no parameter CRDs, and each
 //! `ClusterRole` grants exactly the requests its workload makes in that mode: the agent
 //! publishing and republishing its slice, preparing a claim and writing its device status, and
-//! listing claims for garbage collection; the mirror recording an allocation of the scheduler and its release, explaining
-//! an unallocatable claim and reconciling.
+//! listing claims for garbage collection; the mirror recording an allocation of the scheduler
+//! and its release, explaining an unallocatable claim, reconciling, and cordoning and
+//! uncordoning a device (a `DeviceTaintRule` created and deleted, on 1.37).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -12,7 +13,11 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use dra_allocator::ledger::Ledger;
+use dra_api::ClusterCordon;
+use dra_controller::mirror::cordon::TaintRuleCordon;
 use dra_controller::mirror::{run_mirror, Mirror, MirrorConfig};
+use dra_sim::cluster::ClusterHandle;
+use dra_sim::KubernetesVersion;
 use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{DeleteParams, PostParams};
@@ -234,7 +239,20 @@ async fn overlay_controller_cluster_role_grants_exactly_what_the_mirror_requests
     let granted = granted(&role);
 
     let dir = tempfile::tempdir().unwrap();
-    let v1 = ClusterV1::start(dir.path(), &[h100s(2)], Duration::from_secs(60)).await;
+    let settings = LocalSettings {
+        driver_name: DRIVER.into(),
+        gc_interval: Duration::from_secs(60),
+        inventory_interval: Duration::from_secs(60),
+    };
+    // 1.37, where cordon writes a DeviceTaintRule.
+    let v1 = ClusterV1::start_release(
+        dir.path(),
+        &[h100s(2)],
+        KubernetesVersion::V1_37,
+        &settings,
+        ClusterHandle::kube_client,
+    )
+    .await;
     v1.overlay_device_classes().await;
     let recorder = RecordingLayer::default();
     let mut config = kube::Config::new(v1.cluster.url().parse().unwrap());
@@ -249,6 +267,7 @@ async fn overlay_controller_cluster_role_grants_exactly_what_the_mirror_requests
         explain_interval: Duration::from_millis(100),
         ..MirrorConfig::new(DRIVER)
     };
+    let cordon = TaintRuleCordon::new(client.clone(), DRIVER);
     let mirror = Arc::new(Mirror::new(ledger.clone(), client, mirror_config));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(run_mirror(mirror.clone(), async {
@@ -290,12 +309,26 @@ async fn overlay_controller_cluster_role_grants_exactly_what_the_mirror_requests
     })
     .await;
     mirror.reconcile_now().await.unwrap();
+    // Cordon and uncordon: a DeviceTaintRule created and deleted.
+    cordon.set("node-0", "gpu-1", true).await.unwrap();
+    cordon.set("node-0", "gpu-1", false).await.unwrap();
     let _ = stop.send(());
     task.await.unwrap();
     v1.shutdown().await;
 
     let observed = recorder.accesses();
-    let other: BTreeSet<String> = recorder.other();
+    // API discovery (which version serves DeviceTaintRule) needs no rule of ours: the
+    // system:discovery role grants it to every authenticated user.
+    let other: BTreeSet<String> = recorder
+        .other()
+        .into_iter()
+        .filter(|path| {
+            !matches!(
+                path.as_str(),
+                "/apis/resource.k8s.io/v1" | "/apis/resource.k8s.io/v1beta2"
+            )
+        })
+        .collect();
     assert!(other.is_empty(), "non-resource requests: {other:?}");
     let denied: Vec<_> = observed.difference(&granted).collect();
     assert!(denied.is_empty(), "not allowed:\n{}", lines(denied));

@@ -21,6 +21,7 @@ mod lifecycle;
 mod migration;
 mod node_agents;
 mod placement;
+mod v1_cordon;
 mod v1_mirror;
 mod v1_node;
 mod v1_schedule;

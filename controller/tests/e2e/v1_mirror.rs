@@ -16,7 +16,8 @@ use dra_allocator::ledger::{ClaimRef, ImportRequest};
 use dra_allocator::model::Sharing;
 use dra_api::AdminToken;
 use dra_controller::leader::LeaderConfig;
-use dra_controller::mirror::{CORDON_REFUSAL, EXPLANATION_REASON};
+use dra_controller::mirror::cordon::CORDON_UNAVAILABLE;
+use dra_controller::mirror::EXPLANATION_REASON;
 use dra_controller::process::{ProcessConfig, RunningController};
 use dra_sim::server::faults::Faults;
 use dra_types::api_mode::{ApiMode, DraApi};
@@ -31,15 +32,15 @@ use testkit::eventually;
 use crate::e2e_support::{DRIVER, WAIT};
 use crate::v1_support::{gpus, h100s, ClusterV1, Gpu};
 
-const TOKEN: &str = "v1-mirror-token";
+pub(crate) const TOKEN: &str = "v1-mirror-token";
 
 /// A claim spec with one request `gpu` for one device of `class`.
-fn one_of(class: &str) -> Value {
+pub(crate) fn one_of(class: &str) -> Value {
     json!({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": class}}]}})
 }
 
 /// The overlay's class of `model` (`h100.gpu.dra-ledger.io`).
-fn class_of(model: &str) -> String {
+pub(crate) fn class_of(model: &str) -> String {
     format!("{model}.{DRIVER}")
 }
 
@@ -51,7 +52,7 @@ async fn cluster(dir: &Path, nodes: &[Vec<Gpu>]) -> ClusterV1 {
 }
 
 /// The settings of a controller on `dir`'s ledger (reconciling only when asked, within a test).
-fn settings(dir: &Path, dra_api: DraApi) -> ProcessConfig {
+pub(crate) fn settings(dir: &Path, dra_api: DraApi) -> ProcessConfig {
     ProcessConfig {
         driver_name: DRIVER.into(),
         ledger: dir.join("ledger.redb"),
@@ -70,13 +71,13 @@ fn settings(dir: &Path, dra_api: DraApi) -> ProcessConfig {
 }
 
 /// Starts the controller of `config` against `v1`'s API server.
-async fn start(v1: &ClusterV1, config: ProcessConfig) -> RunningController {
+pub(crate) async fn start(v1: &ClusterV1, config: ProcessConfig) -> RunningController {
     let kube_config = kube::Config::new(v1.cluster.url().parse().unwrap());
     RunningController::start(config, kube_config).await.unwrap()
 }
 
 /// [`start`], then waits until it is ready.
-async fn start_ready(v1: &ClusterV1, config: ProcessConfig) -> RunningController {
+pub(crate) async fn start_ready(v1: &ClusterV1, config: ProcessConfig) -> RunningController {
     let controller = start(v1, config).await;
     tokio::time::timeout(WAIT, controller.wait_ready())
         .await
@@ -86,7 +87,7 @@ async fn start_ready(v1: &ClusterV1, config: ProcessConfig) -> RunningController
 
 /// `method path` on the controller's admin API (with the token when `token`): the status and
 /// the body as JSON (`null` when it is not JSON).
-async fn call(
+pub(crate) async fn call(
     controller: &RunningController,
     method: &'static str,
     path: &str,
@@ -97,7 +98,7 @@ async fn call(
 }
 
 /// [`call`] with the body as text.
-async fn call_text(
+pub(crate) async fn call_text(
     controller: &RunningController,
     method: &'static str,
     path: &str,
@@ -135,7 +136,7 @@ async fn call_text(
 }
 
 /// `GET path`, which must answer 200.
-async fn get(controller: &RunningController, path: &str) -> Value {
+pub(crate) async fn get(controller: &RunningController, path: &str) -> Value {
     let (status, body) = call(controller, "GET", path, false).await;
     assert_eq!(status, 200, "GET {path}: {body}");
     body
@@ -152,7 +153,9 @@ async fn ledger_allocation(controller: &RunningController, uid: &str) -> Value {
 }
 
 /// `node -> (total, allocated, missing)` of `GET /v1/nodes`.
-async fn node_counts(controller: &RunningController) -> BTreeMap<String, (u64, u64, u64)> {
+pub(crate) async fn node_counts(
+    controller: &RunningController,
+) -> BTreeMap<String, (u64, u64, u64)> {
     let nodes = get(controller, "/v1/nodes").await;
     nodes["items"]
         .as_array()
@@ -193,7 +196,7 @@ async fn allocated(v1: &ClusterV1, name: &str) -> (String, Vec<(String, String)>
 }
 
 /// The name of the claim the resourceclaim controller made for pod `pod`.
-async fn claim_name_of(v1: &ClusterV1, pod: &str) -> String {
+pub(crate) async fn claim_name_of(v1: &ClusterV1, pod: &str) -> String {
     let claim: ResourceClaim = v1.claim_of(pod).await;
     claim.metadata.name.unwrap()
 }
@@ -342,13 +345,14 @@ async fn ready_only_once_the_first_listing_is_mirrored_and_cordon_is_refused() {
     let recorded = ledger_allocation(&controller, &uid).await;
     assert_eq!(recorded["devices"], json!([results[0].1]), "{recorded}");
 
-    // Cordon and uncordon are refused with 409 and why (the token still checked first).
+    // A 1.34 cluster serves no DeviceTaintRule: cordon and uncordon are refused with 409 and
+    // what to enable (the token still checked first).
     let cordon = "/v1/nodes/node-0/devices/gpu-1/cordon";
     assert_eq!(call(&controller, "POST", cordon, false).await.0, 401);
     for path in [cordon, "/v1/nodes/node-0/devices/gpu-1/uncordon"] {
         let (status, body) = call(&controller, "POST", path, true).await;
         assert_eq!(status, 409, "{path}: {body}");
-        assert_eq!(body["error"]["message"], CORDON_REFUSAL, "{path}");
+        assert_eq!(body["error"]["message"], CORDON_UNAVAILABLE, "{path}");
     }
     let devices = get(&controller, "/v1/nodes/node-0/devices").await;
     assert!(

@@ -108,14 +108,15 @@ pub enum AdminCommand {
     },
     /// Device totals and the breakdown per attribute value.
     Utilisation,
-    /// Take a device out of allocation (existing consumers keep it).
+    /// Take a device out of allocation (existing consumers keep it); on resource.k8s.io/v1
+    /// clusters through a DeviceTaintRule (NoSchedule, key <driver>/cordoned).
     Cordon {
         /// The node.
         node: String,
         /// The device.
         device: String,
     },
-    /// Put a cordoned device back into allocation.
+    /// Put a cordoned device back into allocation (deletes its DeviceTaintRule on v1).
     Uncordon {
         /// The node.
         node: String,

@@ -1,5 +1,6 @@
 //! The settings each DRA API generation gets from a `ProcessConfig`, and the admin API each
-//! serves: cordon refused with 409 and no queue depth on `v1`, the driver's cordon on `v1alpha2`.
+//! serves: cordon written to the cluster first and no queue depth on `v1`, the driver's cordon
+//! on `v1alpha2`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,6 @@ use tower::ServiceExt;
 use super::super::leader_work::LeaderWork;
 use super::super::{MetricsObserver, ProcessConfig};
 use super::{generation_work, GenerationWork};
-use crate::mirror::CORDON_REFUSAL;
 
 const TOKEN: &str = "generation-work-token";
 
@@ -111,7 +111,7 @@ async fn post(state: &AppState, path: &str) -> (StatusCode, serde_json::Value) {
 }
 
 #[tokio::test]
-async fn on_v1_the_mirror_is_the_work_and_cordon_answers_409_with_the_refusal() {
+async fn on_v1_the_mirror_is_the_work_and_cordon_needs_the_cluster_first() {
     let (work, _dir) = parts(ApiMode::V1);
     assert!(work.driver.is_none());
     assert!(work.mirror.is_some());
@@ -119,8 +119,12 @@ async fn on_v1_the_mirror_is_the_work_and_cordon_answers_409_with_the_refusal() 
     for action in ["cordon", "uncordon"] {
         let path = format!("/v1/nodes/node-a/devices/gpu-1/{action}");
         let (status, body) = post(&work.state, &path).await;
-        assert_eq!(status, StatusCode::CONFLICT, "{action}: {body}");
-        assert_eq!(body["error"]["message"], CORDON_REFUSAL);
+        // The cluster cannot be reached: the cordon fails there and the ledger is left alone.
+        assert_eq!(
+            status,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "{action}: {body}"
+        );
     }
     let nodes = work.mirror.unwrap().ledger().nodes().unwrap();
     assert_eq!(nodes[0].counts.cordoned, 0, "nothing cordoned: {nodes:?}");

@@ -1,4 +1,4 @@
-//! A simulated 1.34 cluster (`resource.k8s.io/v1`) whose kubelets drive real node agents in
+//! A simulated 1.34 (or later) cluster (`resource.k8s.io/v1`) whose kubelets drive real node agents in
 //! v1 mode, with the objects the tests create in their 1.34 shape: device classes, claims,
 //! pods with `spec.resourceClaims`, and allocations written into claim status as the
 //! kube-scheduler writes them.
@@ -130,9 +130,20 @@ impl ClusterV1 {
         settings: &LocalSettings,
         agent_client: impl FnOnce(&ClusterHandle) -> Client,
     ) -> ClusterV1 {
+        Self::start_release(dir, nodes, KubernetesVersion::V1_34, settings, agent_client).await
+    }
+
+    /// [`ClusterV1::start_with`] playing `version` (a `v1` release).
+    pub async fn start_release(
+        dir: &Path,
+        nodes: &[Vec<Gpu>],
+        version: KubernetesVersion,
+        settings: &LocalSettings,
+        agent_client: impl FnOnce(&ClusterHandle) -> Client,
+    ) -> ClusterV1 {
         let mut config = ClusterConfig {
             nodes: nodes.len(),
-            kubernetes_version: KubernetesVersion::V1_34,
+            kubernetes_version: version,
             actors: ActorsConfig {
                 plugins: PluginsConfig {
                     registry_poll: Duration::from_millis(50),
