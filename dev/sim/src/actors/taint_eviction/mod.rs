@@ -241,12 +241,18 @@ impl TaintEviction {
             for rule in &eviction.rules {
                 *evicted.entry(rule.clone()).or_default() += 1;
             }
+            // As upstream, the status is looked at again only after a period: at once it
+            // would race with the pod informer, which has not seen the deletion yet.
+            self.queue_rules_after(&eviction, self.rule_status_period);
         }
-        self.queue_rules(&eviction);
         Ok(Next::Done)
     }
 
     fn queue_rules(&self, eviction: &Eviction) {
+        self.queue_rules_after(eviction, Duration::ZERO);
+    }
+
+    fn queue_rules_after(&self, eviction: &Eviction, delay: Duration) {
         if self.rule_version.is_none() {
             return;
         }
@@ -257,8 +263,12 @@ impl TaintEviction {
                 .as_ref()
                 .is_some_and(|uid| eviction.rules.contains(uid))
         }) {
-            self.rule_queue
-                .add(&rule.metadata.name.clone().unwrap_or_default());
+            let name = rule.metadata.name.clone().unwrap_or_default();
+            if delay.is_zero() {
+                self.rule_queue.add(&name);
+            } else {
+                self.rule_queue.add_after(&name, delay);
+            }
         }
     }
 
