@@ -17,7 +17,7 @@ use dra_api::ClusterCordon;
 use dra_controller::mirror::cordon::TaintRuleCordon;
 use dra_controller::mirror::{run_mirror, Mirror, MirrorConfig};
 use dra_sim::cluster::ClusterHandle;
-use dra_sim::KubernetesVersion;
+use dra_sim::{ApiOverrides, KubernetesVersion};
 use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{DeleteParams, PostParams};
@@ -248,7 +248,7 @@ async fn overlay_controller_cluster_role_grants_exactly_what_the_mirror_requests
     let v1 = ClusterV1::start_release(
         dir.path(),
         &[h100s(2)],
-        KubernetesVersion::V1_37,
+        (KubernetesVersion::V1_37, ApiOverrides::default()),
         &settings,
         ClusterHandle::kube_client,
     )

@@ -22,6 +22,7 @@ mod migration;
 mod node_agents;
 mod placement;
 mod v1_cordon;
+mod v1_example_taints;
 mod v1_mirror;
 mod v1_node;
 mod v1_schedule;

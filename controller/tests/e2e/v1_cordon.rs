@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use dra_node::local::LocalSettings;
 use dra_sim::cluster::ClusterHandle;
-use dra_sim::KubernetesVersion;
+use dra_sim::{ApiOverrides, KubernetesVersion};
 use dra_types::api_mode::DraApi;
 use dra_types::resource_v1::DeviceTaintRule;
 use kube::api::ListParams;
@@ -29,7 +29,7 @@ async fn cluster_137(dir: &Path) -> ClusterV1 {
     let v1 = ClusterV1::start_release(
         dir,
         &[h100s(1), h100s(1)],
-        KubernetesVersion::V1_37,
+        (KubernetesVersion::V1_37, ApiOverrides::default()),
         &settings,
         ClusterHandle::kube_client,
     )

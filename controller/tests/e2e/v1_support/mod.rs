@@ -10,7 +10,8 @@ use dra_node::local::{LocalAgents, LocalNode, LocalSettings};
 use dra_sim::actors::plugins::{PluginsConfig, PLUGINS_DIR, REGISTRY_DIR};
 use dra_sim::actors::ActorsConfig;
 use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
-use dra_sim::KubernetesVersion;
+use dra_sim::server::ServerConfig;
+use dra_sim::{ApiOverrides, KubernetesVersion};
 use dra_types::resource_v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -130,21 +131,28 @@ impl ClusterV1 {
         settings: &LocalSettings,
         agent_client: impl FnOnce(&ClusterHandle) -> Client,
     ) -> ClusterV1 {
-        Self::start_release(dir, nodes, KubernetesVersion::V1_34, settings, agent_client).await
+        let release = (KubernetesVersion::V1_34, ApiOverrides::default());
+        Self::start_release(dir, nodes, release, settings, agent_client).await
     }
 
-    /// [`ClusterV1::start_with`] playing `version` (a `v1` release).
+    /// [`ClusterV1::start_with`] playing `version` (a `v1` release) with the feature gates
+    /// and API versions of `api`.
     pub async fn start_release(
         dir: &Path,
         nodes: &[Vec<Gpu>],
-        version: KubernetesVersion,
+        (version, api): (KubernetesVersion, ApiOverrides),
         settings: &LocalSettings,
         agent_client: impl FnOnce(&ClusterHandle) -> Client,
     ) -> ClusterV1 {
         let mut config = ClusterConfig {
             nodes: nodes.len(),
             kubernetes_version: version,
+            server: ServerConfig {
+                api,
+                ..ServerConfig::default()
+            },
             actors: ActorsConfig {
+                rule_status_period: Duration::from_secs(1),
                 plugins: PluginsConfig {
                     registry_poll: Duration::from_millis(50),
                     registration_retry: Duration::from_millis(50),
@@ -423,6 +431,56 @@ impl ClusterV1 {
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
             .await
             .unwrap();
+    }
+
+    /// Creates every object of the multi-document YAML `file` as `kubectl create -f` does, in
+    /// order; per document its `(kind, name)`, or why it could not be created (a document
+    /// without `apiVersion` or `kind` is refused before any request, as kubectl refuses it).
+    pub async fn create_file(&self, file: &Path) -> Vec<Result<(String, String), String>> {
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut outcomes = Vec::new();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let value: Value = serde::Deserialize::deserialize(document).unwrap();
+            if value.is_null() {
+                continue;
+            }
+            outcomes.push(self.create_value(value).await);
+        }
+        outcomes
+    }
+
+    async fn create_value(&self, value: Value) -> Result<(String, String), String> {
+        if value.get("apiVersion").is_none() {
+            return Err("Object 'apiVersion' is missing".to_owned());
+        }
+        let object: DynamicObject = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        let types = object
+            .types
+            .clone()
+            .ok_or("Object 'apiVersion' or 'kind' is missing")?;
+        if types.api_version.is_empty() {
+            return Err("Object 'apiVersion' is missing".to_owned());
+        }
+        let (group, version) = types
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", types.api_version.as_str()));
+        let resource = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: types.api_version.clone(),
+            kind: types.kind.clone(),
+            plural: format!("{}s", types.kind.to_lowercase()),
+        };
+        let api: Api<DynamicObject> = match object.metadata.namespace.as_deref() {
+            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let created = api
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((types.kind, created.metadata.name.unwrap_or_default()))
     }
 
     /// The phase of pod `name`, `None` once it is gone.
