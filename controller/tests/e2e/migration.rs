@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::resource::v1alpha2::{ResourceClaim, ResourceClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
 use testkit::eventually;
 
-use crate::e2e_support::{node, Env, Running, DRIVER, WAIT};
+use crate::e2e_support::{create_document, node, Env, Running, DRIVER, WAIT};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -46,26 +46,9 @@ async fn apply(client: &Client, file: &Path) {
         if value.is_null() {
             continue;
         }
-        let object: DynamicObject = serde_json::from_value(value).expect("an object");
-        let types = object.types.clone().expect("apiVersion and kind");
-        let (group, version) = types
-            .api_version
-            .split_once('/')
-            .unwrap_or(("", types.api_version.as_str()));
-        let resource = ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: types.api_version.clone(),
-            kind: types.kind.clone(),
-            plural: plural(&types.kind),
-        };
-        let api: Api<DynamicObject> = match object.namespace() {
-            Some(ns) => Api::namespaced_with(client.clone(), &ns, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
-        api.create(&PostParams::default(), &object)
-            .await
-            .unwrap_or_else(|e| panic!("create {} {}: {e}", types.kind, object.name_any()));
+        if let Err(error) = create_document(client, value, plural).await {
+            panic!("{error}");
+        }
     }
 }
 

@@ -538,3 +538,39 @@ impl Running {
         self.driver.quiesce().await;
     }
 }
+
+/// Creates the object of one YAML document, as `kubectl create -f` does, under the resource
+/// `plural` names for its kind: its `(kind, name)`, or why not (a document without
+/// `apiVersion` is refused before any request, as kubectl refuses it).
+pub async fn create_document(
+    client: &Client,
+    value: serde_json::Value,
+    plural: impl Fn(&str) -> String,
+) -> Result<(String, String), String> {
+    if value.get("apiVersion").is_none() {
+        return Err("Object 'apiVersion' is missing".to_owned());
+    }
+    let object: kube::api::DynamicObject =
+        serde_json::from_value(value).map_err(|e| e.to_string())?;
+    let types = object.types.clone().ok_or("Object 'kind' is missing")?;
+    let (group, version) = types
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", types.api_version.as_str()));
+    let resource = kube::api::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: types.api_version.clone(),
+        kind: types.kind.clone(),
+        plural: plural(&types.kind),
+    };
+    let api: Api<kube::api::DynamicObject> = match object.metadata.namespace.as_deref() {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let created = api
+        .create(&PostParams::default(), &object)
+        .await
+        .map_err(|e| format!("create {} {}: {e}", types.kind, object.name_any()))?;
+    Ok((types.kind, created.name_any()))
+}

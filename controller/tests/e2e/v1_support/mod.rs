@@ -19,7 +19,7 @@ use kube::{Api, Client};
 use serde_json::{json, Value};
 use testkit::eventually;
 
-use crate::e2e_support::{DRIVER, WAIT};
+use crate::e2e_support::{create_document, DRIVER, WAIT};
 
 /// The finalizer the kube-scheduler puts on a claim it allocates.
 pub const DELETE_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
@@ -444,43 +444,10 @@ impl ClusterV1 {
             if value.is_null() {
                 continue;
             }
-            outcomes.push(self.create_value(value).await);
+            let plural = |kind: &str| format!("{}s", kind.to_lowercase());
+            outcomes.push(create_document(&self.client, value, plural).await);
         }
         outcomes
-    }
-
-    async fn create_value(&self, value: Value) -> Result<(String, String), String> {
-        if value.get("apiVersion").is_none() {
-            return Err("Object 'apiVersion' is missing".to_owned());
-        }
-        let object: DynamicObject = serde_json::from_value(value).map_err(|e| e.to_string())?;
-        let types = object
-            .types
-            .clone()
-            .ok_or("Object 'apiVersion' or 'kind' is missing")?;
-        if types.api_version.is_empty() {
-            return Err("Object 'apiVersion' is missing".to_owned());
-        }
-        let (group, version) = types
-            .api_version
-            .split_once('/')
-            .unwrap_or(("", types.api_version.as_str()));
-        let resource = ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: types.api_version.clone(),
-            kind: types.kind.clone(),
-            plural: format!("{}s", types.kind.to_lowercase()),
-        };
-        let api: Api<DynamicObject> = match object.metadata.namespace.as_deref() {
-            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &resource),
-            None => Api::all_with(self.client.clone(), &resource),
-        };
-        let created = api
-            .create(&PostParams::default(), &object)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok((types.kind, created.metadata.name.unwrap_or_default()))
     }
 
     /// The phase of pod `name`, `None` once it is gone.

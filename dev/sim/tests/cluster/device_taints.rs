@@ -13,23 +13,23 @@
 use std::time::{Duration, Instant};
 
 use dra_sim::actors::ActorsConfig;
-use dra_sim::cluster::{start_cluster, ClusterConfig, ClusterHandle};
+use dra_sim::cluster::{ClusterConfig, ClusterHandle};
 use dra_sim::KubernetesVersion;
-use dra_types::resource_v1::{DeviceClass, DeviceTaintRule, ResourceSlice};
+use dra_types::resource_v1::{DeviceTaintRule, ResourceSlice};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ApiResource, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
 use testkit::eventually;
 
 use crate::scheduling_v1::{
-    bound, claim, claim_ref, create, create_claim, create_pod, events, exactly, failed_scheduling,
-    gpu, one_request, publish, DRIVER, PATIENCE,
+    bound, claim, claim_ref, cluster_with, create_claim, create_pod, events, exactly,
+    failed_scheduling, gpu, one_request, publish, DRIVER, PATIENCE,
 };
 
-/// A two-node 1.37 cluster without kubelets, slices or classes but class `gpu`.
+/// A two-node 1.37 cluster without kubelets or slices, with class `gpu`.
 async fn cluster() -> (ClusterHandle, Client) {
-    let cluster = start_cluster(ClusterConfig {
+    cluster_with(ClusterConfig {
         nodes: 2,
         kubernetes_version: KubernetesVersion::V1_37,
         actors: ActorsConfig {
@@ -40,16 +40,6 @@ async fn cluster() -> (ClusterHandle, Client) {
         ..ClusterConfig::default()
     })
     .await
-    .expect("cluster starts");
-    let client = cluster.kube_client();
-    create(
-        &client,
-        ApiResource::erase::<DeviceClass>(&()),
-        json!({"metadata": {"name": "gpu"}, "spec": {
-            "selectors": [{"cel": {"expression": format!("device.driver == {DRIVER:?}")}}]}}),
-    )
-    .await;
-    (cluster, client)
 }
 
 fn tainted(name: &str, effect: &str) -> Value {

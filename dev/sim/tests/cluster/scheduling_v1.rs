@@ -35,13 +35,17 @@ async fn cluster() -> (ClusterHandle, Client) {
 
 /// [`cluster`] playing `version`.
 async fn cluster_at(version: KubernetesVersion) -> (ClusterHandle, Client) {
-    let cluster = start_cluster(ClusterConfig {
+    cluster_with(ClusterConfig {
         nodes: 2,
         kubernetes_version: version,
         ..ClusterConfig::default()
     })
     .await
-    .expect("cluster starts");
+}
+
+/// The cluster of `config`, with class `gpu` (driver selector and a config entry).
+pub(crate) async fn cluster_with(config: ClusterConfig) -> (ClusterHandle, Client) {
+    let cluster = start_cluster(config).await.expect("cluster starts");
     let client = cluster.kube_client();
     create(
         &client,
