@@ -109,7 +109,7 @@ pub enum AdminCommand {
     /// Device totals and the breakdown per attribute value.
     Utilisation,
     /// Take a device out of allocation (existing consumers keep it); on resource.k8s.io/v1
-    /// clusters through a DeviceTaintRule (NoSchedule, key <driver>/cordoned).
+    /// clusters through a DeviceTaintRule (NoSchedule, key DRIVER/cordoned).
     Cordon {
         /// The node.
         node: String,
