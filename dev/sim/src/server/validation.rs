@@ -142,11 +142,13 @@ pub(crate) fn key_causes(key: &str, field: &str) -> Vec<FieldCause> {
     causes
 }
 
-/// Validation of a new object (after defaulting).
-pub fn validate_create(info: &ResourceInfo, obj: &Value) -> Result<()> {
+/// Validation of a new object (after defaulting); `admission` are the causes of the strategy's
+/// own checks, reported first.
+pub fn validate_create(info: &ResourceInfo, obj: &Value, admission: Vec<FieldCause>) -> Result<()> {
     let meta = &obj["metadata"];
     let name = meta["name"].as_str().unwrap_or_default();
-    let mut causes = name_causes(info, name, "metadata.name");
+    let mut causes = admission;
+    causes.extend(name_causes(info, name, "metadata.name"));
     causes.extend(label_causes(meta));
     causes.extend(kind_causes(info, obj));
     if super::resource_v1::handles(info) {
@@ -158,10 +160,17 @@ pub fn validate_create(info: &ResourceInfo, obj: &Value) -> Result<()> {
     finish(info, name, causes)
 }
 
-/// Validation of an update; `old` is the stored object, `new` the object about to be stored.
-pub fn validate_update(info: &ResourceInfo, old: &Value, new: &Value) -> Result<()> {
+/// Validation of an update; `old` is the stored object, `new` the object about to be stored,
+/// `admission` the causes of the strategy's own checks, reported first.
+pub fn validate_update(
+    info: &ResourceInfo,
+    old: &Value,
+    new: &Value,
+    admission: Vec<FieldCause>,
+) -> Result<()> {
     let name = new["metadata"]["name"].as_str().unwrap_or_default();
-    let mut causes = label_causes(&new["metadata"]);
+    let mut causes = admission;
+    causes.extend(label_causes(&new["metadata"]));
     causes.extend(kind_causes(info, new));
     if old["metadata"]["deletionTimestamp"].is_string() {
         let old_f = string_list(&old["metadata"]["finalizers"]);

@@ -8,6 +8,7 @@
 mod api_support;
 mod raw_http;
 
+mod admin_access;
 mod crd;
 mod crud;
 mod delete;

@@ -9,6 +9,7 @@ mod fake_plugin;
 mod scenario_driver;
 mod support;
 
+mod admin_access_v1;
 mod device_taints;
 mod kubelet_plugins;
 mod scenario_dra;

@@ -34,7 +34,7 @@ async fn cluster() -> (ClusterHandle, Client) {
 }
 
 /// [`cluster`] playing `version`.
-async fn cluster_at(version: KubernetesVersion) -> (ClusterHandle, Client) {
+pub(crate) async fn cluster_at(version: KubernetesVersion) -> (ClusterHandle, Client) {
     cluster_with(ClusterConfig {
         nodes: 2,
         kubernetes_version: version,
@@ -166,7 +166,7 @@ pub(crate) async fn claim(client: &Client, name: &str) -> ResourceClaim {
 }
 
 /// `request=device` of every result of the claim.
-async fn devices(client: &Client, name: &str) -> Vec<String> {
+pub(crate) async fn devices(client: &Client, name: &str) -> Vec<String> {
     let allocation = claim(client, name).await.allocation().cloned().unwrap();
     allocation
         .devices

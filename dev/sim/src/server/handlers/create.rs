@@ -15,6 +15,7 @@ use crate::server::convert;
 use crate::server::crd;
 use crate::server::defaults;
 use crate::server::error::{FieldCause, Result, StatusError};
+use crate::server::resource_v1;
 use crate::server::resources::ResourceInfo;
 use crate::server::route::ResourceRequest;
 use crate::server::typed;
@@ -120,8 +121,12 @@ pub(super) fn create(call: Call<'_>) -> Result<Response> {
         }
     }
     defaults::apply_create_defaults(info, &mut obj);
-    crate::server::resource_v1::prepare_for_write(info, &mut obj, None, &created);
-    validation::validate_create(info, &obj)?;
+    resource_v1::prepare_for_write(info, &mut obj, None, &created);
+    let namespace = resource_v1::needs_namespace(info, None)
+        .then(|| state.store.get("/namespaces", "", &ns))
+        .flatten();
+    let admission = resource_v1::admission_causes(info, None, None, &obj, namespace.as_deref());
+    validation::validate_create(info, &obj, admission)?;
     let is_crd = info.kind == "CustomResourceDefinition";
     if is_crd {
         crd::prepare(&mut obj, &created);

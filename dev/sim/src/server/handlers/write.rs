@@ -81,12 +81,14 @@ fn with_status_of(current: &Value, mut incoming: Value) -> Value {
 }
 
 /// Computes what an update of `current` to `incoming` stores, applying the status subresource rules,
-/// immutable metadata, generation, the resourceVersion precondition and validation.
+/// immutable metadata, generation, the resourceVersion precondition and validation; `namespace`
+/// is the object's namespace as stored when [`resource_v1::needs_namespace`] asked for it.
 pub(super) fn merge_update(
     info: &ResourceInfo,
     sub: Option<&str>,
     current: &Value,
     mut incoming: Value,
+    namespace: Option<&Value>,
 ) -> Result<Change> {
     let name = meta_str(current, "name").to_string();
     let wanted_rv = meta_str(&incoming, "resourceVersion");
@@ -150,12 +152,13 @@ pub(super) fn merge_update(
         incoming["kind"] = current["kind"].clone();
         incoming
     };
-    crate::server::resource_v1::prepare_for_write(info, &mut new, Some(current), &now());
+    resource_v1::prepare_for_write(info, &mut new, Some(current), &now());
     if info.tracks_generation() && !same_but_metadata_and_status(&new, current) {
         let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
         new["metadata"]["generation"] = json!(generation);
     }
-    validation::validate_update(info, current, &new)?;
+    let admission = resource_v1::admission_causes(info, sub, Some(current), &new, namespace);
+    validation::validate_update(info, current, &new, admission)?;
     let deleting = new["metadata"]["deletionTimestamp"].is_string();
     let finalizers_left = new["metadata"]["finalizers"]
         .as_array()
@@ -211,6 +214,11 @@ fn run_update(
     let dry_run = params.dry_run();
     let strict = params.strict_fields();
     let mut dry_result = None;
+    // Read before the store is locked for the write (the upstream strategy reads it through a
+    // client the same way, outside the update's transaction).
+    let namespace = resource_v1::needs_namespace(info, sub)
+        .then(|| state.store.get("/namespaces", "", &ns))
+        .flatten();
     let written = state.store.modify(
         &info.storage_key(),
         &ns,
@@ -218,7 +226,7 @@ fn run_update(
         || StatusError::not_found(&info.plural, &info.group, &name),
         |current| {
             let incoming = typed::normalise(info, compute(current)?, strict)?;
-            let change = merge_update(info, sub, current, incoming)?;
+            let change = merge_update(info, sub, current, incoming, namespace.as_deref())?;
             if dry_run {
                 if let Change::Put(v) = change {
                     dry_result = Some(v);

@@ -8,6 +8,7 @@
 //! The server's generic handlers call the entry points here for objects of group
 //! `resource.k8s.io` (every version) and for pods when the server plays a `v1` release.
 
+pub(crate) mod admin_access;
 mod claim_status;
 mod convert;
 mod decode;
@@ -151,6 +152,38 @@ pub fn update_causes(info: &ResourceInfo, old: &Value, new: &Value) -> Vec<Field
 pub fn prepare_status_update(info: &ResourceInfo, old: &Value, new: &mut Value) {
     if info.kind == "ResourceClaim" {
         claim_status::drop_deallocated_devices(old, new);
+    }
+}
+
+/// Whether a write of `info` (`sub`resource) must know the object's namespace to be validated:
+/// claims and templates, whose admin access depends on the namespace's label.
+pub fn needs_namespace(info: &ResourceInfo, sub: Option<&str>) -> bool {
+    handles(info)
+        && match info.kind.as_str() {
+            "ResourceClaim" => true,
+            "ResourceClaimTemplate" => sub.is_none(),
+            _ => false,
+        }
+}
+
+/// The causes the strategy's admission checks add before validation, for a create (`old`
+/// unset) or an update of `sub`resource: admin access outside an admin namespace.
+pub fn admission_causes(
+    info: &ResourceInfo,
+    sub: Option<&str>,
+    old: Option<&Value>,
+    new: &Value,
+    namespace: admin_access::Namespace<'_>,
+) -> Vec<FieldCause> {
+    if !handles(info) {
+        return Vec::new();
+    }
+    match (old, sub) {
+        (None, _) => admin_access::create_causes(&info.kind, new, namespace),
+        (Some(old), Some("status")) if info.kind == "ResourceClaim" => {
+            admin_access::status_causes(old, new, namespace)
+        }
+        _ => Vec::new(),
     }
 }
 

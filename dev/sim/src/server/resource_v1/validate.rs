@@ -3,8 +3,8 @@
 //! fields), in the messages of `pkg/apis/resource/validation`; the fields of the later features
 //! and `DeviceTaintRule` are checked by [`features`], one `status.devices` entry by
 //! `device_status`. Not checked here: CEL compilation and cost
-//! (expressions are only checked for presence and length) and the namespace label that
-//! `adminAccess` needs.
+//! (expressions are only checked for presence and length); the namespace label that
+//! `adminAccess` needs is `super::admin_access`'s.
 //!
 //! Pure functions over the normalised JSON of an object; no store or HTTP dependencies.
 
