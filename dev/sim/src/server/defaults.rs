@@ -57,6 +57,26 @@ fn default_claim_spec(spec: &mut Value) {
     }
 }
 
+/// A container's limits without a request give their request (`SetDefaults_Pod` of
+/// `pkg/apis/core/v1/defaults.go`), so that a pod limiting `example.com/gpu` also requests it.
+fn requests_from_limits(container: &mut Map<String, Value>) {
+    let Some(resources) = container
+        .get_mut("resources")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+        return;
+    };
+    let requests = resources.entry("requests").or_insert_with(|| json!({}));
+    if let Some(requests) = requests.as_object_mut() {
+        for (name, value) in limits {
+            requests.entry(name).or_insert(value);
+        }
+    }
+}
+
 fn default_pod(obj: &mut Value) {
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
@@ -82,6 +102,7 @@ fn default_pod(obj: &mut Value) {
                 set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
                 set_default(c, "terminationMessagePolicy", json!("File"));
                 set_default(c, "resources", json!({}));
+                requests_from_limits(c);
             }
         }
     }

@@ -60,6 +60,8 @@ pub fn normalise(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value>
         ("", "Pod") if info.release.serves_v1() => {
             let mut pod = decode_as::<Pod>("Pod", "v1", &obj)?;
             super::resource_v1::pods::keep_claim_fields(&obj, &mut pod)?;
+            let on = info.gates.enabled(crate::FeatureGate::DRAExtendedResource);
+            super::resource_v1::pods::keep_extended_resource_status(&obj, on, &mut pod)?;
             pod
         }
         ("", "Pod") => round_trip::<Pod>(obj)?,

@@ -11,6 +11,7 @@ mod support;
 
 mod admin_access_v1;
 mod device_taints;
+mod extended_v1;
 mod kubelet_plugins;
 mod scenario_dra;
 mod scheduling;

@@ -180,6 +180,14 @@ impl ClaimControllerV1 {
     }
 
     fn route_pod(&self, pod: &Pod, deleted: bool) {
+        if !pod_needs_claims(pod, deleted) {
+            // The claim the scheduler made for the pod's extended resources is in no pod claim
+            // entry: it is found as a claim the pod controls.
+            let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+            for key in self.owned.of_pod(uid) {
+                self.claim_queue.add(&key);
+            }
+        }
         if pod_claim_entries(pod).is_empty() {
             return;
         }

@@ -291,6 +291,16 @@ pub(crate) enum ClaimError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// 1.36+: the pod could not be read for the claim of its extended resources (the simulated
+    /// kubelet reads that status live).
+    #[error("fetch Pod {name}: {}", api_message(.source))]
+    FetchPod {
+        /// Name.
+        name: String,
+        /// The client error.
+        #[source]
+        source: Box<kube::Error>,
+    },
     /// 1.34: a template claim the pod does not control.
     #[error(transparent)]
     NotForPod(#[from] NotForPod),

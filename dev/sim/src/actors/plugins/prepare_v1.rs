@@ -1,5 +1,6 @@
 //! Prepare and unprepare as the 1.34 kubelet drives them: before a pod on the node runs, each
-//! of its claims is resolved (template claims through `status.resourceClaimStatuses`), read from
+//! of its claims is resolved (template claims through `status.resourceClaimStatuses`, the claim
+//! the scheduler made for extended resources through `status.extendedResourceClaimStatus`), read from
 //! the API server and checked ([`super::checks`]) without touching the claim cache; then the
 //! claims are referenced and the unprepared ones sent in one `NodePrepareResources` per driver
 //! over the driver's service; they count as prepared once every call succeeded. Any failure is a
@@ -11,6 +12,7 @@
 
 use dra_runtime::lock::LockExt;
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject};
 use kube::Api;
 
 use super::calls::{self, Call};
@@ -19,7 +21,8 @@ use super::claims::ClaimCall;
 use super::error::{CallError, ClaimError, PrepareError};
 use super::prepare::Prepare;
 use super::NodePlugins;
-use crate::actors::claim_refs::{claim_name, pod_claim_entries};
+use crate::actors::claim_refs::{claim_name, pod_claim_entries, ClaimName};
+use crate::actors::scheduler_v1::extended::is_dra_name;
 use dra_types::resource_v1::ResourceClaim;
 
 impl NodePlugins {
@@ -44,11 +47,15 @@ impl NodePlugins {
     async fn try_prepare(&self, pod: &Pod) -> Result<(), PrepareError> {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
-        let mut infos = Vec::new();
+        let mut names = Vec::new();
         for entry in pod_claim_entries(pod) {
-            let Some(name) = claim_name(pod, entry).map_err(ClaimError::Name)? else {
-                continue;
-            };
+            if let Some(name) = claim_name(pod, entry).map_err(ClaimError::Name)? {
+                names.push(name);
+            }
+        }
+        names.extend(self.extended_resource_claim(pod).await?);
+        let mut infos = Vec::new();
+        for name in names {
             let claim = api
                 .get(&name.name)
                 .await
@@ -78,6 +85,45 @@ impl NodePlugins {
         } else {
             Err(PrepareError::NotAllPrepared)
         }
+    }
+
+    /// The claim the scheduler made for the pod's extended resources, as the pod's
+    /// `status.extendedResourceClaimStatus` names it (1.36+): a claim of the pod like the others,
+    /// without the owner check of template claims. Read live, and only for a pod whose
+    /// containers ask for such a resource (the typed pod of the informer lacks the field).
+    async fn extended_resource_claim(&self, pod: &Pod) -> Result<Option<ClaimName>, PrepareError> {
+        let asks = pod.spec.iter().flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        });
+        let asks = asks
+            .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
+            .any(|r| r.keys().any(|k| is_dra_name(k)));
+        if !asks {
+            return Ok(None);
+        }
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let pods: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &namespace,
+            &ApiResource::erase::<Pod>(&()),
+        );
+        let live = pods
+            .get(&name)
+            .await
+            .map_err(|source| ClaimError::FetchPod {
+                name: name.clone(),
+                source: Box::new(source),
+            })?;
+        let claim = live.data["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+            .as_str()
+            .map(|name| ClaimName {
+                name: name.to_owned(),
+                check_owner: false,
+            });
+        Ok(claim)
     }
 
     /// One `call` with `driver`'s batch over the service its most recent instance registered

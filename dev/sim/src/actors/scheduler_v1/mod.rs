@@ -15,6 +15,8 @@ pub mod allocator;
 pub mod cel_env;
 pub mod error;
 pub mod explain;
+pub mod extended;
+mod extended_bind;
 mod in_use;
 pub mod plan;
 pub mod quantity;
@@ -89,6 +91,8 @@ pub struct SchedulerV1 {
     claim_users: ClaimUsers,
     /// Pods waiting for a scheduling cycle.
     pub queue: WorkQueue<ObjectKey>,
+    /// Whether `DRAExtendedResource` is on.
+    extended_resources: bool,
 }
 
 fn devices_of(claim: &ResourceClaim) -> Vec<DeviceId> {
@@ -127,7 +131,15 @@ impl SchedulerV1 {
             waiting: Mutex::new(HashSet::new()),
             claim_users: ClaimUsers::new(),
             queue: WorkQueue::new(ACTOR_BACKOFF),
+            extended_resources: false,
         }
+    }
+
+    /// The scheduler with `DRAExtendedResource` on or off (off by default).
+    #[must_use]
+    pub fn with_extended_resources(mut self, on: bool) -> Self {
+        self.extended_resources = on;
+        self
     }
 
     /// Queues a changed pod that needs scheduling, and keeps the node load, the waiting pods
@@ -249,10 +261,36 @@ impl SchedulerV1 {
                 self.failed_scheduling(&pod, message).await;
                 Ok(Next::After(WAIT_RECHECK))
             }
-            Decision::Bind { node, claims } => {
-                let bound = self.pre_bind_and_bind(&key, &pod, &node, &claims).await;
+            Decision::Bind {
+                node,
+                mut claims,
+                extended,
+            } => {
+                let made = match extended {
+                    Some((claim, allocation)) => {
+                        match self.create_extended(&pod, &claim, allocation).await {
+                            Ok(write) => Some((write, claim)),
+                            Err(error) => {
+                                self.forget_bind(&pod_uid);
+                                return Err(error);
+                            }
+                        }
+                    }
+                    None => None,
+                };
+                if let Some((write, _)) = &made {
+                    claims.push(write.clone());
+                }
+                let mut bound = self
+                    .pre_bind_and_bind(&key, &pod, &node, &claims, made.as_ref())
+                    .await;
+                if let (Some((write, _)), false) = (&made, matches!(bound, Ok(Next::Done))) {
+                    self.delete_extended(&key, write).await;
+                    bound = bound.and(Ok(Next::After(SETTLE)));
+                }
                 let mut in_flight = self.in_flight.lock_or_recover();
                 in_flight.binds.remove(&pod_uid);
+                in_flight.claims.remove(&pod_uid);
                 if !matches!(bound, Ok(Next::Done)) {
                     // Unreserve: what was not written is no longer in flight.
                     for claim in &claims {
@@ -292,6 +330,7 @@ impl SchedulerV1 {
         let allocated = |id: &DeviceId| in_flight.stored.contains(id) || in_flight.claims.holds(id);
         let load_of = |node: &str| load.get(node).copied().unwrap_or(0);
         let rules = self.taints.rules_now();
+        let pod_extended = extended::plan(pod, &self.classes.state(), self.extended_resources);
         let decision = decide(&Snapshot {
             pod,
             claim: &claim,
@@ -303,19 +342,28 @@ impl SchedulerV1 {
             cel: &self.cel,
             load: &load_of,
             taints: rules.as_deref().map(|rules| TaintView { rules }),
+            extended: &pod_extended,
         });
-        if let Decision::Bind { node, claims } = &decision {
-            for write in claims {
-                if let Some(allocation) = &write.allocation {
-                    let devices = allocation
-                        .devices
-                        .results
-                        .iter()
-                        .filter(|r| r.admin_access != Some(true))
-                        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
-                        .collect();
-                    in_flight.claims.insert(&write.uid, devices);
-                }
+        if let Decision::Bind {
+            node,
+            claims,
+            extended,
+        } = &decision
+        {
+            let allocations = claims
+                .iter()
+                .filter_map(|w| Some((w.uid.as_str(), w.allocation.as_ref()?)));
+            // The extended-resource claim has no UID before it is created: held under the pod's.
+            let extended = extended.iter().map(|(_, a)| (pod_uid, a));
+            for (uid, allocation) in allocations.chain(extended) {
+                let devices = allocation
+                    .devices
+                    .results
+                    .iter()
+                    .filter(|r| r.admin_access != Some(true))
+                    .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
+                    .collect();
+                in_flight.claims.insert(uid, devices);
             }
             in_flight.binds.insert(pod_uid.to_owned(), node.clone());
         }
@@ -341,6 +389,7 @@ impl SchedulerV1 {
         pod: &Pod,
         node: &str,
         claims: &[ClaimWrite],
+        extended: Option<&(ClaimWrite, extended::ExtendedClaim)>,
     ) -> Result<Next> {
         let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let mut reserved: Vec<&str> = Vec::new();
@@ -354,6 +403,15 @@ impl SchedulerV1 {
                     }
                     return Ok(Next::After(SETTLE));
                 }
+            }
+        }
+        if let Some((write, claim)) = extended {
+            if let Err(error) = self.record_extended(key, write, claim).await {
+                tracing::debug!(pod = %key, %error, "Could not record the extended-resource claim");
+                for name in reserved {
+                    self.unreserve(key, pod_uid, name).await;
+                }
+                return Ok(Next::After(SETTLE));
             }
         }
         if !scheduling::bind(&self.client, key, node).await? {

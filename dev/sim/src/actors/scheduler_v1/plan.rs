@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use super::allocator::{allocate, AllocatorError, ClaimToAllocate, DeviceId, Inventory};
 use super::cel_env::CelEnv;
 use super::explain;
+use super::extended::{self, ExtendedClaim, PodExtended};
 use crate::actors::claim_refs::{claim_name, is_for_pod, is_reserved_for_pod, pod_claim_entries};
 use crate::actors::device_taints::TaintView;
 use crate::actors::selectors::node_matches;
@@ -45,6 +46,8 @@ pub struct Snapshot<'a> {
     pub load: &'a dyn Fn(&str) -> usize,
     /// The device taints in force, while `DRADeviceTaints` is on.
     pub taints: Option<TaintView<'a>>,
+    /// What the pod's extended resources ask for ([`extended::plan`]).
+    pub extended: &'a PodExtended,
 }
 
 /// What to write for one claim of the pod.
@@ -79,6 +82,8 @@ pub enum Decision {
         node: String,
         /// The claims not yet reserved for the pod, in pod order.
         claims: Vec<ClaimWrite>,
+        /// The claim to create for the pod's extended resources, with its allocation.
+        extended: Option<(ExtendedClaim, AllocationResult)>,
     },
 }
 
@@ -152,7 +157,8 @@ fn pre_filter(snap: &Snapshot<'_>) -> Result<Vec<Resolved>, Refusal> {
     Ok(resolved)
 }
 
-fn schedulable(node: &Node) -> bool {
+/// Whether `node` takes pods (`NodeUnschedulable`).
+pub(super) fn schedulable(node: &Node) -> bool {
     node.metadata.deletion_timestamp.is_none()
         && !node
             .spec
@@ -224,6 +230,13 @@ pub fn decide(snap: &Snapshot<'_>) -> Decision {
             return unschedulable(explain::pre_filter_failure(snap.nodes.len(), &reason, post))
         }
     };
+    if let PodExtended::Unmapped(names) = snap.extended {
+        return unschedulable(extended::unmapped_failure(
+            snap.nodes,
+            names,
+            !claims.is_empty(),
+        ));
+    }
     let keys: Vec<String> = claims
         .iter()
         .map(|c| {
@@ -244,7 +257,18 @@ pub fn decide(snap: &Snapshot<'_>) -> Decision {
                 .map(|spec| (i, ClaimToAllocate { key, spec }))
         })
         .collect();
-    let requests: Vec<ClaimToAllocate<'_>> = to_allocate.iter().map(|(_, c)| *c).collect();
+    let mut requests: Vec<ClaimToAllocate<'_>> = to_allocate.iter().map(|(_, c)| *c).collect();
+    let extended_key = extended::in_memory_key(snap.pod);
+    let extended_claim = match snap.extended {
+        PodExtended::Claim(claim) => Some(claim),
+        _ => None,
+    };
+    if let Some(claim) = extended_claim {
+        requests.push(ClaimToAllocate {
+            key: &extended_key,
+            spec: &claim.spec,
+        });
+    }
     let (feasible, rejections) = match filter(snap, &claims, &requests) {
         Ok(filtered) => filtered,
         Err(error) => {
@@ -265,6 +289,7 @@ pub fn decide(snap: &Snapshot<'_>) -> Decision {
     for (index, _) in &to_allocate {
         allocations[*index] = results.next();
     }
+    let extended = extended_claim.and_then(|claim| Some((claim.clone(), results.next()?)));
     let writes = claims
         .iter()
         .zip(allocations)
@@ -278,6 +303,7 @@ pub fn decide(snap: &Snapshot<'_>) -> Decision {
     Decision::Bind {
         node: node.to_owned(),
         claims: writes,
+        extended,
     }
 }
 

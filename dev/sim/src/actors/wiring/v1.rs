@@ -57,6 +57,11 @@ pub(super) async fn start(env: &Env<'_>) -> Result<Started> {
         stores.slices.clone(),
         stores.classes.clone(),
         source.clone(),
+    )
+    .with_extended_resources(
+        served
+            .gates
+            .enabled(crate::FeatureGate::DRAExtendedResource),
     );
     let eviction = gates.taints.then(|| {
         let (pods, pods_w) = reflector::store();

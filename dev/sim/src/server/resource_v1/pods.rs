@@ -2,7 +2,9 @@
 //! resourceClaimName | resourceClaimTemplateName}` (1.30's `source` is gone) and a container's
 //! `resources.claims[]` entry may name a `request`. The typed 1.30 pod struct the server decodes
 //! pods with drops both, so [`keep_claim_fields`] puts them back in their 1.34 shape after that
-//! decode; [`claim_causes`] checks them.
+//! decode; [`claim_causes`] checks them. The scheduler's record of the claim it made for
+//! extended resources (`status.extendedResourceClaimStatus`, 1.36+) is kept the same way
+//! ([`keep_extended_resource_status`]).
 //!
 //! Pure functions over JSON; no store or HTTP dependencies.
 
@@ -36,6 +38,45 @@ fn pruned(entry: &Value, keys: &[&str], at: &str) -> Result<Value> {
         }
     }
     Ok(Value::Object(out))
+}
+
+/// Copies `status.extendedResourceClaimStatus` (`resourceClaimName`, `requestMappings[]` of
+/// `containerName`, `resourceName`, `requestName`) of `original` into `normalised`, pruned, when
+/// `enabled` (the `DRAExtendedResource` gate; with it off the field is dropped).
+pub fn keep_extended_resource_status(
+    original: &Value,
+    enabled: bool,
+    normalised: &mut Value,
+) -> Result<()> {
+    let Some(status) = original
+        .pointer("/status/extendedResourceClaimStatus")
+        .filter(|s| enabled && !s.is_null())
+    else {
+        return Ok(());
+    };
+    let at = "status.extendedResourceClaimStatus";
+    let mut kept = pruned(status, &["resourceClaimName"], at)?;
+    let mappings = status["requestMappings"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    let mappings = mappings
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let at = format!("{at}.requestMappings[{i}]");
+            pruned(m, &["containerName", "resourceName", "requestName"], &at)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    kept["requestMappings"] = Value::Array(mappings);
+    if let Some(s) = normalised.get_mut("status").and_then(Value::as_object_mut) {
+        s.insert("extendedResourceClaimStatus".into(), kept);
+    } else if let Some(o) = normalised.as_object_mut() {
+        o.insert(
+            "status".into(),
+            serde_json::json!({"extendedResourceClaimStatus": kept}),
+        );
+    }
+    Ok(())
 }
 
 /// Copies the 1.34 claim fields of `original` (as sent) into `normalised` (the same pod after

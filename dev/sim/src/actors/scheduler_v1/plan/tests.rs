@@ -104,6 +104,7 @@ fn run(
         cel: &cel,
         load: &load,
         taints: None,
+        extended: &PodExtended::None,
     })
 }
 
@@ -129,7 +130,7 @@ fn the_least_loaded_node_that_can_allocate_gets_the_pod() {
         &slices,
         &[("node-0", 3)],
     );
-    let Decision::Bind { node, claims } = decision else {
+    let Decision::Bind { node, claims, .. } = decision else {
         panic!("{decision:?}");
     };
     assert_eq!(node, "node-1");
@@ -156,7 +157,8 @@ fn an_allocated_claim_keeps_the_pod_on_its_node_and_is_only_reserved() {
                 name: "c".into(),
                 uid: "c-uid".into(),
                 allocation: None
-            }]
+            }],
+            extended: None,
         }
     );
 }
