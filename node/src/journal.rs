@@ -16,8 +16,10 @@ use dra_allocator::ledger::tables::{Record, Stored};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-/// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The schema version this build writes and reads. Version 2 added
+/// [`EntrySharing::AdminAccess`]; a version 1 file is upgraded in place when opened (its records
+/// read the same), and an older release refuses a version 2 file rather than misreading it.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Schema version and driver name, in the ledger's frozen `meta` format (so that
 /// `dra_migrations::inspect` reads it). Invariant: written in the file's first transaction.
@@ -47,6 +49,8 @@ pub enum EntrySharing {
     Exclusive,
     /// With at most this many claims per device.
     Shared(u32),
+    /// With admin access (schema version 2): beside any other claim, and in no one's way.
+    AdminAccess,
 }
 
 /// One claim's journal entry.
@@ -171,10 +175,32 @@ impl Journal {
             source,
         })?;
         let journal = Journal { db, path };
-        if !exists {
+        if exists {
+            journal.upgrade()?;
+        } else {
             journal.initialize(driver)?;
         }
         Ok(journal)
+    }
+
+    /// Records the current schema version in a file of an older one (version 1 entries read
+    /// unchanged as version 2), in one durable transaction.
+    fn upgrade(&self) -> Result<()> {
+        let txn = self.db.begin_write().map_err(storage)?;
+        {
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            let found = meta
+                .get(VERSION_KEY)
+                .map_err(storage)?
+                .and_then(|v| <[u8; 4]>::try_from(v.value()).ok())
+                .map(u32::from_be_bytes);
+            if found == Some(SCHEMA_VERSION) {
+                return Ok(());
+            }
+            meta.insert(VERSION_KEY, SCHEMA_VERSION.to_be_bytes().as_slice())
+                .map_err(storage)?;
+        }
+        txn.commit().map_err(storage)
     }
 
     /// The file's path.
@@ -277,18 +303,48 @@ mod tests {
             let txn = db.begin_write().unwrap();
             txn.open_table(META)
                 .unwrap()
-                .insert(VERSION_KEY, 2u32.to_be_bytes().as_slice())
+                .insert(VERSION_KEY, (SCHEMA_VERSION + 1).to_be_bytes().as_slice())
                 .unwrap();
             txn.commit().unwrap();
         }
         let before = std::fs::read(&path).unwrap();
         let err = Journal::open(&path, "gpu.dra-ledger.io").unwrap_err();
         assert!(
-            matches!(err, JournalError::NewerSchema { found: 2, .. }),
+            matches!(err, JournalError::NewerSchema { found: 3, .. }),
             "{err}"
         );
         assert!(err.to_string().contains("left unchanged"));
         assert!(std::fs::read(&path).unwrap() == before, "the file changed");
+    }
+
+    #[test]
+    fn a_version_1_journal_keeps_its_entries_and_is_upgraded_to_hold_admin_access() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.redb");
+        let prepared = entry(EntryState::Prepared);
+        {
+            let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
+            journal.apply(&[("u1", &prepared)], &[]).unwrap();
+            let txn = journal.db.begin_write().unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert(VERSION_KEY, 1u32.to_be_bytes().as_slice())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        assert_eq!(dra_migrations::inspect(&path).unwrap().schema_version, 1);
+        let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
+        assert_eq!(journal.entries().unwrap()["u1"], prepared);
+        let admin = Entry {
+            sharing: EntrySharing::AdminAccess,
+            ..prepared.clone()
+        };
+        journal.apply(&[("u2", &admin)], &[]).unwrap();
+        drop(journal);
+        let info = dra_migrations::inspect(&path).unwrap();
+        assert_eq!(info.schema_version, SCHEMA_VERSION);
+        let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
+        assert_eq!(journal.entries().unwrap()["u2"], admin);
     }
 
     #[test]

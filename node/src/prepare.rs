@@ -34,6 +34,9 @@ pub struct AllocatedClaim {
     pub devices: Vec<String>,
     /// How the claim holds them, from its opaque configuration.
     pub sharing: Sharing,
+    /// Admin access (KEP 5018): the devices are prepared whoever else holds them, and the claim
+    /// keeps no other claim from them; `sharing` does not apply.
+    pub admin_access: bool,
 }
 
 /// Why one claim could not be prepared or unprepared; the text goes to the kubelet, which puts it

@@ -299,13 +299,16 @@ impl JournalPreparer {
                 });
             }
         }
+        // Admin access is exempt from the exclusivity check both ways: it takes devices
+        // whoever holds them, and holds them from no one.
+        let admin = wanted.sharing == EntrySharing::AdminAccess;
         let holders = entries
             .iter()
             .map(|(u, e)| (u.as_str(), e))
             .chain(planned.iter().map(|(u, e)| (u.as_str(), e)))
-            .filter(|(u, _)| *u != uid);
+            .filter(|(u, e)| *u != uid && e.sharing != EntrySharing::AdminAccess);
         let holders: Vec<(&str, &Entry)> = holders.collect();
-        for device in &wanted.devices {
+        for device in wanted.devices.iter().filter(|_| !admin) {
             let holding: Vec<&(&str, &Entry)> = holders
                 .iter()
                 .filter(|(_, e)| e.devices.contains(device))
@@ -314,10 +317,12 @@ impl JournalPreparer {
                 match wanted.sharing {
                     EntrySharing::Exclusive => 1,
                     EntrySharing::Shared(max) => max,
+                    EntrySharing::AdminAccess => u32::MAX,
                 },
                 |limit, (_, e)| match e.sharing {
                     EntrySharing::Exclusive => None,
                     EntrySharing::Shared(max) => Some(limit.min(max)),
+                    EntrySharing::AdminAccess => Some(limit),
                 },
             );
             let fits = limit
@@ -413,7 +418,11 @@ impl ClaimPreparer for JournalPreparer {
                 namespace: &c.namespace,
                 name: &c.name,
                 devices: c.devices.clone(),
-                sharing: sharing(c.sharing.into()),
+                sharing: if c.admin_access {
+                    EntrySharing::AdminAccess
+                } else {
+                    sharing(c.sharing.into())
+                },
                 refuse: allocation_error,
             };
             (c.uid.as_str(), Ok(wanted))

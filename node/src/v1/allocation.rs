@@ -20,6 +20,8 @@ pub struct NodeResult {
     pub pool: String,
     /// Its name in the pool.
     pub device: String,
+    /// Allocated with admin access.
+    pub admin_access: bool,
 }
 
 /// The part of a claim's allocation this node prepares.
@@ -35,6 +37,8 @@ pub struct NodeAllocation {
     pub results: Vec<NodeResult>,
     /// How the claim holds them.
     pub sharing: Sharing,
+    /// Every result here has admin access (then `sharing` does not apply).
+    pub admin_access: bool,
 }
 
 impl NodeAllocation {
@@ -53,6 +57,7 @@ impl NodeAllocation {
             name: self.name.clone(),
             devices,
             sharing: self.sharing,
+            admin_access: self.admin_access,
         }
     }
 }
@@ -150,6 +155,21 @@ pub enum ClaimError {
         /// Its sharing.
         second_sharing: SharingText,
     },
+    /// Some of our devices of the claim have admin access and some do not.
+    #[error(
+        "claim {namespace}/{name}: request {admin} has admin access and request {plain} does \
+         not; all devices of one claim on a node must be held alike on this driver"
+    )]
+    MixedAccess {
+        /// The namespace.
+        namespace: String,
+        /// The name.
+        name: String,
+        /// A request with admin access.
+        admin: String,
+        /// A request without.
+        plain: String,
+    },
     /// The claim could not be read from the API server.
     #[error("claim {namespace}/{name}: reading it from the API server: {source}")]
     Read {
@@ -227,6 +247,7 @@ pub fn node_allocation(
             request: r.request.clone(),
             pool: r.pool.clone(),
             device: r.device.clone(),
+            admin_access: r.admin_access == Some(true),
         })
         .collect();
     if here.is_empty() {
@@ -244,14 +265,36 @@ pub fn node_allocation(
         name: name(),
         source,
     })?;
-    let sharing = one_sharing(request, &here, &configs)?;
+    let admin_access = one_access(request, &here)?;
+    let sharing = if admin_access {
+        Sharing::Exclusive
+    } else {
+        one_sharing(request, &here, &configs)?
+    };
     Ok(NodeAllocation {
         uid: request.uid.clone(),
         namespace: namespace(),
         name: name(),
         results: here,
         sharing,
+        admin_access,
     })
+}
+
+/// Whether every result of `here` has admin access; a claim with both kinds on this node is
+/// refused (the journal holds a claim's devices one way).
+fn one_access(request: &ClaimRequest, here: &[NodeResult]) -> Result<bool, ClaimError> {
+    let admin = here.iter().find(|r| r.admin_access);
+    let plain = here.iter().find(|r| !r.admin_access);
+    match (admin, plain) {
+        (Some(admin), Some(plain)) => Err(ClaimError::MixedAccess {
+            namespace: request.namespace.clone(),
+            name: request.name.clone(),
+            admin: admin.request.clone(),
+            plain: plain.request.clone(),
+        }),
+        (admin, _) => Ok(admin.is_some()),
+    }
 }
 
 /// The one sharing `configs` give every result of `here`; exclusive when there is none.

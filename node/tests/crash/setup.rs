@@ -84,10 +84,11 @@ pub fn request(uid: &str, devices: Vec<String>, sharing: HandleSharing) -> Claim
     }
 }
 
-/// The request that prepared journal entry `entry` of claim `uid`, as the kubelet repeats it.
+/// The request that prepared journal entry `entry` of claim `uid`, as the kubelet repeats it
+/// (the crash tests prepare through resource handles, which have no admin access).
 pub fn request_of_entry(uid: &str, entry: &Entry) -> ClaimRequest {
     let sharing = match entry.sharing {
-        EntrySharing::Exclusive => HandleSharing::Exclusive,
+        EntrySharing::Exclusive | EntrySharing::AdminAccess => HandleSharing::Exclusive,
         EntrySharing::Shared(max_consumers) => HandleSharing::Shared { max_consumers },
     };
     request(uid, entry.devices.clone(), sharing)

@@ -237,6 +237,14 @@ fn allocated(uid: &str, devices: &[&str], sharing: Sharing) -> AllocatedClaim {
         name: format!("claim-{uid}"),
         devices: devices.iter().map(|d| (*d).to_owned()).collect(),
         sharing,
+        admin_access: false,
+    }
+}
+
+fn admin(uid: &str, devices: &[&str]) -> AllocatedClaim {
+    AllocatedClaim {
+        admin_access: true,
+        ..allocated(uid, devices, Sharing::Exclusive)
     }
 }
 
@@ -294,6 +302,33 @@ fn allocated_claims_share_the_handle_paths_device_checks() {
     one_allocated(&f.preparer, allocated("s1", &["gpu-3"], shared)).unwrap();
     one_allocated(&f.preparer, allocated("s2", &["gpu-3"], shared)).unwrap();
     assert!(one_allocated(&f.preparer, allocated("s3", &["gpu-3"], shared)).is_err());
+}
+
+#[test]
+fn an_admin_access_claim_is_prepared_on_devices_held_by_others_and_holds_them_from_no_one() {
+    let f = fixture();
+    one(&f.preparer, exclusive("owner", &["gpu-0"])).unwrap();
+    one_allocated(&f.preparer, admin("monitor", &["gpu-0", "gpu-1"])).expect("beside the owner");
+    assert_eq!(
+        f.preparer.entries().unwrap()["monitor"].sharing,
+        EntrySharing::AdminAccess
+    );
+    // The admin claim keeps no exclusive claim from gpu-1, and a second admin claim joins it.
+    one_allocated(
+        &f.preparer,
+        allocated("next", &["gpu-1"], Sharing::Exclusive),
+    )
+    .expect("gpu-1 is held by admin access only");
+    one_allocated(&f.preparer, admin("audit", &["gpu-1"])).unwrap();
+    // The exclusive holders still keep each other out.
+    let taken = one_allocated(
+        &f.preparer,
+        allocated("late", &["gpu-0"], Sharing::Exclusive),
+    );
+    assert!(
+        matches!(&taken, Err(PrepareError::DeviceInUse { holder, .. }) if holder == "owner"),
+        "{taken:?}"
+    );
 }
 
 #[test]

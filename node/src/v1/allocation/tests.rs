@@ -224,3 +224,28 @@ fn requests_configured_with_different_sharing_are_refused_naming_both() {
         .build();
     assert_eq!(select(&elsewhere).unwrap().sharing, Sharing::Exclusive);
 }
+
+#[test]
+fn admin_access_results_make_an_admin_access_claim_and_mixed_ones_are_refused() {
+    let mut admin = claim("u1").result("monitor", DRIVER, NODE, "gpu-0").build();
+    let allocation = admin.status.as_mut().unwrap().allocation.as_mut().unwrap();
+    allocation.devices.results[0].admin_access = Some(true);
+    let allocation = select(&admin).unwrap();
+    assert!(allocation.admin_access && allocation.results[0].admin_access);
+    assert!(allocation.to_claim().admin_access);
+
+    let mut mixed = claim("u1")
+        .result("monitor", DRIVER, NODE, "gpu-0")
+        .result("work", DRIVER, NODE, "gpu-1")
+        .build();
+    let allocation = mixed.status.as_mut().unwrap().allocation.as_mut().unwrap();
+    allocation.devices.results[0].admin_access = Some(true);
+    let error = select(&mixed).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "claim default/gpus: request monitor has admin access and request work does not; all \
+         devices of one claim on a node must be held alike on this driver"
+    );
+    let plain = claim("u1").result("work", DRIVER, NODE, "gpu-1").build();
+    assert!(!select(&plain).unwrap().to_claim().admin_access);
+}
