@@ -124,6 +124,17 @@ impl ClusterV1 {
         Self::start_with(dir, nodes, &settings, ClusterHandle::kube_client).await
     }
 
+    /// [`ClusterV1::start`] playing `version` (a `v1` release).
+    pub async fn start_on(version: KubernetesVersion, dir: &Path, nodes: &[Vec<Gpu>]) -> ClusterV1 {
+        let settings = LocalSettings {
+            driver_name: DRIVER.into(),
+            gc_interval: Duration::from_secs(60),
+            inventory_interval: Duration::from_secs(60),
+        };
+        let release = (version, ApiOverrides::default());
+        Self::start_release(dir, nodes, release, &settings, ClusterHandle::kube_client).await
+    }
+
     /// [`ClusterV1::start`] with the agents' `settings`, their client made by `agent_client`.
     pub async fn start_with(
         dir: &Path,
