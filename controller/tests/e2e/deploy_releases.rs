@@ -135,13 +135,7 @@ async fn on_1_37_a_pod_asking_for_the_mapped_name_runs_on_a_prepared_device_and_
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer"},
         "spec": {"containers": [{"name": "main", "image": "busybox",
             "resources": {"limits": {EXTENDED: "2"}}}]}});
-    v1.pods()
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(pod).unwrap(),
-        )
-        .await
-        .unwrap();
+    v1.create_pod(pod).await;
     eventually("pod trainer running", WAIT, || async {
         v1.phase("trainer").await.as_deref() == Some("Running")
     })

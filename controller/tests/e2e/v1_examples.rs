@@ -112,13 +112,7 @@ async fn ordinary_pod(v1: &ClusterV1, name: &str) -> ResourceClaim {
         "spec": {"containers": [{"name": "ctr0", "image": "busybox",
             "resources": {"claims": [{"name": "gpu"}]}}],
             "resourceClaims": [{"name": "gpu", "resourceClaimName": name}]}});
-    v1.pods()
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(pod).unwrap(),
-        )
-        .await
-        .unwrap();
+    v1.create_pod(pod).await;
     running(v1, "default", name).await;
     claim(v1, "default", name).await
 }

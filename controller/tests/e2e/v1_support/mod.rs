@@ -383,6 +383,15 @@ impl ClusterV1 {
         Api::default_namespaced_with(self.client.clone(), &ApiResource::erase::<Pod>(&()))
     }
 
+    /// Creates the pod `pod` (JSON, in the 1.34 shape) in the default namespace.
+    pub async fn create_pod(&self, pod: Value) {
+        let pod: DynamicObject = serde_json::from_value(pod).unwrap();
+        self.pods()
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+    }
+
     /// Creates pod `name` on `node` using claim `claim` as its pod claim `gpu`.
     pub async fn pod(&self, name: &str, claim: &str, node: &str) -> DynamicObject {
         let pod: DynamicObject = serde_json::from_value(json!({
