@@ -16,10 +16,16 @@ use dra_allocator::ledger::tables::{Record, Stored};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-/// The schema version this build writes and reads. Version 2 added
-/// [`EntrySharing::AdminAccess`]; a version 1 file is upgraded in place when opened (its records
-/// read the same), and an older release refuses a version 2 file rather than misreading it.
+/// The newest schema version this build reads and writes. Version 2 added
+/// [`EntrySharing::AdminAccess`]. A file stays at version 1 (what an older release reads) until
+/// the transaction that writes its first admin-access entry records version 2 with it, so an
+/// agent rolled back to an older release keeps its journal unless admin access was used, and
+/// refuses a version 2 file rather than misreading it.
 pub const SCHEMA_VERSION: u32 = 2;
+/// The version of a file without admin-access entries.
+const BASE_VERSION: u32 = 1;
+/// The version a file needs once it holds an admin-access entry.
+const ADMIN_ACCESS_VERSION: u32 = 2;
 
 /// Schema version and driver name, in the ledger's frozen `meta` format (so that
 /// `dra_migrations::inspect` reads it). Invariant: written in the file's first transaction.
@@ -175,32 +181,25 @@ impl Journal {
             source,
         })?;
         let journal = Journal { db, path };
-        if exists {
-            journal.upgrade()?;
-        } else {
+        if !exists {
             journal.initialize(driver)?;
         }
         Ok(journal)
     }
 
-    /// Records the current schema version in a file of an older one (version 1 entries read
-    /// unchanged as version 2), in one durable transaction.
-    fn upgrade(&self) -> Result<()> {
-        let txn = self.db.begin_write().map_err(storage)?;
-        {
-            let mut meta = txn.open_table(META).map_err(storage)?;
-            let found = meta
-                .get(VERSION_KEY)
-                .map_err(storage)?
-                .and_then(|v| <[u8; 4]>::try_from(v.value()).ok())
-                .map(u32::from_be_bytes);
-            if found == Some(SCHEMA_VERSION) {
-                return Ok(());
-            }
-            meta.insert(VERSION_KEY, SCHEMA_VERSION.to_be_bytes().as_slice())
+    /// Raises the file's recorded version to `needed` within `txn`, where it is lower.
+    fn require_version(txn: &redb::WriteTransaction, needed: u32) -> Result<()> {
+        let mut meta = txn.open_table(META).map_err(storage)?;
+        let found = meta
+            .get(VERSION_KEY)
+            .map_err(storage)?
+            .and_then(|v| <[u8; 4]>::try_from(v.value()).ok())
+            .map(u32::from_be_bytes);
+        if found.is_none_or(|found| found < needed) {
+            meta.insert(VERSION_KEY, needed.to_be_bytes().as_slice())
                 .map_err(storage)?;
         }
-        txn.commit().map_err(storage)
+        Ok(())
     }
 
     /// The file's path.
@@ -212,7 +211,7 @@ impl Journal {
         let txn = self.db.begin_write().map_err(storage)?;
         {
             let mut meta = txn.open_table(META).map_err(storage)?;
-            meta.insert(VERSION_KEY, SCHEMA_VERSION.to_be_bytes().as_slice())
+            meta.insert(VERSION_KEY, BASE_VERSION.to_be_bytes().as_slice())
                 .map_err(storage)?;
             meta.insert(DRIVER_KEY, driver.as_bytes())
                 .map_err(storage)?;
@@ -244,6 +243,12 @@ impl Journal {
             return Ok(());
         }
         let txn = self.db.begin_write().map_err(storage)?;
+        if put
+            .iter()
+            .any(|(_, entry)| entry.sharing == EntrySharing::AdminAccess)
+        {
+            Self::require_version(&txn, ADMIN_ACCESS_VERSION)?;
+        }
         {
             let mut table = txn.open_table(ENTRIES).map_err(storage)?;
             for (uid, entry) in put {
@@ -318,22 +323,17 @@ mod tests {
     }
 
     #[test]
-    fn a_version_1_journal_keeps_its_entries_and_is_upgraded_to_hold_admin_access() {
+    fn a_journal_stays_at_version_1_until_it_holds_an_admin_access_entry() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.redb");
         let prepared = entry(EntryState::Prepared);
         {
             let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
             journal.apply(&[("u1", &prepared)], &[]).unwrap();
-            let txn = journal.db.begin_write().unwrap();
-            txn.open_table(META)
-                .unwrap()
-                .insert(VERSION_KEY, 1u32.to_be_bytes().as_slice())
-                .unwrap();
-            txn.commit().unwrap();
         }
         assert_eq!(dra_migrations::inspect(&path).unwrap().schema_version, 1);
         let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
+        assert_eq!(dra_migrations::inspect(&path).unwrap().schema_version, 1);
         assert_eq!(journal.entries().unwrap()["u1"], prepared);
         let admin = Entry {
             sharing: EntrySharing::AdminAccess,
