@@ -12,7 +12,7 @@ use redb::{
 use crate::backend::MemoryCopy;
 use crate::meta::{read_meta, set_schema_version};
 use crate::{
-    v1, FileInfo, MigrationError, Result, CURRENT_SCHEMA_VERSION, META,
+    v1, v2, FileInfo, MigrationError, Result, CURRENT_SCHEMA_VERSION, META,
     OLDEST_SUPPORTED_SCHEMA_VERSION,
 };
 
@@ -31,8 +31,11 @@ pub(crate) struct Step {
 /// What a step failed with: a storage error or the step's own finding about the file.
 pub(crate) type StepError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The released steps, in order. Schema version 1 is the first release, so there are none yet.
-const STEPS: &[Step] = &[];
+/// The released steps, in order.
+const STEPS: &[Step] = &[Step {
+    from: 1,
+    apply: v2::from_v1,
+}];
 
 /// What [`migrate`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,6 +210,7 @@ pub fn copy_current_tables(source: &ReadTransaction, target: &WriteTransaction) 
     copy_table(source, target, v1::PENDING_INTENTS)?;
     copy_table(source, target, v1::CLAIM_INTENTS)?;
     copy_table(source, target, v1::AUDIT)?;
+    copy_table(source, target, v2::ADMIN_ACCESS)?;
     Ok(())
 }
 

@@ -6,17 +6,16 @@
 //! type name is part of the file format. The allocator's `ledger::tables` must produce exactly these
 //! names (checked by its tests).
 
-use std::cmp::Ordering;
+use redb::TableDefinition;
 
-use redb::{Key, TableDefinition, TypeName, Value};
-
+/// Declares a raw-bytes stand-in for a stored key or value type of a frozen schema version.
 macro_rules! raw_type {
     ($(#[$doc:meta])* $name:ident, $type_name:literal, $width:expr) => {
         $(#[$doc])*
         #[derive(Debug)]
         pub enum $name {}
 
-        impl Value for $name {
+        impl redb::Value for $name {
             type SelfType<'a> = &'a [u8];
             type AsBytes<'a> = &'a [u8];
 
@@ -38,18 +37,19 @@ macro_rules! raw_type {
                 value
             }
 
-            fn type_name() -> TypeName {
-                TypeName::new($type_name)
+            fn type_name() -> redb::TypeName {
+                redb::TypeName::new($type_name)
             }
         }
 
-        impl Key for $name {
-            fn compare(data1: &[u8], data2: &[u8]) -> Ordering {
+        impl redb::Key for $name {
+            fn compare(data1: &[u8], data2: &[u8]) -> std::cmp::Ordering {
                 data1.cmp(data2)
             }
         }
     };
 }
+pub(crate) use raw_type;
 
 raw_type!(
     /// `node 0x00 device`, ordered bytewise.

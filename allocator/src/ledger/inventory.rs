@@ -120,6 +120,7 @@ pub(crate) fn set_inventory(
     for event in events {
         tx.audit(event)?;
     }
+    super::admin_access::forget_devices(tx, node, &change.removed)?;
     refresh_node(tx, node)?;
     Ok(change)
 }

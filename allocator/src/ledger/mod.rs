@@ -1,5 +1,5 @@
 //! The durable ledger: one redb file holding the device inventory, the allocations keyed by claim
-//! UID, the intent journal and the audit log (tables and their invariants in [`tables`]).
+//! UID, the admin-access claims apart from them, the intent journal and the audit log (tables and their invariants in [`tables`]).
 //!
 //! Writes go through one writer thread with group commit (see `writer`): every write method
 //! blocks until the durable commit that carries it, so an allocation returned to the caller is
@@ -9,6 +9,7 @@
 //! `spawn_blocking`. The fitting decisions come from [`crate::fit`]; this module owns all storage
 //! and must not be imported by `model` or `fit`.
 
+pub mod admin_access;
 mod error;
 mod inventory;
 mod open;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 
 use redb::{Database, ReadTransaction, ReadableDatabase};
 
+pub use admin_access::{AdminAccess, AdminAccessChange, AdminAccessQuery, AdminAccessRequest};
 pub use error::{LedgerError, Result};
 pub use stats::{CommitHook, CommitSample, CommitStats, RECENT_COMMITS};
 pub use store::{system_clock, Clock};

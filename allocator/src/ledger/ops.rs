@@ -355,12 +355,13 @@ fn free(
     tx.remove_allocation(uid)?;
     if !deleted.is_empty() {
         super::inventory::refresh_node(tx, &record.node)?;
-        for device in deleted {
+        for device in &deleted {
             tx.audit(AuditEvent::DeviceRemoved {
                 node: record.node.clone(),
-                device,
+                device: device.clone(),
             })?;
         }
+        super::admin_access::forget_devices(tx, &record.node, &deleted)?;
     }
     Ok(())
 }

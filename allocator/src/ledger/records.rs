@@ -1,4 +1,4 @@
-//! The stored records of schema version 1, encoded with postcard.
+//! The stored records of schema versions 1 and 2, encoded with postcard.
 //!
 //! These are file format: a field is never reordered, renamed in meaning or removed; a change
 //! needs a new record type (`...@v2` type name) and a migration step. Stored attribute values
@@ -304,6 +304,57 @@ pub enum AuditEvent {
         /// Device.
         device: String,
     },
+    // Variants below were added in schema version 2. Postcard stores the variant index, so new
+    // variants only ever go at the end: entries written by version 1 decode unchanged.
+    /// An admin-access claim recorded: it looks at the devices and holds none of them.
+    AdminAccessRecorded {
+        /// Claim UID.
+        claim_uid: String,
+        /// Node.
+        node: String,
+        /// Devices.
+        devices: Vec<String>,
+    },
+    /// An admin-access claim now looks at other devices (or on another node).
+    AdminAccessReplaced {
+        /// Claim UID.
+        claim_uid: String,
+        /// Node.
+        node: String,
+        /// Devices.
+        devices: Vec<String>,
+    },
+    /// An admin-access claim released (deallocated, deleted, or its devices left the inventory).
+    AdminAccessReleased {
+        /// Claim UID.
+        claim_uid: String,
+        /// Node.
+        node: String,
+        /// Devices.
+        devices: Vec<String>,
+    },
+}
+
+/// An admin-access claim (schema version 2): the devices it looks at, which it takes from no
+/// one. Kept apart from allocations: it is no device consumer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminAccessRecord {
+    /// Claim namespace.
+    pub namespace: String,
+    /// Claim name.
+    pub name: String,
+    /// The node of the devices.
+    pub node: String,
+    /// Device names on `node`.
+    pub devices: Vec<String>,
+    /// Unix milliseconds when first recorded.
+    pub recorded_ms: u64,
+    /// Unix milliseconds of the last change.
+    pub updated_ms: u64,
+}
+
+impl Record for AdminAccessRecord {
+    const TYPE_NAME: &'static str = "dra_ledger::AdminAccessRecord@v1";
 }
 
 /// One audit entry.

@@ -2,7 +2,7 @@
 //!
 //! Stored table names and type names are file format: they are never renamed (a changed table gets
 //! a `_v2` name and a migration in `dra-migrations`). The names here must equal the frozen schema
-//! copy in `dra_migrations::v1`; a test compares them. Owns no ledger logic.
+//! copies in `dra_migrations::v1` and `v2`; tests compare them. Owns no ledger logic.
 
 use std::cmp::Ordering;
 use std::fmt::Debug;
@@ -12,7 +12,9 @@ use redb::{Key, TableDefinition, TypeName, Value};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::records::{AllocationRecord, AuditRecord, DeviceRecord, IntentRecord};
+use super::records::{
+    AdminAccessRecord, AllocationRecord, AuditRecord, DeviceRecord, IntentRecord,
+};
 
 /// Schema version and driver name. Invariant: written in the file's first transaction; format
 /// frozen forever (see `dra_migrations::META`), so any release can read any file's version.
@@ -50,6 +52,12 @@ pub const CLAIM_INTENTS: TableDefinition<ClaimIntentKey, ()> =
 /// only the oldest are pruned beyond the retention bound.
 pub const AUDIT: TableDefinition<AuditSeq, Stored<AuditRecord>> = TableDefinition::new("audit");
 
+/// Admin-access claims keyed by claim UID (schema version 2). Invariant: every named device
+/// exists under the record's node; the record is no consumer of it (admin access takes no device
+/// from anyone), and a device is not kept (as missing) for an admin-access claim.
+pub const ADMIN_ACCESS: TableDefinition<ClaimUid, Stored<AdminAccessRecord>> =
+    TableDefinition::new("admin_access");
+
 /// Creates every table that does not exist yet (a new or just-migrated file).
 pub(crate) fn create_all(txn: &redb::WriteTransaction) -> super::Result<()> {
     let storage = super::LedgerError::storage;
@@ -60,6 +68,7 @@ pub(crate) fn create_all(txn: &redb::WriteTransaction) -> super::Result<()> {
     txn.open_table(PENDING_INTENTS).map_err(storage)?;
     txn.open_table(CLAIM_INTENTS).map_err(storage)?;
     txn.open_table(AUDIT).map_err(storage)?;
+    txn.open_table(ADMIN_ACCESS).map_err(storage)?;
     Ok(())
 }
 
@@ -312,7 +321,7 @@ sequence_key!(AuditSeq, "dra_ledger::AuditSeq@v1");
 
 #[cfg(test)]
 mod tests {
-    use dra_migrations::v1;
+    use dra_migrations::{v1, v2};
     use redb::{TableHandle, Value};
 
     use super::*;
@@ -339,6 +348,23 @@ mod tests {
         same::<Stored<AllocationRecord>, v1::AllocationRecord>();
         same::<Stored<IntentRecord>, v1::IntentRecord>();
         same::<Stored<AuditRecord>, v1::AuditRecord>();
+    }
+
+    #[test]
+    fn tables_match_the_frozen_v2_schema() {
+        assert_eq!(ADMIN_ACCESS.name(), v2::ADMIN_ACCESS.name());
+        same::<Stored<AdminAccessRecord>, v2::AdminAccessRecord>();
+        let names = [
+            META.name(),
+            DEVICES.name(),
+            ALLOCATIONS.name(),
+            INTENTS.name(),
+            PENDING_INTENTS.name(),
+            CLAIM_INTENTS.name(),
+            AUDIT.name(),
+            ADMIN_ACCESS.name(),
+        ];
+        assert_eq!(names, v2::TABLE_NAMES);
     }
 
     #[test]

@@ -7,12 +7,13 @@
 use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::records::{
-    AllocationRecord, AuditEvent, AuditRecord, DeviceRecord, IntentRecord, Resolution,
+    AdminAccessRecord, AllocationRecord, AuditEvent, AuditRecord, DeviceRecord, IntentRecord,
+    Resolution,
 };
 use super::store::decoded;
 use super::tables::{
-    AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, IntentId, Stored, ALLOCATIONS, AUDIT,
-    CLAIM_INTENTS, DEVICES, INTENTS, PENDING_INTENTS,
+    AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, IntentId, Stored, ADMIN_ACCESS, ALLOCATIONS,
+    AUDIT, CLAIM_INTENTS, DEVICES, INTENTS, PENDING_INTENTS,
 };
 use super::writer::{Retention, Tx};
 use super::{LedgerError, Result};
@@ -31,6 +32,7 @@ pub(crate) struct Tables<'t> {
     pending: Table<'t, ClaimUid, IntentId>,
     by_claim: Table<'t, ClaimIntentKey, ()>,
     audit: Table<'t, AuditSeq, Stored<AuditRecord>>,
+    admin_access: Table<'t, ClaimUid, Stored<AdminAccessRecord>>,
 }
 
 impl<'t> Tables<'t> {
@@ -44,6 +46,7 @@ impl<'t> Tables<'t> {
             pending: txn.open_table(PENDING_INTENTS).map_err(storage)?,
             by_claim: txn.open_table(CLAIM_INTENTS).map_err(storage)?,
             audit: txn.open_table(AUDIT).map_err(storage)?,
+            admin_access: txn.open_table(ADMIN_ACCESS).map_err(storage)?,
         })
     }
 
@@ -120,6 +123,51 @@ impl Tx<'_, '_> {
     pub(crate) fn remove_allocation(&mut self, uid: &str) -> Result<()> {
         self.tables
             .allocations
+            .remove(ClaimUid::new(uid))
+            .map_err(LedgerError::storage)?;
+        Ok(())
+    }
+
+    pub(crate) fn admin_access(&self, uid: &str) -> Result<Option<AdminAccessRecord>> {
+        let value = self
+            .tables
+            .admin_access
+            .get(ClaimUid::new(uid))
+            .map_err(LedgerError::storage)?;
+        value
+            .map(|v| decoded("admin_access", v.value()))
+            .transpose()
+    }
+
+    /// Every admin-access record by claim UID.
+    pub(crate) fn admin_accesses(&self) -> Result<Vec<(String, AdminAccessRecord)>> {
+        let mut out = Vec::new();
+        for entry in self
+            .tables
+            .admin_access
+            .iter()
+            .map_err(LedgerError::storage)?
+        {
+            let (key, value) = entry.map_err(LedgerError::storage)?;
+            out.push((
+                key.value().as_string(),
+                decoded("admin_access", value.value())?,
+            ));
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn put_admin_access(&mut self, uid: &str, record: AdminAccessRecord) -> Result<()> {
+        self.tables
+            .admin_access
+            .insert(ClaimUid::new(uid), Ok(record))
+            .map_err(LedgerError::storage)?;
+        Ok(())
+    }
+
+    pub(crate) fn remove_admin_access(&mut self, uid: &str) -> Result<()> {
+        self.tables
+            .admin_access
             .remove(ClaimUid::new(uid))
             .map_err(LedgerError::storage)?;
         Ok(())

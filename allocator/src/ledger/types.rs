@@ -218,6 +218,9 @@ pub struct DeviceStatus {
     pub missing: bool,
     /// The claims holding it.
     pub consumers: Vec<DeviceConsumer>,
+    /// The UIDs of the admin-access claims looking at it (holding nothing).
+    #[serde(default)]
+    pub admin_access: Vec<String>,
 }
 
 /// Device counts by state. A device counts once in `free`/`allocated`, and additionally in
@@ -257,6 +260,9 @@ pub struct NodeSummary {
     pub node: String,
     /// Its counts.
     pub counts: DeviceCounts,
+    /// Admin-access claims on its devices (not counted in `counts`).
+    #[serde(default)]
+    pub admin_access: u64,
 }
 
 /// Utilisation totals and per attribute value (`model` -> `H200` -> counts).
@@ -298,6 +304,9 @@ pub struct VerifyReport {
     pub intents: u64,
     /// Audit entries checked.
     pub audit_entries: u64,
+    /// Admin-access records checked.
+    #[serde(default)]
+    pub admin_access: u64,
     /// Every broken invariant found, one sentence each; empty when consistent.
     pub problems: Vec<String>,
 }

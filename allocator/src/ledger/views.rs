@@ -49,7 +49,17 @@ pub(crate) fn nodes(txn: &ReadTransaction) -> Result<Vec<NodeSummary>> {
         let record = decoded("devices", value.value())?;
         add_node_counts(&mut nodes, key.value().parts().0, &record);
     }
+    add_admin_access(txn, &mut nodes)?;
     Ok(nodes)
+}
+
+/// Fills in each node's count of admin-access claims.
+fn add_admin_access(txn: &ReadTransaction, nodes: &mut [NodeSummary]) -> Result<()> {
+    let counts = super::admin_access::count_by_node(txn)?;
+    for summary in nodes {
+        summary.admin_access = counts.get(&summary.node).copied().unwrap_or(0);
+    }
+    Ok(())
 }
 
 /// Counts `record`, a device of `node`, into `nodes`, which the devices table fills in node
@@ -59,6 +69,7 @@ fn add_node_counts(nodes: &mut Vec<NodeSummary>, node: String, record: &DeviceRe
         nodes.push(NodeSummary {
             node,
             counts: DeviceCounts::default(),
+            admin_access: 0,
         });
     }
     if let Some(last) = nodes.last_mut() {
@@ -72,11 +83,14 @@ pub(crate) fn node_devices(txn: &ReadTransaction, node: &str) -> Result<Option<V
     let range = table
         .range(DeviceKey::node_start(node)..DeviceKey::node_end(node))
         .map_err(LedgerError::storage)?;
+    let mut admin_access = super::admin_access::claims_by_device(txn, node)?;
     for entry in range {
         let (key, value) = entry.map_err(LedgerError::storage)?;
         let record = decoded("devices", value.value())?;
+        let name = key.value().parts().1;
         devices.push(DeviceStatus {
-            name: key.value().parts().1,
+            admin_access: admin_access.remove(&name).unwrap_or_default(),
+            name,
             attributes: attributes_of(&record)?,
             cordoned: record.cordoned,
             missing: record.missing,
@@ -296,5 +310,6 @@ pub(crate) fn utilisation_and_nodes(
         claims_allocated,
         intents_pending,
     };
+    add_admin_access(txn, &mut nodes)?;
     Ok((utilisation, nodes))
 }

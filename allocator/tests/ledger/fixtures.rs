@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use dra_allocator::ledger::{AllocationState, ImportRequest, IntentKind, Ledger, LedgerOptions};
+use dra_allocator::ledger::{
+    AdminAccessQuery, AllocationState, AuditEvent, ImportRequest, IntentKind, Ledger, LedgerOptions,
+};
 use dra_allocator::model::{AttributeValue, Device, Sharing};
 use testkit::ledger::*;
 
@@ -37,11 +39,11 @@ fn rich_device(name: &str, model: &str, numa: i64) -> Device {
         )
 }
 
-/// Writes the schema version 1 fixture: every table populated, every record kind present.
+/// Writes the schema version 2 fixture: every table populated, every record kind present.
 #[test]
-#[ignore = "generates migrations/fixtures/ledger-v1.redb; run by hand when releasing a schema"]
-fn generate_v1_fixture() {
-    let path = fixtures().join("ledger-v1.redb");
+#[ignore = "generates migrations/fixtures/ledger-v2.redb; run by hand when releasing a schema"]
+fn generate_v2_fixture() {
+    let path = fixtures().join("ledger-v2.redb");
     let _ = std::fs::remove_file(&path);
     let ledger = Ledger::open_with(&path, DRIVER, fixed_clock()).unwrap();
     ledger
@@ -108,6 +110,25 @@ fn generate_v1_fixture() {
         })
         .unwrap();
     ledger.cordon("node-a", "gpu-3").unwrap();
+    // Admin access to a device another claim holds exclusively, one replaced, one released.
+    let held = ledger.allocation("claim-confirmed").unwrap().unwrap();
+    ledger
+        .record_admin_access(admin_access(
+            "claim-admin",
+            "node-a",
+            &[held.devices[0].as_str()],
+        ))
+        .unwrap();
+    ledger
+        .record_admin_access(admin_access("claim-admin-b", "node-b", &["gpu-0"]))
+        .unwrap();
+    ledger
+        .record_admin_access(admin_access("claim-admin-b", "node-b", &["gpu-1"]))
+        .unwrap();
+    ledger
+        .record_admin_access(admin_access("claim-admin-gone", "node-b", &["gpu-0"]))
+        .unwrap();
+    ledger.release_admin_access("claim-admin-gone").unwrap();
     assert_consistent(&ledger);
 }
 
@@ -128,10 +149,9 @@ fn every_fixture_opens_migrates_and_verifies() {
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert!(
-        names.contains(&"ledger-v1.redb".to_owned()),
-        "fixtures: {names:?}"
-    );
+    for expected in ["ledger-v1.redb", "ledger-v2.redb"] {
+        assert!(names.contains(&expected.to_owned()), "fixtures: {names:?}");
+    }
     for name in names {
         let (_dir, path) = working_copy(&name);
         let info = dra_migrations::inspect(&path).unwrap();
@@ -145,11 +165,8 @@ fn every_fixture_opens_migrates_and_verifies() {
     }
 }
 
-#[test]
-fn v1_fixture_keeps_its_content() {
-    let (_dir, path) = working_copy("ledger-v1.redb");
-    let ledger = Ledger::open(&path, DRIVER).unwrap();
-
+/// What the v1 fixture holds, and the v2 fixture too (its generator wrote the same first).
+fn assert_v1_content(ledger: &Ledger) {
     let pending = ledger.pending_intents().unwrap();
     assert_eq!(pending.len(), 3, "{pending:?}");
     let confirmed = ledger.allocation("claim-confirmed").unwrap().unwrap();
@@ -174,8 +191,10 @@ fn v1_fixture_keeps_its_content() {
     let utilisation = ledger.utilisation().unwrap();
     assert_eq!(utilisation.totals.total, 7);
     assert_eq!(utilisation.claims_allocated, 5);
+}
 
-    // The migrated file accepts new work.
+/// The migrated or current file accepts new work.
+fn assert_accepts_new_work(ledger: &Ledger) {
     ledger.release("claim-pending").unwrap();
     ledger
         .allocate(allocate(
@@ -184,5 +203,74 @@ fn v1_fixture_keeps_its_content() {
             request(1, Sharing::Exclusive),
         ))
         .unwrap();
+    assert_consistent(ledger);
+}
+
+#[test]
+fn v1_fixture_migrates_to_version_2_keeps_its_content_and_has_no_admin_access() {
+    let (_dir, path) = working_copy("ledger-v1.redb");
+    let ledger = Ledger::open(&path, DRIVER).unwrap();
+
+    assert!(dra_migrations::backup_path(&path, 1).exists());
+    assert_eq!(dra_migrations::inspect(&path).unwrap().schema_version, 2);
     assert_consistent(&ledger);
+    assert_v1_content(&ledger);
+    assert!(ledger
+        .admin_accesses(&AdminAccessQuery::default())
+        .unwrap()
+        .is_empty());
+    // Audit entries written by version 1 still decode after the new event kinds were appended.
+    let audit = ledger.audit_since(0, 1000).unwrap();
+    assert!(audit
+        .iter()
+        .any(|e| matches!(e.event, AuditEvent::Cordoned { .. })));
+    ledger
+        .record_admin_access(admin_access("late", "node-a", &["gpu-0"]))
+        .unwrap();
+    assert_accepts_new_work(&ledger);
+}
+
+#[test]
+fn v2_fixture_opens_as_current_and_keeps_its_admin_access_apart_from_allocations() {
+    let (_dir, path) = working_copy("ledger-v2.redb");
+    let ledger = Ledger::open(&path, DRIVER).unwrap();
+
+    assert!(!dra_migrations::backup_path(&path, 2).exists());
+    assert_v1_content(&ledger);
+    let confirmed = ledger.allocation("claim-confirmed").unwrap().unwrap();
+    let admin = ledger.admin_access("claim-admin").unwrap().unwrap();
+    assert_eq!(admin.node, "node-a");
+    assert_eq!(admin.devices, confirmed.devices[..1]);
+    let moved = ledger.admin_access("claim-admin-b").unwrap().unwrap();
+    assert_eq!(moved.devices, ["gpu-1"]);
+    assert!(moved.updated_ms > moved.recorded_ms);
+    assert!(ledger.admin_access("claim-admin-gone").unwrap().is_none());
+    let node_a = ledger.node_devices("node-a").unwrap().unwrap();
+    let looked_at = node_a
+        .iter()
+        .find(|d| d.name == confirmed.devices[0])
+        .unwrap();
+    assert_eq!(looked_at.consumers.len(), 1);
+    assert_eq!(looked_at.admin_access, ["claim-admin"]);
+    let nodes = ledger.nodes().unwrap();
+    let counts: Vec<(&str, u64)> = nodes
+        .iter()
+        .map(|n| (n.node.as_str(), n.admin_access))
+        .collect();
+    assert_eq!(counts, [("node-a", 1), ("node-b", 1), ("node-c", 0)]);
+    let audit = ledger.audit_since(0, 1000).unwrap();
+    let admin_events = audit
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.event,
+                AuditEvent::AdminAccessRecorded { .. }
+                    | AuditEvent::AdminAccessReplaced { .. }
+                    | AuditEvent::AdminAccessReleased { .. }
+            )
+        })
+        .count();
+    assert_eq!(admin_events, 5);
+    assert_eq!(ledger.verify().unwrap().admin_access, 2);
+    assert_accepts_new_work(&ledger);
 }

@@ -6,6 +6,7 @@
 // Test code unwraps: a failed step should fail the test loudly.
 #![allow(clippy::unwrap_used)]
 
+mod admin_access;
 mod commit_guard;
 mod concurrency;
 mod crash_kill;

@@ -4,7 +4,7 @@
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::{Extension, Json};
-use dra_allocator::ledger::{AllocationQuery, Ledger};
+use dra_allocator::ledger::{AdminAccessQuery, AllocationQuery, Ledger};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -46,7 +46,8 @@ fn page_limit(limit: Option<usize>) -> Result<usize, ErrorResponse> {
     }
 }
 
-/// Per node: devices total, free, allocated, shared, cordoned and missing.
+/// Per node: devices total, free, allocated, shared, cordoned and missing, and the admin-access
+/// claims on its devices.
 #[utoipa::path(get, path = "/v1/nodes", tag = "ledger",
     responses(
         (status = 200, description = "Nodes by name", body = NodeList),
@@ -57,7 +58,8 @@ pub async fn list_nodes(State(state): State<AppState>) -> Result<Json<NodeList>,
     Ok(Json(nodes.into()))
 }
 
-/// The devices of a node with their attributes, state and consumer claims.
+/// The devices of a node with their attributes, state, consumer claims and the admin-access
+/// claims looking at them.
 #[utoipa::path(get, path = "/v1/nodes/{node}/devices", tag = "ledger",
     params(("node" = String, Path, description = "Node name")),
     responses(
@@ -108,7 +110,8 @@ pub struct ClaimsQuery {
     continue_token: Option<String>,
 }
 
-/// The ledger's allocations by claim UID, optionally filtered, one page at a time.
+/// The ledger's allocations by claim UID, optionally filtered, one page at a time; the
+/// admin-access claims matching the filters come apart, with the first page.
 #[utoipa::path(get, path = "/v1/claims", tag = "ledger",
     params(ClaimsQuery),
     responses(
@@ -134,24 +137,38 @@ pub async fn list_claims(
         )?),
         None => None,
     };
+    let first_page = after.is_none();
     let request = AllocationQuery {
         after,
         limit: page_limit(q.limit)?,
         namespace: namespace.clone(),
         node: node.clone(),
     };
-    let page = state
-        .ledger_call(move |ledger| ledger.allocations(&request))
+    let admin_query = AdminAccessQuery {
+        namespace: namespace.clone(),
+        node: node.clone(),
+    };
+    let (page, admin_access) = state
+        .ledger_call(move |ledger| {
+            let page = ledger.allocations(&request)?;
+            let admin_access = if first_page {
+                ledger.admin_accesses(&admin_query)?
+            } else {
+                Vec::new()
+            };
+            Ok((page, admin_access))
+        })
         .await?;
     Ok(Json(ClaimList {
         items: page.items.into_iter().map(Into::into).collect(),
+        admin_access: admin_access.into_iter().map(Into::into).collect(),
         continue_token: page
             .next
             .map(|after| Cursor::new(after, namespace, node, &ledger).encode()),
     }))
 }
 
-/// A claim's allocation and its intent history.
+/// A claim's allocation and its intent history, or its admin access.
 #[utoipa::path(get, path = "/v1/claims/{uid}", tag = "ledger",
     params(("uid" = String, Path, description = "Claim UID")),
     responses(
@@ -165,11 +182,12 @@ pub async fn get_claim(
 ) -> Result<Json<ClaimDetailView>, ErrorResponse> {
     let uid = segments(uid)?;
     let key = uid.clone();
-    let detail = state
-        .ledger_call(move |ledger| ledger.claim(&key))
-        .await?
+    let (detail, admin_access) = state
+        .ledger_call(move |ledger| Ok((ledger.claim(&key)?, ledger.admin_access(&key)?)))
+        .await?;
+    let view = ClaimDetailView::new(uid.clone(), detail, admin_access)
         .ok_or_else(|| ErrorResponse::UnknownObject(format!("claim {uid} is not in the ledger")))?;
-    Ok(Json(ClaimDetailView::new(uid, detail)))
+    Ok(Json(view))
 }
 
 /// Allocations whose intent is durable but not yet confirmed in the cluster.

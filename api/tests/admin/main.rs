@@ -14,5 +14,6 @@ mod metrics;
 mod metrics_breakdown;
 mod openapi;
 mod router;
+mod v1_admin_access;
 mod v1_read;
 mod v1_write;

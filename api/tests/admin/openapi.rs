@@ -181,6 +181,7 @@ async fn protected_operations_declare_the_bearer_scheme() {
         "DeviceList",
         "ClaimList",
         "ClaimDetailView",
+        "AdminAccessItem",
         "AuditPage",
         "UtilisationView",
         "ErrorBody",
@@ -190,4 +191,18 @@ async fn protected_operations_declare_the_bearer_scheme() {
             "{schema}"
         );
     }
+    // Admin-access claims are documented apart from the allocations they are listed beside.
+    let schemas = &json["components"]["schemas"];
+    assert!(schemas["ClaimList"]["properties"]
+        .get("adminAccess")
+        .is_some());
+    assert!(schemas["ClaimDetailView"]["properties"]
+        .get("adminAccess")
+        .is_some());
+    assert!(schemas["NodeItem"]["properties"]
+        .get("adminAccess")
+        .is_some());
+    assert!(schemas["DeviceItem"]["properties"]
+        .get("adminAccess")
+        .is_some());
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::support::{fixture, get};
+use crate::support::{fixture, get, uids_of};
 use axum::http::StatusCode;
 use dra_api::{AppState, Metrics, Readiness};
 use serde_json::json;
@@ -52,12 +52,7 @@ async fn devices_of_unknown_node_are_404() {
 }
 
 fn uids(json: &serde_json::Value) -> Vec<String> {
-    json["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["uid"].as_str().unwrap().to_owned())
-        .collect()
+    uids_of(json, "items")
 }
 
 #[tokio::test]

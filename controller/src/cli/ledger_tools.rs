@@ -153,6 +153,11 @@ fn inspect(path: &Path) -> anyhow::Result<InspectReport> {
 }
 
 impl InspectReport {
+    /// The admin-access claims of every node (each claim is on one node).
+    fn admin_access(&self) -> u64 {
+        self.nodes.iter().map(|n| n.admin_access).sum()
+    }
+
     fn to_text(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "ledger: {}", self.path.display());
@@ -163,6 +168,7 @@ impl InspectReport {
         );
         let _ = writeln!(out, "driver: {}", self.info.driver_name);
         let _ = writeln!(out, "claims allocated: {}", self.claims_allocated);
+        let _ = writeln!(out, "admin-access claims: {}", self.admin_access());
         let _ = writeln!(out, "nodes: {}", self.nodes.len());
         if !self.nodes.is_empty() {
             let _ = writeln!(
@@ -201,6 +207,7 @@ impl InspectReport {
             "schemaVersion": self.info.schema_version,
             "driverName": self.info.driver_name,
             "claimsAllocated": self.claims_allocated,
+            "adminAccessClaims": self.admin_access(),
             "nodes": self.nodes,
             "pendingIntents": self.pending,
         })
@@ -211,8 +218,12 @@ fn verify(path: &Path) -> anyhow::Result<ExitCode> {
     let copied = open_copy(path)?;
     let report = copied.ledger.verify()?;
     let counts = format!(
-        "{} devices, {} allocations, {} journal entries, {} audit entries",
-        report.devices, report.allocations, report.intents, report.audit_entries
+        "{} devices, {} allocations, {} journal entries, {} audit entries, {} admin-access claims",
+        report.devices,
+        report.allocations,
+        report.intents,
+        report.audit_entries,
+        report.admin_access
     );
     if report.is_consistent() {
         println!("ledger {} is consistent: {counts}", path.display());

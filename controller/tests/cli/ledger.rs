@@ -46,10 +46,12 @@ fn inspect_shows_schema_driver_nodes_and_pending_intents() {
     let output = dra_ledger(&["ledger", "inspect", "--ledger", path_str(&path)]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let stdout = text(&output.stdout);
+    let schema = format!("schema version: {}", dra_migrations::CURRENT_SCHEMA_VERSION);
     for expected in [
-        "schema version: 1",
+        schema.as_str(),
         "driver: gpu.dra-ledger.io",
         "claims allocated: 2",
+        "admin-access claims: 0",
         "nodes: 2",
         "pending intents: 1",
         "claim team/claim-uid-b (uid uid-b) on node-1",
@@ -75,7 +77,10 @@ fn inspect_json_is_one_parseable_document() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(json["driverName"], DRIVER);
-    assert_eq!(json["schemaVersion"], 1);
+    assert_eq!(
+        json["schemaVersion"],
+        dra_migrations::CURRENT_SCHEMA_VERSION
+    );
     assert_eq!(json["nodes"].as_array().unwrap().len(), 2);
     assert_eq!(json["pendingIntents"][0]["claim"]["uid"], "uid-b");
 }
@@ -121,7 +126,11 @@ fn migrate_of_a_current_ledger_changes_nothing() {
     let before = std::fs::read(&path).unwrap();
     let output = dra_ledger(&["ledger", "migrate", "--ledger", path_str(&path)]);
     assert!(output.status.success(), "{}", text(&output.stderr));
-    assert!(text(&output.stdout).contains("already has schema version 1; nothing to do"));
+    let current = format!(
+        "already has schema version {}; nothing to do",
+        dra_migrations::CURRENT_SCHEMA_VERSION
+    );
+    assert!(text(&output.stdout).contains(&current));
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
@@ -204,7 +213,11 @@ fn a_newer_schema_is_refused_and_left_unchanged() {
         let output = dra_ledger(&["ledger", tool, "--ledger", path_str(&path)]);
         assert_eq!(output.status.code(), Some(1), "{tool}");
         let stderr = text(&output.stderr);
-        assert!(stderr.contains("schema version 2"), "{tool}: {stderr}");
+        let newer = format!(
+            "schema version {}",
+            dra_migrations::CURRENT_SCHEMA_VERSION + 1
+        );
+        assert!(stderr.contains(&newer), "{tool}: {stderr}");
         assert_eq!(
             std::fs::read(&path).unwrap(),
             before,

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger, LedgerOptions, PodClaimRequest};
+use dra_allocator::ledger::{
+    AdminAccessRequest, AllocateRequest, ClaimRef, Ledger, LedgerOptions, PodClaimRequest,
+};
 use dra_allocator::model::{
     AttributeValue, Device, EffectiveRequest, Operator, Policy, Requirement, Sharing,
 };
@@ -64,6 +66,15 @@ pub fn allocate(uid: &str, node: Option<&str>, request: EffectiveRequest) -> All
         pod_uid: None,
         request,
         node: node.map(str::to_owned),
+    }
+}
+
+/// The admin access of claim `uid` (see [`claim`]) to `devices` of `node`.
+pub fn admin_access(uid: &str, node: &str, devices: &[&str]) -> AdminAccessRequest {
+    AdminAccessRequest {
+        claim: claim(uid),
+        node: node.to_owned(),
+        devices: devices.iter().map(|d| (*d).to_owned()).collect(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! The migration machinery exercised with synthetic steps (schema version 1 has no released step).
+//! The migration machinery exercised with synthetic steps.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -15,6 +15,10 @@ fn v1_file(dir: &Path) -> PathBuf {
     let db = Database::create(&path).unwrap();
     let txn = db.begin_write().unwrap();
     initialize(&txn, "gpu.example.com").unwrap();
+    txn.open_table(META)
+        .unwrap()
+        .insert(crate::SCHEMA_VERSION_KEY, 1_u32.to_be_bytes().as_slice())
+        .unwrap();
     txn.commit().unwrap();
     path
 }

@@ -2,12 +2,13 @@
 //! the audit log.
 
 use dra_allocator::ledger::{
-    Allocation, AllocationState, AuditEntry, AuditEvent, ClaimDetail, Intent, IntentKind,
-    PendingIntent, Resolution,
+    AdminAccess, Allocation, AllocationState, AuditEntry, AuditEvent, ClaimDetail, Intent,
+    IntentKind, PendingIntent, Resolution,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::admin_access::AdminAccessItem;
 use super::inventory::SharingView;
 
 /// Whether the cluster has been seen to carry an allocation.
@@ -75,11 +76,16 @@ impl From<Allocation> for ClaimItem {
     }
 }
 
-/// `GET /v1/claims`: one page of allocations by claim UID.
+/// `GET /v1/claims`: one page of allocations by claim UID, and the admin-access claims apart.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ClaimList {
     /// The allocations.
     pub items: Vec<ClaimItem>,
+    /// The admin-access claims matching the same filters, by claim UID: they hold no device, so
+    /// they are not among `items`. All of them come with the first page; later pages (with
+    /// `continue`) carry none.
+    #[serde(rename = "adminAccess", default)]
+    pub admin_access: Vec<AdminAccessItem>,
     /// An opaque token for the next page: pass it unchanged as `continue` with the same
     /// filters; absent on the last page. It is valid only with the ledger that issued it (the
     /// leader's, in its term).
@@ -171,7 +177,8 @@ impl From<Intent> for IntentItem {
     }
 }
 
-/// `GET /v1/claims/{uid}`: a claim's allocation, if any, and its intent history.
+/// `GET /v1/claims/{uid}`: a claim's allocation, if any, and its intent history; for an
+/// admin-access claim, its admin access.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ClaimDetailView {
     /// The claim UID.
@@ -180,16 +187,34 @@ pub struct ClaimDetailView {
     pub allocation: Option<ClaimItem>,
     /// The journalled intents, oldest first (within the retention bound).
     pub intents: Vec<IntentItem>,
+    /// Present when the claim has admin access to devices (which it holds none of).
+    #[serde(
+        rename = "adminAccess",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub admin_access: Option<AdminAccessItem>,
 }
 
 impl ClaimDetailView {
-    /// The view of `detail` for claim `uid`.
-    pub fn new(uid: String, detail: ClaimDetail) -> Self {
-        ClaimDetailView {
-            uid,
-            allocation: detail.allocation.map(Into::into),
-            intents: detail.intents.into_iter().map(Into::into).collect(),
+    /// The view of claim `uid` from its `detail` (allocation and intents) and `admin_access`;
+    /// `None` when the ledger knows neither.
+    pub fn new(
+        uid: String,
+        detail: Option<ClaimDetail>,
+        admin_access: Option<AdminAccess>,
+    ) -> Option<Self> {
+        if detail.is_none() && admin_access.is_none() {
+            return None;
         }
+        let (allocation, intents) =
+            detail.map_or((None, Vec::new()), |d| (d.allocation, d.intents));
+        Some(ClaimDetailView {
+            uid,
+            allocation: allocation.map(Into::into),
+            intents: intents.into_iter().map(Into::into).collect(),
+            admin_access: admin_access.map(Into::into),
+        })
     }
 }
 
@@ -246,7 +271,8 @@ pub struct AuditItem {
     /// Unix milliseconds.
     pub at_ms: u64,
     /// What happened: `allocated`, `imported`, `confirmed`, `released`, `aborted`, `cordoned`,
-    /// `uncordoned`, `deviceAdded`, `deviceRemoved`, `deviceMissing` or `deviceRestored`.
+    /// `uncordoned`, `deviceAdded`, `deviceRemoved`, `deviceMissing`, `deviceRestored`,
+    /// `adminAccessRecorded`, `adminAccessReplaced` or `adminAccessReleased`.
     pub event: String,
     /// The claim concerned.
     pub claim_uid: Option<String>,
@@ -296,6 +322,21 @@ impl From<AuditEntry> for AuditItem {
             AuditEvent::DeviceRestored { node, device } => {
                 ("deviceRestored", None, Some(node), vec![device])
             }
+            AuditEvent::AdminAccessRecorded {
+                claim_uid,
+                node,
+                devices,
+            } => ("adminAccessRecorded", Some(claim_uid), Some(node), devices),
+            AuditEvent::AdminAccessReplaced {
+                claim_uid,
+                node,
+                devices,
+            } => ("adminAccessReplaced", Some(claim_uid), Some(node), devices),
+            AuditEvent::AdminAccessReleased {
+                claim_uid,
+                node,
+                devices,
+            } => ("adminAccessReleased", Some(claim_uid), Some(node), devices),
         };
         AuditItem {
             seq: entry.seq,

@@ -48,6 +48,9 @@ pub struct NodeItem {
     pub name: String,
     /// Its device counts.
     pub devices: Counts,
+    /// Admin-access claims on its devices; they hold none, so `devices` does not count them.
+    #[serde(default)]
+    pub admin_access: u64,
 }
 
 /// `GET /v1/nodes`: every node with devices in the ledger, by name.
@@ -65,6 +68,7 @@ impl From<Vec<NodeSummary>> for NodeList {
                 .map(|n| NodeItem {
                     name: n.node,
                     devices: n.counts.into(),
+                    admin_access: n.admin_access,
                 })
                 .collect(),
         }
@@ -156,6 +160,10 @@ pub struct DeviceItem {
     pub attributes: BTreeMap<String, String>,
     /// The claims holding it, in allocation order.
     pub consumers: Vec<ConsumerItem>,
+    /// The UIDs of the admin-access claims looking at it; they hold nothing, so they are not
+    /// among `consumers` and leave `state` as it is.
+    #[serde(default)]
+    pub admin_access: Vec<String>,
 }
 
 impl From<DeviceStatus> for DeviceItem {
@@ -180,6 +188,7 @@ impl From<DeviceStatus> for DeviceItem {
                 .map(|(name, value)| (name.clone(), value.to_string()))
                 .collect(),
             consumers: d.consumers.into_iter().map(Into::into).collect(),
+            admin_access: d.admin_access,
         }
     }
 }

@@ -2,8 +2,10 @@
 //! the API's contract, the source of the OpenAPI schemas and what `dra-ledger admin` decodes;
 //! the ledger's own types stay free to change. Depends on the ledger's view types only.
 
+mod admin_access;
 mod claims;
 mod inventory;
 
+pub use admin_access::*;
 pub use claims::*;
 pub use inventory::*;

@@ -55,6 +55,16 @@ pub fn fixture() -> Fixture {
     Fixture { dir, ledger, state }
 }
 
+/// The `uid` of every entry of the list `key` of a `/v1/claims` answer.
+pub fn uids_of(json: &serde_json::Value, key: &str) -> Vec<String> {
+    json[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["uid"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// `state` with the admin token [`TOKEN`].
 pub fn with_token(state: AppState) -> AppState {
     state.with_admin_token(AdminToken::new(TOKEN).unwrap())

@@ -276,6 +276,7 @@ async fn claims(
         query = format!("{query}&node={}", encode(node));
     }
     let mut items = Vec::new();
+    let mut admin_access = Vec::new();
     let mut by;
     let mut token = continue_token.map(str::to_owned);
     loop {
@@ -296,19 +297,20 @@ async fn claims(
                 return Ok((pretty(&page), by));
             }
             let page: dra_api::v1::types::ClaimList = render::decode(page)?;
-            return Ok((render::claims(&page.items), by));
+            return Ok((render::claims(&page.items, &page.admin_access), by));
         }
         let page: dra_api::v1::types::ClaimList = render::decode(page)?;
         items.extend(page.items);
+        admin_access.extend(page.admin_access);
         match page.continue_token {
             Some(next) => token = Some(next),
             None => break,
         }
     }
     let text = if json {
-        pretty(&serde_json::json!({"items": items}))
+        pretty(&serde_json::json!({"items": items, "adminAccess": admin_access}))
     } else {
-        render::claims(&items)
+        render::claims(&items, &admin_access)
     };
     Ok((text, by))
 }

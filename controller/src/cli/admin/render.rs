@@ -2,8 +2,8 @@
 //! (`dra_api::v1::types`), so the client reads exactly what the server writes.
 
 use dra_api::v1::types::{
-    AuditPage, ClaimDetailView, ClaimItem, CordonResult, Counts, DeviceList, IntentList, NodeList,
-    SharingMode, SharingView, UtilisationView,
+    AdminAccessItem, AuditPage, ClaimDetailView, ClaimItem, CordonResult, Counts, DeviceList,
+    IntentList, NodeList, SharingMode, SharingView, UtilisationView,
 };
 use serde::de::DeserializeOwned;
 
@@ -38,14 +38,16 @@ const COUNT_HEADERS: [&str; 6] = [
     "missing",
 ];
 
-/// `admin nodes`.
+/// `admin nodes`: the device counts, then the admin-access claims (which hold no device).
 pub fn nodes(view: &NodeList) -> String {
     let mut headers = vec!["node"];
     headers.extend(COUNT_HEADERS);
+    headers.push("admin-access");
     let mut table = Table::new(&headers);
     for node in &view.items {
         let mut row = vec![node.name.clone()];
         row.extend(counts(&node.devices));
+        row.push(node.admin_access.to_string());
         table.row(row);
     }
     table.render()
@@ -82,7 +84,7 @@ pub fn prepared(view: &dra_node::admin::PreparedList) -> String {
 
 /// `admin devices NODE`.
 pub fn devices(view: &DeviceList) -> String {
-    let mut table = Table::new(&["device", "state", "attributes", "consumers"]);
+    let mut table = Table::new(&["device", "state", "attributes", "consumers", "admin-access"]);
     for device in &view.items {
         let attributes: Vec<String> = device
             .attributes
@@ -99,13 +101,41 @@ pub fn devices(view: &DeviceList) -> String {
             lower(&device.state),
             list(&attributes),
             list(&consumers),
+            list(&device.admin_access),
         ]);
     }
     table.render()
 }
 
-/// `admin claims`.
-pub fn claims(items: &[ClaimItem]) -> String {
+/// `admin claims`: the allocations, then the admin-access claims apart (when there are any).
+pub fn claims(items: &[ClaimItem], admin_access: &[AdminAccessItem]) -> String {
+    let allocations = allocations(items);
+    if admin_access.is_empty() {
+        return allocations;
+    }
+    format!(
+        "{allocations}\nAdmin access (holds no device):\n{}",
+        admin_accesses(admin_access)
+    )
+}
+
+fn admin_accesses(items: &[AdminAccessItem]) -> String {
+    let now = now_ms();
+    let mut table = Table::new(&["uid", "namespace", "name", "node", "devices", "age"]);
+    for a in items {
+        table.row(vec![
+            a.uid.clone(),
+            a.namespace.clone(),
+            a.name.clone(),
+            a.node.clone(),
+            list(&a.devices),
+            age(now, a.recorded_ms),
+        ]);
+    }
+    table.render()
+}
+
+fn allocations(items: &[ClaimItem]) -> String {
     let now = now_ms();
     let mut table = Table::new(&[
         "uid",
@@ -156,6 +186,16 @@ pub fn claim(view: &ClaimDetailView) -> String {
             }
         }
         None => out.push_str("Allocation: <none>\n"),
+    }
+    if let Some(a) = &view.admin_access {
+        out = format!(
+            "{out}Admin access: {}/{} on {}: {} (holds no device, {})\n",
+            a.namespace,
+            a.name,
+            a.node,
+            list(&a.devices),
+            age(now, a.recorded_ms)
+        );
     }
     out.push_str("Intents:\n");
     let mut table = Table::new(&["id", "kind", "node", "devices", "outcome", "age"]);
@@ -331,5 +371,46 @@ mod tests {
                 "gpu.dra-ledger.io/claim=u-1"
             ]
         );
+    }
+
+    #[test]
+    fn admin_access_claims_show_apart_in_the_claim_node_and_device_tables() {
+        let claims: dra_api::v1::types::ClaimList = decode(serde_json::json!({
+            "items": [],
+            "adminAccess": [{
+                "uid": "a-1", "namespace": "ops", "name": "look", "node": "node-a",
+                "devices": ["gpu-0"], "recordedMs": 0, "updatedMs": 0,
+            }],
+        }))
+        .unwrap();
+        let nodes: NodeList = decode(serde_json::json!({"items": [{
+            "name": "node-a", "adminAccess": 1,
+            "devices": {"total": 1, "free": 0, "allocated": 1, "shared": 0, "cordoned": 0, "missing": 0},
+        }]}))
+        .unwrap();
+        let devices: DeviceList = decode(serde_json::json!({"node": "node-a", "items": [{
+            "name": "gpu-0", "state": "allocated", "cordoned": false, "missing": false,
+            "attributes": {}, "consumers": [{"claimUid": "c-1", "sharing": {"mode": "exclusive"}}],
+            "adminAccess": ["a-1"],
+        }]}))
+        .unwrap();
+
+        let claims = self::claims(&claims.items, &claims.admin_access);
+        let nodes = self::nodes(&nodes);
+        let devices = self::devices(&devices);
+
+        let lines: Vec<&str> = claims.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("Admin access"))
+            .unwrap();
+        let row: Vec<&str> = lines[at + 2].split_whitespace().collect();
+        assert_eq!(row[..5], ["a-1", "ops", "look", "node-a", "gpu-0"]);
+        let node_row: Vec<&str> = nodes.lines().nth(1).unwrap().split_whitespace().collect();
+        let header = nodes.lines().next().unwrap().to_lowercase();
+        assert_eq!(header.split_whitespace().last(), Some("admin-access"));
+        assert_eq!(node_row.last(), Some(&"1"));
+        let device_row: Vec<&str> = devices.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(device_row[device_row.len() - 2..], ["c-1", "a-1"]);
     }
 }
