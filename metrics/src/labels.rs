@@ -40,11 +40,18 @@ pub enum AllocationOutcome {
     Unsatisfiable,
     /// Anything else failed (parameters, ledger, not ready).
     Error,
+    /// An admin-access claim recorded by the mirror: it looks at devices and holds none.
+    AdminAccess,
 }
 
 impl AllocationOutcome {
     /// All outcomes.
-    pub const ALL: [AllocationOutcome; 3] = [Self::Allocated, Self::Unsatisfiable, Self::Error];
+    pub const ALL: [AllocationOutcome; 4] = [
+        Self::Allocated,
+        Self::Unsatisfiable,
+        Self::Error,
+        Self::AdminAccess,
+    ];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
@@ -52,6 +59,7 @@ impl AllocationOutcome {
             Self::Allocated => "allocated",
             Self::Unsatisfiable => "unsatisfiable",
             Self::Error => "error",
+            Self::AdminAccess => "admin_access",
         }
     }
 }

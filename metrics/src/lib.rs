@@ -63,17 +63,18 @@ pub const CORE_METRIC_NAMES: [&str; 13] = [
 ];
 
 /// The full names of the breakdown and operational gauges, beyond the core metrics.
-const GAUGE_NAMES: [&str; 5] = [
+const GAUGE_NAMES: [&str; 6] = [
     "dra_ledger_node_devices",
     "dra_ledger_attribute_devices",
     "dra_ledger_ready",
     "dra_ledger_leader",
     "dra_ledger_oldest_pending_intent_age_seconds",
+    "dra_ledger_admin_access_claims",
 ];
 
 /// The full names of all metrics, as exposed on `/metrics`: the core metrics, then the
 /// breakdown and operational gauges.
-pub const METRIC_NAMES: [&str; 18] = concat_names(CORE_METRIC_NAMES, GAUGE_NAMES);
+pub const METRIC_NAMES: [&str; 19] = concat_names(CORE_METRIC_NAMES, GAUGE_NAMES);
 
 /// `first` followed by `then` (`N` must be their total length, checked at compile time).
 const fn concat_names<const A: usize, const B: usize, const N: usize>(
@@ -115,6 +116,7 @@ pub struct Metrics {
     ready: IntGauge,
     leader: IntGauge,
     oldest_intent_age: Gauge,
+    admin_access_claims: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -228,6 +230,10 @@ impl Metrics {
                 name("oldest_pending_intent_age_seconds"),
                 "Age of the oldest allocation durable in the ledger but not yet seen in the cluster; 0 when none",
             )?,
+            admin_access_claims: IntGauge::new(
+                name("admin_access_claims"),
+                "Admin-access claims in the ledger (they look at devices and hold none, so dra_ledger_devices does not count them)",
+            )?,
         };
         metrics.register_all()?;
         metrics.build_info.with_label_values(&[version]).set(1);
@@ -240,6 +246,10 @@ impl Metrics {
         let metrics = self;
         for mode in AllocationMode::ALL {
             for outcome in AllocationOutcome::ALL {
+                // Only the mirror records admin access.
+                if outcome == AllocationOutcome::AdminAccess && mode != AllocationMode::Mirrored {
+                    continue;
+                }
                 metrics
                     .allocations
                     .with_label_values(&[mode.as_str(), outcome.as_str()]);
@@ -257,7 +267,7 @@ impl Metrics {
     }
 
     fn register_all(&self) -> Result<()> {
-        let collectors: [Box<dyn prometheus::core::Collector>; 18] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 19] = [
             Box::new(self.allocations.clone()),
             Box::new(self.deallocations.clone()),
             Box::new(self.allocate_duration.clone()),
@@ -276,6 +286,7 @@ impl Metrics {
             Box::new(self.ready.clone()),
             Box::new(self.leader.clone()),
             Box::new(self.oldest_intent_age.clone()),
+            Box::new(self.admin_access_claims.clone()),
         ];
         for collector in collectors {
             self.registry.register(collector)?;
@@ -389,10 +400,12 @@ impl Metrics {
         self.breakdown.set_attributes(utilisation);
     }
 
-    /// Sets the per-node breakdown from the ledger's node summaries; nodes not listed lose
-    /// their series.
+    /// Sets the per-node breakdown and the admin-access gauge from the ledger's node
+    /// summaries; nodes not listed lose their series.
     pub fn set_nodes(&self, nodes: &[NodeSummary]) {
         self.breakdown.set_nodes(nodes);
+        self.admin_access_claims
+            .set(gauge(nodes.iter().map(|n| n.admin_access).sum()));
     }
 
     /// Sets the age of the oldest pending intent from its creation time (Unix milliseconds),

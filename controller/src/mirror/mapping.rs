@@ -1,6 +1,7 @@
 //! The pure part of the v1 mirror: this driver's `resource.k8s.io/v1` ResourceSlices turned into
 //! the ledger's devices per node, a claim's allocation of our devices turned into the ledger's
-//! [`ImportRequest`], and what the ledger must do so that it holds what a claim shows
+//! [`ImportRequest`] (its admin access apart, see [`super::admin_access`]), and what the ledger
+//! must do so that it holds what a claim shows
 //! ([`steps_for`], [`plan`]), with the drift each difference counts as.
 //!
 //! No I/O: the watch and the ledger calls are in the sibling modules. An attribute or capacity
@@ -8,11 +9,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dra_allocator::ledger::{same_placement, Allocation, ClaimRef, ImportRequest};
+use dra_allocator::ledger::{
+    same_placement, AdminAccess, AdminAccessRequest, Allocation, ClaimRef, ImportRequest,
+};
 use dra_allocator::model::{AttributeValue, Device, Quantity, Sharing, Version};
 use dra_node::v1::config::{config_for, our_configs};
-use dra_types::resource_v1::{DeviceAttribute, ResourceClaim, ResourceSlice};
+use dra_types::resource_v1::{
+    DeviceAttribute, DeviceRequestAllocationResult, ResourceClaim, ResourceSlice,
+};
 
+use super::admin_access::{admin_steps_for, AdminSteps};
 use crate::driver::inventory::SkippedAttribute;
 use crate::driver::DriftKind;
 
@@ -150,14 +156,47 @@ pub struct ClaimMirror {
     /// Our allocation as the ledger records it; `None` when the claim holds none of our devices
     /// (unallocated, other drivers only, admin access only) or when it cannot be recorded.
     pub allocation: Option<ImportRequest>,
+    /// The claim's admin access to our devices (its results with `adminAccess: true`), limited
+    /// to the devices the slices publish; `None` when it has none (see [`super::admin_access`]).
+    pub admin_access: Option<AdminAccessRequest>,
+    /// The devices (`node/device`) of the claim's admin access that no slice publishes, left
+    /// out of `admin_access` (the ledger records admin access only to devices it holds).
+    pub admin_unpublished: Vec<String>,
     /// What in our part of the allocation could not be read, for the log and the drift report
     /// (`bad_handle_data`): configuration that does not parse (the allocation is still recorded,
     /// exclusive), or devices in the pools of several nodes (not recorded).
     pub problem: Option<String>,
 }
 
-/// What `claim` holds of `driver`'s devices. Admin-access results are left out: they do not
-/// keep a device from other claims. The node is the one `inventory` knows for the results' pool.
+/// The node and the distinct devices of `results`, one node's; or why not (several nodes).
+pub(super) fn placement(
+    results: &[&DeviceRequestAllocationResult],
+    inventory: &SliceInventory,
+    driver: &str,
+    claim: &str,
+) -> Result<(String, Vec<String>), String> {
+    let nodes: BTreeSet<&str> = results.iter().map(|r| inventory.node_of(&r.pool)).collect();
+    if nodes.len() > 1 {
+        let nodes: Vec<&str> = nodes.into_iter().collect();
+        return Err(format!(
+            "claim {claim}: devices of {driver} on several nodes ({}); the ledger holds a \
+             claim's devices on one node",
+            nodes.join(", ")
+        ));
+    }
+    let node = nodes.into_iter().next().unwrap_or_default().to_owned();
+    let mut devices: Vec<String> = Vec::with_capacity(results.len());
+    for result in results {
+        if !devices.contains(&result.device) {
+            devices.push(result.device.clone());
+        }
+    }
+    Ok((node, devices))
+}
+
+/// What `claim` holds of `driver`'s devices, and, apart, what it has admin access to:
+/// admin-access results do not keep a device from other claims, so they are no part of the
+/// allocation. The node is the one `inventory` knows for the results' pool.
 pub fn claim_mirror(
     claim: &ResourceClaim,
     driver: &str,
@@ -170,35 +209,26 @@ pub fn claim_mirror(
         return ClaimMirror::default();
     };
     let results = &allocation.devices;
-    let ours: Vec<_> = results
+    let (ours, admin): (Vec<_>, Vec<_>) = results
         .results
         .iter()
-        .filter(|r| r.driver == driver && r.admin_access != Some(true))
-        .collect();
-    if ours.is_empty() {
-        return ClaimMirror::default();
-    }
+        .filter(|r| r.driver == driver)
+        .partition(|r| r.admin_access != Some(true));
     let namespace = claim.metadata.namespace.clone().unwrap_or_default();
     let name = claim.metadata.name.clone().unwrap_or_default();
-    let nodes: BTreeSet<&str> = ours.iter().map(|r| inventory.node_of(&r.pool)).collect();
-    if nodes.len() > 1 {
-        let nodes: Vec<&str> = nodes.into_iter().collect();
-        return ClaimMirror {
-            allocation: None,
-            problem: Some(format!(
-                "claim {namespace}/{name}: devices of {driver} on several nodes ({}); the ledger \
-                 holds a claim's devices on one node",
-                nodes.join(", ")
-            )),
-        };
+    let claim_ref = ClaimRef::new(uid, &namespace, &name);
+    let full_name = format!("{namespace}/{name}");
+    let mut mirror = super::admin_access::admin_mirror(&admin, inventory, driver, &claim_ref);
+    if ours.is_empty() {
+        return mirror;
     }
-    let node = nodes.into_iter().next().unwrap_or_default().to_owned();
-    let mut devices: Vec<String> = Vec::with_capacity(ours.len());
-    for result in &ours {
-        if !devices.contains(&result.device) {
-            devices.push(result.device.clone());
+    let (node, devices) = match placement(&ours, inventory, driver, &full_name) {
+        Ok(placed) => placed,
+        Err(problem) => {
+            mirror.problem = Some(join_problems(mirror.problem.take(), problem));
+            return mirror;
         }
-    }
+    };
     let (sharing, problem) = match our_configs(results, driver) {
         Ok(configs) => {
             let mut sharings = ours
@@ -211,7 +241,7 @@ pub fn claim_mirror(
                 (
                     Sharing::Exclusive,
                     Some(format!(
-                        "claim {namespace}/{name}: its requests are configured with different \
+                        "claim {full_name}: its requests are configured with different \
                          sharing; recorded as exclusive"
                     )),
                 )
@@ -219,20 +249,27 @@ pub fn claim_mirror(
         }
         Err(error) => (
             Sharing::Exclusive,
-            Some(format!(
-                "claim {namespace}/{name}: {error}; recorded as exclusive"
-            )),
+            Some(format!("claim {full_name}: {error}; recorded as exclusive")),
         ),
     };
-    ClaimMirror {
-        allocation: Some(ImportRequest {
-            claim: ClaimRef::new(uid, namespace, name),
-            pod_uid: None,
-            node,
-            devices,
-            sharing,
-        }),
-        problem,
+    if let Some(problem) = problem {
+        mirror.problem = Some(join_problems(mirror.problem.take(), problem));
+    }
+    mirror.allocation = Some(ImportRequest {
+        claim: claim_ref,
+        pod_uid: None,
+        node,
+        devices,
+        sharing,
+    });
+    mirror
+}
+
+/// `first` and `then` in one line.
+fn join_problems(first: Option<String>, then: String) -> String {
+    match first {
+        Some(first) => format!("{first}; {then}"),
+        None => then,
     }
 }
 
@@ -290,44 +327,62 @@ pub fn steps_for(held: Option<&Allocation>, shown: Option<&ImportRequest>) -> St
 /// The repairs of a reconcile, by claim UID.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
-    /// The steps of each claim that differs.
+    /// The steps of each claim whose allocation differs.
     pub steps: BTreeMap<String, Steps>,
+    /// The steps of each claim whose admin access differs.
+    pub admin: BTreeMap<String, AdminSteps>,
     /// Claims whose latest change the watch has not delivered yet: left for it.
     pub in_flight: u64,
 }
 
-/// Compares the ledger's `held` allocations with the `shown` claims (by UID; a claim missing
-/// from `shown` is gone). Claims in `unsettled` are skipped: the listing is newer than what the
-/// watch delivered, and the watch will bring the change.
+/// Compares the ledger's `held` allocations and `held_admin` admin access with the `shown`
+/// claims (by UID; a claim missing from `shown` is gone). Claims in `unsettled` are skipped: the
+/// listing is newer than what the watch delivered, and the watch will bring the change.
 pub fn plan(
     held: &[Allocation],
+    held_admin: &[AdminAccess],
     shown: &BTreeMap<String, ClaimMirror>,
     unsettled: &BTreeSet<String>,
 ) -> Plan {
     let held: BTreeMap<&str, &Allocation> =
         held.iter().map(|a| (a.claim.uid.as_str(), a)).collect();
+    let held_admin: BTreeMap<&str, &AdminAccess> = held_admin
+        .iter()
+        .map(|a| (a.claim.uid.as_str(), a))
+        .collect();
     let uids: BTreeSet<&str> = held
         .keys()
+        .chain(held_admin.keys())
         .copied()
         .chain(shown.keys().map(String::as_str))
         .collect();
     let mut plan = Plan::default();
     for uid in uids {
+        let mirror = shown.get(uid);
         let steps = steps_for(
             held.get(uid).copied(),
-            shown.get(uid).and_then(|m| m.allocation.as_ref()),
+            mirror.and_then(|m| m.allocation.as_ref()),
         );
-        if steps == Steps::default() {
+        let admin = admin_steps_for(
+            held_admin.get(uid).copied(),
+            mirror.and_then(|m| m.admin_access.as_ref()),
+        );
+        if steps == Steps::default() && admin == AdminSteps::default() {
             continue;
         }
         if unsettled.contains(uid) {
             plan.in_flight += 1;
             continue;
         }
-        plan.steps.insert(uid.to_owned(), steps);
+        if steps != Steps::default() {
+            plan.steps.insert(uid.to_owned(), steps);
+        }
+        if admin != AdminSteps::default() {
+            plan.admin.insert(uid.to_owned(), admin);
+        }
     }
     plan
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -8,6 +8,9 @@
 //!   `Ledger::import`, keyed by claim UID (node from the results' pool, sharing from our opaque
 //!   configuration); a changed allocation replaces the recorded one, an identical one is left
 //!   alone (no audit entry); a claim deallocated or deleted is released;
+//! - admin access: the results with `adminAccess: true` into `Ledger::record_admin_access`,
+//!   apart from the allocation (they take no device from anyone), released with the claim
+//!   ([`admin_access`] decides, `admin_sync` calls the ledger);
 //! - reconcile: at start from the first complete listing (which makes the process ready),
 //!   every `reconcile_interval` and on `POST /v1/reconcile` against a fresh claim list, with
 //!   the differences counted as drift ([`mapping::plan`]), plus the allocated devices no slice
@@ -20,6 +23,8 @@
 //! [`mapping`] and `explain` are pure; `sync` does the ledger calls and the reconcile, `watch`
 //! the watches and the loop. Must not depend on the `v1alpha2` framework: nothing here allocates.
 
+pub mod admin_access;
+mod admin_sync;
 pub mod cordon;
 mod explain;
 pub mod mapping;

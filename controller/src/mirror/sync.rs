@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use chrono::Utc;
-use dra_allocator::ledger::{ImportRequest, LedgerError};
+use dra_allocator::ledger::{AdminAccessQuery, ImportRequest, LedgerError};
 use dra_allocator::model::Device;
 use dra_types::resource_v1::{DeviceClass, ResourceClaim};
 use futures::StreamExt;
@@ -112,6 +112,12 @@ impl Mirror {
         if let Err(error) = self.converge(&uid, mirror.allocation.as_ref()).await {
             warn!(%error, claim.uid = %uid, "Failed to mirror claim allocation; the next reconcile repairs it");
         }
+        if let Err(error) = self
+            .converge_admin(&uid, mirror.admin_access.as_ref())
+            .await
+        {
+            warn!(%error, claim.uid = %uid, "Failed to mirror claim admin access; the next reconcile repairs it");
+        }
     }
 
     /// Forgets a deleted claim and releases its allocation.
@@ -122,6 +128,9 @@ impl Mirror {
         cache.explained.remove(&uid);
         if let Err(error) = self.converge(&uid, None).await {
             warn!(%error, claim.uid = %uid, "Failed to release the allocation of a deleted claim; the next reconcile repairs it");
+        }
+        if let Err(error) = self.converge_admin(&uid, None).await {
+            warn!(%error, claim.uid = %uid, "Failed to release the admin access of a deleted claim; the next reconcile repairs it");
         }
     }
 
@@ -177,6 +186,10 @@ impl Mirror {
     ) -> Result<DriftReport> {
         let started = Instant::now();
         let held = self.keeper.call(all_allocations).await?;
+        let held_admin = self
+            .keeper
+            .call(|l| l.admin_accesses(&AdminAccessQuery::default()))
+            .await?;
         let driver = &self.config.driver_name;
         let shown: BTreeMap<String, ClaimMirror> = listing
             .iter()
@@ -199,13 +212,19 @@ impl Mirror {
                     missing.push(format!("{}/{device}", allocation.node));
                 }
             }
+            for device in &mirror.admin_unpublished {
+                report.add(DriftKind::UnpublishedDevice);
+                missing.push(device.clone());
+            }
         }
         if !missing.is_empty() {
-            warn!(devices = ?missing, "Claims are allocated devices that no ResourceSlice publishes");
+            warn!(devices = ?missing, "Claims are allocated (or have admin access to) devices that no ResourceSlice publishes");
         }
-        let plan = plan(&held, &shown, unsettled);
+        let mut plan = plan(&held, &held_admin, &shown, unsettled);
         report.in_flight = plan.in_flight;
+        let admin = std::mem::take(&mut plan.admin);
         self.run_plan(plan, &mut report).await;
+        self.run_admin_plan(admin, &mut report).await;
         report.errors.sort();
         report.duration_ms = started.elapsed().as_millis() as u64;
         report.observe(self.keeper.observer(), started.elapsed());

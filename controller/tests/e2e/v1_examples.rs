@@ -5,7 +5,8 @@
 //! `DeviceClass`. Each outcome the demos describe is checked: the admin pod gets every GPU of
 //! its node although one is prepared for another claim, and takes none from later claims; the
 //! extended-resource pods run, the explicit name only when the class maps it, else that pod
-//! stays Pending and the scheduler says why.
+//! stays Pending and the scheduler says why. With `dra-ledger run` mirroring, the admin claim
+//! is listed apart from the allocations and the GPU it looks at counts once.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,7 +21,12 @@ use kube::Api;
 use serde_json::{json, Value};
 use testkit::eventually;
 
+use dra_controller::process::{ProcessConfig, RunningController};
+use dra_types::api_mode::DraApi;
+use kube::api::DeleteParams;
+
 use crate::e2e_support::WAIT;
+use crate::v1_mirror::{call, call_text, get, reconcile, settings, start_ready};
 use crate::v1_support::{h100s, ClusterV1};
 
 /// The example driver's name, which our agent serves here.
@@ -117,6 +123,17 @@ async fn ordinary_pod(v1: &ClusterV1, name: &str) -> ResourceClaim {
     claim(v1, "default", name).await
 }
 
+/// Creates the admin-access demo and waits for its pod to run: the pod's claim.
+async fn admin_demo(v1: &ClusterV1) -> ResourceClaim {
+    create(v1, "admin-access.yaml").await;
+    let pod0 = running(v1, "admin-access", "pod0").await;
+    let name = pod0["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    claim(v1, "admin-access", &name).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_access_demo_gets_every_gpu_beside_their_owner_and_takes_none() {
     let dir = tempfile::tempdir().unwrap();
@@ -124,13 +141,7 @@ async fn the_admin_access_demo_gets_every_gpu_beside_their_owner_and_takes_none(
     let owner = ordinary_pod(&v1, "owner").await;
     let owners_gpu = results(&owner)[0].0.clone();
 
-    create(&v1, "admin-access.yaml").await;
-    let pod0 = running(&v1, "admin-access", "pod0").await;
-    let name = pod0["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let admin = claim(&v1, "admin-access", &name).await;
+    let admin = admin_demo(&v1).await;
     let mut got = results(&admin);
     got.sort();
     assert_eq!(
@@ -148,6 +159,122 @@ async fn the_admin_access_demo_gets_every_gpu_beside_their_owner_and_takes_none(
     let next = ordinary_pod(&v1, "next").await;
     assert_ne!(results(&next)[0].0, owners_gpu);
     assert!(!results(&next)[0].1);
+    v1.shutdown().await;
+}
+
+/// The admin-access claims of `GET /v1/claims`: `(uid, node, devices)`.
+async fn ledger_admin_access(controller: &RunningController) -> Vec<(String, String, Vec<String>)> {
+    let claims = get(controller, "/v1/claims").await;
+    claims["adminAccess"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let mut devices: Vec<String> = serde_json::from_value(a["devices"].clone()).unwrap();
+            devices.sort();
+            (
+                a["uid"].as_str().unwrap().to_owned(),
+                a["node"].as_str().unwrap().to_owned(),
+                devices,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mirror_lists_the_admin_access_demo_apart_and_counts_the_owners_gpu_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = cluster(dir.path(), None).await;
+    let config = ProcessConfig {
+        driver_name: EXAMPLE_DRIVER.into(),
+        ..settings(dir.path(), DraApi::V1)
+    };
+    let controller = start_ready(&v1, config).await;
+    let owner = ordinary_pod(&v1, "owner").await;
+    let owner_uid = owner.metadata.uid.clone().unwrap();
+    let owners_gpu = results(&owner)[0].0.clone();
+
+    let admin = admin_demo(&v1).await;
+    let name = admin.metadata.name.clone().unwrap();
+    let admin_uid = admin.metadata.uid.clone().unwrap();
+
+    // `/v1/claims`: the owner's allocation among the items, the admin claim apart.
+    let expected = vec![(
+        admin_uid.clone(),
+        "node-0".to_owned(),
+        vec!["gpu-0".to_owned(), "gpu-1".to_owned()],
+    )];
+    eventually("the admin access in the ledger", WAIT, || async {
+        (ledger_admin_access(&controller).await == expected).then_some(())
+    })
+    .await;
+    let claims = get(&controller, "/v1/claims").await;
+    let items: Vec<&str> = claims["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["uid"].as_str().unwrap())
+        .collect();
+    assert_eq!(items, [owner_uid.as_str()]);
+    let detail = get(&controller, &format!("/v1/claims/{admin_uid}")).await;
+    assert_eq!(detail["allocation"], Value::Null);
+    assert_eq!(detail["adminAccess"]["namespace"], "admin-access");
+    assert_eq!(detail["adminAccess"]["name"], name.as_str());
+
+    // `/v1/nodes` counts it apart; the owner's GPU is allocated once, to the owner only.
+    let nodes = get(&controller, "/v1/nodes").await;
+    assert_eq!(nodes["items"][0]["adminAccess"], 1);
+    assert_eq!(nodes["items"][0]["devices"]["total"], 2);
+    assert_eq!(nodes["items"][0]["devices"]["allocated"], 1);
+    let devices = get(&controller, "/v1/nodes/node-0/devices").await;
+    let gpu = devices["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == owners_gpu.as_str())
+        .unwrap();
+    assert_eq!(gpu["consumers"].as_array().unwrap().len(), 1, "{gpu}");
+    assert_eq!(gpu["consumers"][0]["claimUid"], owner_uid.as_str());
+    assert_eq!(gpu["adminAccess"], json!([admin_uid]));
+    let utilisation = get(&controller, "/v1/utilisation").await;
+    assert_eq!(utilisation["totals"]["allocated"], 1);
+    assert_eq!(utilisation["totals"]["free"], 1);
+    assert_eq!(utilisation["claimsAllocated"], 1);
+    let (_, metrics) = call_text(&controller, "GET", "/metrics", false).await;
+    for series in [
+        "dra_ledger_allocations_total{mode=\"mirrored\",outcome=\"admin_access\"} 1",
+        "dra_ledger_allocations_total{mode=\"mirrored\",outcome=\"allocated\"} 1",
+    ] {
+        assert!(metrics.contains(series), "{series} missing from\n{metrics}");
+    }
+
+    // The admin pod goes, its claim with it: the ledger releases the admin access only.
+    pods(&v1, "admin-access")
+        .delete("pod0", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the admin access released", WAIT, || async {
+        ledger_admin_access(&controller)
+            .await
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    let (status, _) = call(
+        &controller,
+        "GET",
+        &format!("/v1/claims/{admin_uid}"),
+        false,
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        get(&controller, "/v1/nodes").await["items"][0]["devices"]["allocated"],
+        1
+    );
+    let report = reconcile(&controller).await;
+    assert_eq!(report["drift"]["orphan_in_ledger"], 0, "{report}");
+    controller.shutdown().await.unwrap();
     v1.shutdown().await;
 }
 

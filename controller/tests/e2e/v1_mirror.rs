@@ -173,7 +173,7 @@ pub(crate) async fn node_counts(
 }
 
 /// `POST /v1/reconcile` with the token, which must answer 200: the drift report.
-async fn reconcile(controller: &RunningController) -> Value {
+pub(crate) async fn reconcile(controller: &RunningController) -> Value {
     let (status, report) = call(controller, "POST", "/v1/reconcile", true).await;
     assert_eq!(status, 200, "{report}");
     report
