@@ -21,6 +21,7 @@ use kube::Api;
 use serde_json::{json, Value};
 use testkit::eventually;
 
+use dra_allocator::ledger::{AdminAccessRequest, ClaimRef};
 use dra_controller::process::{ProcessConfig, RunningController};
 use dra_types::api_mode::DraApi;
 use kube::api::DeleteParams;
@@ -248,6 +249,8 @@ async fn the_mirror_lists_the_admin_access_demo_apart_and_counts_the_owners_gpu_
         assert!(metrics.contains(series), "{series} missing from\n{metrics}");
     }
 
+    repairs_admin_access_behind_the_mirrors_back(&v1, &controller, &name, &expected).await;
+
     // The admin pod goes, its claim with it: the ledger releases the admin access only.
     pods(&v1, "admin-access")
         .delete("pod0", &DeleteParams::default())
@@ -272,10 +275,47 @@ async fn the_mirror_lists_the_admin_access_demo_apart_and_counts_the_owners_gpu_
         get(&controller, "/v1/nodes").await["items"][0]["devices"]["allocated"],
         1
     );
-    let report = reconcile(&controller).await;
-    assert_eq!(report["drift"]["orphan_in_ledger"], 0, "{report}");
     controller.shutdown().await.unwrap();
     v1.shutdown().await;
+}
+
+/// Releases the admin access of the demo's claim `name` and records an orphan one behind the
+/// mirror's back: a reconcile counts both and brings back `expected`.
+async fn repairs_admin_access_behind_the_mirrors_back(
+    v1: &ClusterV1,
+    controller: &RunningController,
+    name: &str,
+    expected: &[(String, String, Vec<String>)],
+) {
+    // Behind the mirror's back: the admin access released, an orphan one recorded. Once the
+    // agent has written the claim's device status, nothing makes the watch look at it again.
+    eventually("the admin claim's device status", WAIT, || async {
+        let status = claim(v1, "admin-access", name).await.status;
+        let status = serde_json::to_value(status).unwrap();
+        (status["devices"].as_array().map_or(0, Vec::len) == 2).then_some(())
+    })
+    .await;
+    assert_eq!(reconcile(controller).await["drift"]["missing_in_ledger"], 0);
+    let ledger = controller.ledger().clone();
+    let key = expected[0].0.clone();
+    tokio::task::spawn_blocking(move || {
+        ledger.release_admin_access(&key).unwrap().unwrap();
+        ledger
+            .record_admin_access(AdminAccessRequest {
+                claim: ClaimRef::new("orphan-uid", "admin-access", "orphan"),
+                node: "node-0".to_owned(),
+                devices: vec!["gpu-0".to_owned()],
+            })
+            .unwrap();
+    })
+    .await
+    .unwrap();
+    let report = reconcile(controller).await;
+    assert_eq!(report["drift"]["missing_in_ledger"], 1, "{report}");
+    assert_eq!(report["drift"]["orphan_in_ledger"], 1, "{report}");
+    assert_eq!(ledger_admin_access(controller).await, expected);
+    let report = reconcile(controller).await;
+    assert_eq!(report["drift"]["missing_in_ledger"], 0, "{report}");
 }
 
 /// Runs the extended-resource demo with the class mapping `extended`; the pods' claims.
