@@ -12,6 +12,8 @@
 //! - [`grpc`]: the kubelet's gRPC services (registration, the 1.30 `v1alpha3.Node`, the 1.34+
 //!   `v1.DRAPlugin` and `v1beta1.DRAPlugin`, the three on one prepare and unprepare path) over
 //!   Unix sockets;
+//! - [`health`]: the devices' health: its sources (`file`, `sysfs` AER, NVML events), their
+//!   debouncing and the health published per device;
 //! - [`gc`]: which prepared claims the API server shows stale (v1alpha2 or v1 claims);
 //! - [`admin`] and [`metrics`]: the admin HTTP server and the `dra_ledger_node_` metrics;
 //! - [`agent`]: all of it composed into the running agent of `dra-ledger node`;
@@ -31,6 +33,7 @@ pub mod device;
 pub mod discovery;
 pub mod gc;
 pub mod grpc;
+pub mod health;
 pub mod journal;
 #[cfg(feature = "demo")]
 pub mod local;

@@ -13,11 +13,16 @@
 //!       cores: [0, 1, 2]       # a list of integers (or of strings)
 //!     deviceNodes: [/dev/nvidia0, /dev/nvidiactl]
 //!     env: {NVIDIA_VISIBLE_DEVICES: GPU-5d2a...}
+//!     health: Unhealthy        # optional: Healthy (the default), Unhealthy or Unknown
+//!     healthMessage: fan failed
 //! ```
 //!
 //! Strict: an unknown field, a duplicate key, a duplicate device name, a device name that is
 //! not a DNS label, a relative device node path, or an attribute value of no known kind is an
 //! error naming the device and the field. [`parse`] is pure; [`read`] reads the file.
+//! [`parse_health`] and [`read_health`] give the `health` fields as observations
+//! ([`crate::health::file`] is the health source over them): a device marked `Unhealthy` or
+//! `Unknown` has the reason `Marked` and its `healthMessage`, if any.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +33,7 @@ use serde_yaml::Value;
 
 use super::DiscoveryError;
 use crate::device::{Inventory, NodeDevice};
+use crate::health::{HealthState, Observation, Observations, Reason};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,6 +51,10 @@ struct FileDevice {
     device_nodes: Vec<PathBuf>,
     #[serde(default, deserialize_with = "unique_keys")]
     env: BTreeMap<String, String>,
+    #[serde(default)]
+    health: Option<HealthState>,
+    #[serde(default)]
+    health_message: Option<String>,
 }
 
 /// A map whose keys appear once; the derived map would keep the last of two silently.
@@ -195,6 +205,21 @@ pub enum AttributeValueError {
 /// # Errors
 /// The file cannot be read, or is not a valid inventory.
 pub fn read(path: &Path) -> Result<Inventory, DiscoveryError> {
+    read_with(path, parse)
+}
+
+/// Reads an inventory file's `health` fields.
+///
+/// # Errors
+/// The file cannot be read, or is not a valid inventory.
+pub fn read_health(path: &Path) -> Result<Observations, DiscoveryError> {
+    read_with(path, parse_health)
+}
+
+fn read_with<T>(
+    path: &Path,
+    parse: impl FnOnce(&str) -> Result<T, InventoryFileError>,
+) -> Result<T, DiscoveryError> {
     let text = std::fs::read_to_string(path).map_err(|source| DiscoveryError::InventoryRead {
         path: path.to_owned(),
         source,
@@ -210,9 +235,24 @@ pub fn read(path: &Path) -> Result<Inventory, DiscoveryError> {
 /// # Errors
 /// See the module documentation.
 pub fn parse(text: &str) -> Result<Inventory, InventoryFileError> {
+    parse_both(text).map(|(inventory, _)| inventory)
+}
+
+/// The health the file gives its devices: `Unhealthy` and `Unknown` ones with the reason
+/// `Marked` and their `healthMessage`; a `Healthy` or unmarked device has no entry. The whole
+/// file is checked as [`parse`] checks it.
+///
+/// # Errors
+/// See the module documentation.
+pub fn parse_health(text: &str) -> Result<Observations, InventoryFileError> {
+    parse_both(text).map(|(_, health)| health)
+}
+
+fn parse_both(text: &str) -> Result<(Inventory, Observations), InventoryFileError> {
     let file: InventoryFile =
         serde_yaml::from_str(text).map_err(|source| InventoryFileError::Syntax { source })?;
     let mut inventory = Inventory::new();
+    let mut health = Observations::new();
     for device in file.devices {
         let name = device.name;
         check_name(&name)?;
@@ -240,6 +280,14 @@ pub fn parse(text: &str) -> Result<Inventory, InventoryFileError> {
         if inventory.contains_key(&name) {
             return Err(InventoryFileError::DuplicateDevice { device: name });
         }
+        if let Some(state @ (HealthState::Unhealthy | HealthState::Unknown)) = device.health {
+            let observation = Observation {
+                state,
+                reason: Some(Reason::Marked),
+                message: device.health_message,
+            };
+            health.insert(name.clone(), observation);
+        }
         inventory.insert(
             name.clone(),
             NodeDevice {
@@ -250,7 +298,7 @@ pub fn parse(text: &str) -> Result<Inventory, InventoryFileError> {
             },
         );
     }
-    Ok(inventory)
+    Ok((inventory, health))
 }
 
 /// Device names go into `namedResources` instances: DNS labels.
