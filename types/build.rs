@@ -1,5 +1,5 @@
 //! Compiles the kubelet's plugin interfaces from `proto/` (registration, the 1.30 `v1alpha3`
-//! service and the 1.34+ `v1beta1` and `v1` services) with a pure-Rust protobuf compiler, so
+//! service, the 1.34+ `v1beta1` and `v1` services and the `v1alpha1` health service) with a pure-Rust protobuf compiler, so
 //! that a build needs no system `protoc`. Server and client code are generated: the agent serves
 //! them, the tests and the simulated kubelet call them. The clients take any transport (the
 //! kubelet's sockets are Unix sockets), so no `connect` constructor for TCP channels is emitted.
@@ -11,6 +11,7 @@ const PROTOS: &[&str] = &[
     "proto/dra/v1alpha3/api.proto",
     "proto/dra/v1beta1/api.proto",
     "proto/dra/v1/api.proto",
+    "proto/dra-health/v1alpha1/api.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -2,7 +2,7 @@
 //! the inventory is published and the kubelet acknowledged the registration; in `v1` mode also
 //! the node's `ResourceSlice` published), `GET /metrics`,
 //! `GET /v1/prepared` (the claims prepared here with their devices and CDI IDs) and
-//! `GET /v1/devices` (the inventory). Read-only: nothing here changes state. Errors are JSON
+//! `GET /v1/devices` (the inventory, each device with its health). Read-only: nothing here changes state. Errors are JSON
 //! `{"error": {"code", "message"}}`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::device::NodeDevice;
+use crate::health::DeviceHealth;
 use crate::metrics::{NodeMetrics, TEXT_FORMAT};
 
 /// A claim prepared on this node, as `/v1/prepared` lists it (and `dra-ledger admin prepared`
@@ -41,6 +42,18 @@ pub struct PreparedClaim {
 pub struct PreparedList {
     /// The prepared claims, by claim UID.
     pub items: Vec<PreparedClaim>,
+}
+
+/// A device as `/v1/devices` lists it: the inventory's fields and its health (`state`,
+/// `reason`, `message`, `since`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceView {
+    /// The device.
+    #[serde(flatten)]
+    pub device: NodeDevice,
+    /// Its health; absent until the first health round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<DeviceHealth>,
 }
 
 /// The readiness flags behind `/readyz`; clones share them.
@@ -117,8 +130,8 @@ pub struct AgentState {
     pub metrics: NodeMetrics,
     /// The prepared claims.
     pub prepared: View<PreparedClaim>,
-    /// The inventory.
-    pub devices: View<NodeDevice>,
+    /// The inventory with the devices' health.
+    pub devices: View<DeviceView>,
 }
 
 /// The admin router.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::agent::{AgentConfig, AgentError};
+use crate::agent::{AgentConfig, AgentError, HealthConfig};
 use crate::cdi::CdiDir;
 use crate::discovery::{DeviceSource, DiscoveryRoots};
 
@@ -119,6 +119,11 @@ impl LocalAgents {
                 gc_interval: settings.gc_interval,
                 inventory_interval: settings.inventory_interval,
                 listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                // a simulated cluster's devices settle within one inventory interval
+                health: HealthConfig {
+                    settle: settings.inventory_interval,
+                    ..HealthConfig::default()
+                },
             };
             let listen_error = |source| LocalError::Listen {
                 node: node.name.clone(),

@@ -1,10 +1,13 @@
 //! Every Prometheus metric of the node agent, defined in this one module, under the prefix
 //! `dra_ledger_node_`: prepare and unprepare calls by outcome, prepare latency, the prepared
 //! claims and devices of this node, garbage collection removals by kind, whether the kubelet
-//! acknowledged the registration, and (v1) the claim device status writes by outcome. Label values come from the fixed sets below. The device count
+//! acknowledged the registration, (v1) the claim device status writes by outcome, the devices
+//! unhealthy now and the health changes by the state entered. Label values come from the fixed
+//! sets below. The device count
 //! is `inventory_devices`: `dra_ledger_node_devices{node,state}` is the controller's gauge of
 //! the ledger's devices per node.
 
+use crate::health::HealthState;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
@@ -13,7 +16,7 @@ use prometheus::{
 pub const PREFIX: &str = "dra_ledger_node_";
 
 /// The full names of all metrics, as exposed on `/metrics`.
-pub const METRIC_NAMES: [&str; 8] = [
+pub const METRIC_NAMES: [&str; 10] = [
     "dra_ledger_node_prepare_total",
     "dra_ledger_node_unprepare_total",
     "dra_ledger_node_prepare_duration_seconds",
@@ -22,6 +25,8 @@ pub const METRIC_NAMES: [&str; 8] = [
     "dra_ledger_node_gc_removed_total",
     "dra_ledger_node_registered",
     "dra_ledger_node_claim_status_writes_total",
+    "dra_ledger_node_devices_unhealthy",
+    "dra_ledger_node_health_changes_total",
 ];
 
 /// The outcome of one claim's prepare or unprepare, or of one attempt to write a claim's
@@ -64,6 +69,15 @@ impl GcKind {
     }
 }
 
+/// The `state` label of a health change: `healthy`, `unhealthy` or `unknown`.
+fn state_label(state: HealthState) -> &'static str {
+    match state {
+        HealthState::Healthy => "healthy",
+        HealthState::Unhealthy => "unhealthy",
+        HealthState::Unknown => "unknown",
+    }
+}
+
 /// The media type of the text exposition format.
 pub const TEXT_FORMAT: &str = "text/plain; version=0.0.4";
 
@@ -79,6 +93,8 @@ pub struct NodeMetrics {
     gc_removed: IntCounterVec,
     registered: IntGauge,
     status_writes: IntCounterVec,
+    unhealthy: IntGauge,
+    health_changes: IntCounterVec,
 }
 
 fn name(suffix: &str) -> String {
@@ -125,6 +141,17 @@ impl NodeMetrics {
                 "claim_status_writes_total",
                 "Writes of a prepared or unprepared claim's device status by outcome",
             )?,
+            unhealthy: IntGauge::new(
+                name("devices_unhealthy"),
+                "Devices of this node that are unhealthy now (tainted, or withheld from the inventory)",
+            )?,
+            health_changes: IntCounterVec::new(
+                Opts::new(
+                    name("health_changes_total"),
+                    "Changes of a device's health, by the state entered",
+                ),
+                &["state"],
+            )?,
         };
         let r = &metrics.registry;
         r.register(Box::new(metrics.prepare.clone()))?;
@@ -135,6 +162,17 @@ impl NodeMetrics {
         r.register(Box::new(metrics.gc_removed.clone()))?;
         r.register(Box::new(metrics.registered.clone()))?;
         r.register(Box::new(metrics.status_writes.clone()))?;
+        r.register(Box::new(metrics.unhealthy.clone()))?;
+        r.register(Box::new(metrics.health_changes.clone()))?;
+        for state in [
+            HealthState::Healthy,
+            HealthState::Unhealthy,
+            HealthState::Unknown,
+        ] {
+            metrics
+                .health_changes
+                .with_label_values(&[state_label(state)]);
+        }
         for outcome in [Outcome::Success, Outcome::Error] {
             metrics.prepare.with_label_values(&[outcome.as_str()]);
             metrics.unprepare.with_label_values(&[outcome.as_str()]);
@@ -191,6 +229,18 @@ impl NodeMetrics {
             .inc();
     }
 
+    /// Sets the number of unhealthy devices.
+    pub fn set_unhealthy(&self, count: usize) {
+        self.unhealthy.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Counts one change of a device's health into `state`.
+    pub fn health_changed(&self, state: HealthState) {
+        self.health_changes
+            .with_label_values(&[state_label(state)])
+            .inc();
+    }
+
     /// Every metric in the text exposition format.
     pub fn encode(&self) -> prometheus::Result<String> {
         let mut buffer = Vec::new();
@@ -227,7 +277,12 @@ mod tests {
         metrics.set_devices(8);
         metrics.set_registered(true);
         metrics.status_written(Outcome::Error);
+        metrics.set_unhealthy(1);
+        metrics.health_changed(HealthState::Unhealthy);
         let text = metrics.encode().unwrap();
+        assert!(text.contains("dra_ledger_node_devices_unhealthy 1"));
+        assert!(text.contains("dra_ledger_node_health_changes_total{state=\"unhealthy\"} 1"));
+        assert!(text.contains("dra_ledger_node_health_changes_total{state=\"healthy\"} 0"));
         assert!(text.contains("dra_ledger_node_prepare_total{outcome=\"success\"} 2"));
         assert!(text.contains("dra_ledger_node_gc_removed_total{kind=\"claim\"} 3"));
         assert!(text.contains("dra_ledger_node_prepared_claims 2"));

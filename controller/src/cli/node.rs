@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use dra_node::agent::{AgentConfig, ApiAccess};
+use dra_node::agent::{AgentConfig, ApiAccess, HealthConfig};
 use dra_node::discovery::{DeviceSource, DiscoveryRoots};
+use dra_node::v1::taints::TaintEffect;
 use dra_types::api_mode::DraApi;
 
 use super::{parse_duration, watch_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
@@ -81,6 +82,19 @@ pub struct NodeArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub inventory_interval: Duration,
 
+    /// The effect of the taint (key <driver-name>/unhealthy, value the reason) that an unhealthy
+    /// device gets in the node's ResourceSlice (v1 mode): NoSchedule keeps new claims off it,
+    /// NoExecute also evicts the pods using it, None only shows it. In v1alpha2 mode an
+    /// unhealthy device leaves the published inventory instead.
+    #[arg(long, default_value = "NoSchedule", value_name = "EFFECT")]
+    pub unhealthy_taint_effect: TaintEffect,
+
+    /// How long every health source must report a device healthy before a device that was
+    /// unhealthy (or unknown) is healthy again; a device turns unhealthy at once. Health is
+    /// judged with each inventory read, so the wait is rounded up to the inventory interval.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub health_settle_time: Duration,
+
     /// Address of the agent's admin server (/healthz, /readyz, /metrics, /v1/prepared,
     /// /v1/devices).
     #[arg(long, default_value = "0.0.0.0:8081", value_name = "ADDR")]
@@ -111,6 +125,10 @@ pub async fn node(args: NodeArgs) -> anyhow::Result<()> {
         gc_interval: args.gc_interval,
         inventory_interval: args.inventory_interval,
         listen: args.listen,
+        health: HealthConfig {
+            settle: args.health_settle_time,
+            taint_effect: args.unhealthy_taint_effect,
+        },
     };
     let access = ApiAccess {
         client: Some(client),

@@ -1,21 +1,24 @@
 //! The agent's background tasks: the kubelet's registration mirrored into readiness and
-//! metrics, the admin server, the inventory read again every `inventory_interval` and on
-//! SIGHUP, and garbage collection every `gc_interval` against the claims of the API version the
+//! metrics, the admin server, the inventory and its health read again every
+//! `inventory_interval`, on SIGHUP and (health) when an event source wakes the agent, the
+//! inventory without its unhealthy devices kept for the `v1alpha2` stream, and garbage collection every `gc_interval` against the claims of the API version the
 //! agent runs with. Each task logs its own failures and runs until it is aborted.
 
-use dra_runtime::lock::RwLockExt;
-use std::sync::{Arc, RwLock};
+use dra_runtime::lock::{LockExt, RwLockExt};
+use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
 
+use super::health::HealthTracker;
 use super::measured::Measured;
 use super::AgentConfig;
 use crate::admin::{self, AgentReadiness, AgentState};
 use crate::device::Inventory;
 use crate::gc::{find_stale, find_stale_v1, PreparedRef, StaleReason};
 use crate::grpc::RegistrationState;
+use crate::health::{without_unhealthy, HealthMap};
 use crate::metrics::{GcKind, NodeMetrics};
 use crate::prepare::{ClaimPreparer, ClaimRequest};
 use crate::v1::claims::ClaimSource;
@@ -56,22 +59,48 @@ pub(super) fn watch_hangup() -> Option<Signal> {
     }
 }
 
-/// Reads the inventory again on the interval and on SIGHUP (`hangup`, from [`watch_hangup`]);
-/// a changed inventory goes to the preparer (`shared`) and to `sender`'s receivers (the
-/// resource stream, the slice publisher).
+/// What the inventory refresh updates.
+pub(super) struct InventoryOutlets {
+    /// The preparer's inventory.
+    pub shared: Arc<RwLock<Inventory>>,
+    /// The inventory's receivers (the resource stream, the slice publisher).
+    pub sender: watch::Sender<Inventory>,
+    /// The device health, judged again after each read.
+    pub health: Arc<Mutex<HealthTracker>>,
+    /// Notified by event sources of device health.
+    pub wake: Arc<Notify>,
+}
+
+/// Reads the inventory again on the interval and on SIGHUP (`hangup`, from [`watch_hangup`]),
+/// and judges the devices' health after each read and whenever `outlets.wake` is notified; a
+/// changed inventory goes to the preparer and to the inventory's receivers.
 pub(super) async fn refresh_inventory(
     config: AgentConfig,
     mut hangup: Option<Signal>,
-    shared: Arc<RwLock<Inventory>>,
-    sender: watch::Sender<Inventory>,
+    outlets: InventoryOutlets,
     metrics: NodeMetrics,
 ) {
+    let InventoryOutlets {
+        shared,
+        sender,
+        health,
+        wake,
+    } = outlets;
     let mut tick = tokio::time::interval(config.inventory_interval);
     tick.tick().await;
     loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            () = next_hangup(&mut hangup) => info!("SIGHUP: reading the inventory again"),
+        let discover = tokio::select! {
+            _ = tick.tick() => true,
+            () = next_hangup(&mut hangup) => {
+                info!("SIGHUP: reading the inventory again");
+                true
+            }
+            () = wake.notified() => false,
+        };
+        if !discover {
+            let inventory = sender.borrow().clone();
+            judge_health(&health, inventory).await;
+            continue;
         }
         let source = config.devices.clone();
         let roots = config.roots.clone();
@@ -87,6 +116,46 @@ pub(super) async fn refresh_inventory(
             }
             Ok(Err(e)) => warn!(error = %e, "Failed to read the inventory; keeping the last one"),
             Err(e) => warn!(error = %e, "The inventory read did not complete"),
+        }
+        let inventory = sender.borrow().clone();
+        judge_health(&health, inventory).await;
+    }
+}
+
+/// One health round over `inventory`, off the runtime's threads (the sources read files).
+async fn judge_health(health: &Arc<Mutex<HealthTracker>>, inventory: Inventory) {
+    let tracker = Arc::clone(health);
+    let judged =
+        tokio::task::spawn_blocking(move || tracker.lock_or_recover().round(&inventory)).await;
+    if let Err(e) = judged {
+        warn!(error = %e, "The health round did not complete");
+    }
+}
+
+/// Keeps `sender` showing `inventory` without the devices `health` calls unhealthy (the
+/// inventory a `v1alpha2` kubelet gets), until either input ends.
+pub(super) async fn withhold_unhealthy(
+    mut inventory: watch::Receiver<Inventory>,
+    mut health: watch::Receiver<HealthMap>,
+    sender: watch::Sender<Inventory>,
+) {
+    loop {
+        let published =
+            without_unhealthy(&inventory.borrow_and_update(), &health.borrow_and_update());
+        sender.send_if_modified(|current| {
+            if *current == published {
+                false
+            } else {
+                *current = published;
+                true
+            }
+        });
+        let ended = tokio::select! {
+            changed = inventory.changed() => changed.is_err(),
+            changed = health.changed() => changed.is_err(),
+        };
+        if ended {
+            return;
         }
     }
 }

@@ -10,29 +10,39 @@
 //!   advertises `1.0.0`, the kubelet publishes the slice from the resource stream;
 //! - `v1` (1.34+): the plugin socket serves `v1.DRAPlugin` and `v1beta1.DRAPlugin` (not
 //!   `v1alpha3.Node`: a 1.34 kubelet never calls it and a v1 allocation has no handle for it to
-//!   carry), registration advertises their service names, claims are read from the API server,
+//!   carry) and `v1alpha1.DRAResourceHealth`, registration advertises their service names,
+//!   claims are read from the API server,
 //!   the agent publishes the slice and reports the prepared devices in the claims' status
 //!   ([`crate::v1::status`]).
 //!
-//! Inside: `measured`, the preparer with its metrics; `background`, the periodic tasks.
+//! In both, the devices' health is judged after every inventory read ([`HealthConfig`]): an
+//! unhealthy device is tainted in the slice (`v1`) or left out of the resource stream
+//! (`v1alpha2`), and stays prepared for the claims that hold it.
+//!
+//! Inside: `measured`, the preparer with its metrics; `background`, the periodic tasks;
+//! `health`, the health sources and their debouncing.
 
 mod background;
+mod health;
 mod measured;
+
+pub use health::HealthConfig;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::admin::{AgentReadiness, AgentState, PreparedClaim};
+use crate::admin::{AgentReadiness, AgentState, DeviceView, PreparedClaim};
 use crate::cdi::CdiDir;
 use crate::device::Inventory;
 use crate::discovery::{DeviceSource, DiscoveryRoots};
-use crate::grpc::{DraService, Plugin, PluginConfig, PluginServices};
+use crate::grpc::{DraService, HealthService, Plugin, PluginConfig, PluginServices};
+use crate::health::{without_unhealthy, HealthMap};
 use crate::journal::Journal;
 use crate::metrics::{GcKind, NodeMetrics};
 use crate::prepare::JournalPreparer;
@@ -40,9 +50,11 @@ use crate::v1::claims::{ApiClaims, ClaimSource};
 use crate::v1::slices::{keep_published, SlicePublisher};
 use crate::v1::status::{self, ClaimStatusApi, StatusReporter, Wanted};
 use background::{
-    collect_garbage, mirror_registration, refresh_inventory, serve_admin, watch_hangup, GcClaims,
+    collect_garbage, mirror_registration, refresh_inventory, serve_admin, watch_hangup,
+    withhold_unhealthy, GcClaims, InventoryOutlets,
 };
 use dra_types::api_mode::{resolve, ApiMode, DraApi};
+use health::{sources_for, HealthTracker};
 use measured::Measured;
 
 /// Everything the agent is started with.
@@ -70,6 +82,8 @@ pub struct AgentConfig {
     pub inventory_interval: Duration,
     /// The admin server's address.
     pub listen: SocketAddr,
+    /// How device health is judged and shown.
+    pub health: HealthConfig,
 }
 
 /// How the agent reaches the API server and which DRA API it speaks there.
@@ -196,6 +210,14 @@ pub async fn run_on_with_api(
     let inventory_rx = inventory_tx.subscribe();
     readiness.set_journal_open();
     metrics.set_devices(inventory_rx.borrow().len());
+    let wake = Arc::new(Notify::new());
+    let tracker = HealthTracker::start(
+        sources_for(&config.devices, &config.roots, &wake),
+        config.health,
+        &inventory_rx.borrow(),
+        metrics.clone(),
+    );
+    let health_rx = tracker.subscribe();
     readiness.set_inventory_published();
 
     let plugin = Plugin::bind(PluginConfig::new(
@@ -217,31 +239,56 @@ pub async fn run_on_with_api(
                 readiness: &readiness,
                 metrics: &metrics,
                 inventory: &inventory_rx,
+                health: &health_rx,
                 stop: &stop_rx,
             };
             let (service, claims, started) = parts.start(client, &preparer);
             tasks.extend(started);
-            (PluginServices::v1(service), Some(GcClaims::V1(claims)))
+            let health = HealthService::new(
+                &config.node_name,
+                inventory_rx.clone(),
+                health_rx.clone(),
+                stop_rx.clone(),
+            );
+            (
+                PluginServices::v1(service).with_health(health),
+                Some(GcClaims::V1(claims)),
+            )
         }
-        (_, client) => (
-            PluginServices::v1alpha2(Arc::clone(&preparer), inventory_rx.clone()),
-            client.map(GcClaims::V1alpha2),
-        ),
+        (_, client) => {
+            let (healthy, task) = healthy_inventory(&inventory_rx, &health_rx);
+            tasks.push(task);
+            (
+                PluginServices::v1alpha2(Arc::clone(&preparer), healthy),
+                client.map(GcClaims::V1alpha2),
+            )
+        }
     };
 
     let addr = listener.local_addr().unwrap_or(config.listen);
-    let state = admin_state(readiness, metrics.clone(), &preparer, &inventory_rx);
+    let state = admin_state(
+        readiness,
+        metrics.clone(),
+        &preparer,
+        &inventory_rx,
+        &health_rx,
+    );
     tasks.push(tokio::spawn(serve_admin(listener, state)));
     // SIGHUP is watched before the agent says it started: until then its default action
     // would end the process.
     let hangup = watch_hangup();
     info!(listen = %addr, node = %config.node_name, mode = %mode, "Node agent started");
 
+    let outlets = InventoryOutlets {
+        shared,
+        sender: inventory_tx,
+        health: Arc::new(Mutex::new(tracker)),
+        wake,
+    };
     tasks.push(tokio::spawn(refresh_inventory(
         config.clone(),
         hangup,
-        shared,
-        inventory_tx,
+        outlets,
         metrics.clone(),
     )));
     if let Some(claims) = gc_claims {
@@ -260,12 +307,29 @@ pub async fn run_on_with_api(
     served.map_err(AgentError::from)
 }
 
+/// The inventory without its unhealthy devices, as the `v1alpha2` resource stream shows it,
+/// and the task that keeps it so.
+fn healthy_inventory(
+    inventory: &watch::Receiver<Inventory>,
+    health: &watch::Receiver<HealthMap>,
+) -> (watch::Receiver<Inventory>, JoinHandle<()>) {
+    let (sender, receiver) =
+        watch::channel(without_unhealthy(&inventory.borrow(), &health.borrow()));
+    let task = tokio::spawn(withhold_unhealthy(
+        inventory.clone(),
+        health.clone(),
+        sender,
+    ));
+    (receiver, task)
+}
+
 /// What the `v1` mode's parts of the agent share with the rest.
 struct V1Parts<'a> {
     config: &'a AgentConfig,
     readiness: &'a AgentReadiness,
     metrics: &'a NodeMetrics,
     inventory: &'a watch::Receiver<Inventory>,
+    health: &'a watch::Receiver<HealthMap>,
     stop: &'a watch::Receiver<bool>,
 }
 
@@ -287,8 +351,10 @@ impl V1Parts<'_> {
         self.readiness.require_slices();
         let readiness = self.readiness.clone();
         let mut tasks = vec![tokio::spawn(keep_published(
-            SlicePublisher::new(&client, &config.node_name, &config.driver_name),
+            SlicePublisher::new(&client, &config.node_name, &config.driver_name)
+                .with_taint_effect(config.health.taint_effect),
             self.inventory.clone(),
+            self.health.clone(),
             config.inventory_interval,
             move |_| readiness.set_slices_published(),
             self.stop.clone(),
@@ -386,9 +452,11 @@ fn admin_state(
     metrics: NodeMetrics,
     preparer: &Arc<Measured>,
     inventory: &watch::Receiver<Inventory>,
+    health: &watch::Receiver<HealthMap>,
 ) -> AgentState {
     let journal = Arc::clone(preparer);
     let devices = inventory.clone();
+    let health = health.clone();
     AgentState {
         readiness,
         metrics,
@@ -405,6 +473,16 @@ fn admin_state(
                 })
                 .collect())
         }),
-        devices: Arc::new(move || Ok(devices.borrow().values().cloned().collect())),
+        devices: Arc::new(move || {
+            let health = health.borrow();
+            Ok(devices
+                .borrow()
+                .values()
+                .map(|device| DeviceView {
+                    device: device.clone(),
+                    health: health.get(&device.name).cloned(),
+                })
+                .collect())
+        }),
     }
 }

@@ -1,6 +1,7 @@
 //! The kubelet's gRPC interfaces (generated in `dra_types::kubelet`) served over Unix sockets: the registration service the kubelet's
 //! plugin watcher finds in its registry directory, and on the plugin socket the Kubernetes 1.30
-//! `v1alpha3.Node` service and the v1 (1.34+) `v1.DRAPlugin` and `v1beta1.DRAPlugin`.
+//! `v1alpha3.Node` service and the v1 (1.34+) `v1.DRAPlugin` and `v1beta1.DRAPlugin`, with the
+//! `v1alpha1.DRAResourceHealth` stream beside them.
 //!
 //! - [`sockets`]: where the two sockets live, their modes, stale files and removal;
 //! - [`authority`]: the sockets' connections accept any `:authority` (grpc-core clients send
@@ -14,6 +15,8 @@
 //!   [`ClaimPreparer`];
 //! - [`dra_service`]: `v1.DRAPlugin` and `v1beta1.DRAPlugin`: claims read from the API server,
 //!   prepared by the same [`ClaimPreparer`];
+//! - [`health_service`]: `v1alpha1.DRAResourceHealth`: the devices' health streamed to the
+//!   kubelet (`v1` mode);
 //! - [`resources`]: the inventory as `namedResources` instances;
 //! - [`versions`]: how a 1.30 and a 1.34 kubelet read `supported_versions`.
 //!
@@ -25,6 +28,7 @@ pub mod authority;
 pub mod batch;
 pub mod calls;
 pub mod dra_service;
+pub mod health_service;
 pub mod node_service;
 pub mod registration;
 pub mod resources;
@@ -41,13 +45,15 @@ use tokio::sync::watch;
 use crate::device::Inventory;
 use crate::prepare::ClaimPreparer;
 use dra_types::kubelet::k8s::io::kubelet::pkg::apis::dra::{v1, v1beta1};
+use dra_types::kubelet::v1alpha1::dra_resource_health_server::DraResourceHealthServer;
 use dra_types::kubelet::v1alpha3::node_server::NodeServer;
 
 pub use dra_service::{DraService, DraServiceV1beta1};
+pub use health_service::HealthService;
 pub use node_service::NodeService;
 pub use registration::{
-    supported_versions, RegistrationService, RegistrationState, PLUGIN_TYPE, SUPPORTED_VERSIONS,
-    V1ALPHA3_VERSION, V1BETA1_SERVICE, V1_SERVICE,
+    supported_versions, RegistrationService, RegistrationState, HEALTH_SERVICE, PLUGIN_TYPE,
+    SUPPORTED_VERSIONS, V1ALPHA3_VERSION, V1BETA1_SERVICE, V1_SERVICE,
 };
 pub use sockets::PluginSockets;
 
@@ -163,6 +169,7 @@ impl PluginConfig {
 pub struct PluginServices<P> {
     v1alpha2: Option<(Arc<P>, watch::Receiver<Inventory>)>,
     v1: Option<Arc<DraService<P>>>,
+    health: Option<HealthService>,
 }
 
 impl<P> std::fmt::Debug for PluginServices<P> {
@@ -170,6 +177,7 @@ impl<P> std::fmt::Debug for PluginServices<P> {
         f.debug_struct("PluginServices")
             .field("v1alpha2", &self.v1alpha2.is_some())
             .field("v1", &self.v1)
+            .field("health", &self.health.is_some())
             .finish()
     }
 }
@@ -180,6 +188,7 @@ impl<P: ClaimPreparer> PluginServices<P> {
         PluginServices {
             v1alpha2: Some((preparer, inventory)),
             v1: None,
+            health: None,
         }
     }
 
@@ -188,6 +197,7 @@ impl<P: ClaimPreparer> PluginServices<P> {
         PluginServices {
             v1alpha2: None,
             v1: Some(Arc::new(service)),
+            health: None,
         }
     }
 
@@ -198,9 +208,20 @@ impl<P: ClaimPreparer> PluginServices<P> {
         self
     }
 
+    /// These services and the `v1alpha1.DRAResourceHealth` service `health` beside them.
+    #[must_use]
+    pub fn with_health(mut self, health: HealthService) -> Self {
+        self.health = Some(health);
+        self
+    }
+
     /// What registration advertises for these services ([`supported_versions`]).
     pub fn supported_versions(&self) -> Vec<&'static str> {
-        supported_versions(self.v1alpha2.is_some(), self.v1.is_some())
+        supported_versions(
+            self.v1alpha2.is_some(),
+            self.v1.is_some(),
+            self.health.is_some(),
+        )
     }
 }
 
@@ -343,10 +364,14 @@ async fn serve_plugin<P: ClaimPreparer>(
     let v1beta1 = services.v1.map(|service| {
         v1beta1::dra_plugin_server::DraPluginServer::new(DraServiceV1beta1(service))
     });
+    let health = services
+        .health
+        .map(|service| DraResourceHealthServer::new(service.with_stop(stop.clone())));
     tonic::transport::Server::builder()
         .add_optional_service(v1alpha2)
         .add_optional_service(v1)
         .add_optional_service(v1beta1)
+        .add_optional_service(health)
         .serve_with_incoming_shutdown(authority::incoming(listener), stopped(stop))
         .await
         .map_err(|source| GrpcError::Serve { path, source })

@@ -33,6 +33,10 @@ pub const V1_SERVICE: &str = "v1.DRAPlugin";
 /// The entry of the `...dra.v1beta1.DRAPlugin` service (`v1beta1.DRAPluginService`).
 pub const V1BETA1_SERVICE: &str = "v1beta1.DRAPlugin";
 
+/// The entry of the `v1alpha1.DRAResourceHealth` service: a kubelet whose `ResourceHealthStatus`
+/// gate is on opens the health stream of a plugin that lists it.
+pub const HEALTH_SERVICE: &str = "v1alpha1.DRAResourceHealth";
+
 /// What `GetInfo` advertises when only the 1.30 service is served.
 pub const SUPPORTED_VERSIONS: &[&str] = &[V1ALPHA3_VERSION];
 
@@ -40,14 +44,19 @@ pub const SUPPORTED_VERSIONS: &[&str] = &[V1ALPHA3_VERSION];
 /// service, then the v1 service names, v1 before v1beta1. A 1.34 kubelet takes the first
 /// entry it knows as a service name ([`super::versions::service_chosen_by_134_kubelet`]), so it
 /// passes over `1.0.0` and picks v1 (a kubelet that knows v1beta1 but not v1 picks v1beta1);
-/// a 1.30 kubelet skips the service names, which are no versions, and takes `1.0.0`.
-pub fn supported_versions(v1alpha2: bool, v1: bool) -> Vec<&'static str> {
+/// a 1.30 kubelet skips the service names, which are no versions, and takes `1.0.0`. The health
+/// service, where served, comes last: a kubelet chooses its `DRAPlugin` service among the
+/// others and opens the health stream because the entry is there.
+pub fn supported_versions(v1alpha2: bool, v1: bool, health: bool) -> Vec<&'static str> {
     let mut versions = Vec::new();
     if v1alpha2 {
         versions.push(V1ALPHA3_VERSION);
     }
     if v1 {
         versions.extend([V1_SERVICE, V1BETA1_SERVICE]);
+    }
+    if health {
+        versions.push(HEALTH_SERVICE);
     }
     versions
 }
@@ -275,22 +284,35 @@ mod tests {
     #[test]
     fn the_advertised_versions_make_each_kubelet_pick_its_service() {
         use super::super::versions::{highest_supported_version, service_chosen_by_134_kubelet};
-        assert_eq!(supported_versions(true, false), ["1.0.0"]);
+        assert_eq!(supported_versions(true, false, false), ["1.0.0"]);
         assert_eq!(
-            supported_versions(false, true),
+            supported_versions(false, true, false),
             ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
         );
-        let both = supported_versions(true, true);
+        let with_health = supported_versions(false, true, true);
+        assert_eq!(
+            with_health,
+            [
+                "v1.DRAPlugin",
+                "v1beta1.DRAPlugin",
+                "v1alpha1.DRAResourceHealth"
+            ]
+        );
+        assert_eq!(
+            service_chosen_by_134_kubelet(&with_health),
+            Ok("v1.DRAPlugin")
+        );
+        let both = supported_versions(true, true, false);
         assert_eq!(both, ["1.0.0", "v1.DRAPlugin", "v1beta1.DRAPlugin"]);
         assert_eq!(service_chosen_by_134_kubelet(&both), Ok("v1.DRAPlugin"));
         assert_eq!(
             highest_supported_version(&both).unwrap().to_string(),
             "1.0.0"
         );
-        let v1 = supported_versions(false, true);
+        let v1 = supported_versions(false, true, false);
         assert_eq!(service_chosen_by_134_kubelet(&v1), Ok("v1.DRAPlugin"));
         assert!(highest_supported_version(&v1).is_err());
-        assert!(service_chosen_by_134_kubelet(&supported_versions(true, false)).is_err());
+        assert!(service_chosen_by_134_kubelet(&supported_versions(true, false, false)).is_err());
     }
 
     #[test]

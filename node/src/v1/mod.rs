@@ -2,7 +2,7 @@
 //! `ResourceSlice` built from its inventory ([`slice_for`]) and kept published ([`slices`]), our
 //! opaque device configuration ([`config`]), what a claim's allocation asks this node to prepare
 //! ([`allocation`]), where claims are read ([`claims`]) and the device status the agent reports
-//! in the claims it prepared ([`status`]). The API objects themselves are
+//! in the claims it prepared ([`status`]), and the taints of unhealthy devices ([`taints`]). The API objects themselves are
 //! `dra_types::resource_v1`'s. On `v1alpha2` (Kubernetes 1.30) the kubelet builds the slice from
 //! `NodeListAndWatchResources`; here the driver publishes the slice itself.
 
@@ -11,6 +11,7 @@ pub mod claims;
 pub mod config;
 pub mod slices;
 pub mod status;
+pub mod taints;
 
 use std::collections::BTreeMap;
 

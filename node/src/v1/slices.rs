@@ -10,6 +10,12 @@
 //! from there), and any other slice of ours on the node is deleted only after the one that stays
 //! is written. The pool generation grows by one with every change of the devices.
 //!
+//! Unhealthy devices carry the health taint ([`super::taints`]). Where the API server drops
+//! device taints (1.34 and 1.35 with the `DRADeviceTaints` gate off), the first write shows it
+//! (the slice comes back without them): from then on unhealthy devices are left out of the slice
+//! instead, as in `v1alpha2` mode, so that neither a rewrite loop nor an allocation of an
+//! unhealthy device follows.
+//!
 //! At a clean stop the slice is left in place, as the upstream kubelet-plugin helper leaves its
 //! slices: a restarted agent adopts it, the kubelet deletes a driver's slices on its node when
 //! no plugin of that driver has been registered for 30 s, and the owner reference removes it
@@ -23,8 +29,10 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
+use super::taints::{apply_health_taints, has_health_taints, TaintEffect};
 use super::{is_conflict, is_not_found, slice_for, SliceError};
 use crate::device::Inventory;
+use crate::health::{without_unhealthy, HealthMap};
 use dra_types::resource_v1::ResourceSlice;
 
 /// How many times a publish starts over after a conflict before it gives up for this round.
@@ -215,6 +223,8 @@ pub struct SlicePublisher {
     driver: String,
     owner: Option<OwnerReference>,
     generation: i64,
+    effect: TaintEffect,
+    taints_dropped: bool,
 }
 
 impl std::fmt::Debug for SlicePublisher {
@@ -237,7 +247,41 @@ impl SlicePublisher {
             driver: driver.to_owned(),
             owner: None,
             generation: 0,
+            effect: TaintEffect::default(),
+            taints_dropped: false,
         }
+    }
+
+    /// The publisher with unhealthy devices tainted with `effect`.
+    #[must_use]
+    pub fn with_taint_effect(mut self, effect: TaintEffect) -> Self {
+        self.effect = effect;
+        self
+    }
+
+    /// Whether the API server was seen dropping the device taints (unhealthy devices are then
+    /// left out of the slice).
+    pub fn taints_dropped(&self) -> bool {
+        self.taints_dropped
+    }
+
+    /// The slice that shows `inventory` with `health`.
+    fn desired(
+        &self,
+        inventory: &Inventory,
+        health: &HealthMap,
+    ) -> Result<ResourceSlice, SliceError> {
+        if self.taints_dropped {
+            return slice_for(
+                &self.node,
+                &self.driver,
+                0,
+                &without_unhealthy(inventory, health),
+            );
+        }
+        let mut slice = slice_for(&self.node, &self.driver, 0, inventory)?;
+        apply_health_taints(&mut slice, health, &self.driver, self.effect);
+        Ok(slice)
     }
 
     /// The owner reference to the node, its UID read once.
@@ -269,9 +313,14 @@ impl SlicePublisher {
         Ok(listed.items)
     }
 
-    /// Makes the node's slice show `inventory`; a conflict starts over with a fresh list.
-    pub async fn publish(&mut self, inventory: &Inventory) -> Result<Published, PublishError> {
-        let desired = slice_for(&self.node, &self.driver, 0, inventory)?;
+    /// Makes the node's slice show `inventory` with the health taints of `health`; a conflict
+    /// starts over with a fresh list.
+    pub async fn publish(
+        &mut self,
+        inventory: &Inventory,
+        health: &HealthMap,
+    ) -> Result<Published, PublishError> {
+        let desired = self.desired(inventory, health)?;
         let owner = self.owner().await?;
         for _ in 0..CONFLICT_RETRIES {
             let existing = self.ours().await?;
@@ -299,6 +348,17 @@ impl SlicePublisher {
                 }
             };
             self.generation = self.generation.max(plan.generation);
+            if let Some(written) = &written {
+                if has_health_taints(&desired, &self.driver)
+                    && !has_health_taints(written, &self.driver)
+                {
+                    tracing::warn!(
+                        node = %self.node,
+                        "The API server drops device taints (DRADeviceTaints off): unhealthy devices are left out of the ResourceSlice instead"
+                    );
+                    self.taints_dropped = true;
+                }
+            }
             let name = written
                 .as_ref()
                 .and_then(|slice| slice.metadata.name.clone())
@@ -325,13 +385,14 @@ impl SlicePublisher {
     }
 }
 
-/// Keeps the node's slice published until `stop`: at once, after every change of `inventory`,
-/// and every `resync` (a slice deleted by someone comes back); a failed publish is tried again
+/// Keeps the node's slice published until `stop`: at once, after every change of `inventory`
+/// or `health`, and every `resync` (a slice deleted by someone comes back); a failed publish is tried again
 /// after a backoff from 1 s doubling up to `resync`. `on_published` is called after every
 /// publish that succeeded. The slice is left in place when `stop` fires.
 pub async fn keep_published(
     mut publisher: SlicePublisher,
     mut inventory: watch::Receiver<Inventory>,
+    mut health: watch::Receiver<HealthMap>,
     resync: Duration,
     on_published: impl Fn(&Published) + Send,
     mut stop: watch::Receiver<bool>,
@@ -339,7 +400,12 @@ pub async fn keep_published(
     let mut backoff = Duration::from_secs(1);
     loop {
         let current = inventory.borrow_and_update().clone();
-        let wait = match publisher.publish(&current).await {
+        let current_health = health.borrow_and_update().clone();
+        let dropped = publisher.taints_dropped();
+        let wait = match publisher.publish(&current, &current_health).await {
+            // the first write that showed the taints dropped: publish again without the
+            // unhealthy devices at once
+            Ok(_) if publisher.taints_dropped() && !dropped => continue,
             Ok(outcome) => {
                 if outcome.written || !outcome.deleted.is_empty() {
                     tracing::info!(
@@ -364,6 +430,7 @@ pub async fn keep_published(
         };
         let ended = tokio::select! {
             changed = inventory.changed() => changed.is_err(),
+            Ok(()) = health.changed() => false,
             () = tokio::time::sleep(wait) => false,
             _ = stop.wait_for(|s| *s) => return,
         };

@@ -23,6 +23,7 @@ mod registration;
 mod resources;
 mod sockets;
 mod support;
+mod v1_health;
 mod v1_prepare;
 mod v1_registration;
 mod v1_slices;

@@ -36,7 +36,11 @@ async fn a_134_kubelet_registers_the_agent_and_chooses_v1_draplugin() {
     assert_eq!(info.endpoint, agent.sockets.plugin().to_str().unwrap());
     assert_eq!(
         info.supported_versions,
-        ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+        [
+            "v1.DRAPlugin",
+            "v1beta1.DRAPlugin",
+            "v1alpha1.DRAResourceHealth"
+        ]
     );
     // a 1.30 kubelet finds no version it could use, and says so at registration
     assert!(highest_supported_version(&info.supported_versions).is_err());

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use dra_node::agent::{AgentConfig, AgentError, ApiAccess};
+use dra_node::agent::{AgentConfig, AgentError, ApiAccess, HealthConfig};
 use dra_node::cdi::CdiDir;
 use dra_node::discovery::{DeviceSource, DiscoveryRoots};
 use dra_node::grpc::versions::service_chosen_by_134_kubelet;
@@ -191,6 +191,7 @@ pub struct AgentSettings {
     pub gc_interval: Duration,
     pub inventory_interval: Duration,
     pub dra_api: DraApi,
+    pub health: HealthConfig,
 }
 
 impl AgentSettings {
@@ -201,6 +202,10 @@ impl AgentSettings {
             roots: DiscoveryRoots::default(),
             gc_interval: Duration::from_secs(3600),
             inventory_interval: Duration::from_millis(100),
+            health: HealthConfig {
+                settle: Duration::from_millis(100),
+                ..HealthConfig::default()
+            },
             dra_api: DraApi::Auto,
         }
     }
@@ -220,6 +225,7 @@ pub fn agent_config(root: &Path, settings: AgentSettings) -> AgentConfig {
         gc_interval: settings.gc_interval,
         inventory_interval: settings.inventory_interval,
         listen: "127.0.0.1:0".parse().unwrap(),
+        health: settings.health,
     }
 }
 

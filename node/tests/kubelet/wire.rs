@@ -118,11 +118,46 @@ fn the_services_have_the_names_the_kubelet_calls() {
     use tonic::server::NamedService;
 
     type Node = NodeServer<NodeService<crate::support::FakePreparer>>;
+    type Health = dra_types::kubelet::v1alpha1::dra_resource_health_server::DraResourceHealthServer<
+        dra_node::grpc::HealthService,
+    >;
     assert_eq!(<Node as NamedService>::NAME, "v1alpha3.Node");
     assert_eq!(
         <RegistrationServer<RegistrationService> as NamedService>::NAME,
         "pluginregistration.Registration"
     );
+    assert_eq!(
+        <Health as NamedService>::NAME,
+        "v1alpha1.DRAResourceHealth",
+        "the kubelet's health client calls /v1alpha1.DRAResourceHealth/NodeWatchResources"
+    );
+}
+
+#[test]
+fn device_health_uses_the_kubelets_field_numbers() {
+    use dra_types::kubelet::v1alpha1::{DeviceHealth, DeviceIdentifier, HealthStatus};
+    let health = DeviceHealth {
+        device: Some(DeviceIdentifier {
+            pool_name: "p".into(),
+            device_name: "d".into(),
+        }),
+        health: HealthStatus::Unhealthy as i32,
+        last_updated_time: 1,
+        health_check_timeout_seconds: 0,
+        message: "m".into(),
+    };
+    let identifier = [field(1, b"p"), field(2, b"d")].concat();
+    // device (1, nested), health (2, varint 2), last_updated_time (3, varint 1), message (5)
+    let expected = [
+        field(1, &identifier),
+        vec![2 << 3, 2],
+        vec![3 << 3, 1],
+        field(5, b"m"),
+    ]
+    .concat();
+    assert_eq!(health.encode_to_vec(), expected);
+    assert_eq!(HealthStatus::Unknown as i32, 0);
+    assert_eq!(HealthStatus::Healthy as i32, 1);
 }
 
 #[test]

@@ -84,6 +84,7 @@ impl Setup {
             gc_interval: Duration::from_secs(3600),
             inventory_interval: Duration::from_millis(100),
             listen: "127.0.0.1:0".parse().unwrap(),
+            health: dra_node::agent::HealthConfig::default(),
         };
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(dra_node::agent::run(agent, None, async {
