@@ -50,11 +50,16 @@ pub enum FeatureGate {
     DRAPrioritizedList,
     /// `status.devices` of claims (KEP 4817).
     DRAResourceClaimDeviceStatus,
+    /// `allocatedResourcesStatus` of a pod's container statuses, which the kubelet fills from
+    /// the plugins' `DRAResourceHealth` streams (KEP 4680).
+    ResourceHealthStatus,
+    /// The `message` of those entries (KEP 4680).
+    ResourceHealthStatusMessage,
 }
 
 impl FeatureGate {
     /// Every gate, in name order.
-    pub const ALL: [FeatureGate; 9] = [
+    pub const ALL: [FeatureGate; 11] = [
         FeatureGate::DRAAdminAccess,
         FeatureGate::DRAConsumableCapacity,
         FeatureGate::DRADeviceBindingConditions,
@@ -64,6 +69,8 @@ impl FeatureGate {
         FeatureGate::DRAPartitionableDevices,
         FeatureGate::DRAPrioritizedList,
         FeatureGate::DRAResourceClaimDeviceStatus,
+        FeatureGate::ResourceHealthStatus,
+        FeatureGate::ResourceHealthStatusMessage,
     ];
 
     /// The gate's name, as `--feature-gates` spells it.
@@ -78,6 +85,8 @@ impl FeatureGate {
             FeatureGate::DRAPartitionableDevices => "DRAPartitionableDevices",
             FeatureGate::DRAPrioritizedList => "DRAPrioritizedList",
             FeatureGate::DRAResourceClaimDeviceStatus => "DRAResourceClaimDeviceStatus",
+            FeatureGate::ResourceHealthStatus => "ResourceHealthStatus",
+            FeatureGate::ResourceHealthStatusMessage => "ResourceHealthStatusMessage",
         }
     }
 
@@ -207,9 +216,10 @@ const GATES_1_34: [FeatureGate; 3] = [
     FeatureGate::DRAPrioritizedList,
     FeatureGate::DRAResourceClaimDeviceStatus,
 ];
-/// 1.36: the sharing, taint, binding-condition and extended-resource features turn beta and on;
-/// `DRADeviceTaintRules` is beta but off (it needs the off-by-default `v1beta2`).
-const GATES_1_36: [FeatureGate; 8] = [
+/// 1.36: the sharing, taint, binding-condition, extended-resource and resource-health features
+/// turn beta and on; `DRADeviceTaintRules` is beta but off (it needs the off-by-default
+/// `v1beta2`). (`ResourceHealthStatus` was alpha and off from 1.31 to 1.35.)
+const GATES_1_36: [FeatureGate; 10] = [
     FeatureGate::DRAAdminAccess,
     FeatureGate::DRAConsumableCapacity,
     FeatureGate::DRADeviceBindingConditions,
@@ -218,9 +228,11 @@ const GATES_1_36: [FeatureGate; 8] = [
     FeatureGate::DRAPartitionableDevices,
     FeatureGate::DRAPrioritizedList,
     FeatureGate::DRAResourceClaimDeviceStatus,
+    FeatureGate::ResourceHealthStatus,
+    FeatureGate::ResourceHealthStatusMessage,
 ];
 /// 1.37: every gate here is on.
-const GATES_1_37: [FeatureGate; 9] = FeatureGate::ALL;
+const GATES_1_37: [FeatureGate; 11] = FeatureGate::ALL;
 
 /// The release table, oldest first.
 const RELEASES: [ReleaseFacts; 5] = [

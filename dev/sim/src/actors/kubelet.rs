@@ -3,7 +3,8 @@
 //! it started; a bound pod being deleted gracefully is removed for good. On a node with a kubelet
 //! directory the pod's claims are first prepared by the node's DRA plugins (the pod stays Pending
 //! until they are), and unprepared once it has ended or is being deleted, before it is removed
-//! (see [`super::plugins`]).
+//! (see [`super::plugins`]). From 1.36 a running pod's container statuses show the health of
+//! the devices of its claims, written again when a plugin reports a change.
 //!
 //! Talks to the API server only through `kube::Client`; the phase decision is pure (`step`).
 
@@ -195,6 +196,17 @@ impl Kubelet {
         self.plugins_of(pod).is_some_and(|node| node.holds(uid))
     }
 
+    /// Queues every pod holding claims whenever a device's health changes on some node, so that
+    /// the running ones show it; ends with the plugins.
+    pub(crate) async fn follow_health(self: Arc<Self>) {
+        let mut updates = self.plugins.health_updates();
+        while updates.changed().await.is_ok() {
+            for key in self.plugins.tracked_keys() {
+                self.queue.add(&key);
+            }
+        }
+    }
+
     /// Queues a changed pod that is bound to a node.
     pub(crate) fn on_pod(&self, change: &Change<'_, Pod>) {
         if !self.enabled {
@@ -252,6 +264,14 @@ impl Kubelet {
         if let Some(node) = &plugins {
             if let Some(wait) = drive_claims(node, &pod, &key, step).await? {
                 return Ok(Next::After(wait));
+            }
+        }
+        if let (Some(node), Step::Nothing) = (&plugins, step) {
+            let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+            if running && node.holds(&uid) {
+                if let Err(error) = node.sync_health(&pod).await {
+                    tracing::debug!(pod = %key, %error, "Failed to write the pod's device health");
+                }
             }
         }
         let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

@@ -73,7 +73,8 @@ pub struct SimArgs {
     /// DRA feature gates to switch, as kube-apiserver takes them: `NAME=true|false`, comma
     /// separated (`DRAAdminAccess`, `DRAConsumableCapacity`, `DRADeviceBindingConditions`,
     /// `DRADeviceTaintRules`, `DRADeviceTaints`, `DRAExtendedResource`, `DRAPartitionableDevices`,
-    /// `DRAPrioritizedList`, `DRAResourceClaimDeviceStatus`). The server keeps the fields of a gate
+    /// `DRAPrioritizedList`, `DRAResourceClaimDeviceStatus`, `ResourceHealthStatus`,
+    /// `ResourceHealthStatusMessage`). The server keeps the fields of a gate
     /// only while it is on; gates locked by the release cannot be switched.
     #[arg(
         long,

@@ -28,6 +28,8 @@ fn gates_follow_the_upstream_stages_of_each_release() {
             G::DRADeviceTaints,
             G::DRAExtendedResource,
             G::DRAConsumableCapacity,
+            G::ResourceHealthStatus,
+            G::ResourceHealthStatusMessage,
         ] {
             assert!(!on(release, gate), "{release} {gate}");
         }
@@ -36,6 +38,10 @@ fn gates_follow_the_upstream_stages_of_each_release() {
     assert!(on(KubernetesVersion::V1_36, G::DRAPartitionableDevices));
     assert!(!on(KubernetesVersion::V1_36, G::DRADeviceTaintRules));
     assert!(on(KubernetesVersion::V1_37, G::DRADeviceTaintRules));
+    for release in [KubernetesVersion::V1_36, KubernetesVersion::V1_37] {
+        assert!(on(release, G::ResourceHealthStatus), "{release}");
+        assert!(on(release, G::ResourceHealthStatusMessage), "{release}");
+    }
 }
 
 #[test]

@@ -62,6 +62,13 @@ pub fn normalise(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value>
             super::resource_v1::pods::keep_claim_fields(&obj, &mut pod)?;
             let on = info.gates.enabled(crate::FeatureGate::DRAExtendedResource);
             super::resource_v1::pods::keep_extended_resource_status(&obj, on, &mut pod)?;
+            let health = info.gates.enabled(crate::FeatureGate::ResourceHealthStatus);
+            let message = info
+                .gates
+                .enabled(crate::FeatureGate::ResourceHealthStatusMessage);
+            super::resource_v1::pods::keep_allocated_resources_status(
+                &obj, health, message, &mut pod,
+            )?;
             pod
         }
         ("", "Pod") => round_trip::<Pod>(obj)?,

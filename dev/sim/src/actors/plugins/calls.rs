@@ -79,19 +79,43 @@ pub(crate) fn check_answer<S: BuildHasher>(
     Ok(())
 }
 
-/// Makes `call` for `claims` over `service` and checks the answer (see [`check_answer`]).
+/// A device a plugin prepared for a claim, as the kubelet keeps it for the claim (its health
+/// is reported per device, under the first CDI device ID).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PreparedDevice {
+    /// The pool.
+    pub pool: String,
+    /// The device's name in the pool.
+    pub device: String,
+    /// The CDI device IDs the plugin answered.
+    pub cdi_ids: Vec<String>,
+}
+
+/// Each answered claim UID with its error and, for a prepare, its devices.
+type Answer = HashMap<String, (String, Vec<PreparedDevice>)>;
+
+/// Makes `call` for `claims` over `service` and checks the answer (see [`check_answer`]);
+/// returns the devices the plugin prepared, by claim UID (none for an unprepare).
 pub(crate) async fn call(
     channel: Channel,
     service: Service,
     call: Call,
     claims: &[ClaimCall],
     timeout: Duration,
-) -> Result<(), CallError> {
+) -> Result<HashMap<String, Vec<PreparedDevice>>, CallError> {
     let answer = tokio::time::timeout(timeout, send(channel, service, call, claims))
         .await
         .unwrap_or_else(|_| Err(Status::deadline_exceeded("context deadline exceeded")))
         .map_err(|status| CallError::Rpc { call, status })?;
-    check_answer(call, claims, &answer)
+    let errors: HashMap<String, String> = answer
+        .iter()
+        .map(|(uid, (error, _))| (uid.clone(), error.clone()))
+        .collect();
+    check_answer(call, claims, &errors)?;
+    Ok(answer
+        .into_iter()
+        .map(|(uid, (_, devices))| (uid, devices))
+        .collect())
 }
 
 /// Sends a [`Call`] with `$claims` (the package's `Claim` messages) through `$client` of the
@@ -132,11 +156,12 @@ async fn send(
     service: Service,
     call: Call,
     claims: &[ClaimCall],
-) -> Result<HashMap<String, String>, Status> {
-    /// `v1` and `v1beta1` take a claim as `Claim{namespace, uid, name}`.
+) -> Result<Answer, Status> {
+    /// `v1` and `v1beta1` take a claim as `Claim{namespace, uid, name}` and answer a prepare
+    /// with the devices of each claim.
     macro_rules! over {
         ($api:ident) => {{
-            let client = $api::dra_plugin_client::DraPluginClient::new(channel);
+            let mut client = $api::dra_plugin_client::DraPluginClient::new(channel);
             let claims: Vec<$api::Claim> = claims
                 .iter()
                 .map(|c| $api::Claim {
@@ -145,7 +170,34 @@ async fn send(
                     name: c.name.clone(),
                 })
                 .collect();
-            Ok(send_call!($api, client, call, claims))
+            match call {
+                Call::Prepare => Ok(client
+                    .node_prepare_resources($api::NodePrepareResourcesRequest { claims })
+                    .await?
+                    .into_inner()
+                    .claims
+                    .into_iter()
+                    .map(|(uid, r)| {
+                        let devices = r
+                            .devices
+                            .into_iter()
+                            .map(|d| PreparedDevice {
+                                pool: d.pool_name,
+                                device: d.device_name,
+                                cdi_ids: d.cdi_device_ids,
+                            })
+                            .collect();
+                        (uid, (r.error, devices))
+                    })
+                    .collect()),
+                Call::Unprepare => {
+                    Ok(claim_errors!(client
+                        .node_unprepare_resources($api::NodeUnprepareResourcesRequest { claims }))
+                    .into_iter()
+                    .map(|(uid, error)| (uid, (error, Vec::new())))
+                    .collect())
+                }
+            }
         }};
     }
     match service {

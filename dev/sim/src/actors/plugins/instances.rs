@@ -2,7 +2,8 @@
 //! registry directory (dial, `GetInfo`, the verdict of [`super::services`],
 //! `NotifyRegistrationStatus`), deregistration when the socket goes, and the instance a call to a
 //! driver uses (the most recently registered one). There is no resource stream: 1.34 drivers
-//! publish their `ResourceSlices` themselves.
+//! publish their `ResourceSlices` themselves; an instance listing the health service gets its
+//! health stream followed while it is registered (1.36+, [`super::health`]).
 //!
 //! I/O only; the decisions come from the services module.
 
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use tonic::transport::Channel;
 
 use super::error::{DriverError, RegistrationError};
+use super::health::{self, watches_health};
 use super::registry::{get_info, notify, verdict};
 use super::services::{accept, Service};
 use super::{lazy_channel, NodePlugins};
@@ -28,6 +30,16 @@ pub(super) struct Instance {
     service: Service,
     /// A connection to the service socket, made on first use and again after a failure.
     channel: Channel,
+    /// The task following its health stream, where the kubelet watches it.
+    health: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Some(task) = &self.health {
+            task.abort();
+        }
+    }
 }
 
 /// Registers the plugin behind the registration socket at `socket`; returns its driver name.
@@ -45,11 +57,19 @@ pub(super) async fn register(
         .map(|i| i.endpoint.clone())
         .collect();
     let accepted = verdict(&mut client, accept(socket, &info, &registered)).await?;
+    let health = watches_health(node.version, &info.supported_versions).then(|| {
+        tokio::spawn(health::watch(
+            Arc::clone(node),
+            accepted.name.clone(),
+            accepted.endpoint.clone(),
+        ))
+    });
     let instance = Instance {
         socket: socket.to_owned(),
         endpoint: accepted.endpoint.clone(),
         service: accepted.service,
         channel: lazy_channel(&accepted.endpoint),
+        health,
     };
     let count = {
         let mut instances = node.instances.lock_or_recover();

@@ -10,7 +10,9 @@
 //! called over the first one the kubelet supports (`services`, `instances`); drivers publish
 //! their own slices, the kubelet only wipes the node's slices at start and those of a driver gone
 //! for the wipe delay (`wiping`); claims are checked (`checks`) and prepared with
-//! `Claim{namespace, uid, name}` over `v1` or `v1beta1` (`prepare_v1`, `calls`).
+//! `Claim{namespace, uid, name}` over `v1` or `v1beta1` (`prepare_v1`, `calls`). From 1.36
+//! (`ResourceHealthStatus`) a plugin listing `v1alpha1.DRAResourceHealth` is watched for its
+//! devices' health, which running pods show in their container statuses (`health`).
 //!
 //! Talks to the API server only through `kube::Client` and to plugins over Unix sockets with the
 //! node agent's generated gRPC clients. Nodes without a kubelet directory have no [`NodePlugins`].
@@ -19,6 +21,7 @@ pub(crate) mod calls;
 mod checks;
 pub(crate) mod claims;
 pub(crate) mod error;
+pub(crate) mod health;
 mod instances;
 pub(crate) mod prepare;
 mod prepare_v1;
@@ -46,8 +49,10 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use super::error::ActorError;
 use super::ObjectKey;
 use crate::KubernetesVersion;
+use calls::PreparedDevice;
 use claims::ClaimCache;
 use error::DriverError;
+use health::HealthCache;
 use instances::Instance;
 use validation::Version;
 use watcher::DesiredSockets;
@@ -105,9 +110,20 @@ pub(crate) fn backoff(initial: Duration, max: Duration, failures: u32) -> Durati
 }
 
 /// The plugin handling of every node with a kubelet directory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Plugins {
     nodes: BTreeMap<String, Arc<NodePlugins>>,
+    /// Counts the changes of device health on any node.
+    health_updates: Arc<watch::Sender<u64>>,
+}
+
+impl Default for Plugins {
+    fn default() -> Self {
+        Self {
+            nodes: BTreeMap::new(),
+            health_updates: Arc::new(watch::channel(0).0),
+        }
+    }
 }
 
 impl Plugins {
@@ -119,6 +135,7 @@ impl Plugins {
         kubelet_dirs: &BTreeMap<String, PathBuf>,
         version: KubernetesVersion,
     ) -> Self {
+        let health_updates = Arc::new(watch::channel(0).0);
         let nodes = kubelet_dirs
             .iter()
             .map(|(node, root)| {
@@ -134,11 +151,23 @@ impl Plugins {
                     claims: Mutex::new(ClaimCache::default()),
                     pods: Mutex::new(BTreeMap::new()),
                     failures: Mutex::new(BTreeMap::new()),
+                    prepared_devices: Mutex::new(BTreeMap::new()),
+                    health: Mutex::new(HealthCache::default()),
+                    health_written: Mutex::new(BTreeMap::new()),
+                    health_updates: Arc::clone(&health_updates),
                 };
                 (node.clone(), Arc::new(plugins))
             })
             .collect();
-        Self { nodes }
+        Self {
+            nodes,
+            health_updates,
+        }
+    }
+
+    /// Changes whenever a device's health changed on some node.
+    pub(crate) fn health_updates(&self) -> watch::Receiver<u64> {
+        self.health_updates.subscribe()
     }
 
     /// The plugin handling of `node`, if it has a kubelet directory.
@@ -237,6 +266,14 @@ pub struct NodePlugins {
     pods: Mutex<BTreeMap<String, ObjectKey>>,
     /// Failed prepare attempts in a row, by pod UID.
     failures: Mutex<BTreeMap<String, u32>>,
+    /// 1.34: the devices each driver prepared for a claim, by claim UID and driver.
+    prepared_devices: Mutex<BTreeMap<(String, String), Vec<PreparedDevice>>>,
+    /// The devices' health from the plugins' health streams.
+    health: Mutex<HealthCache>,
+    /// The container statuses last written for a pod's device health, by pod UID.
+    health_written: Mutex<BTreeMap<String, serde_json::Value>>,
+    /// Where health changes are counted.
+    health_updates: Arc<watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for NodePlugins {

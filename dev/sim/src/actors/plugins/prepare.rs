@@ -197,6 +197,7 @@ impl NodePlugins {
         self.claims.lock_or_recover().release(pod_uid, &unprepared);
         self.pods.lock_or_recover().remove(pod_uid);
         self.failures.lock_or_recover().remove(pod_uid);
+        self.health_written.lock_or_recover().remove(pod_uid);
         if !unprepared.is_empty() {
             tracing::debug!(node = %self.node, pod = pod_uid, claims = unprepared.len(), "Unprepared the claims of a pod");
         }

@@ -127,7 +127,7 @@ impl NodePlugins {
     }
 
     /// One `call` with `driver`'s batch over the service its most recent instance registered
-    /// (1.34).
+    /// (1.34); the devices a prepare answers are kept for the claims' health.
     pub(super) async fn call_v1(
         &self,
         call: Call,
@@ -135,6 +135,16 @@ impl NodePlugins {
         claims: &[ClaimCall],
     ) -> Result<(), CallError> {
         let (channel, service) = self.instance(driver)?;
-        calls::call(channel, service, call, claims, self.config.call_timeout).await
+        let devices = calls::call(channel, service, call, claims, self.config.call_timeout).await?;
+        let mut prepared = self.prepared_devices.lock_or_recover();
+        for (uid, devices) in devices {
+            if call == Call::Prepare {
+                prepared.insert((uid, driver.to_owned()), devices);
+            }
+        }
+        if call == Call::Unprepare {
+            prepared.retain(|(uid, d), _| d != driver || !claims.iter().any(|c| c.uid == *uid));
+        }
+        Ok(())
     }
 }

@@ -352,6 +352,7 @@ impl<G: Generation> Parts<G> {
             "kubelet",
             |k: Arc<Kubelet>, key| async move { k.sync(key).await },
         ));
+        tasks.push(tokio::spawn(Arc::clone(&self.kubelet).follow_health()));
         tasks.extend(workers(
             &self.gc,
             &self.gc.queue,

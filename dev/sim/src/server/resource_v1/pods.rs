@@ -4,7 +4,9 @@
 //! pods with drops both, so [`keep_claim_fields`] puts them back in their 1.34 shape after that
 //! decode; [`claim_causes`] checks them. The scheduler's record of the claim it made for
 //! extended resources (`status.extendedResourceClaimStatus`, 1.36+) is kept the same way
-//! ([`keep_extended_resource_status`]).
+//! ([`keep_extended_resource_status`]), and so is the device health the kubelet reports in
+//! `status.containerStatuses[].allocatedResourcesStatus` (1.31+ behind `ResourceHealthStatus`,
+//! its `message` behind `ResourceHealthStatusMessage`; [`keep_allocated_resources_status`]).
 //!
 //! Pure functions over JSON; no store or HTTP dependencies.
 
@@ -75,6 +77,66 @@ pub fn keep_extended_resource_status(
             "status".into(),
             serde_json::json!({"extendedResourceClaimStatus": kept}),
         );
+    }
+    Ok(())
+}
+
+/// Copies `allocatedResourcesStatus` (`name`, `resources[]` of `resourceID`, `health` and, with
+/// `message` on, `message`) of each of `original`'s container statuses into the container status
+/// of the same index in `normalised`, when `enabled` (the `ResourceHealthStatus` gate; with it
+/// off the field is dropped, as the API server drops disabled pod fields).
+pub fn keep_allocated_resources_status(
+    original: &Value,
+    enabled: bool,
+    message: bool,
+    normalised: &mut Value,
+) -> Result<()> {
+    if !enabled {
+        return Ok(());
+    }
+    for list in ["containerStatuses", "initContainerStatuses"] {
+        let Some(statuses) = original
+            .pointer(&format!("/status/{list}"))
+            .and_then(Value::as_array)
+        else {
+            continue;
+        };
+        for (i, status) in statuses.iter().enumerate() {
+            let Some(entries) = status
+                .get("allocatedResourcesStatus")
+                .and_then(Value::as_array)
+            else {
+                continue;
+            };
+            let at = format!("status.{list}[{i}].allocatedResourcesStatus");
+            let kept = entries
+                .iter()
+                .enumerate()
+                .map(|(j, entry)| {
+                    let at = format!("{at}[{j}]");
+                    let mut kept = pruned(entry, &["name"], &at)?;
+                    let resources = entry["resources"].as_array().map_or(&[][..], Vec::as_slice);
+                    let fields: &[&str] = if message {
+                        &["resourceID", "health", "message"]
+                    } else {
+                        &["resourceID", "health"]
+                    };
+                    let resources = resources
+                        .iter()
+                        .enumerate()
+                        .map(|(k, r)| pruned(r, fields, &format!("{at}.resources[{k}]")))
+                        .collect::<Result<Vec<_>>>()?;
+                    kept["resources"] = Value::Array(resources);
+                    Ok(kept)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(target) = normalised
+                .pointer_mut(&format!("/status/{list}/{i}"))
+                .and_then(Value::as_object_mut)
+            {
+                target.insert("allocatedResourcesStatus".into(), Value::Array(kept));
+            }
+        }
     }
     Ok(())
 }
@@ -228,6 +290,36 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn device_health_in_container_statuses_is_kept_by_gate_and_its_message_by_its_own() {
+        let original = json!({"status": {"containerStatuses": [
+            {"name": "app", "ready": true, "allocatedResourcesStatus": [{
+                "name": "claim:gpu",
+                "resources": [{"resourceID": "d/claim=u", "health": "Unhealthy", "message": "fan", "x": 1}],
+                "unknown": true
+            }]}
+        ]}});
+        let stripped = json!({"status": {"containerStatuses": [{"name": "app", "ready": true}]}});
+        let mut kept = stripped.clone();
+        keep_allocated_resources_status(&original, true, true, &mut kept).unwrap();
+        assert_eq!(
+            kept["status"]["containerStatuses"][0]["allocatedResourcesStatus"],
+            json!([{"name": "claim:gpu", "resources": [
+                {"resourceID": "d/claim=u", "health": "Unhealthy", "message": "fan"}
+            ]}])
+        );
+        let mut without_message = stripped.clone();
+        keep_allocated_resources_status(&original, true, false, &mut without_message).unwrap();
+        assert_eq!(
+            without_message["status"]["containerStatuses"][0]["allocatedResourcesStatus"][0]
+                ["resources"][0],
+            json!({"resourceID": "d/claim=u", "health": "Unhealthy"})
+        );
+        let mut dropped = stripped.clone();
+        keep_allocated_resources_status(&original, false, true, &mut dropped).unwrap();
+        assert_eq!(dropped, stripped);
+    }
 
     #[test]
     fn claim_fields_come_back_in_their_1_34_shape_without_source() {
