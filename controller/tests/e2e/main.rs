@@ -25,6 +25,7 @@ mod placement;
 mod v1_cordon;
 mod v1_example_taints;
 mod v1_examples;
+mod v1_health;
 mod v1_mirror;
 mod v1_node;
 mod v1_schedule;
