@@ -17,6 +17,8 @@
 //! - [`gc`]: which prepared claims the API server shows stale (v1alpha2 or v1 claims);
 //! - [`admin`] and [`metrics`]: the admin HTTP server and the `dra_ledger_node_` metrics;
 //! - [`agent`]: all of it composed into the running agent of `dra-ledger node`;
+//! - [`check`]: the inventory and health watch of a device source alone (`dra-ledger node
+//!   check`);
 //! - `local` (only with the `demo` feature): agents for the nodes of a simulated cluster, in
 //!   one process (`dra-ledger demo`, the end-to-end tests); not in a product build;
 //! - [`v1`]: the `v1` generation (Kubernetes 1.34+, `resource.k8s.io/v1`): the claims read
@@ -29,6 +31,7 @@
 pub mod admin;
 pub mod agent;
 pub mod cdi;
+pub mod check;
 pub mod device;
 pub mod discovery;
 pub mod gc;

@@ -64,6 +64,7 @@ pub enum Command {
     /// Run the controller against a Kubernetes cluster.
     Run(run::RunArgs),
     /// Run the node agent: the kubelet plugin that prepares allocated devices as CDI devices.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Node(node::NodeArgs),
     /// Run a simulated cluster, a workload and the controller in one process, printing progress.
     #[cfg(feature = "demo")]
@@ -141,6 +142,14 @@ pub fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::tune_allocator();
             logging::init(args.log_format, "info");
             runtime()?.block_on(run::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Node(node::NodeArgs {
+            command: Some(node::NodeCommand::Check(args)),
+            ..
+        }) => {
+            logging::init(LogFormat::Text, "warn");
+            runtime()?.block_on(node::check(args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Node(args) => {

@@ -1,5 +1,5 @@
 //! `dra-ledger node`: the node agent (the kubelet DRA plugin of `dra_node`) until SIGTERM or
-//! Ctrl-C.
+//! Ctrl-C; `dra-ledger node check`: a device source's inventory and health watch alone.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use dra_node::agent::{AgentConfig, ApiAccess, HealthConfig};
+use dra_node::check::{CheckConfig, CheckError};
 use dra_node::discovery::{DeviceSource, DiscoveryRoots};
 use dra_node::v1::taints::TaintEffect;
 use dra_types::api_mode::DraApi;
@@ -17,9 +18,14 @@ use super::{parse_duration, watch_for_signal, LogFormat, DEFAULT_DRIVER_NAME};
 /// Flags of `dra-ledger node`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct NodeArgs {
-    /// This node's name, as the kubelet and the allocations know it.
-    #[arg(long, env = "NODE_NAME", value_name = "NAME")]
-    pub node_name: String,
+    /// A tool instead of the agent.
+    #[command(subcommand)]
+    pub command: Option<NodeCommand>,
+
+    /// This node's name, as the kubelet and the allocations know it (required to run the
+    /// agent).
+    #[arg(long, env = "NODE_NAME", value_name = "NAME", required = true)]
+    pub node_name: Option<String>,
 
     /// The DRA driver name: the plugin's name, and the handles and CDI kind it serves.
     #[arg(long, default_value = DEFAULT_DRIVER_NAME, value_name = "NAME")]
@@ -105,12 +111,74 @@ pub struct NodeArgs {
     pub log_format: LogFormat,
 }
 
+/// The tools of `dra-ledger node`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum NodeCommand {
+    /// Read a device source's inventory and watch its health for a while, without Kubernetes:
+    /// prints one JSON object per line, the inventory first, then each change of a device's
+    /// health, then every device's health at the end. For checking a node's hardware (e.g.
+    /// `--devices nvml` on an NVIDIA machine: node/scripts/nvml-check.sh).
+    Check(CheckArgs),
+}
+
+/// Flags of `dra-ledger node check`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckArgs {
+    /// Where the inventory comes from: sysfs, file:PATH or nvml.
+    #[arg(long, default_value = "sysfs", value_name = "SOURCE")]
+    pub devices: DeviceSource,
+
+    /// The sysfs mount that `--devices sysfs` scans and the health checks read.
+    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    pub sysfs_root: PathBuf,
+
+    /// The device directory device nodes are named under.
+    #[arg(long, default_value = "/dev", value_name = "DIR")]
+    pub dev_root: PathBuf,
+
+    /// How long the health is watched after the inventory is printed.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub watch: Duration,
+
+    /// How often the inventory and its health are read during the watch (NVML events are taken
+    /// at once).
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub interval: Duration,
+}
+
+/// Runs `dra-ledger node check`: the report goes to stdout.
+pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let nvml = args.devices == DeviceSource::Nvml;
+    let config = CheckConfig {
+        devices: args.devices,
+        roots: DiscoveryRoots {
+            sysfs: args.sysfs_root,
+            dev: args.dev_root,
+            ..DiscoveryRoots::default()
+        },
+        watch: args.watch,
+        interval: args.interval,
+    };
+    let mut out = std::io::stdout();
+    let checked = dra_node::check::check(&config, &mut out).await;
+    if nvml && matches!(checked, Err(CheckError::Discovery { .. })) {
+        return checked.context(
+            "NVML is not usable here: the NVIDIA driver's libnvidia-ml.so.1 must be installed and \
+             visible to this process, and the binary built with the nvml feature",
+        );
+    }
+    Ok(checked?)
+}
+
 /// Runs the agent until a signal.
 pub async fn node(args: NodeArgs) -> anyhow::Result<()> {
     let stop = watch_for_signal().context("cannot watch for SIGTERM and Ctrl-C")?;
     let client = kube::Client::try_from(super::run::kube_config(args.kubeconfig.as_ref()).await?)?;
+    let node_name = args
+        .node_name
+        .context("--node-name (or NODE_NAME) is required to run the agent")?;
     let config = AgentConfig {
-        node_name: args.node_name,
+        node_name,
         driver_name: args.driver_name,
         registry_dir: args.kubelet_registry_dir,
         plugins_dir: args.kubelet_plugins_dir,

@@ -125,8 +125,10 @@ pub(super) async fn refresh_inventory(
 /// One health round over `inventory`, off the runtime's threads (the sources read files).
 async fn judge_health(health: &Arc<Mutex<HealthTracker>>, inventory: Inventory) {
     let tracker = Arc::clone(health);
-    let judged =
-        tokio::task::spawn_blocking(move || tracker.lock_or_recover().round(&inventory)).await;
+    let judged = tokio::task::spawn_blocking(move || {
+        tracker.lock_or_recover().round(&inventory);
+    })
+    .await;
     if let Err(e) = judged {
         warn!(error = %e, "The health round did not complete");
     }

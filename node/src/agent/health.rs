@@ -14,7 +14,7 @@ use tracing::{info, warn};
 use crate::device::Inventory;
 use crate::discovery::{DeviceSource, DiscoveryRoots};
 use crate::health::aer::AerHealth;
-use crate::health::debounce::Debouncer;
+use crate::health::debounce::{Debouncer, HealthChange};
 use crate::health::file::FileHealth;
 use crate::health::{observe_all, HealthMap, HealthSource, HealthState};
 use crate::metrics::NodeMetrics;
@@ -40,7 +40,7 @@ impl Default for HealthConfig {
 }
 
 /// The sources, the debouncer and the channel the health goes out on.
-pub(super) struct HealthTracker {
+pub(crate) struct HealthTracker {
     sources: Vec<Box<dyn HealthSource>>,
     debouncer: Debouncer,
     sender: watch::Sender<HealthMap>,
@@ -49,7 +49,7 @@ pub(super) struct HealthTracker {
 
 /// The health sources of `devices`; `wake` is notified by event sources (NVML) when an event
 /// arrived, so the agent takes it without waiting for the next round.
-pub(super) fn sources_for(
+pub(crate) fn sources_for(
     devices: &DeviceSource,
     roots: &DiscoveryRoots,
     wake: &Arc<Notify>,
@@ -87,7 +87,7 @@ fn nvml_events(
 
 impl HealthTracker {
     /// The tracker over `sources` with its first round already taken on `inventory`.
-    pub(super) fn start(
+    pub(crate) fn start(
         sources: Vec<Box<dyn HealthSource>>,
         config: HealthConfig,
         inventory: &Inventory,
@@ -108,9 +108,14 @@ impl HealthTracker {
         self.sender.subscribe()
     }
 
+    /// The health published now.
+    pub(crate) fn current(&self) -> HealthMap {
+        self.debouncer.current().clone()
+    }
+
     /// One round over `inventory`: every source asked, the changes logged and counted, the
-    /// health sent where it changed.
-    pub(super) fn round(&mut self, inventory: &Inventory) {
+    /// health sent where it changed. Returns the changes.
+    pub(crate) fn round(&mut self, inventory: &Inventory) -> Vec<HealthChange> {
         let observed = observe_all(&mut self.sources, inventory);
         let changes = self
             .debouncer
@@ -140,5 +145,6 @@ impl HealthTracker {
                 true
             }
         });
+        changes
     }
 }

@@ -23,7 +23,7 @@
 //! `health`, the health sources and their debouncing.
 
 mod background;
-mod health;
+pub(crate) mod health;
 mod measured;
 
 pub use health::HealthConfig;
