@@ -16,6 +16,7 @@ mod v1_support;
 mod deploy_admin_access;
 mod deploy_manifests;
 mod deploy_node;
+mod deploy_nvidia;
 mod deploy_releases;
 mod deploy_v1;
 mod lifecycle;
