@@ -66,17 +66,9 @@ pub struct NodeArgs {
     #[arg(long, default_value = "/var/lib/dra-ledger/node", value_name = "DIR")]
     pub state_dir: PathBuf,
 
-    /// Where the inventory comes from: sysfs, file:PATH (a YAML or JSON inventory) or nvml.
-    #[arg(long, default_value = "sysfs", value_name = "SOURCE")]
-    pub devices: DeviceSource,
-
-    /// The sysfs mount that `--devices sysfs` scans.
-    #[arg(long, default_value = "/sys", value_name = "DIR")]
-    pub sysfs_root: PathBuf,
-
-    /// The device directory device nodes are named under.
-    #[arg(long, default_value = "/dev", value_name = "DIR")]
-    pub dev_root: PathBuf,
+    /// Where the devices come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
 
     /// How often prepared claims are checked against the API server (gone or moved claims are
     /// unprepared).
@@ -111,6 +103,33 @@ pub struct NodeArgs {
     pub log_format: LogFormat,
 }
 
+/// Where the agent (and `node check`) reads the devices and their health.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SourceArgs {
+    /// Where the inventory comes from: sysfs, file:PATH (a YAML or JSON inventory) or nvml.
+    #[arg(long, default_value = "sysfs", value_name = "SOURCE")]
+    pub devices: DeviceSource,
+
+    /// The sysfs mount that `--devices sysfs` scans and the health checks read.
+    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    pub sysfs_root: PathBuf,
+
+    /// The device directory device nodes are named under.
+    #[arg(long, default_value = "/dev", value_name = "DIR")]
+    pub dev_root: PathBuf,
+}
+
+impl SourceArgs {
+    /// The host directories discovery reads.
+    fn roots(&self) -> DiscoveryRoots {
+        DiscoveryRoots {
+            sysfs: self.sysfs_root.clone(),
+            dev: self.dev_root.clone(),
+            ..DiscoveryRoots::default()
+        }
+    }
+}
+
 /// The tools of `dra-ledger node`.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum NodeCommand {
@@ -124,17 +143,9 @@ pub enum NodeCommand {
 /// Flags of `dra-ledger node check`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CheckArgs {
-    /// Where the inventory comes from: sysfs, file:PATH or nvml.
-    #[arg(long, default_value = "sysfs", value_name = "SOURCE")]
-    pub devices: DeviceSource,
-
-    /// The sysfs mount that `--devices sysfs` scans and the health checks read.
-    #[arg(long, default_value = "/sys", value_name = "DIR")]
-    pub sysfs_root: PathBuf,
-
-    /// The device directory device nodes are named under.
-    #[arg(long, default_value = "/dev", value_name = "DIR")]
-    pub dev_root: PathBuf,
+    /// Where the devices come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
 
     /// How long the health is watched after the inventory is printed.
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
@@ -148,14 +159,10 @@ pub struct CheckArgs {
 
 /// Runs `dra-ledger node check`: the report goes to stdout.
 pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
-    let nvml = args.devices == DeviceSource::Nvml;
+    let nvml = args.source.devices == DeviceSource::Nvml;
     let config = CheckConfig {
-        devices: args.devices,
-        roots: DiscoveryRoots {
-            sysfs: args.sysfs_root,
-            dev: args.dev_root,
-            ..DiscoveryRoots::default()
-        },
+        roots: args.source.roots(),
+        devices: args.source.devices,
         watch: args.watch,
         interval: args.interval,
     };
@@ -184,12 +191,8 @@ pub async fn node(args: NodeArgs) -> anyhow::Result<()> {
         plugins_dir: args.kubelet_plugins_dir,
         cdi_dir: args.cdi_dir,
         state_dir: args.state_dir,
-        devices: args.devices,
-        roots: DiscoveryRoots {
-            sysfs: args.sysfs_root,
-            dev: args.dev_root,
-            ..DiscoveryRoots::default()
-        },
+        roots: args.source.roots(),
+        devices: args.source.devices,
         gc_interval: args.gc_interval,
         inventory_interval: args.inventory_interval,
         listen: args.listen,

@@ -18,7 +18,7 @@ use testkit::eventually;
 use crate::e2e_support::{assert_consistent, count, Env, Running, CLASS, DRIVER, WAIT};
 
 /// Two devices on one NUMA node per node, each with a device file of its own.
-fn inventory(dir: &std::path::Path) -> String {
+pub(crate) fn inventory(dir: &std::path::Path) -> String {
     let devices: Vec<String> = (0..2)
         .map(|i| {
             let node = dir.join(format!("gpu-{i}"));

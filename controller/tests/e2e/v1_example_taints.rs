@@ -113,21 +113,6 @@ async fn evicted_by_taint(v1: &ClusterV1, name: &str) {
     .await;
 }
 
-/// Waits for the scheduler's `FailedScheduling` note about pod `name` (events.k8s.io).
-async fn failed_scheduling(v1: &ClusterV1, name: &str) -> String {
-    eventually(format!("{name} is unschedulable"), WAIT, || async {
-        let api: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(v1.client.clone(), NAMESPACE);
-        let events = api.list(&ListParams::default()).await.unwrap().items;
-        events
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
-            .and_then(|e| e.note)
-    })
-    .await
-}
-
 /// Waits until the rule's `EvictionInProgress` condition has `reason` and `message`; its
 /// status.
 async fn rule_condition(v1: &ClusterV1, reason: &str, message: &str) -> String {
@@ -170,7 +155,7 @@ async fn no_schedule_keeps_the_running_pod_and_new_ones_off_the_devices() {
     let file = dir.path().join("4-pod-not-scheduled-with-api-version.yaml");
     std::fs::write(&file, serde_yaml::to_string(&value).unwrap()).unwrap();
     assert!(v1.create_file(&file).await[0].is_ok());
-    let note = failed_scheduling(&v1, "pod-no-schedule").await;
+    let note = v1.failed_scheduling(NAMESPACE, "pod-no-schedule").await;
     assert!(
         note.starts_with("0/2 nodes are available: 2 cannot allocate all claims."),
         "{note}"
@@ -200,7 +185,7 @@ async fn no_execute_evicts_the_running_pod_and_keeps_the_new_one_pending() {
     create(&v1, scenario, "3-device-taint-rule.yaml").await;
     evicted_by_taint(&v1, "pod-to-be-evicted").await;
     create(&v1, scenario, "4-pod-no-execute.yaml").await;
-    let note = failed_scheduling(&v1, "pod-no-execute").await;
+    let note = v1.failed_scheduling(NAMESPACE, "pod-no-execute").await;
     assert!(
         note.starts_with("0/2 nodes are available: 2 cannot allocate all claims."),
         "{note}"
@@ -218,7 +203,9 @@ async fn after_a_no_execute_rule_only_the_tolerating_pod_runs() {
     create(&v1, scenario, "1-device-taint-rule.yaml").await;
     create(&v1, scenario, "2-basic-resourceclaimtemplate.yaml").await;
     running(&v1, "pod-with-toleration").await;
-    let note = failed_scheduling(&v1, "pod-without-toleration").await;
+    let note = v1
+        .failed_scheduling(NAMESPACE, "pod-without-toleration")
+        .await;
     assert!(
         note.starts_with("0/2 nodes are available: 2 cannot allocate all claims."),
         "{note}"

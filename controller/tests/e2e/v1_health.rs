@@ -119,23 +119,6 @@ async fn pod_for_class(v1: &ClusterV1, name: &str, tolerate: bool) {
     .await;
 }
 
-/// Waits for the scheduler's `FailedScheduling` note about pod `name`.
-async fn failed_scheduling(v1: &ClusterV1, name: &str) -> String {
-    eventually(format!("{name} is unschedulable"), WAIT, || async {
-        let api: Api<k8s_openapi::api::events::v1::Event> =
-            Api::default_namespaced(v1.client.clone());
-        api.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
-            .and_then(|e| e.note)
-    })
-    .await
-}
-
 #[tokio::test]
 async fn on_1_37_an_unhealthy_device_is_tainted_avoided_tolerated_reported_and_restored() {
     let dir = tempfile::tempdir().unwrap();
@@ -204,7 +187,7 @@ async fn on_1_37_an_unhealthy_device_is_tainted_avoided_tolerated_reported_and_r
     })
     .await;
     pod_for_class(&v1, "waiting", false).await;
-    let note = failed_scheduling(&v1, "waiting").await;
+    let note = v1.failed_scheduling("default", "waiting").await;
     assert!(note.contains("cannot allocate all claims"), "{note}");
     assert_eq!(v1.node_of("waiting").await, None);
     pod_for_class(&v1, "tolerant", true).await;
@@ -234,21 +217,6 @@ async fn on_1_37_an_unhealthy_device_is_tainted_avoided_tolerated_reported_and_r
     v1.shutdown().await;
 }
 
-/// A 1.30 node inventory of two devices with device files under `dir`.
-fn inventory_130(dir: &Path) -> String {
-    let devices: Vec<String> = (0..2)
-        .map(|i| {
-            let node = dir.join(format!("gpu-{i}"));
-            std::fs::write(&node, b"").unwrap();
-            format!(
-                "  - name: gpu-{i}\n    attributes: {{model: H100, numa: 0}}\n    deviceNodes: [{}]\n",
-                node.display()
-            )
-        })
-        .collect();
-    format!("devices:\n{}", devices.concat())
-}
-
 /// The devices of node-0's `v1alpha2` slice.
 async fn devices_130(client: &kube::Client) -> Vec<String> {
     Api::<SliceV1alpha2>::all(client.clone())
@@ -269,7 +237,7 @@ async fn on_1_30_an_unhealthy_device_leaves_the_inventory_and_returns() {
     let root = dir.path().join("node-0");
     std::fs::create_dir_all(&root).unwrap();
     let inventory = root.join("devices.yaml");
-    std::fs::write(&inventory, inventory_130(&root)).unwrap();
+    std::fs::write(&inventory, crate::node_agents::inventory(&root)).unwrap();
     let kubelet = root.join("kubelet");
     let mut config = ClusterConfig {
         nodes: 1,

@@ -24,7 +24,7 @@ use testkit::eventually::eventually;
 use tokio::sync::oneshot;
 
 use crate::support::{connect, DRIVER, PATIENCE};
-use crate::v1_support::{agent_config, AgentSettings, Cluster134, V1Agent, NODE, SLICE_PATIENCE};
+use crate::v1_support::{agent_config, slice_when, AgentSettings, Cluster134, V1Agent, NODE};
 
 /// An inventory file of gpu-0 and gpu-1, gpu-1 with `health` (and a message) when given.
 fn write_health(path: &Path, health: Option<&str>) {
@@ -52,20 +52,6 @@ fn settings(inventory: &Path, interval: Duration) -> AgentSettings {
     }
 }
 
-async fn the_slice(
-    cluster: &Cluster134,
-    what: &str,
-    done: impl Fn(&ResourceSlice) -> bool,
-) -> ResourceSlice {
-    eventually(what, SLICE_PATIENCE, || async {
-        match cluster.slices_of(NODE).await.as_slice() {
-            [slice] if done(slice) => Some(slice.clone()),
-            _ => None,
-        }
-    })
-    .await
-}
-
 fn taints_of<'s>(
     slice: &'s ResourceSlice,
     device: &str,
@@ -88,14 +74,14 @@ async fn a_device_marked_unhealthy_is_tainted_within_one_inventory_interval_and_
     write_health(&inventory, None);
     let interval = Duration::from_millis(500);
     let mut agent = V1Agent::start(&cluster, dir.path(), settings(&inventory, interval)).await;
-    the_slice(&cluster, "both devices untainted", |s| {
+    slice_when(&cluster, "both devices untainted", |s| {
         s.spec.devices.len() == 2 && s.spec.devices.iter().all(|d| d.taints.is_empty())
     })
     .await;
 
     let marked = Instant::now();
     write_health(&inventory, Some("Unhealthy"));
-    let slice = the_slice(&cluster, "gpu-1 tainted", |s| {
+    let slice = slice_when(&cluster, "gpu-1 tainted", |s| {
         !taints_of(s, "gpu-1").is_empty()
     })
     .await;
@@ -140,7 +126,7 @@ async fn a_device_marked_unhealthy_is_tainted_within_one_inventory_interval_and_
     );
 
     write_health(&inventory, Some("Healthy"));
-    the_slice(&cluster, "gpu-1 untainted", |s| {
+    slice_when(&cluster, "gpu-1 untainted", |s| {
         taints_of(s, "gpu-1").is_empty()
     })
     .await;
@@ -155,9 +141,9 @@ async fn where_taints_are_dropped_the_unhealthy_device_leaves_the_slice_without_
     write_health(&inventory, None);
     let interval = Duration::from_millis(100);
     let mut agent = V1Agent::start(&cluster, dir.path(), settings(&inventory, interval)).await;
-    the_slice(&cluster, "both devices", |s| s.spec.devices.len() == 2).await;
+    slice_when(&cluster, "both devices", |s| s.spec.devices.len() == 2).await;
     write_health(&inventory, Some("Unhealthy"));
-    let without = the_slice(&cluster, "gpu-1 left out", |s| {
+    let without = slice_when(&cluster, "gpu-1 left out", |s| {
         s.spec
             .devices
             .iter()
@@ -167,14 +153,25 @@ async fn where_taints_are_dropped_the_unhealthy_device_leaves_the_slice_without_
     })
     .await;
     tokio::time::sleep(interval * 10).await;
-    let later = the_slice(&cluster, "the slice", |_| true).await;
+    let later = slice_when(&cluster, "the slice", |_| true).await;
     assert_eq!(
         later.metadata.resource_version, without.metadata.resource_version,
         "no write while nothing changes"
     );
     write_health(&inventory, Some("Healthy"));
-    the_slice(&cluster, "gpu-1 back", |s| s.spec.devices.len() == 2).await;
+    slice_when(&cluster, "gpu-1 back", |s| s.spec.devices.len() == 2).await;
     agent.stop().await.unwrap();
+}
+
+/// The next message of a health stream.
+async fn next_health(
+    stream: &mut tonic::Streaming<NodeWatchResourcesResponse>,
+) -> NodeWatchResourcesResponse {
+    tokio::time::timeout(PATIENCE, stream.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
 }
 
 /// The health of `device` in `message`.
@@ -209,11 +206,7 @@ async fn the_health_stream_sends_every_device_first_and_then_each_change() {
         .await
         .unwrap()
         .into_inner();
-    let first = tokio::time::timeout(PATIENCE, stream.message())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let first = next_health(&mut stream).await;
     assert_eq!(first.devices.len(), 2, "{first:?}");
     assert_eq!(health_of(&first, "gpu-0").0, HealthStatus::Healthy);
     assert_eq!(health_of(&first, "gpu-1").0, HealthStatus::Healthy);
@@ -221,11 +214,7 @@ async fn the_health_stream_sends_every_device_first_and_then_each_change() {
 
     write_health(&inventory, Some("Unhealthy"));
     let unhealthy = loop {
-        let message = tokio::time::timeout(PATIENCE, stream.message())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let message = next_health(&mut stream).await;
         if health_of(&message, "gpu-1").0 == HealthStatus::Unhealthy {
             break message;
         }
@@ -235,11 +224,7 @@ async fn the_health_stream_sends_every_device_first_and_then_each_change() {
 
     write_health(&inventory, Some("Unknown"));
     loop {
-        let message = tokio::time::timeout(PATIENCE, stream.message())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let message = next_health(&mut stream).await;
         if health_of(&message, "gpu-1").0 == HealthStatus::Unknown {
             break;
         }

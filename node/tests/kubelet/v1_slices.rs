@@ -13,13 +13,10 @@ use dra_types::resource_v1::{DeviceAttribute, ResourceSlice};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{PostParams, WatchEvent, WatchParams};
-use testkit::eventually::eventually;
 
 use crate::fake_sysfs::{FakeSysfs, CONTROLLER_3D, NVIDIA};
 use crate::support::DRIVER;
-use crate::v1_support::{
-    write_inventory, AgentSettings, Cluster134, V1Agent, NODE, SLICE_PATIENCE,
-};
+use crate::v1_support::{slice_when, write_inventory, AgentSettings, Cluster134, V1Agent, NODE};
 use crate::validate::{kubernetes_validate, report, validate};
 
 /// A machine with two H100s on NUMA nodes 0 and 1.
@@ -50,22 +47,6 @@ fn sysfs_settings(tree: &FakeSysfs) -> AgentSettings {
 
 fn devices(slice: &ResourceSlice) -> Vec<&str> {
     slice.spec.devices.iter().map(|d| d.name.as_str()).collect()
-}
-
-/// The one slice of ours on `node-0` once it satisfies `done`.
-async fn slice_when(
-    cluster: &Cluster134,
-    what: &str,
-    done: impl Fn(&ResourceSlice) -> bool,
-) -> ResourceSlice {
-    eventually(what, SLICE_PATIENCE, || async {
-        let slices = cluster.slices_of(NODE).await;
-        match slices.as_slice() {
-            [slice] if done(slice) => Some(slice.clone()),
-            _ => None,
-        }
-    })
-    .await
 }
 
 #[tokio::test]

@@ -149,6 +149,22 @@ impl Cluster134 {
     }
 }
 
+/// The one slice of ours on `node-0` once it satisfies `done`.
+pub async fn slice_when(
+    cluster: &Cluster134,
+    what: &str,
+    done: impl Fn(&ResourceSlice) -> bool,
+) -> ResourceSlice {
+    eventually(what, SLICE_PATIENCE, || async {
+        let slices = cluster.slices_of(NODE).await;
+        match slices.as_slice() {
+            [slice] if done(slice) => Some(slice.clone()),
+            _ => None,
+        }
+    })
+    .await
+}
+
 /// The UID of `claim`.
 pub fn uid(claim: &ResourceClaim) -> String {
     claim.metadata.uid.clone().unwrap()

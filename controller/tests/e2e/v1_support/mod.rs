@@ -495,6 +495,22 @@ impl ClusterV1 {
             .collect()
     }
 
+    /// Waits for the scheduler's `FailedScheduling` note about pod `name` of `namespace`
+    /// (events.k8s.io); the note.
+    pub async fn failed_scheduling(&self, namespace: &str, name: &str) -> String {
+        eventually(format!("{name} is unschedulable"), WAIT, || async {
+            let api: Api<k8s_openapi::api::events::v1::Event> =
+                Api::namespaced(self.client.clone(), namespace);
+            let events = api.list(&ListParams::default()).await.unwrap().items;
+            events
+                .into_iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+                .find(|e| e.reason.as_deref() == Some("FailedScheduling"))
+                .and_then(|e| e.note)
+        })
+        .await
+    }
+
     /// Stops the agents, then the cluster.
     pub async fn shutdown(self) {
         self.agents.shutdown().await.unwrap();
