@@ -80,7 +80,7 @@ pub struct NodeArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     pub inventory_interval: Duration,
 
-    /// The effect of the taint (key <driver-name>/unhealthy, value the reason) that an unhealthy
+    /// The effect of the taint (key `<driver-name>/unhealthy`, value the reason) that an unhealthy
     /// device gets in the node's ResourceSlice (v1 mode): NoSchedule keeps new claims off it,
     /// NoExecute also evicts the pods using it, None only shows it. In v1alpha2 mode an
     /// unhealthy device leaves the published inventory instead.
