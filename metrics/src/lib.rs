@@ -29,6 +29,7 @@ use prometheus::{
     TextEncoder,
 };
 
+mod apart;
 mod breakdown;
 mod error;
 mod labels;
@@ -37,6 +38,7 @@ pub use error::{Error, Result};
 
 pub use breakdown::MAX_ATTRIBUTE_VALUES;
 
+pub use apart::HEALTH_VALUES;
 pub use labels::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, API_VERBS, DEVICE_STATES,
 };
@@ -63,18 +65,20 @@ pub const CORE_METRIC_NAMES: [&str; 13] = [
 ];
 
 /// The full names of the breakdown and operational gauges, beyond the core metrics.
-const GAUGE_NAMES: [&str; 6] = [
+const GAUGE_NAMES: [&str; 8] = [
     "dra_ledger_node_devices",
     "dra_ledger_attribute_devices",
     "dra_ledger_ready",
     "dra_ledger_leader",
     "dra_ledger_oldest_pending_intent_age_seconds",
     "dra_ledger_admin_access_claims",
+    "dra_ledger_unhealthy_devices",
+    "dra_ledger_device_health_changes_total",
 ];
 
 /// The full names of all metrics, as exposed on `/metrics`: the core metrics, then the
 /// breakdown and operational gauges.
-pub const METRIC_NAMES: [&str; 19] = concat_names(CORE_METRIC_NAMES, GAUGE_NAMES);
+pub const METRIC_NAMES: [&str; 21] = concat_names(CORE_METRIC_NAMES, GAUGE_NAMES);
 
 /// `first` followed by `then` (`N` must be their total length, checked at compile time).
 const fn concat_names<const A: usize, const B: usize, const N: usize>(
@@ -116,7 +120,7 @@ pub struct Metrics {
     ready: IntGauge,
     leader: IntGauge,
     oldest_intent_age: Gauge,
-    admin_access_claims: IntGauge,
+    apart: apart::Apart,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -230,10 +234,7 @@ impl Metrics {
                 name("oldest_pending_intent_age_seconds"),
                 "Age of the oldest allocation durable in the ledger but not yet seen in the cluster; 0 when none",
             )?,
-            admin_access_claims: IntGauge::new(
-                name("admin_access_claims"),
-                "Admin-access claims in the ledger (they look at devices and hold none, so dra_ledger_devices does not count them)",
-            )?,
+            apart: apart::Apart::new()?,
         };
         metrics.register_all()?;
         metrics.build_info.with_label_values(&[version]).set(1);
@@ -267,7 +268,7 @@ impl Metrics {
     }
 
     fn register_all(&self) -> Result<()> {
-        let collectors: [Box<dyn prometheus::core::Collector>; 19] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 21] = [
             Box::new(self.allocations.clone()),
             Box::new(self.deallocations.clone()),
             Box::new(self.allocate_duration.clone()),
@@ -286,7 +287,9 @@ impl Metrics {
             Box::new(self.ready.clone()),
             Box::new(self.leader.clone()),
             Box::new(self.oldest_intent_age.clone()),
-            Box::new(self.admin_access_claims.clone()),
+            Box::new(self.apart.admin_access_claims.clone()),
+            Box::new(self.apart.unhealthy_devices.clone()),
+            Box::new(self.apart.health_changes.clone()),
         ];
         for collector in collectors {
             self.registry.register(collector)?;
@@ -400,12 +403,22 @@ impl Metrics {
         self.breakdown.set_attributes(utilisation);
     }
 
-    /// Sets the per-node breakdown and the admin-access gauge from the ledger's node
-    /// summaries; nodes not listed lose their series.
+    /// Sets the per-node breakdown, the admin-access and the unhealthy-device gauges from the
+    /// ledger's node summaries; nodes not listed lose their series.
     pub fn set_nodes(&self, nodes: &[NodeSummary]) {
         self.breakdown.set_nodes(nodes);
-        self.admin_access_claims
+        self.apart
+            .admin_access_claims
             .set(gauge(nodes.iter().map(|n| n.admin_access).sum()));
+        self.apart
+            .unhealthy_devices
+            .set(gauge(nodes.iter().map(|n| n.unhealthy).sum()));
+    }
+
+    /// Records one device health change, to unhealthy or back to healthy.
+    pub fn record_health_change(&self, unhealthy: bool) {
+        let health = HEALTH_VALUES[usize::from(!unhealthy)];
+        self.apart.health_changes.with_label_values(&[health]).inc();
     }
 
     /// Sets the age of the oldest pending intent from its creation time (Unix milliseconds),

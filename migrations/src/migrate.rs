@@ -12,7 +12,7 @@ use redb::{
 use crate::backend::MemoryCopy;
 use crate::meta::{read_meta, set_schema_version};
 use crate::{
-    v1, v2, FileInfo, MigrationError, Result, CURRENT_SCHEMA_VERSION, META,
+    v1, v2, v3, FileInfo, MigrationError, Result, CURRENT_SCHEMA_VERSION, META,
     OLDEST_SUPPORTED_SCHEMA_VERSION,
 };
 
@@ -32,10 +32,16 @@ pub(crate) struct Step {
 pub(crate) type StepError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The released steps, in order.
-const STEPS: &[Step] = &[Step {
-    from: 1,
-    apply: v2::from_v1,
-}];
+const STEPS: &[Step] = &[
+    Step {
+        from: 1,
+        apply: v2::from_v1,
+    },
+    Step {
+        from: 2,
+        apply: v3::from_v2,
+    },
+];
 
 /// What [`migrate`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,6 +217,7 @@ pub fn copy_current_tables(source: &ReadTransaction, target: &WriteTransaction) 
     copy_table(source, target, v1::CLAIM_INTENTS)?;
     copy_table(source, target, v1::AUDIT)?;
     copy_table(source, target, v2::ADMIN_ACCESS)?;
+    copy_table(source, target, v3::DEVICE_HEALTH)?;
     Ok(())
 }
 

@@ -173,8 +173,8 @@ fn v1_fixture_inspects_as_version_1_and_inspecting_it_changes_nothing() {
 }
 
 #[test]
-fn v1_fixture_migrates_to_version_2_after_a_backup_and_gains_an_empty_admin_access_table() {
-    use dra_migrations::{v1, v2};
+fn v1_fixture_migrates_to_the_current_version_after_a_backup_with_empty_new_tables() {
+    use dra_migrations::{v1, v2, v3};
     use redb::{ReadableDatabase, ReadableTableMetadata};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger-v1.redb");
@@ -187,15 +187,19 @@ fn v1_fixture_migrates_to_version_2_after_a_backup_and_gains_an_empty_admin_acce
         outcome,
         MigrateOutcome::Migrated {
             from: 1,
-            to: 2,
+            to: CURRENT_SCHEMA_VERSION,
             backup: backup_path(&path, 1),
         }
     );
     assert_eq!(fs::read(backup_path(&path, 1)).unwrap(), before);
-    assert_eq!(inspect(&path).unwrap().schema_version, 2);
+    assert_eq!(
+        inspect(&path).unwrap().schema_version,
+        CURRENT_SCHEMA_VERSION
+    );
     let db = Database::open(&path).unwrap();
     let txn = db.begin_read().unwrap();
     assert_eq!(txn.open_table(v2::ADMIN_ACCESS).unwrap().len().unwrap(), 0);
+    assert_eq!(txn.open_table(v3::DEVICE_HEALTH).unwrap().len().unwrap(), 0);
     let original = redb::ReadOnlyDatabase::open(fixture("ledger-v1.redb")).unwrap();
     let original = original.begin_read().unwrap();
     assert_eq!(
@@ -209,23 +213,50 @@ fn v1_fixture_migrates_to_version_2_after_a_backup_and_gains_an_empty_admin_acce
 }
 
 #[test]
-fn v2_fixture_is_a_current_ledger_that_migrates_without_backup() {
+fn v2_fixture_migrates_to_version_3_after_a_backup_keeping_its_admin_access() {
+    use dra_migrations::{v2, v3};
+    use redb::{ReadableDatabase, ReadableTableMetadata};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger-v2.redb");
     fs::copy(fixture("ledger-v2.redb"), &path).unwrap();
     let before = fs::read(&path).unwrap();
 
     assert_eq!(inspect(&path).unwrap().schema_version, 2);
+    let outcome = migrate(&path).unwrap();
+
+    assert_eq!(
+        outcome,
+        MigrateOutcome::Migrated {
+            from: 2,
+            to: 3,
+            backup: backup_path(&path, 2),
+        }
+    );
+    assert_eq!(fs::read(backup_path(&path, 2)).unwrap(), before);
+    let db = Database::open(&path).unwrap();
+    let txn = db.begin_read().unwrap();
+    assert_eq!(txn.open_table(v2::ADMIN_ACCESS).unwrap().len().unwrap(), 2);
+    assert_eq!(txn.open_table(v3::DEVICE_HEALTH).unwrap().len().unwrap(), 0);
+}
+
+#[test]
+fn v3_fixture_is_a_current_ledger_that_migrates_without_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger-v3.redb");
+    fs::copy(fixture("ledger-v3.redb"), &path).unwrap();
+    let before = fs::read(&path).unwrap();
+
+    assert_eq!(inspect(&path).unwrap().schema_version, 3);
     assert_eq!(migrate(&path).unwrap(), MigrateOutcome::Current);
-    assert!(!backup_path(&path, 2).exists());
+    assert!(!backup_path(&path, 3).exists());
     assert_eq!(fs::read(&path).unwrap(), before);
 }
 
 #[test]
-fn copy_of_v2_fixture_holds_every_table_entry() {
+fn copy_of_v3_fixture_holds_every_table_entry() {
     use redb::{ReadableDatabase, ReadableTableMetadata};
     let dir = tempfile::tempdir().unwrap();
-    let source = redb::ReadOnlyDatabase::open(fixture("ledger-v2.redb")).unwrap();
+    let source = redb::ReadOnlyDatabase::open(fixture("ledger-v3.redb")).unwrap();
     let target_path = dir.path().join("copy.redb");
     let target = Database::create(&target_path).unwrap();
     let snapshot = source.begin_read().unwrap();
@@ -236,7 +267,7 @@ fn copy_of_v2_fixture_holds_every_table_entry() {
 
     let copy = target.begin_read().unwrap();
     let lengths = |txn: &redb::ReadTransaction| {
-        use dra_migrations::{v1, v2};
+        use dra_migrations::{v1, v2, v3};
         [
             txn.open_table(v1::DEVICES).unwrap().len().unwrap(),
             txn.open_table(v1::ALLOCATIONS).unwrap().len().unwrap(),
@@ -245,6 +276,7 @@ fn copy_of_v2_fixture_holds_every_table_entry() {
             txn.open_table(v1::CLAIM_INTENTS).unwrap().len().unwrap(),
             txn.open_table(v1::AUDIT).unwrap().len().unwrap(),
             txn.open_table(v2::ADMIN_ACCESS).unwrap().len().unwrap(),
+            txn.open_table(v3::DEVICE_HEALTH).unwrap().len().unwrap(),
         ]
     };
     let expected = lengths(&snapshot);
@@ -255,6 +287,6 @@ fn copy_of_v2_fixture_holds_every_table_entry() {
     assert_eq!(lengths(&copy), expected);
     assert_eq!(
         dra_migrations::read_meta(&copy, &target_path).unwrap(),
-        inspect(&fixture("ledger-v2.redb")).unwrap()
+        inspect(&fixture("ledger-v3.redb")).unwrap()
     );
 }

@@ -121,6 +121,7 @@ pub(crate) fn set_inventory(
         tx.audit(event)?;
     }
     super::admin_access::forget_devices(tx, node, &change.removed)?;
+    super::health::forget_devices(tx, node, &change.removed)?;
     refresh_node(tx, node)?;
     Ok(change)
 }

@@ -1,5 +1,6 @@
 //! The durable ledger: one redb file holding the device inventory, the allocations keyed by claim
-//! UID, the admin-access claims apart from them, the intent journal and the audit log (tables and their invariants in [`tables`]).
+//! UID, the admin-access claims apart from them, device health, the intent journal and the audit
+//! log (tables and their invariants in [`tables`]).
 //!
 //! Writes go through one writer thread with group commit (see `writer`): every write method
 //! blocks until the durable commit that carries it, so an allocation returned to the caller is
@@ -11,6 +12,7 @@
 
 pub mod admin_access;
 mod error;
+pub mod health;
 mod inventory;
 mod open;
 mod ops;
@@ -31,6 +33,7 @@ use redb::{Database, ReadTransaction, ReadableDatabase};
 
 pub use admin_access::{AdminAccess, AdminAccessChange, AdminAccessQuery, AdminAccessRequest};
 pub use error::{LedgerError, Result};
+pub use health::{DeviceHealth, HealthChange, UnhealthyDevice};
 pub use stats::{CommitHook, CommitSample, CommitStats, RECENT_COMMITS};
 pub use store::{system_clock, Clock};
 pub use types::{

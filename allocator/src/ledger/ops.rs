@@ -362,6 +362,7 @@ fn free(
             })?;
         }
         super::admin_access::forget_devices(tx, &record.node, &deleted)?;
+        super::health::forget_devices(tx, &record.node, &deleted)?;
     }
     Ok(())
 }

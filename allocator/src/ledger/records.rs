@@ -1,4 +1,4 @@
-//! The stored records of schema versions 1 and 2, encoded with postcard.
+//! The stored records of schema versions 1 to 3, encoded with postcard.
 //!
 //! These are file format: a field is never reordered, renamed in meaning or removed; a change
 //! needs a new record type (`...@v2` type name) and a migration step. Stored attribute values
@@ -333,6 +333,18 @@ pub enum AuditEvent {
         /// Devices.
         devices: Vec<String>,
     },
+    // Added in schema version 3, at the end for the same reason.
+    /// A device's health changed; `None` is healthy.
+    DeviceHealthChanged {
+        /// Node.
+        node: String,
+        /// Device.
+        device: String,
+        /// The health before.
+        from: Option<DeviceHealthRecord>,
+        /// The health now.
+        to: Option<DeviceHealthRecord>,
+    },
 }
 
 /// An admin-access claim (schema version 2): the devices it looks at, which it takes from no
@@ -355,6 +367,19 @@ pub struct AdminAccessRecord {
 
 impl Record for AdminAccessRecord {
     const TYPE_NAME: &'static str = "dra_ledger::AdminAccessRecord@v1";
+}
+
+/// Why and since when a device is unhealthy (schema version 3); a healthy device has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceHealthRecord {
+    /// The reason, e.g. `XidCritical` (the value of the device's unhealthy taint).
+    pub reason: String,
+    /// Unix milliseconds since when (the taint's `timeAdded`).
+    pub since_ms: u64,
+}
+
+impl Record for DeviceHealthRecord {
+    const TYPE_NAME: &'static str = "dra_ledger::DeviceHealthRecord@v1";
 }
 
 /// One audit entry.

@@ -2,7 +2,7 @@
 //!
 //! Stored table names and type names are file format: they are never renamed (a changed table gets
 //! a `_v2` name and a migration in `dra-migrations`). The names here must equal the frozen schema
-//! copies in `dra_migrations::v1` and `v2`; tests compare them. Owns no ledger logic.
+//! copies in `dra_migrations::v1` to `v3`; tests compare them. Owns no ledger logic.
 
 use std::cmp::Ordering;
 use std::fmt::Debug;
@@ -13,7 +13,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::records::{
-    AdminAccessRecord, AllocationRecord, AuditRecord, DeviceRecord, IntentRecord,
+    AdminAccessRecord, AllocationRecord, AuditRecord, DeviceHealthRecord, DeviceRecord,
+    IntentRecord,
 };
 
 /// Schema version and driver name. Invariant: written in the file's first transaction; format
@@ -58,6 +59,11 @@ pub const AUDIT: TableDefinition<AuditSeq, Stored<AuditRecord>> = TableDefinitio
 pub const ADMIN_ACCESS: TableDefinition<ClaimUid, Stored<AdminAccessRecord>> =
     TableDefinition::new("admin_access");
 
+/// The unhealthy devices (schema version 3), keyed like [`DEVICES`]. Invariant: every entry's
+/// device is in [`DEVICES`]; a device without an entry is healthy.
+pub const DEVICE_HEALTH: TableDefinition<DeviceKey, Stored<DeviceHealthRecord>> =
+    TableDefinition::new("device_health");
+
 /// Creates every table that does not exist yet (a new or just-migrated file).
 pub(crate) fn create_all(txn: &redb::WriteTransaction) -> super::Result<()> {
     let storage = super::LedgerError::storage;
@@ -69,6 +75,7 @@ pub(crate) fn create_all(txn: &redb::WriteTransaction) -> super::Result<()> {
     txn.open_table(CLAIM_INTENTS).map_err(storage)?;
     txn.open_table(AUDIT).map_err(storage)?;
     txn.open_table(ADMIN_ACCESS).map_err(storage)?;
+    txn.open_table(DEVICE_HEALTH).map_err(storage)?;
     Ok(())
 }
 
@@ -321,7 +328,7 @@ sequence_key!(AuditSeq, "dra_ledger::AuditSeq@v1");
 
 #[cfg(test)]
 mod tests {
-    use dra_migrations::{v1, v2};
+    use dra_migrations::{v1, v2, v3};
     use redb::{TableHandle, Value};
 
     use super::*;
@@ -351,9 +358,11 @@ mod tests {
     }
 
     #[test]
-    fn tables_match_the_frozen_v2_schema() {
+    fn tables_match_the_frozen_v2_and_v3_schemas() {
         assert_eq!(ADMIN_ACCESS.name(), v2::ADMIN_ACCESS.name());
         same::<Stored<AdminAccessRecord>, v2::AdminAccessRecord>();
+        assert_eq!(DEVICE_HEALTH.name(), v3::DEVICE_HEALTH.name());
+        same::<Stored<DeviceHealthRecord>, v3::DeviceHealthRecord>();
         let names = [
             META.name(),
             DEVICES.name(),
@@ -363,8 +372,10 @@ mod tests {
             CLAIM_INTENTS.name(),
             AUDIT.name(),
             ADMIN_ACCESS.name(),
+            DEVICE_HEALTH.name(),
         ];
-        assert_eq!(names, v2::TABLE_NAMES);
+        assert_eq!(names[..8], v2::TABLE_NAMES);
+        assert_eq!(names, v3::TABLE_NAMES);
     }
 
     #[test]

@@ -7,13 +7,13 @@
 use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::records::{
-    AdminAccessRecord, AllocationRecord, AuditEvent, AuditRecord, DeviceRecord, IntentRecord,
-    Resolution,
+    AdminAccessRecord, AllocationRecord, AuditEvent, AuditRecord, DeviceHealthRecord, DeviceRecord,
+    IntentRecord, Resolution,
 };
 use super::store::decoded;
 use super::tables::{
     AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, IntentId, Stored, ADMIN_ACCESS, ALLOCATIONS,
-    AUDIT, CLAIM_INTENTS, DEVICES, INTENTS, PENDING_INTENTS,
+    AUDIT, CLAIM_INTENTS, DEVICES, DEVICE_HEALTH, INTENTS, PENDING_INTENTS,
 };
 use super::writer::{Retention, Tx};
 use super::{LedgerError, Result};
@@ -33,6 +33,7 @@ pub(crate) struct Tables<'t> {
     by_claim: Table<'t, ClaimIntentKey, ()>,
     audit: Table<'t, AuditSeq, Stored<AuditRecord>>,
     admin_access: Table<'t, ClaimUid, Stored<AdminAccessRecord>>,
+    health: Table<'t, DeviceKey, Stored<DeviceHealthRecord>>,
 }
 
 impl<'t> Tables<'t> {
@@ -47,6 +48,7 @@ impl<'t> Tables<'t> {
             by_claim: txn.open_table(CLAIM_INTENTS).map_err(storage)?,
             audit: txn.open_table(AUDIT).map_err(storage)?,
             admin_access: txn.open_table(ADMIN_ACCESS).map_err(storage)?,
+            health: txn.open_table(DEVICE_HEALTH).map_err(storage)?,
         })
     }
 
@@ -171,6 +173,33 @@ impl Tx<'_, '_> {
             .remove(ClaimUid::new(uid))
             .map_err(LedgerError::storage)?;
         Ok(())
+    }
+
+    /// The health record of a device; `None` when it is healthy.
+    pub(crate) fn health(&self, node: &str, device: &str) -> Result<Option<DeviceHealthRecord>> {
+        let value = self
+            .tables
+            .health
+            .get(DeviceKey::new(node, device))
+            .map_err(LedgerError::storage)?;
+        value
+            .map(|v| decoded("device_health", v.value()))
+            .transpose()
+    }
+
+    /// Records a device unhealthy (`Some`) or healthy (`None`).
+    pub(crate) fn set_health(
+        &mut self,
+        node: &str,
+        device: &str,
+        record: Option<DeviceHealthRecord>,
+    ) -> Result<()> {
+        let key = DeviceKey::new(node, device);
+        match record {
+            Some(record) => self.tables.health.insert(key, Ok(record)).map(|_| ()),
+            None => self.tables.health.remove(key).map(|_| ()),
+        }
+        .map_err(LedgerError::storage)
     }
 
     pub(crate) fn device(&self, node: &str, device: &str) -> Result<Option<DeviceRecord>> {

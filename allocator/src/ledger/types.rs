@@ -221,6 +221,9 @@ pub struct DeviceStatus {
     /// The UIDs of the admin-access claims looking at it (holding nothing).
     #[serde(default)]
     pub admin_access: Vec<String>,
+    /// Why and since when it is unhealthy; `None` when healthy.
+    #[serde(default)]
+    pub health: Option<super::health::DeviceHealth>,
 }
 
 /// Device counts by state. A device counts once in `free`/`allocated`, and additionally in
@@ -263,6 +266,9 @@ pub struct NodeSummary {
     /// Admin-access claims on its devices (not counted in `counts`).
     #[serde(default)]
     pub admin_access: u64,
+    /// Unhealthy devices (each also counted in `counts` by its state).
+    #[serde(default)]
+    pub unhealthy: u64,
 }
 
 /// Utilisation totals and per attribute value (`model` -> `H200` -> counts).
@@ -307,6 +313,9 @@ pub struct VerifyReport {
     /// Admin-access records checked.
     #[serde(default)]
     pub admin_access: u64,
+    /// Device health records checked.
+    #[serde(default)]
+    pub health: u64,
     /// Every broken invariant found, one sentence each; empty when consistent.
     pub problems: Vec<String>,
 }

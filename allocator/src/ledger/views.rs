@@ -53,11 +53,13 @@ pub(crate) fn nodes(txn: &ReadTransaction) -> Result<Vec<NodeSummary>> {
     Ok(nodes)
 }
 
-/// Fills in each node's count of admin-access claims.
+/// Fills in each node's count of admin-access claims and of unhealthy devices.
 fn add_admin_access(txn: &ReadTransaction, nodes: &mut [NodeSummary]) -> Result<()> {
     let counts = super::admin_access::count_by_node(txn)?;
+    let unhealthy = super::health::count_by_node(txn)?;
     for summary in nodes {
         summary.admin_access = counts.get(&summary.node).copied().unwrap_or(0);
+        summary.unhealthy = unhealthy.get(&summary.node).copied().unwrap_or(0);
     }
     Ok(())
 }
@@ -70,6 +72,7 @@ fn add_node_counts(nodes: &mut Vec<NodeSummary>, node: String, record: &DeviceRe
             node,
             counts: DeviceCounts::default(),
             admin_access: 0,
+            unhealthy: 0,
         });
     }
     if let Some(last) = nodes.last_mut() {
@@ -84,12 +87,14 @@ pub(crate) fn node_devices(txn: &ReadTransaction, node: &str) -> Result<Option<V
         .range(DeviceKey::node_start(node)..DeviceKey::node_end(node))
         .map_err(LedgerError::storage)?;
     let mut admin_access = super::admin_access::claims_by_device(txn, node)?;
+    let mut health = super::health::of_node(txn, node)?;
     for entry in range {
         let (key, value) = entry.map_err(LedgerError::storage)?;
         let record = decoded("devices", value.value())?;
         let name = key.value().parts().1;
         devices.push(DeviceStatus {
             admin_access: admin_access.remove(&name).unwrap_or_default(),
+            health: health.remove(&name),
             name,
             attributes: attributes_of(&record)?,
             cordoned: record.cordoned,

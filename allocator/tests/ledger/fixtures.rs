@@ -2,12 +2,14 @@
 //! verify, and keep their content. The generator of the current version's fixture is here too,
 //! ignored by default: `cargo test -p dra-allocator --test ledger fixtures:: -- --ignored`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dra_allocator::ledger::{
-    AdminAccessQuery, AllocationState, AuditEvent, ImportRequest, IntentKind, Ledger, LedgerOptions,
+    AdminAccessQuery, AllocationState, AuditEvent, DeviceHealth, ImportRequest, IntentKind, Ledger,
+    LedgerOptions,
 };
 use dra_allocator::model::{AttributeValue, Device, Sharing};
 use testkit::ledger::*;
@@ -39,11 +41,11 @@ fn rich_device(name: &str, model: &str, numa: i64) -> Device {
         )
 }
 
-/// Writes the schema version 2 fixture: every table populated, every record kind present.
+/// Writes the schema version 3 fixture: every table populated, every record kind present.
 #[test]
-#[ignore = "generates migrations/fixtures/ledger-v2.redb; run by hand when releasing a schema"]
-fn generate_v2_fixture() {
-    let path = fixtures().join("ledger-v2.redb");
+#[ignore = "generates migrations/fixtures/ledger-v3.redb; run by hand when releasing a schema"]
+fn generate_v3_fixture() {
+    let path = fixtures().join("ledger-v3.redb");
     let _ = std::fs::remove_file(&path);
     let ledger = Ledger::open_with(&path, DRIVER, fixed_clock()).unwrap();
     ledger
@@ -110,6 +112,14 @@ fn generate_v2_fixture() {
         })
         .unwrap();
     ledger.cordon("node-a", "gpu-3").unwrap();
+    write_admin_access_and_health(&ledger);
+    assert_consistent(&ledger);
+}
+
+/// What schema versions 2 and 3 added to the fixture: admin access to a device another claim
+/// holds exclusively, one replaced, one released; that device unhealthy, another unhealthy and
+/// healthy again.
+fn write_admin_access_and_health(ledger: &Ledger) {
     // Admin access to a device another claim holds exclusively, one replaced, one released.
     let held = ledger.allocation("claim-confirmed").unwrap().unwrap();
     ledger
@@ -129,7 +139,30 @@ fn generate_v2_fixture() {
         .record_admin_access(admin_access("claim-admin-gone", "node-b", &["gpu-0"]))
         .unwrap();
     ledger.release_admin_access("claim-admin-gone").unwrap();
-    assert_consistent(&ledger);
+    // Health: a device held by a claim unhealthy; another unhealthy, then healthy again.
+    let unhealthy = |reason: &str, since_ms| DeviceHealth {
+        reason: reason.to_owned(),
+        since_ms,
+    };
+    ledger
+        .set_node_health(
+            "node-a",
+            BTreeMap::from([(
+                held.devices[0].clone(),
+                unhealthy("XidCritical", 1_700_000_100_000),
+            )]),
+        )
+        .unwrap();
+    ledger
+        .set_node_health(
+            "node-b",
+            BTreeMap::from([(
+                "gpu-0".to_owned(),
+                unhealthy("EccDoubleBit", 1_700_000_200_000),
+            )]),
+        )
+        .unwrap();
+    ledger.set_node_health("node-b", BTreeMap::new()).unwrap();
 }
 
 /// Copies a fixture to a temporary directory (fixtures themselves are never opened for writing).
@@ -149,7 +182,7 @@ fn every_fixture_opens_migrates_and_verifies() {
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    for expected in ["ledger-v1.redb", "ledger-v2.redb"] {
+    for expected in ["ledger-v1.redb", "ledger-v2.redb", "ledger-v3.redb"] {
         assert!(names.contains(&expected.to_owned()), "fixtures: {names:?}");
     }
     for name in names {
@@ -207,12 +240,16 @@ fn assert_accepts_new_work(ledger: &Ledger) {
 }
 
 #[test]
-fn v1_fixture_migrates_to_version_2_keeps_its_content_and_has_no_admin_access() {
+fn v1_fixture_migrates_to_the_current_version_keeps_its_content_and_has_no_admin_access() {
     let (_dir, path) = working_copy("ledger-v1.redb");
     let ledger = Ledger::open(&path, DRIVER).unwrap();
 
     assert!(dra_migrations::backup_path(&path, 1).exists());
-    assert_eq!(dra_migrations::inspect(&path).unwrap().schema_version, 2);
+    assert_eq!(
+        dra_migrations::inspect(&path).unwrap().schema_version,
+        dra_migrations::CURRENT_SCHEMA_VERSION
+    );
+    assert!(ledger.unhealthy_devices().unwrap().is_empty());
     assert_consistent(&ledger);
     assert_v1_content(&ledger);
     assert!(ledger
@@ -231,12 +268,19 @@ fn v1_fixture_migrates_to_version_2_keeps_its_content_and_has_no_admin_access() 
 }
 
 #[test]
-fn v2_fixture_opens_as_current_and_keeps_its_admin_access_apart_from_allocations() {
+fn v2_fixture_migrates_and_keeps_its_admin_access_apart_from_allocations() {
     let (_dir, path) = working_copy("ledger-v2.redb");
     let ledger = Ledger::open(&path, DRIVER).unwrap();
 
-    assert!(!dra_migrations::backup_path(&path, 2).exists());
-    assert_v1_content(&ledger);
+    assert!(dra_migrations::backup_path(&path, 2).exists());
+    assert!(ledger.unhealthy_devices().unwrap().is_empty());
+    assert_v2_content(&ledger);
+    assert_accepts_new_work(&ledger);
+}
+
+/// What the v2 fixture holds, and the v3 fixture too.
+fn assert_v2_content(ledger: &Ledger) {
+    assert_v1_content(ledger);
     let confirmed = ledger.allocation("claim-confirmed").unwrap().unwrap();
     let admin = ledger.admin_access("claim-admin").unwrap().unwrap();
     assert_eq!(admin.node, "node-a");
@@ -272,5 +316,50 @@ fn v2_fixture_opens_as_current_and_keeps_its_admin_access_apart_from_allocations
         .count();
     assert_eq!(admin_events, 5);
     assert_eq!(ledger.verify().unwrap().admin_access, 2);
+}
+
+#[test]
+fn v3_fixture_opens_as_current_with_its_device_health() {
+    let (_dir, path) = working_copy("ledger-v3.redb");
+    let ledger = Ledger::open(&path, DRIVER).unwrap();
+
+    assert!(!dra_migrations::backup_path(&path, 3).exists());
+    assert_v2_content(&ledger);
+    let confirmed = ledger.allocation("claim-confirmed").unwrap().unwrap();
+    let unhealthy = ledger.unhealthy_devices().unwrap();
+    assert_eq!(unhealthy.len(), 1, "{unhealthy:?}");
+    assert_eq!(
+        (unhealthy[0].node.as_str(), &unhealthy[0].device),
+        ("node-a", &confirmed.devices[0])
+    );
+    assert_eq!(
+        unhealthy[0].health,
+        DeviceHealth {
+            reason: "XidCritical".into(),
+            since_ms: 1_700_000_100_000
+        }
+    );
+    let node_a = ledger.node_devices("node-a").unwrap().unwrap();
+    let device = node_a
+        .iter()
+        .find(|d| d.name == confirmed.devices[0])
+        .unwrap();
+    assert_eq!(device.health.as_ref().unwrap().reason, "XidCritical");
+    assert_eq!(device.consumers.len(), 1);
+    let counts: Vec<u64> = ledger
+        .nodes()
+        .unwrap()
+        .iter()
+        .map(|n| n.unhealthy)
+        .collect();
+    assert_eq!(counts, [1, 0, 0]);
+    let changes = ledger
+        .audit_since(0, 1000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| matches!(e.event, AuditEvent::DeviceHealthChanged { .. }))
+        .count();
+    assert_eq!(changes, 3);
+    assert_eq!(ledger.verify().unwrap().health, 1);
     assert_accepts_new_work(&ledger);
 }

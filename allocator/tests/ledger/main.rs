@@ -12,6 +12,7 @@ mod concurrency;
 mod crash_kill;
 mod crash_sync;
 mod fixtures;
+mod health;
 mod model;
 mod open;
 mod ops;

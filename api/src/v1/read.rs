@@ -10,7 +10,7 @@ use utoipa::IntoParams;
 
 use super::paging::Cursor;
 use super::types::{
-    AuditItem, AuditPage, ClaimDetailView, ClaimList, DeviceList, IntentList, NodeList,
+    AuditItem, AuditPage, ClaimDetailView, ClaimItem, ClaimList, DeviceList, IntentList, NodeList,
     UtilisationView,
 };
 use crate::error_response::{ErrorBody, ErrorResponse};
@@ -46,8 +46,8 @@ fn page_limit(limit: Option<usize>) -> Result<usize, ErrorResponse> {
     }
 }
 
-/// Per node: devices total, free, allocated, shared, cordoned and missing, and the admin-access
-/// claims on its devices.
+/// Per node: devices total, free, allocated, shared, cordoned and missing, the admin-access
+/// claims on its devices and its unhealthy devices.
 #[utoipa::path(get, path = "/v1/nodes", tag = "ledger",
     responses(
         (status = 200, description = "Nodes by name", body = NodeList),
@@ -58,8 +58,8 @@ pub async fn list_nodes(State(state): State<AppState>) -> Result<Json<NodeList>,
     Ok(Json(nodes.into()))
 }
 
-/// The devices of a node with their attributes, state, consumer claims and the admin-access
-/// claims looking at them.
+/// The devices of a node with their attributes, state, health, consumer claims and the
+/// admin-access claims looking at them.
 #[utoipa::path(get, path = "/v1/nodes/{node}/devices", tag = "ledger",
     params(("node" = String, Path, description = "Node name")),
     responses(
@@ -148,7 +148,7 @@ pub async fn list_claims(
         namespace: namespace.clone(),
         node: node.clone(),
     };
-    let (page, admin_access) = state
+    let (page, admin_access, unhealthy) = state
         .ledger_call(move |ledger| {
             let page = ledger.allocations(&request)?;
             let admin_access = if first_page {
@@ -156,11 +156,15 @@ pub async fn list_claims(
             } else {
                 Vec::new()
             };
-            Ok((page, admin_access))
+            Ok((page, admin_access, ledger.unhealthy_devices()?))
         })
         .await?;
     Ok(Json(ClaimList {
-        items: page.items.into_iter().map(Into::into).collect(),
+        items: page
+            .items
+            .into_iter()
+            .map(|a| ClaimItem::with_health(a, &unhealthy))
+            .collect(),
         admin_access: admin_access.into_iter().map(Into::into).collect(),
         continue_token: page
             .next
@@ -182,10 +186,16 @@ pub async fn get_claim(
 ) -> Result<Json<ClaimDetailView>, ErrorResponse> {
     let uid = segments(uid)?;
     let key = uid.clone();
-    let (detail, admin_access) = state
-        .ledger_call(move |ledger| Ok((ledger.claim(&key)?, ledger.admin_access(&key)?)))
+    let (detail, admin_access, unhealthy) = state
+        .ledger_call(move |ledger| {
+            Ok((
+                ledger.claim(&key)?,
+                ledger.admin_access(&key)?,
+                ledger.unhealthy_devices()?,
+            ))
+        })
         .await?;
-    let view = ClaimDetailView::new(uid.clone(), detail, admin_access)
+    let view = ClaimDetailView::new(uid.clone(), detail, admin_access, &unhealthy)
         .ok_or_else(|| ErrorResponse::UnknownObject(format!("claim {uid} is not in the ledger")))?;
     Ok(Json(view))
 }

@@ -15,5 +15,6 @@ mod metrics_breakdown;
 mod openapi;
 mod router;
 mod v1_admin_access;
+mod v1_health;
 mod v1_read;
 mod v1_write;

@@ -109,5 +109,5 @@ fn metric_names_use_the_prefix_and_base_units() {
         assert!(name.starts_with(dra_api::metrics::PREFIX), "{name}");
     }
     let counters = METRIC_NAMES.iter().filter(|name| name.ends_with("_total"));
-    assert_eq!(counters.count(), 4);
+    assert_eq!(counters.count(), 5);
 }

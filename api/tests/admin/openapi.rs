@@ -182,6 +182,7 @@ async fn protected_operations_declare_the_bearer_scheme() {
         "ClaimList",
         "ClaimDetailView",
         "AdminAccessItem",
+        "HealthItem",
         "AuditPage",
         "UtilisationView",
         "ErrorBody",

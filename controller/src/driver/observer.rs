@@ -42,6 +42,11 @@ pub trait DriverObserver: Send + Sync + 'static {
     fn reconcile(&self, duration: Duration) {
         let _ = duration;
     }
+
+    /// A device's health changed in the ledger, to unhealthy or back to healthy.
+    fn health_change(&self, unhealthy: bool) {
+        let _ = unhealthy;
+    }
 }
 
 /// The observer that records nothing.

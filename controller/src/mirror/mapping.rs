@@ -10,7 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use dra_allocator::ledger::{
-    same_placement, AdminAccess, AdminAccessRequest, Allocation, ClaimRef, ImportRequest,
+    same_placement, AdminAccess, AdminAccessRequest, Allocation, ClaimRef, DeviceHealth,
+    ImportRequest,
 };
 use dra_allocator::model::{AttributeValue, Device, Quantity, Sharing, Version};
 use dra_node::v1::config::{config_for, our_configs};
@@ -31,6 +32,8 @@ pub struct SliceInventory {
     pub pools: BTreeMap<String, String>,
     /// Attributes and capacities that were dropped because they do not convert.
     pub skipped: Vec<SkippedAttribute>,
+    /// The devices each node's slices taint unhealthy (see [`super::health`]), by device.
+    pub health: BTreeMap<String, BTreeMap<String, DeviceHealth>>,
 }
 
 impl SliceInventory {
@@ -85,6 +88,13 @@ pub fn slice_inventory<'a>(
                 continue;
             }
             let (device, skipped) = device(driver, &node, published);
+            if let Some(health) = super::health::unhealthy_taint(driver, published) {
+                inventory
+                    .health
+                    .entry(node.clone())
+                    .or_default()
+                    .insert(published.name.clone(), health);
+            }
             devices.push(device);
             inventory.skipped.extend(skipped);
         }

@@ -18,6 +18,8 @@
 //! - explanations: a claim of our device classes that stays unallocated gets a Warning event
 //!   saying what the ledger sees (`explain`), again only when that text changes.
 //!
+//! - health: the `<driver>/unhealthy` taints of our slices into `Ledger::set_node_health`
+//!   ([`health`]);
 //! - cordon: a `DeviceTaintRule` per cordoned device (`cordon`).
 //!
 //! [`mapping`] and `explain` are pure; `sync` does the ledger calls and the reconcile, `watch`
@@ -27,6 +29,7 @@ pub mod admin_access;
 mod admin_sync;
 pub mod cordon;
 mod explain;
+pub mod health;
 pub mod mapping;
 mod sync;
 mod watch;
@@ -36,7 +39,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dra_allocator::ledger::Ledger;
+use dra_allocator::ledger::{DeviceHealth, Ledger};
 use dra_allocator::model::Device;
 use dra_types::resource_v1::{ResourceClaim, ResourceSlice};
 use kube::Client;
@@ -85,6 +88,8 @@ struct Cache {
     inventory: SliceInventory,
     /// The devices last written per node.
     written: BTreeMap<String, Vec<Device>>,
+    /// The unhealthy devices last written per node.
+    health_written: BTreeMap<String, BTreeMap<String, DeviceHealth>>,
     /// The last problem logged per claim UID (logged again only when it changes).
     problems: HashMap<String, String>,
     /// The last explanation posted per claim UID.

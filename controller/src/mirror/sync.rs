@@ -86,6 +86,7 @@ impl Mirror {
                 }
             }
         }
+        self.sync_health(cache, every_node).await;
     }
 
     /// Logs a claim's problem when it differs from the last one logged for it.

@@ -60,6 +60,10 @@ impl DriverObserver for MetricsObserver {
     fn drift(&self, kind: DriftKind, count: u64) {
         self.metrics.record_drift(kind, count);
     }
+
+    fn health_change(&self, unhealthy: bool) {
+        self.metrics.record_health_change(unhealthy);
+    }
 }
 
 #[cfg(test)]

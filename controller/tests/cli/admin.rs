@@ -158,10 +158,10 @@ fn nodes_table_has_aligned_columns_and_upper_case_headers() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "NODE     TOTAL   FREE   ALLOCATED   SHARED   CORDONED   MISSING   ADMIN-ACCESS"
+        "NODE     TOTAL   FREE   ALLOCATED   SHARED   CORDONED   MISSING   UNHEALTHY   ADMIN-ACCESS"
     );
     let cells: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(cells, ["node-a", "4", "1", "3", "0", "0", "0", "0"]);
+    assert_eq!(cells, ["node-a", "4", "1", "3", "0", "0", "0", "0", "0"]);
     assert_eq!(lines.len(), 3);
 }
 

@@ -28,5 +28,6 @@ mod v1_example_taints;
 mod v1_examples;
 mod v1_health;
 mod v1_mirror;
+mod v1_mirror_health;
 mod v1_node;
 mod v1_schedule;

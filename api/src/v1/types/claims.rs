@@ -3,7 +3,7 @@
 
 use dra_allocator::ledger::{
     AdminAccess, Allocation, AllocationState, AuditEntry, AuditEvent, ClaimDetail, Intent,
-    IntentKind, PendingIntent, Resolution,
+    IntentKind, PendingIntent, Resolution, UnhealthyDevice,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -56,6 +56,27 @@ pub struct ClaimItem {
     pub created_ms: u64,
     /// Unix milliseconds of the last change.
     pub updated_ms: u64,
+    /// The claim's devices its node agent reports unhealthy.
+    #[serde(default)]
+    pub unhealthy_devices: Vec<String>,
+}
+
+impl ClaimItem {
+    /// The item of `allocation`, flagging its devices among `unhealthy` (node, device).
+    pub fn with_health(allocation: Allocation, unhealthy: &[UnhealthyDevice]) -> Self {
+        let mut item = ClaimItem::from(allocation);
+        item.unhealthy_devices = item
+            .devices
+            .iter()
+            .filter(|d| {
+                unhealthy
+                    .iter()
+                    .any(|u| u.node == item.node && u.device == **d)
+            })
+            .cloned()
+            .collect();
+        item
+    }
 }
 
 impl From<Allocation> for ClaimItem {
@@ -72,6 +93,7 @@ impl From<Allocation> for ClaimItem {
             intent: a.intent,
             created_ms: a.created_ms,
             updated_ms: a.updated_ms,
+            unhealthy_devices: Vec::new(),
         }
     }
 }
@@ -203,6 +225,7 @@ impl ClaimDetailView {
         uid: String,
         detail: Option<ClaimDetail>,
         admin_access: Option<AdminAccess>,
+        unhealthy: &[UnhealthyDevice],
     ) -> Option<Self> {
         if detail.is_none() && admin_access.is_none() {
             return None;
@@ -211,7 +234,7 @@ impl ClaimDetailView {
             detail.map_or((None, Vec::new()), |d| (d.allocation, d.intents));
         Some(ClaimDetailView {
             uid,
-            allocation: allocation.map(Into::into),
+            allocation: allocation.map(|a| ClaimItem::with_health(a, unhealthy)),
             intents: intents.into_iter().map(Into::into).collect(),
             admin_access: admin_access.map(Into::into),
         })
@@ -272,7 +295,8 @@ pub struct AuditItem {
     pub at_ms: u64,
     /// What happened: `allocated`, `imported`, `confirmed`, `released`, `aborted`, `cordoned`,
     /// `uncordoned`, `deviceAdded`, `deviceRemoved`, `deviceMissing`, `deviceRestored`,
-    /// `adminAccessRecorded`, `adminAccessReplaced` or `adminAccessReleased`.
+    /// `adminAccessRecorded`, `adminAccessReplaced`, `adminAccessReleased`, `deviceUnhealthy`
+    /// (or unhealthy for another reason) or `deviceHealthy`.
     pub event: String,
     /// The claim concerned.
     pub claim_uid: Option<String>,
@@ -280,10 +304,14 @@ pub struct AuditItem {
     pub node: Option<String>,
     /// The devices concerned.
     pub devices: Vec<String>,
+    /// For `deviceUnhealthy`: the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl From<AuditEntry> for AuditItem {
     fn from(entry: AuditEntry) -> Self {
+        let mut reason = None;
         let (event, claim_uid, node, devices) = match entry.event {
             AuditEvent::Allocated {
                 claim_uid,
@@ -337,6 +365,17 @@ impl From<AuditEntry> for AuditItem {
                 node,
                 devices,
             } => ("adminAccessReleased", Some(claim_uid), Some(node), devices),
+            AuditEvent::DeviceHealthChanged {
+                node, device, to, ..
+            } => {
+                let event = if to.is_some() {
+                    "deviceUnhealthy"
+                } else {
+                    "deviceHealthy"
+                };
+                reason = to.map(|t| t.reason);
+                (event, None, Some(node), vec![device])
+            }
         };
         AuditItem {
             seq: entry.seq,
@@ -345,6 +384,7 @@ impl From<AuditEntry> for AuditItem {
             claim_uid,
             node,
             devices,
+            reason,
         }
     }
 }

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use dra_allocator::ledger::{DeviceConsumer, DeviceCounts, DeviceStatus, NodeSummary, Utilisation};
+use dra_allocator::ledger::{
+    DeviceConsumer, DeviceCounts, DeviceHealth, DeviceStatus, NodeSummary, Utilisation,
+};
 use dra_allocator::model::Sharing;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -51,6 +53,9 @@ pub struct NodeItem {
     /// Admin-access claims on its devices; they hold none, so `devices` does not count them.
     #[serde(default)]
     pub admin_access: u64,
+    /// Unhealthy devices (each also counted in `devices` by its state).
+    #[serde(default)]
+    pub unhealthy: u64,
 }
 
 /// `GET /v1/nodes`: every node with devices in the ledger, by name.
@@ -69,6 +74,7 @@ impl From<Vec<NodeSummary>> for NodeList {
                     name: n.node,
                     devices: n.counts.into(),
                     admin_access: n.admin_access,
+                    unhealthy: n.unhealthy,
                 })
                 .collect(),
         }
@@ -164,6 +170,47 @@ pub struct DeviceItem {
     /// among `consumers` and leave `state` as it is.
     #[serde(default)]
     pub admin_access: Vec<String>,
+    /// The device's health as its node agent reports it.
+    #[serde(default)]
+    pub health: HealthItem,
+}
+
+/// A device's health: `healthy`, or `unhealthy` with the reason and since when.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthItem {
+    /// `healthy` or `unhealthy`.
+    pub state: HealthState,
+    /// Why it is unhealthy, e.g. `XidCritical`; absent when healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Unix milliseconds since when it is unhealthy; absent when healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<u64>,
+}
+
+/// Whether a device is healthy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum HealthState {
+    /// No health problem reported.
+    #[default]
+    Healthy,
+    /// Its node agent reports it unhealthy.
+    Unhealthy,
+}
+
+impl From<Option<DeviceHealth>> for HealthItem {
+    fn from(health: Option<DeviceHealth>) -> Self {
+        match health {
+            None => HealthItem::default(),
+            Some(h) => HealthItem {
+                state: HealthState::Unhealthy,
+                reason: Some(h.reason),
+                since_ms: Some(h.since_ms),
+            },
+        }
+    }
 }
 
 impl From<DeviceStatus> for DeviceItem {
@@ -189,6 +236,7 @@ impl From<DeviceStatus> for DeviceItem {
                 .collect(),
             consumers: d.consumers.into_iter().map(Into::into).collect(),
             admin_access: d.admin_access,
+            health: d.health.into(),
         }
     }
 }

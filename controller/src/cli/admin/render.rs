@@ -38,15 +38,17 @@ const COUNT_HEADERS: [&str; 6] = [
     "missing",
 ];
 
-/// `admin nodes`: the device counts, then the admin-access claims (which hold no device).
+/// `admin nodes`: the device counts, the unhealthy devices, then the admin-access claims (which
+/// hold no device).
 pub fn nodes(view: &NodeList) -> String {
     let mut headers = vec!["node"];
     headers.extend(COUNT_HEADERS);
-    headers.push("admin-access");
+    headers.extend(["unhealthy", "admin-access"]);
     let mut table = Table::new(&headers);
     for node in &view.items {
         let mut row = vec![node.name.clone()];
         row.extend(counts(&node.devices));
+        row.push(node.unhealthy.to_string());
         row.push(node.admin_access.to_string());
         table.row(row);
     }
@@ -84,7 +86,14 @@ pub fn prepared(view: &dra_node::admin::PreparedList) -> String {
 
 /// `admin devices NODE`.
 pub fn devices(view: &DeviceList) -> String {
-    let mut table = Table::new(&["device", "state", "attributes", "consumers", "admin-access"]);
+    let mut table = Table::new(&[
+        "device",
+        "state",
+        "health",
+        "attributes",
+        "consumers",
+        "admin-access",
+    ]);
     for device in &view.items {
         let attributes: Vec<String> = device
             .attributes
@@ -96,9 +105,14 @@ pub fn devices(view: &DeviceList) -> String {
             .iter()
             .map(|c| c.claim_uid.clone())
             .collect();
+        let health = match &device.health.reason {
+            Some(reason) => format!("unhealthy:{reason}"),
+            None => lower(&device.health.state),
+        };
         table.row(vec![
             device.name.clone(),
             lower(&device.state),
+            health,
             list(&attributes),
             list(&consumers),
             list(&device.admin_access),
@@ -374,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn admin_access_claims_show_apart_in_the_claim_node_and_device_tables() {
+    fn admin_access_and_health_show_in_the_claim_node_and_device_tables() {
         let claims: dra_api::v1::types::ClaimList = decode(serde_json::json!({
             "items": [],
             "adminAccess": [{
@@ -384,7 +398,7 @@ mod tests {
         }))
         .unwrap();
         let nodes: NodeList = decode(serde_json::json!({"items": [{
-            "name": "node-a", "adminAccess": 1,
+            "name": "node-a", "adminAccess": 1, "unhealthy": 1,
             "devices": {"total": 1, "free": 0, "allocated": 1, "shared": 0, "cordoned": 0, "missing": 0},
         }]}))
         .unwrap();
@@ -392,6 +406,7 @@ mod tests {
             "name": "gpu-0", "state": "allocated", "cordoned": false, "missing": false,
             "attributes": {}, "consumers": [{"claimUid": "c-1", "sharing": {"mode": "exclusive"}}],
             "adminAccess": ["a-1"],
+            "health": {"state": "unhealthy", "reason": "XidCritical", "sinceMs": 5},
         }]}))
         .unwrap();
 
@@ -409,8 +424,9 @@ mod tests {
         let node_row: Vec<&str> = nodes.lines().nth(1).unwrap().split_whitespace().collect();
         let header = nodes.lines().next().unwrap().to_lowercase();
         assert_eq!(header.split_whitespace().last(), Some("admin-access"));
-        assert_eq!(node_row.last(), Some(&"1"));
+        assert_eq!(node_row[node_row.len() - 2..], ["1", "1"]);
         let device_row: Vec<&str> = devices.lines().nth(1).unwrap().split_whitespace().collect();
         assert_eq!(device_row[device_row.len() - 2..], ["c-1", "a-1"]);
+        assert_eq!(device_row[2], "unhealthy:XidCritical");
     }
 }
