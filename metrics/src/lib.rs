@@ -407,18 +407,12 @@ impl Metrics {
     /// ledger's node summaries; nodes not listed lose their series.
     pub fn set_nodes(&self, nodes: &[NodeSummary]) {
         self.breakdown.set_nodes(nodes);
-        self.apart
-            .admin_access_claims
-            .set(gauge(nodes.iter().map(|n| n.admin_access).sum()));
-        self.apart
-            .unhealthy_devices
-            .set(gauge(nodes.iter().map(|n| n.unhealthy).sum()));
+        self.apart.set_nodes(nodes);
     }
 
-    /// Records one device health change, to unhealthy or back to healthy.
-    pub fn record_health_change(&self, unhealthy: bool) {
-        let health = HEALTH_VALUES[usize::from(!unhealthy)];
-        self.apart.health_changes.with_label_values(&[health]).inc();
+    /// Records one device health change on `node`, to unhealthy or back to healthy.
+    pub fn record_health_change(&self, node: &str, unhealthy: bool) {
+        self.apart.record_health_change(node, unhealthy);
     }
 
     /// Sets the age of the oldest pending intent from its creation time (Unix milliseconds),

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::records::{AuditEvent, DeviceHealthRecord, DeviceRecord};
 use super::store::{decoded, read_table};
-use super::tables::{DeviceKey, DEVICE_HEALTH};
+use super::tables::{DeviceKey, DEVICES, DEVICE_HEALTH};
 use super::writer::Tx;
 use super::{Ledger, LedgerError, Result};
 
@@ -153,11 +153,20 @@ pub(crate) fn of_node(txn: &ReadTransaction, node: &str) -> Result<BTreeMap<Stri
     Ok(out)
 }
 
-/// The number of unhealthy devices per node.
-pub(crate) fn count_by_node(txn: &ReadTransaction) -> Result<BTreeMap<String, u64>> {
-    let mut counts = BTreeMap::new();
+/// The number of unhealthy devices per node, and how many of them a claim holds.
+pub(crate) fn count_by_node(txn: &ReadTransaction) -> Result<BTreeMap<String, (u64, u64)>> {
+    let devices = read_table(txn, DEVICES)?;
+    let mut counts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for unhealthy in all(txn)? {
-        *counts.entry(unhealthy.node).or_default() += 1;
+        let held = devices
+            .get(DeviceKey::new(&unhealthy.node, &unhealthy.device))
+            .map_err(LedgerError::storage)?
+            .map(|v| decoded("devices", v.value()))
+            .transpose()?
+            .is_some_and(|record| !record.consumers.is_empty());
+        let count = counts.entry(unhealthy.node).or_default();
+        count.0 += 1;
+        count.1 += u64::from(held);
     }
     Ok(counts)
 }

@@ -269,6 +269,9 @@ pub struct NodeSummary {
     /// Unhealthy devices (each also counted in `counts` by its state).
     #[serde(default)]
     pub unhealthy: u64,
+    /// Unhealthy devices that a claim holds (part of `unhealthy`).
+    #[serde(default)]
+    pub unhealthy_allocated: u64,
 }
 
 /// Utilisation totals and per attribute value (`model` -> `H200` -> counts).

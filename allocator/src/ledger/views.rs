@@ -59,7 +59,9 @@ fn add_admin_access(txn: &ReadTransaction, nodes: &mut [NodeSummary]) -> Result<
     let unhealthy = super::health::count_by_node(txn)?;
     for summary in nodes {
         summary.admin_access = counts.get(&summary.node).copied().unwrap_or(0);
-        summary.unhealthy = unhealthy.get(&summary.node).copied().unwrap_or(0);
+        let (all, allocated) = unhealthy.get(&summary.node).copied().unwrap_or_default();
+        summary.unhealthy = all;
+        summary.unhealthy_allocated = allocated;
     }
     Ok(())
 }
@@ -73,6 +75,7 @@ fn add_node_counts(nodes: &mut Vec<NodeSummary>, node: String, record: &DeviceRe
             counts: DeviceCounts::default(),
             admin_access: 0,
             unhealthy: 0,
+            unhealthy_allocated: 0,
         });
     }
     if let Some(last) = nodes.last_mut() {

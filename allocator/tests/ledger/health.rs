@@ -98,6 +98,7 @@ fn an_unhealthy_device_keeps_its_consumer_and_state_and_is_counted_apart() {
     assert_eq!(ledger.utilisation().unwrap(), before);
     let nodes = ledger.nodes().unwrap();
     assert_eq!(nodes[0].unhealthy, 1);
+    assert_eq!(nodes[0].unhealthy_allocated, 1);
     assert_eq!(nodes[0].counts.allocated, 1);
     let devices = ledger.node_devices("node-a").unwrap().unwrap();
     let device = devices.iter().find(|d| d.name == held.devices[0]).unwrap();

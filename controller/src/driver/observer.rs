@@ -43,9 +43,9 @@ pub trait DriverObserver: Send + Sync + 'static {
         let _ = duration;
     }
 
-    /// A device's health changed in the ledger, to unhealthy or back to healthy.
-    fn health_change(&self, unhealthy: bool) {
-        let _ = unhealthy;
+    /// A device of `node` changed its health in the ledger, to unhealthy or back to healthy.
+    fn health_change(&self, node: &str, unhealthy: bool) {
+        let _ = (node, unhealthy);
     }
 }
 

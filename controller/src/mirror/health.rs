@@ -63,7 +63,9 @@ impl Mirror {
             {
                 Ok(changes) => {
                     for change in changes {
-                        self.keeper.observer().health_change(change.to.is_some());
+                        self.keeper
+                            .observer()
+                            .health_change(&node, change.to.is_some());
                         match &change.to {
                             Some(to) => {
                                 info!(node = %node, device = %change.device, reason = %to.reason, "Device reported unhealthy");

@@ -61,8 +61,8 @@ impl DriverObserver for MetricsObserver {
         self.metrics.record_drift(kind, count);
     }
 
-    fn health_change(&self, unhealthy: bool) {
-        self.metrics.record_health_change(unhealthy);
+    fn health_change(&self, node: &str, unhealthy: bool) {
+        self.metrics.record_health_change(node, unhealthy);
     }
 }
 

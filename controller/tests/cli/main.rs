@@ -13,6 +13,7 @@ mod dashboards_support;
 
 mod admin;
 mod basics;
+mod dashboards_health_rules;
 mod dashboards_prometheus;
 mod dashboards_static;
 mod demo;

@@ -87,8 +87,8 @@ async fn a_tainted_device_is_unhealthy_in_the_ledger_until_the_taint_goes() {
     assert_eq!(unhealthy[0]["devices"], json!(["gpu-1"]));
     let (_, metrics) = call_text(&controller, "GET", "/metrics", false).await;
     for series in [
-        "dra_ledger_unhealthy_devices 1",
-        "dra_ledger_device_health_changes_total{health=\"unhealthy\"} 1",
+        "dra_ledger_unhealthy_devices{allocated=\"false\",node=\"node-9\"} 1",
+        "dra_ledger_device_health_changes_total{health=\"unhealthy\",node=\"node-9\"} 1",
     ] {
         assert!(metrics.contains(series), "{series} missing from\n{metrics}");
     }
@@ -115,8 +115,8 @@ async fn a_tainted_device_is_unhealthy_in_the_ledger_until_the_taint_goes() {
         .any(|e| e["event"] == "deviceHealthy" && e["devices"] == json!(["gpu-1"])));
     let (_, metrics) = call_text(&controller, "GET", "/metrics", false).await;
     for series in [
-        "dra_ledger_unhealthy_devices 0",
-        "dra_ledger_device_health_changes_total{health=\"healthy\"} 1",
+        "dra_ledger_unhealthy_devices{allocated=\"false\",node=\"node-9\"} 0",
+        "dra_ledger_device_health_changes_total{health=\"healthy\",node=\"node-9\"} 1",
     ] {
         assert!(metrics.contains(series), "{series} missing from\n{metrics}");
     }
