@@ -5,8 +5,8 @@
 //! read by the caller.
 //!
 //! The ledger does not evaluate CEL, so the text says what it sees (devices of the driver, how
-//! many are allocated, cordoned, missing) and, where devices are free, that the selectors or the
-//! pod's node may rule them out; the kube-scheduler's `FailedScheduling` event on the pod has
+//! many are allocated, cordoned, missing, which free ones are unhealthy and so tainted) and,
+//! where devices are free, that the selectors or the pod's node may rule them out; the kube-scheduler's `FailedScheduling` event on the pod has
 //! the final word.
 
 use std::collections::BTreeSet;
@@ -123,32 +123,54 @@ pub fn asked(spec: &ResourceClaimSpec, classes: &BTreeSet<String>) -> Option<Ask
 }
 
 /// The note of the event: what the ledger sees of `driver`'s devices (`counts`, over all nodes)
-/// against what the claim asks for.
-pub fn explanation(driver: &str, asked: &Asked, counts: &DeviceCounts) -> String {
+/// against what the claim asks for. `unhealthy_free` names the free devices that are unhealthy
+/// (`node/device (reason)`): their `<driver>/unhealthy` taint keeps the claim off them, so they
+/// do not count as free, and where they are the only free ones the note names them as the reason.
+pub fn explanation(
+    driver: &str,
+    asked: &Asked,
+    counts: &DeviceCounts,
+    unhealthy_free: &[String],
+) -> String {
     let seen = format!(
         "{} devices, {} allocated, {} cordoned, {} missing",
         counts.total, counts.allocated, counts.cordoned, counts.missing
     );
     let classes = asked.classes.join(", ");
+    let free = counts.free.saturating_sub(unhealthy_free.len() as u64);
+    let cordon = if counts.cordoned > 0 {
+        format!("; cordoned devices carry the taint {driver}/cordoned")
+    } else {
+        String::new()
+    };
+    let tainted = format!("tainted {driver}/unhealthy: {}", unhealthy_free.join(", "));
     let note = match asked.count {
-        _ if counts.free == 0 => {
-            format!("no free device of {driver} (class {classes}) in the ledger: {seen}")
-        }
-        Some(n) if n > counts.free => format!(
-            "the claim asks for {n} devices of {driver} (class {classes}), the ledger has {} \
-             free: {seen}",
-            counts.free
+        _ if free == 0 && !unhealthy_free.is_empty() => format!(
+            "every free device of {driver} (class {classes}) is unhealthy in the ledger, \
+             {tainted}{cordon}: {seen}"
         ),
-        None if counts.free < counts.total => format!(
-            "the claim asks for all devices of {driver} (class {classes}), the ledger has {} of \
-             {} free: {seen}",
-            counts.free, counts.total
+        _ if free == 0 => {
+            format!("no free device of {driver} (class {classes}) in the ledger{cordon}: {seen}")
+        }
+        Some(n) if n > free => format!(
+            "the claim asks for {n} devices of {driver} (class {classes}), the ledger has {free} \
+             free{}: {seen}",
+            if unhealthy_free.is_empty() {
+                String::new()
+            } else {
+                format!(" and {} unhealthy, {tainted}", unhealthy_free.len())
+            }
+        ),
+        None if free < counts.total => format!(
+            "the claim asks for all devices of {driver} (class {classes}), the ledger has {free} \
+             of {} free: {seen}",
+            counts.total
         ),
         _ => format!(
-            "{} of {} devices of {driver} are free in the ledger ({seen}), yet the claim is not \
-             allocated: the selectors of class {classes} or of the claim, or its pod's node, may \
-             rule them out (see the pod's FailedScheduling event)",
-            counts.free, counts.total
+            "{free} of {} devices of {driver} are free in the ledger ({seen}), yet the claim is \
+             not allocated: the selectors of class {classes} or of the claim, or its pod's node, \
+             may rule them out (see the pod's FailedScheduling event)",
+            counts.total
         ),
     };
     bounded(note)
@@ -271,7 +293,7 @@ mod tests {
             count: Some(1),
         };
         assert_eq!(
-            explanation(DRIVER, &one, &counts(4, 0, 4)),
+            explanation(DRIVER, &one, &counts(4, 0, 4), &[]),
             "no free device of gpu.dra-ledger.io (class gpu) in the ledger: 4 devices, 4 \
              allocated, 0 cordoned, 0 missing"
         );
@@ -279,15 +301,15 @@ mod tests {
             count: Some(3),
             ..one.clone()
         };
-        assert!(explanation(DRIVER, &three, &counts(4, 2, 2)).starts_with(
+        assert!(explanation(DRIVER, &three, &counts(4, 2, 2), &[]).starts_with(
             "the claim asks for 3 devices of gpu.dra-ledger.io (class gpu), the ledger has 2 free"
         ));
         let all = Asked {
             count: None,
             ..one.clone()
         };
-        assert!(explanation(DRIVER, &all, &counts(4, 3, 1)).contains("all devices"));
-        let free = explanation(DRIVER, &one, &counts(4, 3, 1));
+        assert!(explanation(DRIVER, &all, &counts(4, 3, 1), &[]).contains("all devices"));
+        let free = explanation(DRIVER, &one, &counts(4, 3, 1), &[]);
         assert!(
             free.starts_with("3 of 4 devices of gpu.dra-ledger.io are free")
                 && free.contains("selectors of class gpu"),
@@ -297,6 +319,44 @@ mod tests {
             classes: vec!["x".repeat(2000)],
             count: Some(1),
         };
-        assert!(explanation(DRIVER, &long, &counts(1, 0, 1)).len() <= 1000);
+        assert!(explanation(DRIVER, &long, &counts(1, 0, 1), &[]).len() <= 1000);
+    }
+
+    #[test]
+    fn unhealthy_or_cordoned_devices_are_named_where_they_are_all_that_is_free() {
+        let one = Asked {
+            classes: vec!["gpu".into()],
+            count: Some(1),
+        };
+        let sick = ["node-0/gpu-1 (XidCritical)".to_owned()];
+        let mut cordoned = counts(2, 1, 1);
+        cordoned.free = 0;
+        cordoned.cordoned = 1;
+
+        let only_sick = explanation(DRIVER, &one, &counts(2, 1, 1), &sick);
+        let only_cordoned = explanation(DRIVER, &one, &cordoned, &[]);
+        let two = Asked {
+            count: Some(2),
+            ..one.clone()
+        };
+        let short = explanation(DRIVER, &two, &counts(3, 2, 1), &sick);
+
+        assert_eq!(
+            only_sick,
+            "every free device of gpu.dra-ledger.io (class gpu) is unhealthy in the ledger, \
+             tainted gpu.dra-ledger.io/unhealthy: node-0/gpu-1 (XidCritical): 2 devices, 1 \
+             allocated, 0 cordoned, 0 missing"
+        );
+        assert!(
+            only_cordoned.contains("carry the taint gpu.dra-ledger.io/cordoned"),
+            "{only_cordoned}"
+        );
+        assert!(
+            short.starts_with(
+                "the claim asks for 2 devices of gpu.dra-ledger.io (class gpu), the ledger has 1 \
+                 free and 1 unhealthy, tainted gpu.dra-ledger.io/unhealthy: node-0/gpu-1"
+            ),
+            "{short}"
+        );
     }
 }

@@ -2,7 +2,8 @@
 //! with the taint `<driver>/unhealthy` (value: the reason, `timeAdded`: since when) is
 //! unhealthy, every other device healthy. [`unhealthy_taint`] reads one device (pure); the
 //! [`Mirror`] writes each node's health into the ledger (`Ledger::set_node_health`) whenever it
-//! differs from what it wrote last, and counts each change.
+//! differs from what it wrote last, counts each change, and lists the unhealthy free devices
+//! for the explanations of waiting claims.
 
 use dra_allocator::ledger::{DeviceHealth, Ledger};
 use dra_node::v1::taints::unhealthy_key;
@@ -32,6 +33,34 @@ pub fn unhealthy_taint(driver: &str, published: &SliceDevice) -> Option<DeviceHe
 }
 
 impl Mirror {
+    /// The free devices (no consumer, not cordoned, not missing) the ledger records unhealthy,
+    /// each as `node/device (reason)`: what an explanation names when they are all that is free.
+    pub(super) async fn unhealthy_free(&self) -> Vec<String> {
+        let unhealthy = match self.keeper.call(Ledger::unhealthy_devices).await {
+            Ok(unhealthy) => unhealthy,
+            Err(error) => {
+                warn!(%error, "Cannot read the ledger's device health");
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        let mut nodes: Vec<String> = unhealthy.iter().map(|u| u.node.clone()).collect();
+        nodes.dedup();
+        for node in nodes {
+            let name = node.clone();
+            let Ok(Some(devices)) = self.keeper.call(move |l| l.node_devices(&name)).await else {
+                continue;
+            };
+            for device in devices {
+                let free = device.consumers.is_empty() && !device.cordoned && !device.missing;
+                if let (true, Some(health)) = (free, &device.health) {
+                    out.push(format!("{node}/{} ({})", device.name, health.reason));
+                }
+            }
+        }
+        out
+    }
+
     /// Writes the health of each node whose slices report another health than last written;
     /// with `every_node`, of every node the slices or the ledger know.
     pub(super) async fn sync_health(&self, cache: &mut Cache, every_node: bool) {

@@ -385,11 +385,12 @@ impl Mirror {
                 return;
             }
         };
+        let unhealthy_free = self.unhealthy_free().await;
         for claim in waiting {
             let (Some(uid), Some(asked)) = (uid_of(&claim), asked(&claim.spec, &ours)) else {
                 continue;
             };
-            let note = explanation(driver, &asked, &counts);
+            let note = explanation(driver, &asked, &counts, &unhealthy_free);
             if cache.explained.get(&uid) == Some(&note) {
                 continue;
             }

@@ -202,7 +202,7 @@ pub(crate) async fn claim_name_of(v1: &ClusterV1, pod: &str) -> String {
 }
 
 /// The notes of the `events.k8s.io` events about `object` with `reason`.
-async fn notes(v1: &ClusterV1, object: &str, reason: &str) -> Vec<String> {
+pub(crate) async fn notes(v1: &ClusterV1, object: &str, reason: &str) -> Vec<String> {
     Api::<Event>::default_namespaced(v1.client.clone())
         .list(&ListParams::default())
         .await
