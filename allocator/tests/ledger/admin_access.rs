@@ -8,6 +8,8 @@ use dra_allocator::ledger::{AdminAccessChange, AdminAccessQuery, AuditEvent, Led
 use dra_allocator::model::Sharing;
 use testkit::ledger::*;
 
+use crate::support::edited_behind_the_ledger;
+
 fn audit_len(ledger: &Ledger) -> usize {
     ledger.audit_since(0, 10_000).unwrap().len()
 }
@@ -260,15 +262,7 @@ fn admin_accesses_are_listed_by_namespace_and_node() {
 
 #[test]
 fn verify_reports_an_admin_access_record_naming_a_device_the_ledger_does_not_hold() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.redb");
-    {
-        let ledger = open(dir.path());
-        ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
-    }
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
+    let dir = edited_behind_the_ledger(|txn| {
         txn.open_table(ADMIN_ACCESS)
             .unwrap()
             .insert(
@@ -283,8 +277,7 @@ fn verify_reports_an_admin_access_record_naming_a_device_the_ledger_does_not_hol
                 }),
             )
             .unwrap();
-        txn.commit().unwrap();
-    }
+    });
 
     let ledger = open(dir.path());
     let report = ledger.verify().unwrap();

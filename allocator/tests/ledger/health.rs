@@ -9,6 +9,8 @@ use dra_allocator::ledger::{AuditEvent, DeviceHealth, Ledger};
 use dra_allocator::model::Sharing;
 use testkit::ledger::*;
 
+use crate::support::edited_behind_the_ledger;
+
 fn unhealthy(device: &str, reason: &str, since_ms: u64) -> BTreeMap<String, DeviceHealth> {
     BTreeMap::from([(
         device.to_owned(),
@@ -131,15 +133,7 @@ fn names_the_ledger_does_not_hold_are_ignored_and_a_removed_device_takes_its_hea
 
 #[test]
 fn verify_reports_health_recorded_for_a_device_the_ledger_does_not_hold() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.redb");
-    {
-        let ledger = open(dir.path());
-        ledger.set_inventory("node-a", gpus(1, "H100")).unwrap();
-    }
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
+    let dir = edited_behind_the_ledger(|txn| {
         txn.open_table(DEVICE_HEALTH)
             .unwrap()
             .insert(
@@ -150,8 +144,7 @@ fn verify_reports_health_recorded_for_a_device_the_ledger_does_not_hold() {
                 }),
             )
             .unwrap();
-        txn.commit().unwrap();
-    }
+    });
 
     let report = open(dir.path()).verify().unwrap();
 

@@ -1,5 +1,6 @@
 //! Helpers of the ledger tests beyond `testkit::ledger`: a ledger with devices, an exclusive
-//! allocation that must succeed, and an assertion on the variant of an error.
+//! allocation that must succeed, an assertion on the variant of an error, and a file edited
+//! behind the ledger's back.
 
 use dra_allocator::ledger::{Allocation, Ledger};
 use dra_allocator::model::Sharing;
@@ -29,4 +30,17 @@ pub fn take(ledger: &Ledger, uid: &str, count: u8) -> Allocation {
     ledger
         .allocate(allocate(uid, None, request(count, Sharing::Exclusive)))
         .unwrap_or_else(|error| panic!("allocate {uid}: {error}"))
+}
+
+/// A ledger in its own directory with one H100 on `node-a`, closed again; then `write` runs in
+/// a redb write transaction on its file, as a hand edit or a bug would change it. Open the
+/// ledger again (`testkit::ledger::open`) to see the result.
+pub fn edited_behind_the_ledger(write: impl FnOnce(&redb::WriteTransaction)) -> TempDir {
+    let (dir, ledger) = with_h100s(1);
+    drop(ledger);
+    let db = redb::Database::open(dir.path().join("ledger.redb")).unwrap();
+    let txn = db.begin_write().unwrap();
+    write(&txn);
+    txn.commit().unwrap();
+    dir
 }
