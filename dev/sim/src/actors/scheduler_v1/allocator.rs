@@ -6,8 +6,11 @@
 //! `firstAvailable` tries its subrequests in order, each with everything after it; a
 //! `matchAttribute` constraint makes the devices of its requests share one value of the
 //! attribute. A device allocated in any claim, in flight, or picked earlier in the same search is
-//! not taken again (admin-access requests excepted). Pools are used at their newest generation;
-//! incomplete and invalid pools give no devices.
+//! not taken again (admin-access requests excepted), unless it allows multiple allocations: then
+//! it is taken while what the request consumes of its capacities fits besides its other shares,
+//! and the result records a `shareID` and the `consumedCapacity` ([`shares`]). A device that
+//! consumes counters is taken only while they fit in its pool's counter sets. Pools are used at
+//! their newest generation; incomplete and invalid pools give no devices.
 //!
 //! `Ok(None)` means the claims cannot be allocated on the node; `Err` is a claim or class that
 //! cannot be evaluated (a CEL error), fatal for the whole scheduling attempt as upstream.
@@ -15,6 +18,7 @@
 
 pub mod pools;
 mod results;
+mod shares;
 
 // The search's maps are looked up for every device of every node in every cycle: a fast
 // hasher, not SipHash.
@@ -26,11 +30,12 @@ use k8s_openapi::api::core::v1::Node;
 use super::cel_env::{device_key, CelEnv, DeviceValue};
 pub use super::error::AllocatorError;
 use super::error::{DeviceValueError, EvaluationError};
+use super::sharing::{Amounts, Consumed, Sharing};
 use crate::actors::device_taints::{prevents_allocation, TaintView};
 use dra_types::resource_v1::{allocation_mode, exact_count, ALL, EXACT_COUNT};
 use dra_types::resource_v1::{
-    AllocationResult, Device, DeviceAttribute, DeviceClaim, DeviceClass, DeviceSelector,
-    DeviceToleration, ResourceSlice,
+    AllocationResult, CapacityRequirements, Device, DeviceAttribute, DeviceClaim, DeviceClass,
+    DeviceSelector, DeviceToleration, ResourceSlice,
 };
 pub use pools::DeviceId;
 use pools::Pool;
@@ -53,8 +58,12 @@ pub struct Inventory<'a> {
     pub slices: &'a [Arc<ResourceSlice>],
     /// `DeviceClass` lookup by name.
     pub class: &'a dyn Fn(&str) -> Option<Arc<DeviceClass>>,
-    /// Devices allocated in any claim or in flight.
+    /// Devices allocated whole in any claim or in flight.
     pub allocated: &'a dyn Fn(&DeviceId) -> bool,
+    /// What the shares of a device in any claim or in flight consume together.
+    pub shares: &'a dyn Fn(&DeviceId) -> Option<Amounts>,
+    /// The sharing mechanisms in force.
+    pub sharing: Sharing,
     /// The selector environment.
     pub cel: &'a CelEnv,
     /// The device taints in force, while `DRADeviceTaints` is on.
@@ -70,6 +79,8 @@ struct RequestData<'a> {
     class: Arc<DeviceClass>,
     selectors: &'a [DeviceSelector],
     tolerations: &'a [DeviceToleration],
+    /// What the request asks of each capacity.
+    capacity: Option<&'a CapacityRequirements>,
     all: bool,
     admin: bool,
     count: usize,
@@ -110,6 +121,10 @@ struct Picked {
     id: DeviceId,
     admin: bool,
     candidate: Candidate,
+    /// A share of a multi-allocation device: what it consumes.
+    share: Option<Vec<Consumed>>,
+    /// Whether the pick took the device's counters.
+    counted: bool,
 }
 
 /// A `matchAttribute` constraint during the search.
@@ -200,7 +215,10 @@ pub fn allocate(
         matches: HashMap::new(),
         values: HashMap::new(),
         keys: HashMap::new(),
+        counters: HashMap::new(),
+        capacity: HashMap::new(),
     };
+    search.count_counters();
     search.prepare()?;
     match search.allocate_one(At::default(), false) {
         Ok(true) => {}
@@ -231,6 +249,10 @@ struct Search<'a, 'i> {
     values: HashMap<Candidate, Result<Arc<DeviceValue>, Arc<DeviceValueError>>>,
     /// The [`device_key`] of each device looked at.
     keys: HashMap<Candidate, Arc<str>>,
+    /// What is left of each counter, by pool, counter set and counter, in nano units.
+    counters: HashMap<(usize, &'a str, &'a str), i128>,
+    /// What the shares picked in this search consume of each device.
+    capacity: HashMap<DeviceId, Amounts>,
 }
 
 impl<'a> Search<'a, '_> {
@@ -271,6 +293,7 @@ impl<'a> Search<'a, '_> {
                         exact.admin_access == Some(true),
                     )?;
                     data.tolerations = &exact.tolerations;
+                    data.capacity = exact.capacity.as_ref();
                     entries.push(data);
                 } else {
                     for sub in &request.first_available {
@@ -284,6 +307,7 @@ impl<'a> Search<'a, '_> {
                             false,
                         )?;
                         data.tolerations = &sub.tolerations;
+                        data.capacity = sub.capacity.as_ref();
                         entries.push(data);
                     }
                 }
@@ -350,6 +374,7 @@ impl<'a> Search<'a, '_> {
             class,
             selectors,
             tolerations: &[],
+            capacity: None,
             all: false,
             admin,
             count: 0,
@@ -524,11 +549,13 @@ impl<'a> Search<'a, '_> {
         Ok(matches)
     }
 
-    fn in_use(&self, id: &DeviceId, at: At, admin: bool) -> bool {
+    fn in_use(&self, candidate: Candidate, id: &DeviceId, at: At, admin: bool) -> bool {
         if admin {
             self.allocating
                 .get(id)
                 .is_some_and(|claims| claims.contains(&at.claim))
+        } else if self.multiple(candidate) {
+            false
         } else {
             (self.inventory.allocated)(id) || self.allocating.contains_key(id)
         }
@@ -611,7 +638,7 @@ impl<'a> Search<'a, '_> {
                         slice,
                         device,
                     };
-                    if self.in_use(&self.id(candidate), at, admin)
+                    if self.in_use(candidate, &self.id(candidate), at, admin)
                         || !self.selectable(at, candidate)?
                         || !self.allocate_device(at, candidate, false)?
                     {
@@ -637,7 +664,7 @@ impl<'a> Search<'a, '_> {
         let data = &self.requests[at.claim][at.request][at.sub];
         let (base, sub, admin, request) = (data.base, data.sub, data.admin, data.name());
         let id = self.id(candidate);
-        if self.in_use(&id, at, admin) {
+        if self.in_use(candidate, &id, at, admin) {
             return Ok(false);
         }
         let driver = self.pools[candidate.pool].driver;
@@ -651,6 +678,9 @@ impl<'a> Search<'a, '_> {
                 return Ok(false);
             }
         }
+        let Some((share, counted)) = self.shares_fit(at, candidate, &id) else {
+            return Ok(false);
+        };
         let constraints = &mut self.constraints[at.claim];
         for i in 0..constraints.len() {
             if !constraints[i].add(base, sub, driver, device) {
@@ -667,6 +697,7 @@ impl<'a> Search<'a, '_> {
                 return Ok(false);
             }
         }
+        self.take_shares(candidate, &id, share.as_deref(), counted);
         self.allocating
             .entry(id.clone())
             .or_default()
@@ -676,6 +707,8 @@ impl<'a> Search<'a, '_> {
             id,
             admin,
             candidate,
+            share,
+            counted,
         });
         Ok(true)
     }
@@ -690,6 +723,7 @@ impl<'a> Search<'a, '_> {
         for constraint in &mut self.constraints[at.claim] {
             constraint.remove(base, sub);
         }
+        self.give_back_shares(&picked);
         if let Some(claims) = self.allocating.get_mut(&picked.id) {
             claims.remove(&at.claim);
             if claims.is_empty() {

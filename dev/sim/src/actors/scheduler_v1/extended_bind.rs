@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
 
-use super::allocator::DeviceId;
 use super::extended::{self, ExtendedClaim};
+use super::in_use::holdings;
 use super::plan::ClaimWrite;
 use super::SchedulerV1;
 use crate::actors::error::{ActorError, Result};
@@ -42,12 +42,7 @@ impl SchedulerV1 {
         let params = PostParams::default();
         let created = with_retry(&action, || api.create(&params, &object)).await?;
         let uid = created.metadata.uid.clone().unwrap_or_default();
-        let devices = allocation
-            .devices
-            .results
-            .iter()
-            .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
-            .collect();
+        let devices = holdings(&allocation.devices.results);
         let mut in_flight = self.in_flight.lock_or_recover();
         in_flight.claims.insert(&uid, devices);
         in_flight

@@ -21,6 +21,7 @@ mod in_use;
 pub mod plan;
 pub mod quantity;
 pub mod semver_lib;
+pub mod sharing;
 
 use dra_runtime::lock::LockExt;
 use std::collections::{HashMap, HashSet};
@@ -48,8 +49,9 @@ use dra_types::resource_v1::{
     DeviceClass, ResourceClaim, ResourceClaimConsumerReference, ResourceSlice,
     DELETE_PROTECTION_FINALIZER,
 };
-use in_use::{DevicesInUse, InFlightAllocations};
+use in_use::{holdings, shares_of, DevicesInUse, Holding, InFlightAllocations};
 use plan::{decide, ClaimWrite, Decision, Snapshot};
+use sharing::Sharing;
 
 /// How long a pod that fits no node waits before it is looked at again without a change
 /// (changes wake it earlier).
@@ -93,16 +95,12 @@ pub struct SchedulerV1 {
     pub queue: WorkQueue<ObjectKey>,
     /// Whether `DRAExtendedResource` is on.
     extended_resources: bool,
+    /// Whether `DRAPartitionableDevices` and `DRAConsumableCapacity` are on.
+    sharing: Sharing,
 }
 
-fn devices_of(claim: &ResourceClaim) -> Vec<DeviceId> {
-    claim
-        .allocation()
-        .map_or(&[][..], |a| &a.devices.results)
-        .iter()
-        .filter(|r| r.admin_access != Some(true))
-        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
-        .collect()
+fn devices_of(claim: &ResourceClaim) -> Vec<Holding> {
+    holdings(claim.allocation().map_or(&[][..], |a| &a.devices.results))
 }
 
 impl SchedulerV1 {
@@ -132,6 +130,7 @@ impl SchedulerV1 {
             claim_users: ClaimUsers::new(),
             queue: WorkQueue::new(ACTOR_BACKOFF),
             extended_resources: false,
+            sharing: Sharing::default(),
         }
     }
 
@@ -139,6 +138,14 @@ impl SchedulerV1 {
     #[must_use]
     pub fn with_extended_resources(mut self, on: bool) -> Self {
         self.extended_resources = on;
+        self
+    }
+
+    /// The scheduler with partitionable devices and consumable capacity on or off (off by
+    /// default).
+    #[must_use]
+    pub fn with_sharing(mut self, sharing: Sharing) -> Self {
+        self.sharing = sharing;
         self
     }
 
@@ -328,6 +335,7 @@ impl SchedulerV1 {
         let class = |name: &str| self.classes.get(&ObjectRef::new(name));
         let flying = |uid: &str| in_flight.claims.has_claim(uid);
         let allocated = |id: &DeviceId| in_flight.stored.contains(id) || in_flight.claims.holds(id);
+        let shares = |id: &DeviceId| shares_of(&in_flight.stored, &in_flight.claims, id);
         let load_of = |node: &str| load.get(node).copied().unwrap_or(0);
         let rules = self.taints.rules_now();
         let pod_extended = extended::plan(pod, &self.classes.state(), self.extended_resources);
@@ -339,6 +347,8 @@ impl SchedulerV1 {
             slices: &slices,
             class: &class,
             allocated: &allocated,
+            shares: &shares,
+            sharing: self.sharing,
             cel: &self.cel,
             load: &load_of,
             taints: rules.as_deref().map(|rules| TaintView { rules }),
@@ -356,14 +366,9 @@ impl SchedulerV1 {
             // The extended-resource claim has no UID before it is created: held under the pod's.
             let extended = extended.iter().map(|(_, a)| (pod_uid, a));
             for (uid, allocation) in allocations.chain(extended) {
-                let devices = allocation
-                    .devices
-                    .results
-                    .iter()
-                    .filter(|r| r.admin_access != Some(true))
-                    .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
-                    .collect();
-                in_flight.claims.insert(uid, devices);
+                in_flight
+                    .claims
+                    .insert(uid, holdings(&allocation.devices.results));
             }
             in_flight.binds.insert(pod_uid.to_owned(), node.clone());
         }

@@ -17,6 +17,7 @@ use super::allocator::{allocate, AllocatorError, ClaimToAllocate, DeviceId, Inve
 use super::cel_env::CelEnv;
 use super::explain;
 use super::extended::{self, ExtendedClaim, PodExtended};
+use super::sharing::{Amounts, Sharing};
 use crate::actors::claim_refs::{claim_name, is_for_pod, is_reserved_for_pod, pod_claim_entries};
 use crate::actors::device_taints::TaintView;
 use crate::actors::selectors::node_matches;
@@ -38,8 +39,12 @@ pub struct Snapshot<'a> {
     pub slices: &'a [Arc<ResourceSlice>],
     /// `DeviceClass` lookup by name.
     pub class: &'a dyn Fn(&str) -> Option<Arc<DeviceClass>>,
-    /// Devices allocated in any claim or in flight.
+    /// Devices allocated whole in any claim or in flight.
     pub allocated: &'a dyn Fn(&DeviceId) -> bool,
+    /// What the shares of a device in any claim or in flight consume together.
+    pub shares: &'a dyn Fn(&DeviceId) -> Option<Amounts>,
+    /// The sharing mechanisms in force.
+    pub sharing: Sharing,
     /// The selector environment.
     pub cel: &'a CelEnv,
     /// Pods bound or being bound to a node.
@@ -184,6 +189,8 @@ fn filter<'n>(
         slices: snap.slices,
         class: snap.class,
         allocated: snap.allocated,
+        shares: snap.shares,
+        sharing: snap.sharing,
         cel: snap.cel,
         taints: snap.taints,
     };

@@ -111,6 +111,16 @@ impl Quantity {
         })
     }
 
+    /// The quantity of `nanos` nano units.
+    pub fn from_nanos(nanos: i128) -> Self {
+        Self { nanos }
+    }
+
+    /// The value in nano units.
+    pub fn nanos(self) -> i128 {
+        self.nanos
+    }
+
     /// The value as an integer, when it is whole and fits in 64 bits.
     pub fn as_integer(self) -> Option<i64> {
         if self.nanos % NANO != 0 {

@@ -18,6 +18,7 @@ use crate::actors::device_taints::rules::{
     taint_gates, RuleV1alpha3, RuleV1beta2, RuleVersion, TaintSource,
 };
 use crate::actors::pod_shape::Pod134;
+use crate::actors::scheduler_v1::sharing::Sharing;
 use crate::actors::scheduler_v1::SchedulerV1;
 use crate::actors::taint_eviction::TaintEviction;
 use crate::actors::{Result, Started};
@@ -62,7 +63,15 @@ pub(super) async fn start(env: &Env<'_>) -> Result<Started> {
         served
             .gates
             .enabled(crate::FeatureGate::DRAExtendedResource),
-    );
+    )
+    .with_sharing(Sharing {
+        partitionable: served
+            .gates
+            .enabled(crate::FeatureGate::DRAPartitionableDevices),
+        consumable: served
+            .gates
+            .enabled(crate::FeatureGate::DRAConsumableCapacity),
+    });
     let eviction = gates.taints.then(|| {
         let (pods, pods_w) = reflector::store();
         let (claims, claims_w) = reflector::store();

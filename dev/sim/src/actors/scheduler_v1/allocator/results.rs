@@ -2,7 +2,8 @@
 //! allocation order, the configuration of the classes (once per class, naming the requests
 //! that used it, as 1.34.2+) and of the claim (an entry without requests once, one naming
 //! requests once per request of the claim it names), and the node selector (the node of a
-//! node-local slice, else the merged single-term selectors of the slices, else none).
+//! node-local slice, else the merged single-term selectors of the slices, else none). A share
+//! of a multi-allocation device records a fresh `shareID` and its `consumedCapacity`.
 //!
 //! Pure: no I/O.
 
@@ -52,6 +53,14 @@ impl Search<'_, '_> {
                 device: p.id.device.clone(),
                 admin_access: p.admin.then_some(true),
                 tolerations: tolerations(&p.request),
+                // As upstream, a share of a multi-allocation device gets a fresh UUID.
+                share_id: p.share.as_ref().map(|_| uuid::Uuid::new_v4().to_string()),
+                consumed_capacity: p
+                    .share
+                    .iter()
+                    .flatten()
+                    .map(|c| (c.name.clone(), c.written.clone()))
+                    .collect(),
                 ..DeviceRequestAllocationResult::default()
             })
             .collect();

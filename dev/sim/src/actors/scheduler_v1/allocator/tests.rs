@@ -79,6 +79,9 @@ fn claim(spec: &Value) -> DeviceClaim {
 struct Case {
     slices: Vec<Arc<ResourceSlice>>,
     allocated: HashSet<DeviceId>,
+    /// What the stored shares of each device consume together.
+    shares: HashMap<DeviceId, Amounts>,
+    sharing: Sharing,
     cel: CelEnv,
     /// `Some` while `DRADeviceTaints` is on: the rules in force.
     rules: Option<Vec<Arc<dra_types::resource_v1::DeviceTaintRule>>>,
@@ -89,6 +92,8 @@ impl Case {
         Self {
             slices,
             allocated: HashSet::default(),
+            shares: HashMap::default(),
+            sharing: Sharing::default(),
             cel: CelEnv::new(),
             rules: None,
         }
@@ -106,6 +111,8 @@ impl Case {
             slices: &self.slices,
             class: &lookup,
             allocated: &|id| self.allocated.contains(id),
+            shares: &|id| self.shares.get(id).cloned(),
+            sharing: self.sharing,
             cel: &self.cel,
             taints: self.rules.as_deref().map(|rules| TaintView { rules }),
         };
@@ -499,4 +506,5 @@ fn a_pool_that_lists_a_device_twice_is_invalid_and_one_missing_a_slice_incomplet
     assert_eq!(pool(&distinct[..1]), (false, true));
 }
 
+mod sharing;
 mod taints;

@@ -231,6 +231,8 @@ fn a_cycle_allocates_the_extended_claim_on_a_node_with_the_devices() {
         slices: &[slice],
         class: &class,
         allocated: &|_| false,
+        shares: &|_| None,
+        sharing: crate::actors::scheduler_v1::sharing::Sharing::default(),
         cel: &cel,
         load: &|_| 0,
         taints: None,

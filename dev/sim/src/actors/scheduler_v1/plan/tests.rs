@@ -101,6 +101,8 @@ fn run(
         slices,
         class: &class,
         allocated: &|_| false,
+        shares: &|_| None,
+        sharing: crate::actors::scheduler_v1::sharing::Sharing::default(),
         cel: &cel,
         load: &load,
         taints: None,
