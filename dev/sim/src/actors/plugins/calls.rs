@@ -89,6 +89,26 @@ pub(crate) struct PreparedDevice {
     pub device: String,
     /// The CDI device IDs the plugin answered.
     pub cdi_ids: Vec<String>,
+    /// Which share of a multi-allocation device the plugin prepared (`v1` answers name it, as
+    /// the kubelet keeps it from the answer; the request carries claims only).
+    pub share_id: Option<String>,
+}
+
+/// The share ID of a device in a prepare answer: `v1` (1.35+) has the field, `v1beta1` not.
+trait AnsweredShare {
+    fn share(&mut self) -> Option<String>;
+}
+
+impl AnsweredShare for v1::Device {
+    fn share(&mut self) -> Option<String> {
+        self.share_id.take()
+    }
+}
+
+impl AnsweredShare for v1beta1::Device {
+    fn share(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// Each answered claim UID with its error and, for a prepare, its devices.
@@ -181,7 +201,8 @@ async fn send(
                         let devices = r
                             .devices
                             .into_iter()
-                            .map(|d| PreparedDevice {
+                            .map(|mut d| PreparedDevice {
+                                share_id: d.share(),
                                 pool: d.pool_name,
                                 device: d.device_name,
                                 cdi_ids: d.cdi_device_ids,

@@ -385,6 +385,7 @@ mod tests {
             pool: "node-0".into(),
             device: name.into(),
             cdi_ids: cdi.into_iter().map(str::to_owned).collect(),
+            share_id: None,
         };
         let devices = EntryDevices::from([
             (
