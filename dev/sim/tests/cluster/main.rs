@@ -16,4 +16,5 @@ mod kubelet_plugins;
 mod scenario_dra;
 mod scheduling;
 mod scheduling_v1;
+mod sharing_v1;
 mod v1;
