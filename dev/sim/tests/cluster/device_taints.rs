@@ -28,7 +28,7 @@ use crate::scheduling_v1::{
 };
 
 /// A two-node 1.37 cluster without kubelets or slices, with class `gpu`.
-async fn cluster() -> (ClusterHandle, Client) {
+pub(crate) async fn cluster() -> (ClusterHandle, Client) {
     cluster_with(ClusterConfig {
         nodes: 2,
         kubernetes_version: KubernetesVersion::V1_37,

@@ -4,34 +4,18 @@
 //! an eighth, and a whole-GPU partition, waiting; two pods asking 40Gi share one 80Gi GPU with a
 //! share ID each and a third waits. The kubelets are off: only the scheduler acts.
 
-use dra_sim::actors::ActorsConfig;
-use dra_sim::cluster::{ClusterConfig, ClusterHandle};
-use dra_sim::KubernetesVersion;
 use dra_types::resource_v1::ResourceSlice;
 use kube::core::ApiResource;
 use kube::Client;
 use serde_json::{json, Value};
 
+use crate::device_taints::cluster;
 use crate::scheduling_v1::{
-    bound, claim, claim_ref, cluster_with, create, create_claim, create_pod, exactly,
-    failed_scheduling, one_request, pod_node, DRIVER,
+    bound, claim, claim_ref, create, create_claim, create_pod, exactly, failed_scheduling,
+    one_request, pod_node, DRIVER,
 };
 
 const UNAVAILABLE: &str = "0/2 nodes are available";
-
-/// A two-node 1.37 cluster without kubelets or slices, with class `gpu`.
-async fn cluster() -> (ClusterHandle, Client) {
-    cluster_with(ClusterConfig {
-        nodes: 2,
-        kubernetes_version: KubernetesVersion::V1_37,
-        actors: ActorsConfig {
-            kubelets: false,
-            ..ActorsConfig::default()
-        },
-        ..ClusterConfig::default()
-    })
-    .await
-}
 
 /// Slice `name` of node-0's pool (two slices) with `spec` added.
 async fn pool_slice(client: &Client, name: &str, spec: Value) {
