@@ -426,6 +426,7 @@ pub fn resource_slice(obj: &Value) -> Vec<FieldCause> {
     }
     devices(&mut causes, &spec["devices"], per_device);
     features::shared_counters(&mut causes, spec);
+    features::partitionable_limits(&mut causes, spec);
     causes
 }
 

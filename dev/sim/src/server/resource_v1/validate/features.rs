@@ -12,7 +12,7 @@ use dra_types::resource_v1::{
 };
 use serde_json::Value;
 
-use super::{capped, driver_name, duplicate, label, list, pool_name, text};
+use super::{capped, driver_name, duplicate, label, list, pool_name, text, too_many, MAX_DEVICES};
 use crate::server::error::FieldCause;
 use crate::server::validation::{is_qualified_part, key_causes, LABEL_VALUE_MSG};
 
@@ -20,8 +20,15 @@ use crate::server::validation::{is_qualified_part, key_causes, LABEL_VALUE_MSG};
 const EFFECTS: [&str; 3] = [NO_EXECUTE, NO_SCHEDULE, EFFECT_NONE];
 /// Binding conditions and binding failure conditions per device.
 const MAX_BINDING_CONDITIONS: usize = 4;
-/// Counter consumption entries per device.
-const MAX_CONSUMES_COUNTERS: usize = 32;
+/// Counter consumption entries per device (`ResourceSliceMaxDeviceCounterConsumptionsPerDevice`).
+const MAX_CONSUMES_COUNTERS: usize = 2;
+/// Counter sets per slice (`ResourceSliceMaxCounterSets`).
+const MAX_COUNTER_SETS: usize = 8;
+/// Counters per counter set, and per counter consumption.
+const MAX_COUNTERS: usize = 32;
+/// Devices per slice when a device has taints or consumes counters
+/// (`ResourceSliceMaxDevicesWithTaintsOrConsumesCounters`).
+const MAX_DEVICES_WITH_TAINTS_OR_COUNTERS: usize = 64;
 /// `DeviceTaintRule` status conditions.
 const MAX_RULE_CONDITIONS: usize = 8;
 
@@ -233,12 +240,7 @@ fn consumes_counters(causes: &mut Vec<FieldCause>, at: &str, device: &Value) {
         } else {
             label(causes, &format!("{cat}.counterSet"), set);
         }
-        if c["counters"]
-            .as_object()
-            .is_none_or(serde_json::Map::is_empty)
-        {
-            causes.push(FieldCause::required(format!("{cat}.counters"), ""));
-        }
+        counters(causes, &format!("{cat}.counters"), &c["counters"]);
         if sets.contains(&set) {
             causes.push(duplicate(cat, set));
         }
@@ -345,10 +347,52 @@ pub(super) fn device(causes: &mut Vec<FieldCause>, at: &str, device: &Value, per
     request_policies(causes, at, device);
 }
 
+/// A map of counters: at least one, at most [`MAX_COUNTERS`].
+fn counters(causes: &mut Vec<FieldCause>, field: &str, v: &Value) {
+    match v.as_object().map(serde_json::Map::len) {
+        None | Some(0) => causes.push(FieldCause::required(field, "")),
+        Some(n) if n > MAX_COUNTERS => causes.push(too_many(field, n, MAX_COUNTERS)),
+        Some(_) => {}
+    }
+}
+
+/// The limits 1.35+ puts on a slice of a partitionable pool: counter sets and devices in
+/// separate slices of the pool, at most [`MAX_COUNTER_SETS`] sets, and at most
+/// [`MAX_DEVICES_WITH_TAINTS_OR_COUNTERS`] devices once one has taints or consumes counters.
+/// (Upstream refuses both lists present even empty; the server leaves empty lists out first.)
+pub(super) fn partitionable_limits(causes: &mut Vec<FieldCause>, spec: &Value) {
+    let devices = list(&spec["devices"]);
+    if !devices.is_empty() && !list(&spec["sharedCounters"]).is_empty() {
+        causes.push(FieldCause::invalid(
+            "spec",
+            "",
+            "only one of `sharedCounters` or `devices` is allowed",
+        ));
+    }
+    let advanced = devices
+        .iter()
+        .any(|d| !list(&d["taints"]).is_empty() || !list(&d["consumesCounters"]).is_empty());
+    // Past 128 the general limit speaks already.
+    if advanced && (MAX_DEVICES_WITH_TAINTS_OR_COUNTERS + 1..=MAX_DEVICES).contains(&devices.len())
+    {
+        causes.push(too_many(
+            "spec.devices",
+            devices.len(),
+            MAX_DEVICES_WITH_TAINTS_OR_COUNTERS,
+        ));
+    }
+}
+
 /// A slice's `sharedCounters`: named (DNS labels), unique, each with counters.
 pub(super) fn shared_counters(causes: &mut Vec<FieldCause>, spec: &Value) {
     let mut names: Vec<&str> = Vec::new();
-    for (i, set) in list(&spec["sharedCounters"]).iter().enumerate() {
+    let sets = capped(
+        causes,
+        "spec.sharedCounters",
+        &spec["sharedCounters"],
+        MAX_COUNTER_SETS,
+    );
+    for (i, set) in sets.iter().enumerate() {
         let at = format!("spec.sharedCounters[{i}]");
         let name = text(&set["name"]);
         label(causes, &format!("{at}.name"), name);
@@ -356,11 +400,6 @@ pub(super) fn shared_counters(causes: &mut Vec<FieldCause>, spec: &Value) {
             causes.push(duplicate(format!("{at}.name"), name));
         }
         names.push(name);
-        if set["counters"]
-            .as_object()
-            .is_none_or(serde_json::Map::is_empty)
-        {
-            causes.push(FieldCause::required(format!("{at}.counters"), ""));
-        }
+        counters(causes, &format!("{at}.counters"), &set["counters"]);
     }
 }

@@ -334,3 +334,78 @@ fn device_classes_need_selector_expressions_and_object_parameters() {
     );
     assert_eq!(causes.len(), 3, "{f:?}");
 }
+
+fn counter_map(n: usize) -> Value {
+    (0..n)
+        .map(|i| (format!("c{i}"), json!({"value": "1"})))
+        .collect::<serde_json::Map<String, Value>>()
+        .into()
+}
+
+#[test]
+fn counter_sets_and_devices_go_in_separate_slices_within_the_1_36_limits() {
+    let mut both = slice(json!([{"name": "d"}]));
+    both["spec"]["sharedCounters"] = json!([{"name": "gpu-0", "counters": counter_map(1)}]);
+    assert!(has(
+        &resource_slice(&both),
+        "spec",
+        "only one of `sharedCounters` or `devices` is allowed"
+    ));
+    let mut counters_only = both.clone();
+    counters_only["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("devices");
+    assert_eq!(
+        fields(&resource_slice(&counters_only)),
+        Vec::<String>::new()
+    );
+    let sets: Vec<Value> = (0..9)
+        .map(|i| json!({"name": format!("s{i}"), "counters": counter_map(1)}))
+        .collect();
+    counters_only["spec"]["sharedCounters"] = Value::Array(sets);
+    assert!(has(
+        &resource_slice(&counters_only),
+        "spec.sharedCounters",
+        "at most 8"
+    ));
+    counters_only["spec"]["sharedCounters"] = json!([{"name": "s", "counters": counter_map(33)}]);
+    assert!(has(
+        &resource_slice(&counters_only),
+        "spec.sharedCounters[0].counters",
+        "at most 32"
+    ));
+}
+
+#[test]
+fn devices_consuming_counters_are_at_most_64_a_slice_with_two_consumptions_each() {
+    let consuming = |i: usize| {
+        json!({"name": format!("d{i}"),
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": counter_map(1)}]})
+    };
+    let at_limit: Vec<Value> = (0..64).map(consuming).collect();
+    assert_eq!(
+        fields(&resource_slice(&slice(Value::Array(at_limit)))),
+        Vec::<String>::new()
+    );
+    let over: Vec<Value> = (0..65).map(consuming).collect();
+    assert!(has(
+        &resource_slice(&slice(Value::Array(over))),
+        "spec.devices",
+        "at most 64"
+    ));
+    let plain: Vec<Value> = (0..65).map(|i| json!({"name": format!("d{i}")})).collect();
+    assert_eq!(
+        fields(&resource_slice(&slice(Value::Array(plain)))),
+        Vec::<String>::new()
+    );
+    let three = json!([{"name": "d", "consumesCounters": [
+        {"counterSet": "a", "counters": counter_map(1)},
+        {"counterSet": "b", "counters": counter_map(1)},
+        {"counterSet": "c", "counters": counter_map(1)}]}]);
+    assert!(has(
+        &resource_slice(&slice(three)),
+        "spec.devices[0].consumesCounters",
+        "at most 2"
+    ));
+}
