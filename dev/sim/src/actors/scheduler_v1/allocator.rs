@@ -5,17 +5,19 @@
 //! `All` every matching device of the node (at least one; all pools must be complete);
 //! `firstAvailable` tries its subrequests in order, each with everything after it; a
 //! `matchAttribute` constraint makes the devices of its requests share one value of the
-//! attribute. A device allocated in any claim, in flight, or picked earlier in the same search is
-//! not taken again (admin-access requests excepted), unless it allows multiple allocations: then
-//! it is taken while what the request consumes of its capacities fits besides its other shares,
-//! and the result records a `shareID` and the `consumedCapacity` ([`shares`]). A device that
-//! consumes counters is taken only while they fit in its pool's counter sets. Pools are used at
-//! their newest generation; incomplete and invalid pools give no devices.
+//! attribute, a `distinctAttribute` one gives each a value of its own. A device allocated in
+//! any claim, in flight, or picked earlier in the same search is not taken again (admin-access
+//! requests excepted), unless it allows multiple allocations: then it is taken while what the
+//! request consumes of its capacities fits besides its other shares, and the result records a
+//! `shareID` and the `consumedCapacity` ([`shares`]). A device that consumes counters is taken
+//! only while they fit in its pool's counter sets. Pools are used at their newest generation;
+//! incomplete and invalid pools give no devices.
 //!
 //! `Ok(None)` means the claims cannot be allocated on the node; `Err` is a claim or class that
 //! cannot be evaluated (a CEL error), fatal for the whole scheduling attempt as upstream.
 //! Pure: no I/O, no async.
 
+mod constraints;
 pub mod pools;
 mod results;
 mod shares;
@@ -32,6 +34,7 @@ pub use super::error::AllocatorError;
 use super::error::{DeviceValueError, EvaluationError};
 use super::sharing::{Amounts, Consumed, Sharing};
 use crate::actors::device_taints::{prevents_allocation, TaintView};
+use constraints::AttributeConstraint;
 use dra_types::resource_v1::{allocation_mode, exact_count, ALL, EXACT_COUNT};
 use dra_types::resource_v1::{
     AllocationResult, CapacityRequirements, Device, DeviceAttribute, DeviceClaim, DeviceClass,
@@ -127,49 +130,6 @@ struct Picked {
     counted: bool,
 }
 
-/// A `matchAttribute` constraint during the search.
-struct MatchAttribute<'a> {
-    requests: &'a [String],
-    attribute: &'a str,
-    value: Option<DeviceAttribute>,
-    devices: usize,
-}
-
-impl MatchAttribute<'_> {
-    fn applies(&self, base: &str, sub: Option<&str>) -> bool {
-        self.requests.is_empty()
-            || self
-                .requests
-                .iter()
-                .any(|r| r == base || sub.is_some_and(|sub| *r == format!("{base}/{sub}")))
-    }
-
-    fn add(&mut self, base: &str, sub: Option<&str>, driver: &str, device: &Device) -> bool {
-        if !self.applies(base, sub) {
-            return true;
-        }
-        let Some(value) = lookup_attribute(device, driver, self.attribute) else {
-            return false;
-        };
-        match &self.value {
-            Some(first) if self.devices > 0 && first != value => false,
-            _ => {
-                if self.devices == 0 {
-                    self.value = Some(value.clone());
-                }
-                self.devices += 1;
-                true
-            }
-        }
-    }
-
-    fn remove(&mut self, base: &str, sub: Option<&str>) {
-        if self.applies(base, sub) {
-            self.devices -= 1;
-        }
-    }
-}
-
 /// The attribute `domain/id` of a device: the exact key, or the bare id when the domain is the
 /// device's driver.
 pub fn lookup_attribute<'d>(
@@ -239,7 +199,7 @@ struct Search<'a, 'i> {
     pools: Vec<Pool<'a>>,
     /// `[claim][request][subrequest]`; a request without subrequests has one entry.
     requests: Vec<Vec<Vec<RequestData<'a>>>>,
-    constraints: Vec<Vec<MatchAttribute<'a>>>,
+    constraints: Vec<Vec<AttributeConstraint<'a>>>,
     /// Devices picked in this search, with the claims they were picked for.
     allocating: HashMap<DeviceId, HashSet<usize>>,
     picked: Vec<Vec<Picked>>,
@@ -324,18 +284,13 @@ impl<'a> Search<'a, '_> {
             self.requests.push(requests);
             let mut constraints = Vec::new();
             for (i, constraint) in claim.spec.constraints.iter().enumerate() {
-                let Some(attribute) = constraint.match_attribute.as_deref() else {
+                let Some(constraint) = AttributeConstraint::new(constraint) else {
                     return Err(AllocatorError::EmptyConstraint {
                         claim: claim.key.to_owned(),
                         index: i,
                     });
                 };
-                constraints.push(MatchAttribute {
-                    requests: &constraint.requests,
-                    attribute,
-                    value: None,
-                    devices: 0,
-                });
+                constraints.push(constraint);
             }
             self.constraints.push(constraints);
         }

@@ -267,3 +267,41 @@ fn with_the_consumable_gate_off_a_multi_allocation_device_is_taken_whole() {
     assert_eq!(once[0].devices.results[0].share_id, None);
     assert_eq!(case.run(&[plain.clone(), plain]).unwrap(), None);
 }
+
+#[test]
+fn a_distinct_attribute_constraint_spreads_shares_over_devices() {
+    let shared_gpu = |name: &str| {
+        let mut gpu = gpu(name, "H100", 0, "80Gi");
+        gpu["allowMultipleAllocations"] = json!(true);
+        gpu["attributes"]["uuid"] = json!({"string": format!("GPU-{name}")});
+        gpu
+    };
+    let mut case = Case::new(vec![slice(
+        "s-0",
+        "node-0",
+        "node-0",
+        1,
+        1,
+        vec![shared_gpu("gpu-0"), shared_gpu("gpu-1")],
+    )]);
+    case.sharing.consumable = true;
+    let mut exact = exactly("gpu", &[], Some(2));
+    exact["capacity"] = json!({"requests": {"memory": "10Gi"}});
+    let mut spec = one("gpu", exact);
+    assert_eq!(
+        case.devices(std::slice::from_ref(&spec)),
+        Some(vec![vec!["gpu=gpu-0".to_owned(), "gpu=gpu-0".to_owned()]]),
+        "two shares of the first device without a constraint"
+    );
+    spec["constraints"] = json!([{"distinctAttribute": "gpu.example.com/uuid"}]);
+    assert_eq!(
+        case.devices(std::slice::from_ref(&spec)),
+        Some(vec![vec!["gpu=gpu-0".to_owned(), "gpu=gpu-1".to_owned()]])
+    );
+    spec["requests"][0]["exactly"]["count"] = json!(3);
+    assert_eq!(
+        case.devices(&[spec]),
+        None,
+        "two devices, three distinct values"
+    );
+}
