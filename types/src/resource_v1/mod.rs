@@ -64,9 +64,10 @@ pub use slice::{
     MAX_ATTRIBUTE_VALUE_LENGTH, MAX_DEVICES_PER_SLICE,
 };
 pub use taint::{
-    DeviceTaint, DeviceTaintRule, DeviceTaintRuleSpec, DeviceTaintRuleStatus, DeviceTaintSelector,
-    DeviceToleration, EFFECT_NONE, MAX_TAINTS_PER_DEVICE, MAX_TOLERATIONS, NO_EXECUTE, NO_SCHEDULE,
-    OP_EQUAL, OP_EXISTS, TAINT_EFFECTS,
+    prevents_allocation, rule_selects, tolerates, DeviceTaint, DeviceTaintRule,
+    DeviceTaintRuleSpec, DeviceTaintRuleStatus, DeviceTaintSelector, DeviceToleration, EFFECT_NONE,
+    MAX_TAINTS_PER_DEVICE, MAX_TOLERATIONS, NO_EXECUTE, NO_SCHEDULE, OP_EQUAL, OP_EXISTS,
+    TAINT_EFFECTS,
 };
 
 /// The API group of DRA.

@@ -1,7 +1,8 @@
 //! Device taints and the tolerations of requests (a taint keeps claims that do not tolerate it
 //! off the device, `NoExecute` also evicts their pods), and `DeviceTaintRule` (cluster-scoped):
 //! one taint put on every device its selector matches, with the status the eviction controller
-//! reports.
+//! reports; [`tolerates`], [`prevents_allocation`] and [`rule_selects`] decide which taints
+//! keep a device from a request, as the scheduler and the eviction controller read them.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::ClusterResourceScope;
@@ -124,6 +125,51 @@ pub struct DeviceTaintRuleStatus {
     #[serde(default, deserialize_with = "nullable")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// Whether `toleration` tolerates `taint` (`ToleratesTaint`): an empty effect matches every
+/// effect, an empty key every key; `Equal` (also the empty operator) needs the same value,
+/// `Exists` takes any value; an unknown operator tolerates nothing.
+pub fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
+    let effect = toleration.effect.as_deref().unwrap_or_default();
+    if !effect.is_empty() && effect != taint.effect {
+        return false;
+    }
+    let key = toleration.key.as_deref().unwrap_or_default();
+    if !key.is_empty() && key != taint.key {
+        return false;
+    }
+    match toleration.operator.as_deref().unwrap_or_default() {
+        "" | OP_EQUAL => {
+            toleration.value.as_deref().unwrap_or_default()
+                == taint.value.as_deref().unwrap_or_default()
+        }
+        OP_EXISTS => true,
+        _ => false,
+    }
+}
+
+/// Whether one of `taints` keeps the device from a request with `tolerations`
+/// (`taintPreventsAllocation`): a `NoSchedule` or `NoExecute` taint no toleration tolerates.
+pub fn prevents_allocation<'t>(
+    taints: impl IntoIterator<Item = &'t DeviceTaint>,
+    tolerations: &[DeviceToleration],
+) -> bool {
+    taints.into_iter().any(|taint| {
+        matches!(taint.effect.as_str(), NO_SCHEDULE | NO_EXECUTE)
+            && !tolerations.iter().any(|t| tolerates(t, taint))
+    })
+}
+
+/// Whether `rule` selects the device `driver/pool/device` (`ruleMatchesDevice`): a rule
+/// without a selector selects nothing; each criterion it sets must match.
+pub fn rule_selects(rule: &DeviceTaintRule, driver: &str, pool: &str, device: &str) -> bool {
+    let Some(selector) = &rule.spec.device_selector else {
+        return false;
+    };
+    selector.driver.as_deref().is_none_or(|d| d == driver)
+        && selector.pool.as_deref().is_none_or(|p| p == pool)
+        && selector.device.as_deref().is_none_or(|d| d == device)
 }
 
 #[cfg(test)]

@@ -17,9 +17,7 @@ pub mod rules;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use dra_types::resource_v1::{
-    DeviceTaint, DeviceTaintRule, DeviceToleration, NO_EXECUTE, NO_SCHEDULE, OP_EQUAL, OP_EXISTS,
-};
+use dra_types::resource_v1::{DeviceTaint, DeviceTaintRule, DeviceToleration, NO_EXECUTE};
 
 /// What a release's feature gates switch on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,50 +28,7 @@ pub struct TaintGates {
     pub rules: bool,
 }
 
-/// Whether `toleration` tolerates `taint` (`ToleratesTaint`): an empty effect matches every
-/// effect, an empty key every key; `Equal` (also the empty operator) needs the same value,
-/// `Exists` takes any value; an unknown operator tolerates nothing.
-pub fn tolerates(toleration: &DeviceToleration, taint: &DeviceTaint) -> bool {
-    let effect = toleration.effect.as_deref().unwrap_or_default();
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or_default();
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or_default() {
-        "" | OP_EQUAL => {
-            toleration.value.as_deref().unwrap_or_default()
-                == taint.value.as_deref().unwrap_or_default()
-        }
-        OP_EXISTS => true,
-        _ => false,
-    }
-}
-
-/// Whether one of `taints` keeps the device from a request with `tolerations`
-/// (`taintPreventsAllocation`): a `NoSchedule` or `NoExecute` taint no toleration tolerates.
-pub fn prevents_allocation<'t>(
-    taints: impl IntoIterator<Item = &'t DeviceTaint>,
-    tolerations: &[DeviceToleration],
-) -> bool {
-    taints.into_iter().any(|taint| {
-        matches!(taint.effect.as_str(), NO_SCHEDULE | NO_EXECUTE)
-            && !tolerations.iter().any(|t| tolerates(t, taint))
-    })
-}
-
-/// Whether `rule` selects the device `driver/pool/device` (`ruleMatchesDevice`): a rule
-/// without a selector selects nothing; each criterion it sets must match.
-pub fn rule_selects(rule: &DeviceTaintRule, driver: &str, pool: &str, device: &str) -> bool {
-    let Some(selector) = &rule.spec.device_selector else {
-        return false;
-    };
-    selector.driver.as_deref().is_none_or(|d| d == driver)
-        && selector.pool.as_deref().is_none_or(|p| p == pool)
-        && selector.device.as_deref().is_none_or(|d| d == device)
-}
+pub use dra_types::resource_v1::{prevents_allocation, rule_selects, tolerates};
 
 /// The `DeviceTaintRule`s in force, for looking up the taints of a device.
 #[derive(Debug, Clone, Copy)]

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
+use dra_types::resource_v1::NO_SCHEDULE;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
 
