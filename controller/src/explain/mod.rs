@@ -2,11 +2,17 @@
 //! lines a user can act on. [`gather`] reads what the answer needs from the cluster (the pod, its
 //! claims with the allocation the ledger wrote into them, its PodSchedulingContext with the
 //! drivers' last UnsuitableNodes result, and the events about the pod and its claims);
-//! [`report`] turns that into text without any I/O.
+//! [`report`] turns that into text without any I/O. On `resource.k8s.io/v1` clusters (chosen
+//! by discovery as `run` does) [`gather_v1`] and [`report_v1`] do the same for v1 claims, our
+//! driver's slices and the device taints.
 
 mod report;
+mod report_v1;
+mod v1;
 
 pub use report::{report, EventLine, Facts, PodClaimFacts};
+pub use report_v1::{report_v1, untolerated, DeviceHealthLine, V1Facts};
+pub use v1::{gather_v1, EXTENDED_POD_CLAIM};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
@@ -23,12 +29,22 @@ pub enum ExplainError {
     /// The pod does not exist.
     #[error("pod {0} not found")]
     NotFound(String),
+    /// An object read from the cluster does not have the expected shape.
+    #[error("cannot decode {what}")]
+    Decode {
+        /// What was being read.
+        what: String,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// An API call failed.
     #[error("cannot read {what}: {source}")]
     Api {
         /// What was being read.
         what: String,
         /// The client's error.
+        #[source]
         source: Box<kube::Error>,
     },
 }

@@ -17,9 +17,10 @@ const EVENTS_SHOWN: usize = 4;
 /// How many characters of an event's note are shown.
 const NOTE_SHOWN: usize = 240;
 
-/// One entry of `pod.spec.resourceClaims` with the claim behind it.
+/// One entry of `pod.spec.resourceClaims` with the claim behind it (a `v1alpha2` claim, or on
+/// `resource.k8s.io/v1` a [`dra_types::resource_v1::ResourceClaim`]).
 #[derive(Debug, Clone)]
-pub struct PodClaimFacts {
+pub struct PodClaimFacts<C = ResourceClaim> {
     /// The pod's name for the claim.
     pub pod_claim: String,
     /// The ResourceClaim's name; `None` when a template's claim was not created yet.
@@ -27,7 +28,7 @@ pub struct PodClaimFacts {
     /// Whether the entry names a ResourceClaimTemplate.
     pub from_template: bool,
     /// The claim, when it exists.
-    pub claim: Option<ResourceClaim>,
+    pub claim: Option<C>,
 }
 
 /// One event about the pod or one of its claims.
@@ -113,20 +114,30 @@ fn allocated(claim: &ResourceClaim) -> bool {
         .is_some_and(|s| s.allocation.is_some())
 }
 
-/// The claim's line: allocated where and with which devices, shareable, reserved for whom.
-fn claim_line(entry: &PodClaimFacts, driver_name: &str) -> String {
-    let label = match &entry.claim_name {
+/// The claim's name in the report: `claim NAME`, with the pod's name for it where that differs.
+pub(super) fn claim_label<C>(entry: &PodClaimFacts<C>) -> String {
+    match &entry.claim_name {
         Some(name) if *name == entry.pod_claim => format!("claim {name}"),
         Some(name) => format!("claim {name} (pod claim {})", entry.pod_claim),
         None => format!("pod claim {}", entry.pod_claim),
-    };
+    }
+}
+
+/// The line of a claim that does not exist (yet).
+pub(super) fn missing_claim_line<C>(entry: &PodClaimFacts<C>) -> String {
+    let label = claim_label(entry);
+    match &entry.claim_name {
+        Some(_) => format!("{label}: does not exist"),
+        None => format!("{label}: its claim is not created yet"),
+    }
+}
+
+/// The claim's line: allocated where and with which devices, shareable, reserved for whom.
+fn claim_line(entry: &PodClaimFacts, driver_name: &str) -> String {
     let Some(claim) = &entry.claim else {
-        return match &entry.claim_name {
-            Some(_) => format!("{label}: does not exist"),
-            None => format!("{label}: its claim is not created yet"),
-        };
+        return missing_claim_line(entry);
     };
-    let mut line = label;
+    let mut line = claim_label(entry);
     match claim_allocation(claim, driver_name) {
         Ok(ClaimAllocationState::Ours(data)) => {
             let _ = write!(
@@ -206,7 +217,10 @@ fn node_check(facts: &Facts) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(" | "))
 }
 
-fn newest(events: &[EventLine], pred: impl Fn(&EventLine) -> bool) -> Option<&EventLine> {
+pub(super) fn newest(
+    events: &[EventLine],
+    pred: impl Fn(&EventLine) -> bool,
+) -> Option<&EventLine> {
     events.iter().filter(|e| pred(e)).max_by_key(|e| e.time)
 }
 
@@ -285,7 +299,7 @@ fn why_claim_blocks(facts: &Facts, entry: &PodClaimFacts, pod_uid: &str) -> Opti
 }
 
 /// Why the pod claim of `entry`, whose claim does not exist, waits.
-fn why_claim_missing(entry: &PodClaimFacts, namespace: &str) -> String {
+pub(super) fn why_claim_missing<C>(entry: &PodClaimFacts<C>, namespace: &str) -> String {
     match &entry.claim_name {
         None => format!(
             "the claim of pod claim {} is not created yet: the resourceclaim controller \
@@ -355,7 +369,12 @@ fn why_scheduler_waits(facts: &Facts) -> String {
              or ask for fewer or other devices in the claims' parameters"
         );
     }
-    match newest(&facts.events, |e| {
+    scheduler_says(&facts.events, pod_name)
+}
+
+/// The scheduler's newest `FailedScheduling` message about pod `pod_name`.
+pub(super) fn scheduler_says(events: &[EventLine], pod_name: &str) -> String {
+    match newest(events, |e| {
         e.object == pod_name && e.reason == "FailedScheduling"
     }) {
         Some(event) => format!("the scheduler waits: {}", event.note),
@@ -391,24 +410,9 @@ fn event_line(event: &EventLine) -> String {
 /// The report on the pod, one line per fact, ending with the reason when it waits.
 pub fn report(facts: &Facts, driver_name: &str) -> String {
     let pod = &facts.pod;
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-    let phase = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.clone())
-        .unwrap_or_else(|| "Pending".into());
-    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
     let mut out = String::new();
-    match &node {
-        Some(node) => {
-            let _ = writeln!(out, "pod {namespace}/{name}: {phase} on {node}");
-        }
-        None => {
-            let _ = writeln!(out, "pod {namespace}/{name}: {phase}, not scheduled");
-        }
-    }
+    let (node, phase) = pod_line(&mut out, pod);
     if facts.claims.is_empty() {
         out.push_str("  no resource claims\n");
     }
@@ -420,14 +424,55 @@ pub fn report(facts: &Facts, driver_name: &str) -> String {
             let _ = writeln!(out, "  node check (last UnsuitableNodes): {check}");
         }
     }
-    let mut events: Vec<&EventLine> = facts.events.iter().filter(|e| e.object == name).collect();
+    event_lines(&mut out, &facts.events, pod);
+    why_line(&mut out, node.as_deref(), &phase, || {
+        why_pending(facts, uid)
+    });
+    out
+}
+
+/// Writes the pod's line (phase and node); returns its node and phase.
+pub(super) fn pod_line(out: &mut String, pod: &Pod) -> (Option<String>, String) {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_else(|| "Pending".into());
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    match &node {
+        Some(node) => {
+            let _ = writeln!(out, "pod {namespace}/{name}: {phase} on {node}");
+        }
+        None => {
+            let _ = writeln!(out, "pod {namespace}/{name}: {phase}, not scheduled");
+        }
+    }
+    (node, phase)
+}
+
+/// Writes the newest [`EVENTS_SHOWN`] events about the pod itself.
+pub(super) fn event_lines(out: &mut String, events: &[EventLine], pod: &Pod) {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let mut events: Vec<&EventLine> = events.iter().filter(|e| e.object == name).collect();
     events.sort_by_key(|e| std::cmp::Reverse(e.time));
     for event in events.iter().take(EVENTS_SHOWN) {
         let _ = writeln!(out, "  {}", event_line(event));
     }
-    match (&node, phase.as_str()) {
+}
+
+/// Writes `why: ...` for a pod that waits: `pending()` while not scheduled, the kubelet's part
+/// once scheduled and still `Pending`; nothing for a pod past that.
+pub(super) fn why_line(
+    out: &mut String,
+    node: Option<&str>,
+    phase: &str,
+    pending: impl FnOnce() -> String,
+) {
+    match (node, phase) {
         (None, _) => {
-            let _ = writeln!(out, "why: {}", why_pending(facts, uid));
+            let _ = writeln!(out, "why: {}", pending());
         }
         (Some(node), "Pending") => {
             let _ = writeln!(
@@ -438,7 +483,6 @@ pub fn report(facts: &Facts, driver_name: &str) -> String {
         }
         _ => {}
     }
-    out
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@
 pub mod admin_access;
 mod admin_sync;
 pub mod cordon;
-mod explain;
+pub mod explain;
 pub mod health;
 pub mod mapping;
 mod sync;

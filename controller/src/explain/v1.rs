@@ -1,0 +1,115 @@
+//! Reading the facts of `dra-ledger explain pod` from a `resource.k8s.io/v1` cluster: the pod
+//! (as served, so that fields newer than the typed model, `extendedResourceClaimStatus` and the
+//! containers' `allocatedResourcesStatus`, are read too), its v1 ResourceClaims, our driver's
+//! ResourceSlices, the DeviceTaintRules, the DeviceClasses and the events about the pod and its
+//! claims. All I/O; the text is [`super::report_v1`]'s.
+
+use dra_types::resource_v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::{Api, Client};
+
+use super::report::{EventLine, PodClaimFacts};
+use super::report_v1::{DeviceHealthLine, V1Facts};
+use super::{api_error, claim_name, ExplainError};
+
+/// The pod claim name the report gives the scheduler-made extended-resource claim.
+pub const EXTENDED_POD_CLAIM: &str = "extended resources";
+
+/// Reads the facts about pod `namespace/name` from a v1 cluster; `driver` picks the slices.
+pub async fn gather_v1(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    driver: &str,
+) -> Result<V1Facts, ExplainError> {
+    let raw: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &ApiResource::erase::<Pod>(&()));
+    let served = raw
+        .get_opt(name)
+        .await
+        .map_err(api_error(format!("pod {namespace}/{name}")))?
+        .ok_or_else(|| ExplainError::NotFound(format!("{namespace}/{name}")))?;
+    let value = serde_json::to_value(&served).unwrap_or_default();
+    let pod: Pod =
+        serde_json::from_value(value.clone()).map_err(|source| ExplainError::Decode {
+            what: format!("pod {namespace}/{name}"),
+            source,
+        })?;
+    let claims_api: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
+    let mut entries: Vec<(String, Option<String>, bool)> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.resource_claims.iter().flatten())
+        .map(|entry| {
+            let from_template = entry
+                .source
+                .as_ref()
+                .is_some_and(|s| s.resource_claim_template_name.is_some());
+            (entry.name.clone(), claim_name(&pod, entry), from_template)
+        })
+        .collect();
+    if let Some(extended) =
+        value["status"]["extendedResourceClaimStatus"]["resourceClaimName"].as_str()
+    {
+        entries.push((
+            EXTENDED_POD_CLAIM.to_owned(),
+            Some(extended.to_owned()),
+            false,
+        ));
+    }
+    let mut claims = Vec::new();
+    for (pod_claim, claim_name, from_template) in entries {
+        let claim = match &claim_name {
+            Some(claim_name) => claims_api
+                .get_opt(claim_name)
+                .await
+                .map_err(api_error(format!("claim {namespace}/{claim_name}")))?,
+            None => None,
+        };
+        claims.push(PodClaimFacts {
+            pod_claim,
+            claim_name,
+            from_template,
+            claim,
+        });
+    }
+    let slices = Api::<ResourceSlice>::all(client.clone())
+        .list(&ListParams::default().fields(&format!("spec.driver={driver}")))
+        .await
+        .map_err(api_error("ResourceSlices"))?
+        .items;
+    let rules = Api::<DeviceTaintRule>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("DeviceTaintRules"))?
+        .items;
+    let classes = Api::<DeviceClass>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("DeviceClasses"))?
+        .items;
+    let mut subjects: Vec<String> = vec![name.to_owned()];
+    subjects.extend(claims.iter().filter_map(|c| c.claim_name.clone()));
+    let events = Api::<Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error(format!("events of {namespace}")))?
+        .items
+        .into_iter()
+        .filter_map(|e| EventLine::of(&e, &subjects))
+        .collect();
+    Ok(V1Facts {
+        health: DeviceHealthLine::of_pod(&value),
+        pod,
+        claims,
+        slices: slices
+            .into_iter()
+            .filter(|s| s.spec.driver == driver)
+            .collect(),
+        rules,
+        classes,
+        events,
+    })
+}
