@@ -103,39 +103,36 @@ fn claim_line(entry: &PodClaimFacts<ResourceClaim>, facts: &V1Facts, driver: &st
         return missing_claim_line(entry);
     };
     let mut line = claim_label(entry);
-    match claim.status.as_ref().and_then(|s| s.allocation.as_ref()) {
-        Some(allocation) => {
-            let ours: Vec<_> = allocation
-                .devices
-                .results
-                .iter()
-                .filter(|r| r.driver == driver)
-                .collect();
-            match ours.first() {
-                Some(first) => {
-                    let devices: Vec<&str> = ours.iter().map(|r| r.device.as_str()).collect();
-                    let node = node_of(&facts.slices, &first.pool);
-                    let _ = write!(line, ": allocated on {node}: {}", devices.join(", "));
-                }
-                None => line.push_str(": allocated by another driver"),
+    if let Some(allocation) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) {
+        let ours: Vec<_> = allocation
+            .devices
+            .results
+            .iter()
+            .filter(|r| r.driver == driver)
+            .collect();
+        match ours.first() {
+            Some(first) => {
+                let devices: Vec<&str> = ours.iter().map(|r| r.device.as_str()).collect();
+                let node = node_of(&facts.slices, &first.pool);
+                let _ = write!(line, ": allocated on {node}: {}", devices.join(", "));
             }
-            let reserved: Vec<&str> = claim
-                .status
-                .iter()
-                .flat_map(|s| &s.reserved_for)
-                .map(|r| r.name.as_str())
-                .collect();
-            if reserved.is_empty() {
-                line.push_str("; reserved for nobody");
-            } else {
-                let _ = write!(line, "; reserved for {}", reserved.join(", "));
-            }
+            None => line.push_str(": allocated by another driver"),
         }
-        None => {
-            let classes: BTreeSet<&str> = alternatives(claim).map(|(class, _)| class).collect();
-            let classes: Vec<&str> = classes.into_iter().collect();
-            let _ = write!(line, ": not allocated (class {})", classes.join(", "));
+        let reserved: Vec<&str> = claim
+            .status
+            .iter()
+            .flat_map(|s| &s.reserved_for)
+            .map(|r| r.name.as_str())
+            .collect();
+        if reserved.is_empty() {
+            line.push_str("; reserved for nobody");
+        } else {
+            let _ = write!(line, "; reserved for {}", reserved.join(", "));
         }
+    } else {
+        let classes: BTreeSet<&str> = alternatives(claim).map(|(class, _)| class).collect();
+        let classes: Vec<&str> = classes.into_iter().collect();
+        let _ = write!(line, ": not allocated (class {})", classes.join(", "));
     }
     if claim.metadata.deletion_timestamp.is_some() {
         line.push_str("; being deleted");

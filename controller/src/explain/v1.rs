@@ -12,10 +12,42 @@ use kube::{Api, Client};
 
 use super::report::{EventLine, PodClaimFacts};
 use super::report_v1::{DeviceHealthLine, V1Facts};
-use super::{api_error, claim_name, ExplainError};
+use super::{api_error, ExplainError};
 
 /// The pod claim name the report gives the scheduler-made extended-resource claim.
 pub const EXTENDED_POD_CLAIM: &str = "extended resources";
+
+/// The pod's claims as served (the 1.31+ shape of `spec.resourceClaims`, which the typed 1.30
+/// model does not read): per entry its name, the claim's name (named, or recorded in
+/// `status.resourceClaimStatuses` for a template; `None` before that) and whether a template
+/// makes it; then the extended-resource claim of `status.extendedResourceClaimStatus`.
+pub fn pod_claims(pod: &serde_json::Value) -> Vec<(String, Option<String>, bool)> {
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+    let recorded = |name: &str| {
+        pod["status"]["resourceClaimStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["name"].as_str() == Some(name))
+            .and_then(|s| text(&s["resourceClaimName"]))
+    };
+    let mut out: Vec<(String, Option<String>, bool)> = pod["spec"]["resourceClaims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|entry| {
+            let name = text(&entry["name"]).unwrap_or_default();
+            let template = entry["resourceClaimTemplateName"].is_string();
+            let claim = text(&entry["resourceClaimName"]).or_else(|| recorded(&name));
+            (name, claim, template)
+        })
+        .collect();
+    if let Some(extended) = text(&pod["status"]["extendedResourceClaimStatus"]["resourceClaimName"])
+    {
+        out.push((EXTENDED_POD_CLAIM.to_owned(), Some(extended), false));
+    }
+    out
+}
 
 /// Reads the facts about pod `namespace/name` from a v1 cluster; `driver` picks the slices.
 pub async fn gather_v1(
@@ -38,27 +70,7 @@ pub async fn gather_v1(
             source,
         })?;
     let claims_api: Api<ResourceClaim> = Api::namespaced(client.clone(), namespace);
-    let mut entries: Vec<(String, Option<String>, bool)> = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.resource_claims.iter().flatten())
-        .map(|entry| {
-            let from_template = entry
-                .source
-                .as_ref()
-                .is_some_and(|s| s.resource_claim_template_name.is_some());
-            (entry.name.clone(), claim_name(&pod, entry), from_template)
-        })
-        .collect();
-    if let Some(extended) =
-        value["status"]["extendedResourceClaimStatus"]["resourceClaimName"].as_str()
-    {
-        entries.push((
-            EXTENDED_POD_CLAIM.to_owned(),
-            Some(extended.to_owned()),
-            false,
-        ));
-    }
+    let entries = pod_claims(&value);
     let mut claims = Vec::new();
     for (pod_claim, claim_name, from_template) in entries {
         let claim = match &claim_name {

@@ -7,6 +7,8 @@
 //!   the pod already running on the device shows it `Unhealthy` with the message in
 //!   `status.containerStatuses[].allocatedResourcesStatus` (the kubelet's health stream); marking
 //!   the devices healthy again takes the taints off and the pod's status back to `Healthy`.
+//!   `dra-ledger explain pod`, run as a process, names the tainted devices with their reason as
+//!   why the waiting pod waits, and the running pod's unhealthy device.
 //! - 1.30: the marked device leaves the node's `ResourceSlice` (the agent withholds it from the
 //!   resource stream) and comes back when healthy.
 //!
@@ -92,6 +94,62 @@ async fn health_taints(v1: &ClusterV1, node: &str) -> Vec<(String, Value)> {
 async fn allocated_status(v1: &ClusterV1, name: &str) -> Value {
     let pod = v1.pods().get(name).await.unwrap();
     pod.data["status"]["containerStatuses"][0]["allocatedResourcesStatus"].clone()
+}
+
+/// The output of `dra-ledger explain pod default/<name>` run as a process against the cluster
+/// (a kubeconfig written into `dir`, the API chosen by discovery).
+async fn explain(v1: &ClusterV1, dir: &Path, name: &str) -> String {
+    let kubeconfig = dir.join("explain-kubeconfig");
+    v1.cluster.server().write_kubeconfig(&kubeconfig).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_dra-ledger"))
+        .args([
+            "explain",
+            "pod",
+            &format!("default/{name}"),
+            "--driver-name",
+            DRIVER,
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .await
+        .expect("dra-ledger runs");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    text
+}
+
+/// `explain pod` names node-0's tainted devices with their reason as why pod `waiting` waits,
+/// and the unhealthy device the kubelet reports for pod `running`.
+async fn explains_the_waiting_and_the_running_pod(v1: &ClusterV1, dir: &Path) {
+    let text = explain(v1, dir, "waiting").await;
+    let why = text
+        .lines()
+        .find(|l| l.starts_with("why: "))
+        .unwrap_or_default();
+    for device in ["gpu-0", "gpu-1"] {
+        let named = format!("{device} on node-0 is unhealthy (Marked since ");
+        assert!(why.contains(&named), "{text}");
+    }
+    assert!(
+        why.contains(&format!("taint {DRIVER}/unhealthy:NoSchedule")),
+        "{text}"
+    );
+    assert!(why.contains("cannot allocate all claims"), "{text}");
+    let text = explain(v1, dir, "running").await;
+    assert!(
+        text.starts_with("pod default/running: Running on node-0\n"),
+        "{text}"
+    );
+    assert!(text.contains(": Unhealthy: fan failed"), "{text}");
+    assert!(
+        text.contains("health: the kubelet reports device "),
+        "{text}"
+    );
 }
 
 /// A pod `name` asking for one device of class `gpu` through its own claim, tolerating the
@@ -190,6 +248,7 @@ async fn on_1_37_an_unhealthy_device_is_tainted_avoided_tolerated_reported_and_r
     let note = v1.failed_scheduling("default", "waiting").await;
     assert!(note.contains("cannot allocate all claims"), "{note}");
     assert_eq!(v1.node_of("waiting").await, None);
+    explains_the_waiting_and_the_running_pod(&v1, dir.path()).await;
     pod_for_class(&v1, "tolerant", true).await;
     eventually("the tolerant pod placed on node-0", WAIT, || async {
         v1.node_of("tolerant").await.as_deref() == Some("node-0")

@@ -17,7 +17,7 @@ fn pod(node: Option<&str>, phase: &str) -> Pod {
     .unwrap()
 }
 
-fn claim(tolerations: Value, allocated_on: Option<&str>) -> ResourceClaim {
+fn claim(tolerations: &Value, allocated_on: Option<&str>) -> ResourceClaim {
     let mut claim = json!({
         "metadata": {"name": "c1", "namespace": "ns"},
         "spec": {"devices": {"requests": [{"name": "r",
@@ -33,7 +33,7 @@ fn claim(tolerations: Value, allocated_on: Option<&str>) -> ResourceClaim {
     serde_json::from_value(claim).unwrap()
 }
 
-fn slice(node: &str, devices: Value) -> ResourceSlice {
+fn slice(node: &str, devices: &Value) -> ResourceSlice {
     serde_json::from_value(json!({
         "metadata": {"name": format!("{node}-slice")},
         "spec": {"driver": DRIVER, "nodeName": node,
@@ -89,8 +89,8 @@ fn why(report: &str) -> &str {
 fn a_waiting_claim_names_the_unhealthy_device_with_reason_since_and_taint() {
     let facts = facts(
         pod(None, "Pending"),
-        claim(json!([]), None),
-        vec![slice("node-a", unhealthy_device())],
+        claim(&json!([]), None),
+        vec![slice("node-a", &unhealthy_device())],
     );
     let text = report_v1(&facts, DRIVER);
     assert!(
@@ -114,10 +114,10 @@ fn a_waiting_claim_names_the_unhealthy_device_with_reason_since_and_taint() {
 fn a_tolerated_taint_and_a_none_taint_are_not_named_and_the_scheduler_has_the_word() {
     let tolerating = json!([{"key": format!("{DRIVER}/unhealthy"), "operator": "Exists"}]);
     let devices = json!([{"name": "gpu-2", "taints": [{"key": "x", "effect": "None"}]}]);
-    let mut slices = vec![slice("node-a", unhealthy_device())];
-    slices.push(slice("node-b", devices));
+    let mut slices = vec![slice("node-a", &unhealthy_device())];
+    slices.push(slice("node-b", &devices));
     let text = report_v1(
-        &facts(pod(None, "Pending"), claim(tolerating, None), slices),
+        &facts(pod(None, "Pending"), claim(&tolerating, None), slices),
         DRIVER,
     );
     assert_eq!(
@@ -132,8 +132,8 @@ fn a_cordon_rule_and_another_taint_name_their_devices_and_the_rule() {
         {"key": "example.com/maintenance", "value": "bios", "effect": "NoExecute"}]}]);
     let mut facts = facts(
         pod(None, "Pending"),
-        claim(json!([]), None),
-        vec![slice("node-b", devices)],
+        claim(&json!([]), None),
+        vec![slice("node-b", &devices)],
     );
     facts.rules.push(
         serde_json::from_value(json!({"metadata": {"name": "cordon.node-b.gpu-3"},
@@ -159,8 +159,8 @@ fn a_cordon_rule_and_another_taint_name_their_devices_and_the_rule() {
 fn a_claim_of_another_drivers_class_names_no_device_of_ours() {
     let mut facts = facts(
         pod(None, "Pending"),
-        claim(json!([]), None),
-        vec![slice("node-a", unhealthy_device())],
+        claim(&json!([]), None),
+        vec![slice("node-a", &unhealthy_device())],
     );
     facts.classes.clear();
     assert!(!why(&report_v1(&facts, DRIVER)).contains("gpu-1"));
@@ -168,7 +168,7 @@ fn a_claim_of_another_drivers_class_names_no_device_of_ours() {
 
 #[test]
 fn the_ledgers_not_allocated_event_on_the_claim_is_quoted() {
-    let mut facts = facts(pod(None, "Pending"), claim(json!([]), None), Vec::new());
+    let mut facts = facts(pod(None, "Pending"), claim(&json!([]), None), Vec::new());
     facts.events.push(EventLine {
         time: None,
         kind: "ResourceClaim".into(),
@@ -190,7 +190,7 @@ fn a_running_pod_shows_its_allocation_and_the_unhealthy_device_the_kubelet_repor
              "message": "XidCritical"}]}]}]}});
     let mut facts = facts(
         pod(Some("node-a"), "Running"),
-        claim(json!([]), Some("node-a")),
+        claim(&json!([]), Some("node-a")),
         Vec::new(),
     );
     facts.health = DeviceHealthLine::of_pod(&served);
@@ -215,13 +215,13 @@ fn a_running_pod_shows_its_allocation_and_the_unhealthy_device_the_kubelet_repor
 
 #[test]
 fn the_extended_resource_claim_and_a_missing_claim_get_their_lines() {
-    let mut facts = facts(pod(None, "Pending"), claim(json!([]), None), Vec::new());
+    let mut facts = facts(pod(None, "Pending"), claim(&json!([]), None), Vec::new());
     facts.claims[0].claim = None;
     facts.claims.push(PodClaimFacts {
         pod_claim: super::super::EXTENDED_POD_CLAIM.into(),
         claim_name: Some("p-extended-resources-x".into()),
         from_template: false,
-        claim: Some(claim(json!([]), Some("node-a"))),
+        claim: Some(claim(&json!([]), Some("node-a"))),
     });
     let text = report_v1(&facts, DRIVER);
     assert!(
@@ -235,5 +235,30 @@ fn the_extended_resource_claim_and_a_missing_claim_get_their_lines() {
     assert!(
         why(&text).contains("ResourceClaim ns/c1 does not exist"),
         "{text}"
+    );
+}
+
+#[test]
+fn the_served_pods_claims_are_read_named_from_a_template_and_extended() {
+    let served = json!({
+        "spec": {"resourceClaims": [
+            {"name": "gpu", "resourceClaimName": "c1"},
+            {"name": "t", "resourceClaimTemplateName": "tpl"},
+            {"name": "u", "resourceClaimTemplateName": "tpl"}]},
+        "status": {"resourceClaimStatuses": [{"name": "t", "resourceClaimName": "p-t-abc"}],
+            "extendedResourceClaimStatus": {"resourceClaimName": "p-extended-resources-x"}}
+    });
+    assert_eq!(
+        super::super::v1::pod_claims(&served),
+        vec![
+            ("gpu".to_owned(), Some("c1".to_owned()), false),
+            ("t".to_owned(), Some("p-t-abc".to_owned()), true),
+            ("u".to_owned(), None, true),
+            (
+                "extended resources".to_owned(),
+                Some("p-extended-resources-x".to_owned()),
+                false
+            ),
+        ]
     );
 }
