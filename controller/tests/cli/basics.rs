@@ -31,6 +31,7 @@ fn every_subcommand_documents_its_flags_and_defaults() {
                 "NAMESPACE/NAME",
                 "--kubeconfig",
                 "--driver-name",
+                "--dra-api",
                 "why: ...",
             ],
         ),
