@@ -8,6 +8,8 @@
 //!   node or on the best node by policy.
 //! - [`ledger`]: the redb-backed [`ledger::Ledger`] with its intent journal; it owns all storage
 //!   and wraps the pure logic (the file format is described in `docs/ledger.md`).
+//! - [`usage`]: pure usage accounting over holder intervals (device-seconds, claims and peak
+//!   devices per namespace, node, model or claim inside a window).
 //! - [`handle`]: the resource handle data the controller writes and the node agent reads.
 //! - [`failpoint`]: named pause points for crash tests, compiled in only with the `failpoints`
 //!   feature.
@@ -15,7 +17,7 @@
 //! Each module's own `//!` doc says what its files own. `examples/ledger_basics.rs` shows the
 //! ledger used through this API.
 //!
-//! `model` and `fit` perform no I/O and must not depend on redb, tokio or kube (nor on
+//! `model`, `fit` and `usage` perform no I/O and must not depend on redb, tokio or kube (nor on
 //! `ledger`); for the same input they return the same answer.
 
 pub mod failpoint;
@@ -23,3 +25,4 @@ pub mod fit;
 pub mod handle;
 pub mod ledger;
 pub mod model;
+pub mod usage;
