@@ -12,7 +12,7 @@ use redb::{
 use crate::backend::MemoryCopy;
 use crate::meta::{read_meta, set_schema_version};
 use crate::{
-    v1, v2, v3, FileInfo, MigrationError, Result, CURRENT_SCHEMA_VERSION, META,
+    v1, v2, v3, v4, FileInfo, MigrationError, Result, CURRENT_SCHEMA_VERSION, META,
     OLDEST_SUPPORTED_SCHEMA_VERSION,
 };
 
@@ -40,6 +40,10 @@ const STEPS: &[Step] = &[
     Step {
         from: 2,
         apply: v3::from_v2,
+    },
+    Step {
+        from: 3,
+        apply: v4::from_v3,
     },
 ];
 
@@ -218,6 +222,8 @@ pub fn copy_current_tables(source: &ReadTransaction, target: &WriteTransaction) 
     copy_table(source, target, v1::AUDIT)?;
     copy_table(source, target, v2::ADMIN_ACCESS)?;
     copy_table(source, target, v3::DEVICE_HEALTH)?;
+    copy_table(source, target, v4::HISTORY)?;
+    copy_table(source, target, v4::HISTORY_DEVICES)?;
     Ok(())
 }
 

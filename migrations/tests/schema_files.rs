@@ -213,7 +213,7 @@ fn v1_fixture_migrates_to_the_current_version_after_a_backup_with_empty_new_tabl
 }
 
 #[test]
-fn v2_fixture_migrates_to_version_3_after_a_backup_keeping_its_admin_access() {
+fn v2_fixture_migrates_to_the_current_version_after_a_backup_keeping_its_admin_access() {
     use dra_migrations::{v2, v3};
     use redb::{ReadableDatabase, ReadableTableMetadata};
     let dir = tempfile::tempdir().unwrap();
@@ -228,7 +228,7 @@ fn v2_fixture_migrates_to_version_3_after_a_backup_keeping_its_admin_access() {
         outcome,
         MigrateOutcome::Migrated {
             from: 2,
-            to: 3,
+            to: CURRENT_SCHEMA_VERSION,
             backup: backup_path(&path, 2),
         }
     );
@@ -239,24 +239,95 @@ fn v2_fixture_migrates_to_version_3_after_a_backup_keeping_its_admin_access() {
     assert_eq!(txn.open_table(v3::DEVICE_HEALTH).unwrap().len().unwrap(), 0);
 }
 
+/// The postcard bytes of a history record opening an interval, as the v3 to v4 step writes them.
+fn open_interval(
+    node: &str,
+    device: &str,
+    uid: &str,
+    namespace: &str,
+    name: &str,
+    from: u64,
+) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    enum Entry<'a> {
+        Held(&'a str, &'a str, &'a str, u64, Option<u64>, Option<u32>),
+    }
+    postcard::to_allocvec(&(
+        node,
+        device,
+        Entry::Held(uid, namespace, name, from, None, None),
+    ))
+    .unwrap()
+}
+
 #[test]
-fn v3_fixture_is_a_current_ledger_that_migrates_without_backup() {
+fn v3_fixture_migrates_to_version_4_opening_an_interval_per_allocated_device() {
+    use dra_migrations::{v1, v4};
+    use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger-v3.redb");
     fs::copy(fixture("ledger-v3.redb"), &path).unwrap();
     let before = fs::read(&path).unwrap();
 
     assert_eq!(inspect(&path).unwrap().schema_version, 3);
+    let outcome = migrate(&path).unwrap();
+
+    assert_eq!(
+        outcome,
+        MigrateOutcome::Migrated {
+            from: 3,
+            to: 4,
+            backup: backup_path(&path, 3),
+        }
+    );
+    assert_eq!(fs::read(backup_path(&path, 3)).unwrap(), before);
+    let db = Database::open(&path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let history = txn.open_table(v4::HISTORY).unwrap();
+    let index = txn.open_table(v4::HISTORY_DEVICES).unwrap();
+    // claim-confirmed (2 devices), claim-pending, claim-shared-1, claim-shared-2, claim-imported.
+    assert_eq!(history.len().unwrap(), 6);
+    assert_eq!(index.len().unwrap(), 6);
+    // The first allocation by UID is claim-confirmed: its devices come first, from its creation.
+    let first = history
+        .get(1_u64.to_be_bytes().as_slice())
+        .unwrap()
+        .unwrap();
+    let allocations = txn.open_table(v1::ALLOCATIONS).unwrap();
+    let (uid, _) = allocations.first().unwrap().unwrap();
+    assert_eq!(uid.value(), b"claim-confirmed");
+    assert_eq!(
+        first.value(),
+        open_interval(
+            "node-a",
+            "gpu-1",
+            "claim-confirmed",
+            "default",
+            "claim-claim-confirmed",
+            1_700_000_008_000
+        )
+        .as_slice()
+    );
+}
+
+#[test]
+fn v4_fixture_is_a_current_ledger_that_migrates_without_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger-v4.redb");
+    fs::copy(fixture("ledger-v4.redb"), &path).unwrap();
+    let before = fs::read(&path).unwrap();
+
+    assert_eq!(inspect(&path).unwrap().schema_version, 4);
     assert_eq!(migrate(&path).unwrap(), MigrateOutcome::Current);
-    assert!(!backup_path(&path, 3).exists());
+    assert!(!backup_path(&path, 4).exists());
     assert_eq!(fs::read(&path).unwrap(), before);
 }
 
 #[test]
-fn copy_of_v3_fixture_holds_every_table_entry() {
+fn copy_of_v4_fixture_holds_every_table_entry() {
     use redb::{ReadableDatabase, ReadableTableMetadata};
     let dir = tempfile::tempdir().unwrap();
-    let source = redb::ReadOnlyDatabase::open(fixture("ledger-v3.redb")).unwrap();
+    let source = redb::ReadOnlyDatabase::open(fixture("ledger-v4.redb")).unwrap();
     let target_path = dir.path().join("copy.redb");
     let target = Database::create(&target_path).unwrap();
     let snapshot = source.begin_read().unwrap();
@@ -267,7 +338,7 @@ fn copy_of_v3_fixture_holds_every_table_entry() {
 
     let copy = target.begin_read().unwrap();
     let lengths = |txn: &redb::ReadTransaction| {
-        use dra_migrations::{v1, v2, v3};
+        use dra_migrations::{v1, v2, v3, v4};
         [
             txn.open_table(v1::DEVICES).unwrap().len().unwrap(),
             txn.open_table(v1::ALLOCATIONS).unwrap().len().unwrap(),
@@ -277,6 +348,8 @@ fn copy_of_v3_fixture_holds_every_table_entry() {
             txn.open_table(v1::AUDIT).unwrap().len().unwrap(),
             txn.open_table(v2::ADMIN_ACCESS).unwrap().len().unwrap(),
             txn.open_table(v3::DEVICE_HEALTH).unwrap().len().unwrap(),
+            txn.open_table(v4::HISTORY).unwrap().len().unwrap(),
+            txn.open_table(v4::HISTORY_DEVICES).unwrap().len().unwrap(),
         ]
     };
     let expected = lengths(&snapshot);
@@ -287,6 +360,6 @@ fn copy_of_v3_fixture_holds_every_table_entry() {
     assert_eq!(lengths(&copy), expected);
     assert_eq!(
         dra_migrations::read_meta(&copy, &target_path).unwrap(),
-        inspect(&fixture("ledger-v3.redb")).unwrap()
+        inspect(&fixture("ledger-v4.redb")).unwrap()
     );
 }

@@ -1,6 +1,7 @@
 //! The durable ledger: one redb file holding the device inventory, the allocations keyed by claim
-//! UID, the admin-access claims apart from them, device health, the intent journal and the audit
-//! log (tables and their invariants in [`tables`]).
+//! UID, the admin-access claims apart from them, device health, the intent journal, the audit
+//! log and the history of every device's holders and events (tables and their invariants in
+//! [`tables`]).
 //!
 //! Writes go through one writer thread with group commit (see `writer`): every write method
 //! blocks until the durable commit that carries it, so an allocation returned to the caller is
@@ -13,6 +14,7 @@
 pub mod admin_access;
 mod error;
 pub mod health;
+pub mod history;
 mod inventory;
 mod open;
 mod ops;
@@ -34,6 +36,7 @@ use redb::{Database, ReadTransaction, ReadableDatabase};
 pub use admin_access::{AdminAccess, AdminAccessChange, AdminAccessQuery, AdminAccessRequest};
 pub use error::{LedgerError, Result};
 pub use health::{DeviceHealth, HealthChange, UnhealthyDevice};
+pub use history::{DeviceEvent, DeviceEventKind, DeviceHistory};
 pub use stats::{CommitHook, CommitSample, CommitStats, RECENT_COMMITS};
 pub use store::{system_clock, Clock};
 pub use types::{
@@ -48,6 +51,7 @@ use writer::WriterHandle;
 
 use crate::fit::{self, NamedRequest, Reservations, UnsuitableNode};
 use crate::model::{Device, EffectiveRequest};
+use crate::usage::HolderInterval;
 
 /// How a ledger is opened.
 #[derive(Clone)]
@@ -58,6 +62,9 @@ pub struct LedgerOptions {
     pub audit_retention: u64,
     /// Resolved journal entries kept; open intents are never pruned (at least 1).
     pub intent_retention: u64,
+    /// How long history is kept: holder intervals that ended and device events older than this
+    /// are pruned, a bounded number per commit. Intervals still open are never pruned.
+    pub history_retention: std::time::Duration,
     /// Most operations in one commit.
     pub max_batch: usize,
     /// How long a deferred write ([`Ledger::confirm_deferred`]) waits for other writes to be
@@ -73,6 +80,10 @@ pub struct LedgerOptions {
     pub commit_guard: Option<CommitGuard>,
 }
 
+/// The default of [`LedgerOptions::history_retention`]: 90 days.
+pub const DEFAULT_HISTORY_RETENTION: std::time::Duration =
+    std::time::Duration::from_secs(90 * 24 * 3600);
+
 /// See [`LedgerOptions::commit_guard`]: `Ok(())` lets a commit proceed, `Err(refusal)` refuses it.
 pub type CommitGuard = Arc<dyn Fn() -> std::result::Result<(), CommitRefusal> + Send + Sync>;
 
@@ -86,6 +97,7 @@ impl Default for LedgerOptions {
             clock: system_clock(),
             audit_retention: 100_000,
             intent_retention: 100_000,
+            history_retention: DEFAULT_HISTORY_RETENTION,
             max_batch: 256,
             defer_limit: std::time::Duration::from_millis(50),
             cache_bytes: 16 * 1024 * 1024,
@@ -100,6 +112,7 @@ impl std::fmt::Debug for LedgerOptions {
         f.debug_struct("LedgerOptions")
             .field("audit_retention", &self.audit_retention)
             .field("intent_retention", &self.intent_retention)
+            .field("history_retention", &self.history_retention)
             .field("max_batch", &self.max_batch)
             .field("defer_limit", &self.defer_limit)
             .field("cache_bytes", &self.cache_bytes)
@@ -419,6 +432,25 @@ impl Ledger {
     /// Audit entries with a sequence number above `after`, at most `limit`.
     pub fn audit_since(&self, after: u64, limit: usize) -> Result<Vec<AuditEntry>> {
         views::audit_since(&self.read()?, after, limit)
+    }
+
+    /// Every holder interval that overlaps `[from_ms, to_ms)` (unix milliseconds), oldest first,
+    /// each with its device's `model` attribute where the ledger still records the device: the
+    /// input of [`crate::usage::usage`].
+    pub fn holder_intervals(&self, from_ms: u64, to_ms: u64) -> Result<Vec<HolderInterval>> {
+        history::intervals(&self.read()?, from_ms, to_ms)
+    }
+
+    /// The holders and events of `device` on `node` inside `[from_ms, to_ms)`, oldest first;
+    /// `None` when the ledger has no history of the device at all.
+    pub fn device_history(
+        &self,
+        node: &str,
+        device: &str,
+        from_ms: u64,
+        to_ms: u64,
+    ) -> Result<Option<DeviceHistory>> {
+        history::device_history(&self.read()?, node, device, from_ms, to_ms)
     }
 
     /// Device totals and per attribute value, with claim and pending counts.

@@ -139,10 +139,13 @@ fn start(
         inventory: Inventory::new(),
         next_intent: 1,
         next_audit: 1,
+        next_history: 1,
         clock: options.clock,
+        last_now: std::cell::Cell::new(0),
         retention: Retention {
             audit: options.audit_retention.max(1),
             intents: options.intent_retention.max(1),
+            history_ms: u64::try_from(options.history_retention.as_millis()).unwrap_or(u64::MAX),
         },
     };
     state.reload(&db)?;

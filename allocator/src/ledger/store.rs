@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
 
 use super::records::{Consumer, DeviceRecord, StoredSharing};
-use super::tables::{DeviceKey, Stored, Undecodable, AUDIT, DEVICES, INTENTS};
+use super::tables::{DeviceKey, Stored, Undecodable, AUDIT, DEVICES, HISTORY, INTENTS};
 use super::{LedgerError, Result};
 use crate::fit::{Consumers, DeviceView, Inventory, NodeView, SharedConsumer};
 use crate::model::{Attributes, Device};
@@ -155,19 +155,34 @@ pub(crate) fn load_inventory(txn: &ReadTransaction) -> Result<Inventory> {
     inventory_from(&read_table(txn, DEVICES)?)
 }
 
-/// The next intent id and audit sequence number of a committed snapshot.
-pub(crate) fn next_sequences(txn: &ReadTransaction) -> Result<(u64, u64)> {
-    let intents = read_table(txn, INTENTS)?;
-    let audit = read_table(txn, AUDIT)?;
-    let next_intent = intents
+/// The next number of each growing sequence of the file.
+pub(crate) struct NextSequences {
+    pub(crate) intent: u64,
+    pub(crate) audit: u64,
+    pub(crate) history: u64,
+}
+
+/// The next intent id, audit sequence number and history sequence number of a committed
+/// snapshot.
+pub(crate) fn next_sequences(txn: &ReadTransaction) -> Result<NextSequences> {
+    let next = |last: Option<u64>| last.map_or(1, |last| last + 1);
+    let intent = read_table(txn, INTENTS)?
         .last()
         .map_err(LedgerError::storage)?
-        .map_or(1, |(key, _)| key.value().0 + 1);
-    let next_audit = audit
+        .map(|(key, _)| key.value().0);
+    let audit = read_table(txn, AUDIT)?
         .last()
         .map_err(LedgerError::storage)?
-        .map_or(1, |(key, _)| key.value().0 + 1);
-    Ok((next_intent, next_audit))
+        .map(|(key, _)| key.value().0);
+    let history = read_table(txn, HISTORY)?
+        .last()
+        .map_err(LedgerError::storage)?
+        .map(|(key, _)| key.value().0);
+    Ok(NextSequences {
+        intent: next(intent),
+        audit: next(audit),
+        history: next(history),
+    })
 }
 
 /// How many entries a table holds.

@@ -2,7 +2,7 @@
 //!
 //! Stored table names and type names are file format: they are never renamed (a changed table gets
 //! a `_v2` name and a migration in `dra-migrations`). The names here must equal the frozen schema
-//! copies in `dra_migrations::v1` to `v3`; tests compare them. Owns no ledger logic.
+//! copies in `dra_migrations::v1` to `v4`; tests compare them. Owns no ledger logic.
 
 use std::cmp::Ordering;
 use std::fmt::Debug;
@@ -12,6 +12,7 @@ use redb::{Key, TableDefinition, TypeName, Value};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::history::HistoryRecord;
 use super::records::{
     AdminAccessRecord, AllocationRecord, AuditRecord, DeviceHealthRecord, DeviceRecord,
     IntentRecord,
@@ -64,6 +65,17 @@ pub const ADMIN_ACCESS: TableDefinition<ClaimUid, Stored<AdminAccessRecord>> =
 pub const DEVICE_HEALTH: TableDefinition<DeviceKey, Stored<DeviceHealthRecord>> =
     TableDefinition::new("device_health");
 
+/// Holder intervals and device events (schema version 4) by a sequence number that only grows.
+/// Invariant: one entry of [`HISTORY_DEVICES`] per record, under the record's device; a device
+/// holder has at most one open interval (no end) per claim, and only while the claim's allocation
+/// names the device; closed intervals and events are pruned by age.
+pub const HISTORY: TableDefinition<HistorySeq, Stored<HistoryRecord>> =
+    TableDefinition::new("history");
+
+/// Index of [`HISTORY`] by device (schema version 4). Invariant: agrees exactly with it.
+pub const HISTORY_DEVICES: TableDefinition<HistoryDeviceKey, ()> =
+    TableDefinition::new("history_devices");
+
 /// Creates every table that does not exist yet (a new or just-migrated file).
 pub(crate) fn create_all(txn: &redb::WriteTransaction) -> super::Result<()> {
     let storage = super::LedgerError::storage;
@@ -76,6 +88,8 @@ pub(crate) fn create_all(txn: &redb::WriteTransaction) -> super::Result<()> {
     txn.open_table(AUDIT).map_err(storage)?;
     txn.open_table(ADMIN_ACCESS).map_err(storage)?;
     txn.open_table(DEVICE_HEALTH).map_err(storage)?;
+    txn.open_table(HISTORY).map_err(storage)?;
+    txn.open_table(HISTORY_DEVICES).map_err(storage)?;
     Ok(())
 }
 
@@ -326,9 +340,38 @@ pub struct AuditSeq(pub u64);
 
 sequence_key!(AuditSeq, "dra_ledger::AuditSeq@v1");
 
+/// The sequence number of a history record; numbers only grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HistorySeq(pub u64);
+
+sequence_key!(HistorySeq, "dra_ledger::HistorySeq@v1");
+
+/// Node, a zero byte, device, a zero byte, the big-endian history sequence number: one device's
+/// history is one key range, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HistoryDeviceKey(Vec<u8>);
+
+impl HistoryDeviceKey {
+    /// The key of history record `seq` of `device` on `node`.
+    pub fn new(node: &str, device: &str, seq: HistorySeq) -> Self {
+        let mut bytes = DeviceKey::new(node, device).0;
+        bytes.push(0);
+        bytes.extend_from_slice(&seq.0.to_be_bytes());
+        HistoryDeviceKey(bytes)
+    }
+
+    /// The sequence number part.
+    pub fn seq(&self) -> HistorySeq {
+        let tail = self.0.len().saturating_sub(8);
+        <HistorySeq as Value>::from_bytes(&self.0[tail..])
+    }
+}
+
+bytes_key!(HistoryDeviceKey, "dra_ledger::HistoryDeviceKey@v1");
+
 #[cfg(test)]
 mod tests {
-    use dra_migrations::{v1, v2, v3};
+    use dra_migrations::{v1, v2, v3, v4};
     use redb::{TableHandle, Value};
 
     use super::*;
@@ -376,6 +419,38 @@ mod tests {
         ];
         assert_eq!(names[..8], v2::TABLE_NAMES);
         assert_eq!(names, v3::TABLE_NAMES);
+    }
+
+    #[test]
+    fn tables_match_the_frozen_v4_schema() {
+        assert_eq!(HISTORY.name(), v4::HISTORY.name());
+        assert_eq!(HISTORY_DEVICES.name(), v4::HISTORY_DEVICES.name());
+        same::<HistorySeq, v4::HistorySeq>();
+        same::<HistoryDeviceKey, v4::HistoryDeviceKey>();
+        same::<Stored<HistoryRecord>, v4::HistoryRecord>();
+        let names = [
+            META.name(),
+            DEVICES.name(),
+            ALLOCATIONS.name(),
+            INTENTS.name(),
+            PENDING_INTENTS.name(),
+            CLAIM_INTENTS.name(),
+            AUDIT.name(),
+            ADMIN_ACCESS.name(),
+            DEVICE_HEALTH.name(),
+            HISTORY.name(),
+            HISTORY_DEVICES.name(),
+        ];
+        assert_eq!(names, v4::TABLE_NAMES);
+    }
+
+    #[test]
+    fn history_keys_order_one_device_by_sequence() {
+        let low = HistoryDeviceKey::new("node-a", "gpu-1", HistorySeq(2));
+        let high = HistoryDeviceKey::new("node-a", "gpu-1", HistorySeq(256));
+        assert!(low < high);
+        assert_eq!(high.seq(), HistorySeq(256));
+        assert!(high < HistoryDeviceKey::new("node-a", "gpu-10", HistorySeq(0)));
     }
 
     #[test]

@@ -1,19 +1,21 @@
 //! Table access inside the writer's transaction: typed get/put/remove, the journal and the audit
 //! log with their retention bounds. Every write of an operation goes through here. The tables are
 //! opened once per batch ([`Tables`]) and shared by all of its operations, and the journal and
-//! the audit log are pruned back to their bounds once per batch ([`Tables::prune`]), after its
+//! the audit log are pruned back to their bounds (and the history by age) once per batch ([`Tables::prune`]), after its
 //! last operation, instead of after every append.
 
 use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
+use super::history::{expired, HistoryRecord};
 use super::records::{
     AdminAccessRecord, AllocationRecord, AuditEvent, AuditRecord, DeviceHealthRecord, DeviceRecord,
     IntentRecord, Resolution,
 };
 use super::store::decoded;
 use super::tables::{
-    AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, IntentId, Stored, ADMIN_ACCESS, ALLOCATIONS,
-    AUDIT, CLAIM_INTENTS, DEVICES, DEVICE_HEALTH, INTENTS, PENDING_INTENTS,
+    AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, HistoryDeviceKey, HistorySeq, IntentId, Stored,
+    ADMIN_ACCESS, ALLOCATIONS, AUDIT, CLAIM_INTENTS, DEVICES, DEVICE_HEALTH, HISTORY,
+    HISTORY_DEVICES, INTENTS, PENDING_INTENTS,
 };
 use super::writer::{Retention, Tx};
 use super::{LedgerError, Result};
@@ -34,6 +36,8 @@ pub(crate) struct Tables<'t> {
     audit: Table<'t, AuditSeq, Stored<AuditRecord>>,
     admin_access: Table<'t, ClaimUid, Stored<AdminAccessRecord>>,
     health: Table<'t, DeviceKey, Stored<DeviceHealthRecord>>,
+    pub(super) history: Table<'t, HistorySeq, Stored<HistoryRecord>>,
+    pub(super) history_devices: Table<'t, HistoryDeviceKey, ()>,
 }
 
 impl<'t> Tables<'t> {
@@ -49,14 +53,26 @@ impl<'t> Tables<'t> {
             audit: txn.open_table(AUDIT).map_err(storage)?,
             admin_access: txn.open_table(ADMIN_ACCESS).map_err(storage)?,
             health: txn.open_table(DEVICE_HEALTH).map_err(storage)?,
+            history: txn.open_table(HISTORY).map_err(storage)?,
+            history_devices: txn.open_table(HISTORY_DEVICES).map_err(storage)?,
         })
     }
 
-    /// Prunes the oldest resolved journal entries (at most [`PRUNE_PER_OPERATION`] per operation
-    /// of the batch) and the oldest audit entries beyond their retention bounds. Called once per
+    /// Prunes the oldest resolved journal entries and the history entries that ended before
+    /// `now_ms` (the batch's last clock reading; 0, no history pruning) less the history retention (each at most [`PRUNE_PER_OPERATION`] per operation
+    /// of the batch), and the oldest audit entries beyond their retention bound. Called once per
     /// batch after its operations, so the bounds hold at every commit.
-    pub(crate) fn prune(&mut self, retention: Retention, operations: usize) -> Result<()> {
-        self.prune_intents(retention.intents, operations.max(1) * PRUNE_PER_OPERATION)?;
+    pub(crate) fn prune(
+        &mut self,
+        retention: Retention,
+        operations: usize,
+        now_ms: u64,
+    ) -> Result<()> {
+        let most = operations.max(1) * PRUNE_PER_OPERATION;
+        self.prune_intents(retention.intents, most)?;
+        if now_ms > 0 {
+            self.prune_history(now_ms.saturating_sub(retention.history_ms), most)?;
+        }
         let mut excess = self
             .audit
             .len()
@@ -65,6 +81,39 @@ impl<'t> Tables<'t> {
         while excess > 0 {
             self.audit.pop_first().map_err(LedgerError::storage)?;
             excess -= 1;
+        }
+        Ok(())
+    }
+
+    /// Removes at most `most` history entries that ended before `cutoff_ms`, oldest first. The
+    /// scan stops at the first entry that started at or after the cutoff (every later one did
+    /// too) and looks at no more than `4 * most` entries, so that intervals still open at the
+    /// front cost a bounded amount per batch.
+    fn prune_history(&mut self, cutoff_ms: u64, most: usize) -> Result<()> {
+        let mut doomed = Vec::new();
+        for entry in self
+            .history
+            .iter()
+            .map_err(LedgerError::storage)?
+            .take(most.saturating_mul(4))
+        {
+            if doomed.len() >= most {
+                break;
+            }
+            let (key, value) = entry.map_err(LedgerError::storage)?;
+            let record = decoded("history", value.value())?;
+            if !record.started_before(cutoff_ms) {
+                break;
+            }
+            if expired(&record, cutoff_ms) {
+                doomed.push((key.value(), record.node, record.device));
+            }
+        }
+        for (seq, node, device) in doomed {
+            self.history.remove(seq).map_err(LedgerError::storage)?;
+            self.history_devices
+                .remove(HistoryDeviceKey::new(&node, &device, seq))
+                .map_err(LedgerError::storage)?;
         }
         Ok(())
     }
@@ -100,9 +149,11 @@ impl<'t> Tables<'t> {
 }
 
 impl Tx<'_, '_> {
-    /// Now, from the ledger's clock.
+    /// Now, from the ledger's clock (remembered for pruning the history).
     pub(crate) fn now(&self) -> u64 {
-        (self.state.clock)()
+        let now = (self.state.clock)();
+        self.state.last_now.set(now);
+        now
     }
 
     pub(crate) fn allocation(&self, uid: &str) -> Result<Option<AllocationRecord>> {
@@ -296,12 +347,12 @@ impl Tx<'_, '_> {
     }
 
     /// Appends an audit entry; the batch prunes the log after its last operation.
+    /// The history follows every entry in the same transaction (see `history`).
     pub(crate) fn audit(&mut self, event: AuditEvent) -> Result<()> {
         let seq = AuditSeq(self.state.next_audit);
-        let record = AuditRecord {
-            at_ms: self.now(),
-            event,
-        };
+        let at_ms = self.now();
+        self.record_history(&event, at_ms)?;
+        let record = AuditRecord { at_ms, event };
         self.tables
             .audit
             .insert(seq, Ok(record))

@@ -319,6 +319,9 @@ pub struct VerifyReport {
     /// Device health records checked.
     #[serde(default)]
     pub health: u64,
+    /// History records (holder intervals and device events) checked.
+    #[serde(default)]
+    pub history: u64,
     /// Every broken invariant found, one sentence each; empty when consistent.
     pub problems: Vec<String>,
 }

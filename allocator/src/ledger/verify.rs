@@ -72,6 +72,7 @@ pub(crate) fn verify_snapshot(
     check_journal(txn, &allocations, problems)?;
     report.admin_access = super::admin_access::check(txn, &devices, problems)?;
     report.health = super::health::check(txn, &devices, problems)?;
+    report.history = super::history::check(txn, &allocations, problems)?;
     report.devices = devices.len() as u64;
     report.allocations = allocations.len() as u64;
     report.intents = count(&read_table(txn, INTENTS)?)?;

@@ -32,11 +32,13 @@ use super::txn::Tables;
 use super::{CommitGuard, LedgerError, Result};
 use crate::fit::Inventory;
 
-/// Retention bounds of the journal and the audit log.
+/// Retention bounds of the journal, the audit log and the history.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Retention {
     pub(crate) audit: u64,
     pub(crate) intents: u64,
+    /// History entries that ended longer ago than this (milliseconds) are pruned.
+    pub(crate) history_ms: u64,
 }
 
 /// What the writer keeps between transactions.
@@ -44,7 +46,11 @@ pub(crate) struct WriterState {
     pub(crate) inventory: Inventory,
     pub(crate) next_intent: u64,
     pub(crate) next_audit: u64,
+    pub(crate) next_history: u64,
     pub(crate) clock: Clock,
+    /// The clock's last reading by an operation (0 before the first): the time the history is
+    /// pruned against, so that pruning takes no reading of its own.
+    pub(crate) last_now: std::cell::Cell<u64>,
     pub(crate) retention: Retention,
 }
 
@@ -53,9 +59,10 @@ impl WriterState {
     pub(crate) fn reload(&mut self, db: &Database) -> Result<()> {
         let txn = db.begin_read().map_err(LedgerError::storage)?;
         self.inventory = store::load_inventory(&txn)?;
-        let (intent, audit) = store::next_sequences(&txn)?;
-        self.next_intent = intent;
-        self.next_audit = audit;
+        let next = store::next_sequences(&txn)?;
+        self.next_intent = next.intent;
+        self.next_audit = next.audit;
+        self.next_history = next.history;
         Ok(())
     }
 }
@@ -371,7 +378,7 @@ impl Writer {
                 }
             }
             let pruned = match poisoned {
-                None => tables.prune(state.retention, batch.len()),
+                None => tables.prune(state.retention, batch.len(), state.last_now.get()),
                 Some(_) => Ok(()),
             };
             drop(tables);

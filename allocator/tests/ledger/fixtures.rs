@@ -41,11 +41,11 @@ fn rich_device(name: &str, model: &str, numa: i64) -> Device {
         )
 }
 
-/// Writes the schema version 3 fixture: every table populated, every record kind present.
+/// Writes the schema version 4 fixture: every table populated, every record kind present.
 #[test]
-#[ignore = "generates migrations/fixtures/ledger-v3.redb; run by hand when releasing a schema"]
-fn generate_v3_fixture() {
-    let path = fixtures().join("ledger-v3.redb");
+#[ignore = "generates migrations/fixtures/ledger-v4.redb; run by hand when releasing a schema"]
+fn generate_v4_fixture() {
+    let path = fixtures().join("ledger-v4.redb");
     let _ = std::fs::remove_file(&path);
     let ledger = Ledger::open_with(&path, DRIVER, fixed_clock()).unwrap();
     ledger
@@ -113,6 +113,9 @@ fn generate_v3_fixture() {
         .unwrap();
     ledger.cordon("node-a", "gpu-3").unwrap();
     write_admin_access_and_health(&ledger);
+    // History beyond what the writes above leave: a device cordoned and put back.
+    ledger.cordon("node-b", "gpu-1").unwrap();
+    ledger.uncordon("node-b", "gpu-1").unwrap();
     assert_consistent(&ledger);
 }
 
@@ -182,7 +185,12 @@ fn every_fixture_opens_migrates_and_verifies() {
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    for expected in ["ledger-v1.redb", "ledger-v2.redb", "ledger-v3.redb"] {
+    for expected in [
+        "ledger-v1.redb",
+        "ledger-v2.redb",
+        "ledger-v3.redb",
+        "ledger-v4.redb",
+    ] {
         assert!(names.contains(&expected.to_owned()), "fixtures: {names:?}");
     }
     for name in names {
@@ -319,12 +327,89 @@ fn assert_v2_content(ledger: &Ledger) {
 }
 
 #[test]
-fn v3_fixture_opens_as_current_with_its_device_health() {
+fn v3_fixture_migrates_keeping_its_device_health_and_opens_history_for_its_allocations() {
     let (_dir, path) = working_copy("ledger-v3.redb");
     let ledger = Ledger::open(&path, DRIVER).unwrap();
 
-    assert!(!dra_migrations::backup_path(&path, 3).exists());
-    assert_v2_content(&ledger);
+    assert!(dra_migrations::backup_path(&path, 3).exists());
+    assert_v3_content(&ledger);
+    // Only the allocations found at migration time have history, each interval open from the
+    // allocation's creation.
+    let intervals = ledger.holder_intervals(0, u64::MAX).unwrap();
+    let mut held: Vec<(String, String, String)> = intervals
+        .iter()
+        .map(|i| (i.claim_uid.clone(), i.node.clone(), i.device.clone()))
+        .collect();
+    held.sort();
+    let mut expected = Vec::new();
+    for uid in [
+        "claim-confirmed",
+        "claim-imported",
+        "claim-pending",
+        "claim-shared-1",
+        "claim-shared-2",
+    ] {
+        let allocation = ledger.allocation(uid).unwrap().unwrap();
+        for device in &allocation.devices {
+            expected.push((uid.to_owned(), allocation.node.clone(), device.clone()));
+        }
+        let created = ledger.claim(uid).unwrap().unwrap().intents[0].at_ms;
+        assert!(
+            intervals
+                .iter()
+                .filter(|i| i.claim_uid == uid)
+                .all(|i| i.from_ms == created && i.to_ms.is_none()),
+            "{uid}: {intervals:?}"
+        );
+    }
+    expected.sort();
+    assert_eq!(held, expected);
+    let health = ledger
+        .device_history("node-b", "gpu-0", 0, u64::MAX)
+        .unwrap()
+        .unwrap();
+    assert!(health.events.is_empty(), "{health:?}");
+    assert_accepts_new_work(&ledger);
+}
+
+#[test]
+fn v4_fixture_opens_as_current_with_its_history() {
+    let (_dir, path) = working_copy("ledger-v4.redb");
+    let ledger = Ledger::open(&path, DRIVER).unwrap();
+
+    assert!(!dra_migrations::backup_path(&path, 4).exists());
+    assert_v3_content(&ledger);
+    let released = ledger
+        .holder_intervals(0, u64::MAX)
+        .unwrap()
+        .into_iter()
+        .find(|i| i.claim_uid == "claim-released")
+        .unwrap();
+    assert!(released.to_ms.unwrap() > released.from_ms);
+    let node_b = ledger
+        .device_history("node-b", "gpu-1", 0, u64::MAX)
+        .unwrap()
+        .unwrap();
+    let kinds: Vec<&str> = node_b.events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["added", "cordoned", "uncordoned"]);
+    let gpu_0 = ledger
+        .device_history("node-b", "gpu-0", 0, u64::MAX)
+        .unwrap()
+        .unwrap();
+    let health: Vec<(&str, &str)> = gpu_0
+        .events
+        .iter()
+        .filter(|e| e.kind.as_str() != "added")
+        .map(|e| (e.kind.as_str(), e.detail.as_str()))
+        .collect();
+    assert_eq!(health, [("unhealthy", "EccDoubleBit"), ("healthy", "")]);
+    assert!(ledger.verify().unwrap().history > 0);
+    assert_accepts_new_work(&ledger);
+}
+
+/// What the v3 fixture holds, and the v4 fixture too.
+fn assert_v3_content(ledger: &Ledger) {
+    assert_v2_content(ledger);
     let confirmed = ledger.allocation("claim-confirmed").unwrap().unwrap();
     let unhealthy = ledger.unhealthy_devices().unwrap();
     assert_eq!(unhealthy.len(), 1, "{unhealthy:?}");
@@ -361,5 +446,4 @@ fn v3_fixture_opens_as_current_with_its_device_health() {
         .count();
     assert_eq!(changes, 3);
     assert_eq!(ledger.verify().unwrap().health, 1);
-    assert_accepts_new_work(&ledger);
 }

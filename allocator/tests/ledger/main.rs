@@ -13,6 +13,7 @@ mod crash_kill;
 mod crash_sync;
 mod fixtures;
 mod health;
+mod history;
 mod model;
 mod open;
 mod ops;

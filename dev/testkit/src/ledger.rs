@@ -1,5 +1,5 @@
 //! Ledger fixtures: devices, requests and claims built in one line each, a ledger opened on a
-//! deterministic clock, and the check that a ledger verifies.
+//! deterministic or a hand-moved clock, and the check that a ledger verifies.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,6 +105,37 @@ pub fn options() -> LedgerOptions {
     LedgerOptions {
         clock: Arc::new(move || now.fetch_add(1, Ordering::Relaxed)),
         ..LedgerOptions::default()
+    }
+}
+
+/// A clock that stands still until the test moves it (unix milliseconds), for intervals exact
+/// to the millisecond.
+#[derive(Clone)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// A clock reading `start_ms`.
+    pub fn at(start_ms: u64) -> Self {
+        ManualClock(Arc::new(AtomicU64::new(start_ms)))
+    }
+
+    /// Moves the clock `seconds` on.
+    pub fn advance_secs(&self, seconds: u64) {
+        self.0.fetch_add(seconds * 1000, Ordering::Relaxed);
+    }
+
+    /// The time it reads.
+    pub fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Ledger options reading this clock.
+    pub fn options(&self) -> LedgerOptions {
+        let now = self.0.clone();
+        LedgerOptions {
+            clock: Arc::new(move || now.load(Ordering::Relaxed)),
+            ..LedgerOptions::default()
+        }
     }
 }
 

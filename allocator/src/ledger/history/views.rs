@@ -1,0 +1,131 @@
+//! Read views of the history, each from one read snapshot: the holder intervals of a window and
+//! one device's history.
+
+use redb::{ReadTransaction, ReadableTable};
+
+use super::{span, DeviceEvent, DeviceHistory, HistoryEntry, HistoryRecord};
+use crate::ledger::records::StoredAttribute;
+use crate::ledger::store::{decoded, read_table};
+use crate::ledger::tables::{
+    DeviceKey, HistoryDeviceKey, HistorySeq, DEVICES, HISTORY, HISTORY_DEVICES,
+};
+use crate::ledger::{LedgerError, Result};
+use crate::usage::HolderInterval;
+
+fn interval(record: HistoryRecord, model: Option<String>) -> Option<HolderInterval> {
+    match record.entry {
+        HistoryEntry::Held {
+            claim_uid,
+            namespace,
+            name,
+            from_ms,
+            to_ms,
+            share_permille,
+        } => Some(HolderInterval {
+            node: record.node,
+            device: record.device,
+            model,
+            claim_uid,
+            namespace,
+            name,
+            from_ms,
+            to_ms,
+            share_permille,
+        }),
+        HistoryEntry::Event { .. } => None,
+    }
+}
+
+/// The `model` attribute of a device the ledger still records.
+fn model_of(txn: &ReadTransaction, node: &str, device: &str) -> Result<Option<String>> {
+    let devices = read_table(txn, DEVICES)?;
+    let Some(value) = devices
+        .get(DeviceKey::new(node, device))
+        .map_err(LedgerError::storage)?
+    else {
+        return Ok(None);
+    };
+    let record = decoded("devices", value.value())?;
+    Ok(match record.attributes.get("model") {
+        Some(StoredAttribute::String(model)) => Some(model.clone()),
+        _ => None,
+    })
+}
+
+/// Every holder interval that overlaps `[from_ms, to_ms)`, oldest first, with its device's model.
+pub(crate) fn intervals(
+    txn: &ReadTransaction,
+    from_ms: u64,
+    to_ms: u64,
+) -> Result<Vec<HolderInterval>> {
+    let history = read_table(txn, HISTORY)?;
+    let mut models = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for entry in history.iter().map_err(LedgerError::storage)? {
+        let (_, value) = entry.map_err(LedgerError::storage)?;
+        let record = decoded("history", value.value())?;
+        let (start, end) = span(&record.entry);
+        if start >= to_ms || end.is_some_and(|end| end <= from_ms) {
+            continue;
+        }
+        let key = (record.node.clone(), record.device.clone());
+        let model = if let Some(model) = models.get(&key) {
+            Option::clone(model)
+        } else {
+            let model = model_of(txn, &key.0, &key.1)?;
+            models.insert(key, model.clone());
+            model
+        };
+        out.extend(interval(record, model));
+    }
+    Ok(out)
+}
+
+/// The history of `device` on `node` inside `[from_ms, to_ms)`; `None` when the ledger has none
+/// for it at all.
+pub(crate) fn device_history(
+    txn: &ReadTransaction,
+    node: &str,
+    device: &str,
+    from_ms: u64,
+    to_ms: u64,
+) -> Result<Option<DeviceHistory>> {
+    let index = read_table(txn, HISTORY_DEVICES)?;
+    let history = read_table(txn, HISTORY)?;
+    let model = model_of(txn, node, device)?;
+    let range = HistoryDeviceKey::new(node, device, HistorySeq(0))
+        ..=HistoryDeviceKey::new(node, device, HistorySeq(u64::MAX));
+    let mut any = false;
+    let mut out = DeviceHistory::default();
+    for entry in index.range(range).map_err(LedgerError::storage)? {
+        any = true;
+        let seq = entry.map_err(LedgerError::storage)?.0.value().seq();
+        let Some(value) = history.get(seq).map_err(LedgerError::storage)? else {
+            continue;
+        };
+        let record = decoded("history", value.value())?;
+        let (start, end) = span(&record.entry);
+        let inside = match record.entry {
+            HistoryEntry::Event { .. } => start >= from_ms && start < to_ms,
+            HistoryEntry::Held { .. } => start < to_ms && end.is_none_or(|end| end > from_ms),
+        };
+        if !inside {
+            continue;
+        }
+        match record.entry {
+            HistoryEntry::Event {
+                at_ms,
+                kind,
+                detail,
+            } => out.events.push(DeviceEvent {
+                at_ms,
+                kind,
+                detail,
+            }),
+            HistoryEntry::Held { .. } => out.holders.extend(interval(record, model.clone())),
+        }
+    }
+    out.holders.sort_by_key(|holder| holder.from_ms);
+    out.events.sort_by_key(|event| event.at_ms);
+    Ok(any.then_some(out))
+}
