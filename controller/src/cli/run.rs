@@ -104,6 +104,12 @@ pub struct RunArgs {
     /// under the StatefulSet's headless Service `dra-ledger-peers`.
     #[arg(long, default_value = DEFAULT_LEADER_URL_TEMPLATE, value_name = "TEMPLATE")]
     pub leader_url_template: LeaderUrlTemplate,
+
+    /// How long the ledger keeps history for `admin usage` and `admin history` (e.g. 30d, 2160h):
+    /// holder intervals that ended and device events older than this are dropped, a bounded
+    /// number with each ledger commit. Intervals of claims still allocated are kept.
+    #[arg(long, default_value = "90d", value_parser = parse_duration, value_name = "DURATION")]
+    pub history_retention: Duration,
 }
 
 /// The namespace file of an in-cluster service account.
@@ -220,6 +226,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             replica: replica_name(),
             dra_api: args.dra_api,
             explain_after: None,
+            history_retention: Some(args.history_retention),
         },
         config,
     )

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use dra_allocator::ledger::{Ledger, LedgerOptions};
+use dra_allocator::ledger::{Ledger, LedgerOptions, DEFAULT_HISTORY_RETENTION};
 use dra_api::{AdminToken, ApiRequestsLayer, AppState, Metrics, Readiness};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -85,6 +85,9 @@ pub struct ProcessConfig {
     /// (the claims are looked at every half of it, at least every 15 s); `None` keeps the
     /// mirror's default of 60 s.
     pub explain_after: Option<Duration>,
+    /// How long the ledger keeps history (holder intervals that ended, device events); `None`
+    /// keeps the ledger's default of 90 days.
+    pub history_retention: Option<Duration>,
     /// With leader election: the admin URL of the replica holding the lease, where this one
     /// forwards `/v1` requests while it is a standby.
     pub leader_url: LeaderUrlTemplate,
@@ -129,6 +132,7 @@ impl std::fmt::Debug for RunningController {
 async fn open_ledger(
     path: PathBuf,
     driver_name: String,
+    history_retention: Option<Duration>,
     metrics: &Arc<Metrics>,
     fence: &Fence,
 ) -> anyhow::Result<Ledger> {
@@ -139,6 +143,7 @@ async fn open_ledger(
     let options = LedgerOptions {
         on_commit: Some(metrics.commit_hook()),
         commit_guard: Some(fence.commit_guard()),
+        history_retention: history_retention.unwrap_or(DEFAULT_HISTORY_RETENTION),
         ..LedgerOptions::default()
     };
     let shown = path.display().to_string();
@@ -165,6 +170,7 @@ impl RunningController {
         let ledger = open_ledger(
             config.ledger.clone(),
             config.driver_name.clone(),
+            config.history_retention,
             &metrics,
             &fence,
         )

@@ -65,6 +65,7 @@ pub(crate) fn settings(dir: &Path, dra_api: DraApi) -> ProcessConfig {
         leader: None,
         dra_api,
         explain_after: Some(Duration::from_millis(300)),
+        history_retention: None,
         leader_url: dra_controller::leader::LeaderUrlTemplate::default(),
         replica: "test".to_owned(),
     }

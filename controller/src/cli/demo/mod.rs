@@ -243,6 +243,7 @@ fn process_config(
         // mirrors, explaining a claim that waits for 10 s.
         dra_api: if v1 { DraApi::V1 } else { DraApi::V1alpha2 },
         explain_after: v1.then_some(Duration::from_secs(10)),
+        history_retention: None,
     })
 }
 

@@ -31,6 +31,7 @@ fn config() -> ProcessConfig {
         leader: None,
         dra_api: DraApi::V1,
         explain_after: None,
+        history_retention: None,
         leader_url: crate::leader::LeaderUrlTemplate::default(),
         replica: "test".to_owned(),
     }
