@@ -3,12 +3,14 @@
 //! cannot list a route the router lacks or miss one it has.
 //!
 //! - [`read`]: nodes, devices, claims, intents, audit, utilisation (no token);
+//! - [`history`]: usage over a window and a device's history (no token);
 //! - [`write`](mod@write): cordon, uncordon, reconcile, backup (bearer token);
 //! - [`types`]: the JSON shapes; [`paging`]: the `continue` token.
 //!
 //! The document also describes, on every answer, the headers of [`crate::forward`] naming the
 //! replica that answered.
 
+pub mod history;
 pub mod paging;
 pub mod read;
 pub mod types;
@@ -76,6 +78,8 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(read::list_intents))
         .routes(routes!(read::audit))
         .routes(routes!(read::utilisation))
+        .routes(routes!(history::usage))
+        .routes(routes!(history::device_history))
         .routes(routes!(write::cordon))
         .routes(routes!(write::uncordon))
         .routes(routes!(write::reconcile))

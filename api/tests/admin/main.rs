@@ -16,5 +16,6 @@ mod openapi;
 mod router;
 mod v1_admin_access;
 mod v1_health;
+mod v1_history;
 mod v1_read;
 mod v1_write;

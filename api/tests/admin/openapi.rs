@@ -20,6 +20,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/intents"),
     ("GET", "/v1/audit"),
     ("GET", "/v1/utilisation"),
+    ("GET", "/v1/usage"),
+    ("GET", "/v1/nodes/{node}/devices/{device}/history"),
     ("POST", "/v1/nodes/{node}/devices/{device}/cordon"),
     ("POST", "/v1/nodes/{node}/devices/{device}/uncordon"),
     ("POST", "/v1/reconcile"),

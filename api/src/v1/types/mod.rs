@@ -4,8 +4,10 @@
 
 mod admin_access;
 mod claims;
+mod history;
 mod inventory;
 
 pub use admin_access::*;
 pub use claims::*;
+pub use history::*;
 pub use inventory::*;
