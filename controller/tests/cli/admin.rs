@@ -24,10 +24,10 @@ impl Reconciler for NoDrift {
 }
 
 /// The admin router over a fixture ledger on 127.0.0.1, with or without the token.
-struct Server {
+pub(crate) struct Server {
     addr: SocketAddr,
     dir: tempfile::TempDir,
-    ledger: Ledger,
+    pub(crate) ledger: Ledger,
     _runtime: tokio::runtime::Runtime,
 }
 
@@ -54,7 +54,7 @@ fn allocate(ledger: &Ledger, uid: &str, namespace: &str, node: &str, count: u8) 
 }
 
 impl Server {
-    fn start(with_token: bool) -> Server {
+    pub(crate) fn start(with_token: bool) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::open(dir.path().join("ledger.redb"), "gpu.example.com").unwrap();
         let h100 = (0..4).map(|i| gpu(&format!("gpu-{i}"), "H100")).collect();
@@ -103,7 +103,7 @@ impl Server {
     }
 
     /// Runs `dra-ledger admin ARGS --server <this>`.
-    fn admin(&self, args: &[&str]) -> Output {
+    pub(crate) fn admin(&self, args: &[&str]) -> Output {
         crate::cli_support::binary()
             .arg("admin")
             .args(args)
@@ -114,7 +114,7 @@ impl Server {
     }
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     assert!(
         output.status.success(),
         "{}",
@@ -123,14 +123,14 @@ fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()
 }
 
-fn failure(output: &Output) -> String {
+pub(crate) fn failure(output: &Output) -> String {
     assert_eq!(output.status.code(), Some(1));
     assert!(output.stdout.is_empty());
     String::from_utf8(output.stderr.clone()).unwrap()
 }
 
 /// Asserts every line starts its columns where the header does.
-fn assert_aligned(text: &str) {
+pub(crate) fn assert_aligned(text: &str) {
     let lines: Vec<&str> = text.lines().collect();
     let header = lines[0];
     assert_eq!(header, header.to_uppercase(), "{text}");

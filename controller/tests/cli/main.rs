@@ -12,6 +12,7 @@ mod cli_support;
 mod dashboards_support;
 
 mod admin;
+mod admin_history;
 mod basics;
 mod dashboards_health_rules;
 mod dashboards_prometheus;

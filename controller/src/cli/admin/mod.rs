@@ -5,16 +5,19 @@
 //! is printed on stderr, so that stdout stays the answer alone. Errors (unreachable server,
 //! 4xx/5xx with the server's message and the replica that answered) exit 1.
 //!
-//! - [`client`]: the HTTP client; [`render`]: the tables; [`table`](mod@table): alignment and ages.
+//! - [`client`]: the HTTP client; [`render`]: the tables; [`table`](mod@table): alignment and ages;
+//!   [`history`]: the paths and tables of `usage` and `history`.
 //!
 //! Talks to the server only over HTTP; it does not open the ledger.
 
 mod client;
+mod history;
 mod render;
 mod table;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use http::Method;
@@ -32,6 +35,8 @@ pub enum Output {
     Table,
     /// The server's JSON, pretty-printed.
     Json,
+    /// Comma-separated values with a header line (`usage` only).
+    Csv,
 }
 
 /// Flags of `dra-ledger admin`.
@@ -108,6 +113,34 @@ pub enum AdminCommand {
     },
     /// Device totals and the breakdown per attribute value.
     Utilisation,
+    /// Device usage over a window: device-hours, claims and the peak of devices held at once
+    /// per namespace, node, model or claim (shares weighted by their fraction). Without a
+    /// window, the last 24 hours. Also `-o csv`.
+    Usage {
+        /// The window from this long ago until now, e.g. 7d, 12h or 90m.
+        #[arg(long, value_parser = crate::cli::parse_duration, value_name = "DURATION",
+            conflicts_with_all = ["from", "to"])]
+        since: Option<Duration>,
+        /// The window's start, RFC 3339 (e.g. 2026-01-01T00:00:00Z); with --to.
+        #[arg(long, value_name = "TIME", requires = "to")]
+        from: Option<String>,
+        /// The window's end (excluded), RFC 3339; with --from.
+        #[arg(long, value_name = "TIME", requires = "from")]
+        to: Option<String>,
+        /// What the rows are.
+        #[arg(long, value_enum, default_value_t = history::By::Namespace)]
+        by: history::By,
+    },
+    /// The holders of a device and its events (cordon, uncordon, health, ...) over the last
+    /// 24 hours, oldest first; with --at, the claim that held it at that time.
+    History {
+        /// The device, as NODE/DEVICE.
+        #[arg(value_name = "NODE/DEVICE")]
+        device: String,
+        /// Who held the device at this time, RFC 3339 (e.g. 2026-01-01T12:00:00Z).
+        #[arg(long, value_name = "TIME")]
+        at: Option<String>,
+    },
     /// Take a device out of allocation (existing consumers keep it); on resource.k8s.io/v1
     /// clusters through a DeviceTaintRule (NoSchedule, key DRIVER/cordoned).
     Cordon {
@@ -157,9 +190,9 @@ fn pretty(json: &serde_json::Value) -> String {
     )
 }
 
-/// The method and path of a subcommand that is one request.
-fn request(command: &AdminCommand) -> Option<(Method, String)> {
-    Some(match command {
+/// The method and path of a subcommand that is one request; an error for bad flag values.
+fn request(command: &AdminCommand) -> anyhow::Result<Option<(Method, String)>> {
+    Ok(Some(match command {
         AdminCommand::Nodes => (Method::GET, "/v1/nodes".to_owned()),
         AdminCommand::Devices { node } => {
             (Method::GET, format!("/v1/nodes/{}/devices", encode(node)))
@@ -171,6 +204,24 @@ fn request(command: &AdminCommand) -> Option<(Method, String)> {
             format!("/v1/audit?since={since}&limit={limit}"),
         ),
         AdminCommand::Utilisation => (Method::GET, "/v1/utilisation".to_owned()),
+        AdminCommand::Usage {
+            since,
+            from,
+            to,
+            by,
+        } => (
+            Method::GET,
+            history::usage_path(
+                *since,
+                from.as_deref(),
+                to.as_deref(),
+                *by,
+                chrono::Utc::now(),
+            )?,
+        ),
+        AdminCommand::History { device, at } => {
+            (Method::GET, history::history_path(device, at.as_deref())?)
+        }
         AdminCommand::Cordon { node, device } => (
             Method::POST,
             format!(
@@ -189,8 +240,8 @@ fn request(command: &AdminCommand) -> Option<(Method, String)> {
         ),
         AdminCommand::Reconcile => (Method::POST, "/v1/reconcile".to_owned()),
         AdminCommand::Prepared => (Method::GET, "/v1/prepared".to_owned()),
-        AdminCommand::Claims { .. } | AdminCommand::Backup { .. } => return None,
-    })
+        AdminCommand::Claims { .. } | AdminCommand::Backup { .. } => return Ok(None),
+    }))
 }
 
 /// The table of the answer to a one-request subcommand.
@@ -202,6 +253,10 @@ fn table(command: &AdminCommand, answer: serde_json::Value) -> anyhow::Result<St
         AdminCommand::Intents => render::intents(&render::decode(answer)?),
         AdminCommand::Audit { .. } => render::audit(&render::decode(answer)?),
         AdminCommand::Utilisation => render::utilisation(&render::decode(answer)?),
+        AdminCommand::Usage { .. } => history::usage_table(&render::decode(answer)?),
+        AdminCommand::History { device, at } => {
+            history::history_table(device, at.as_deref(), &render::decode(answer)?)
+        }
         AdminCommand::Prepared => render::prepared(&render::decode(answer)?),
         AdminCommand::Cordon { .. } | AdminCommand::Uncordon { .. } => {
             render::cordon(&render::decode(answer)?)
@@ -215,13 +270,17 @@ fn table(command: &AdminCommand, answer: serde_json::Value) -> anyhow::Result<St
 /// The text to print for `args`, and the replica that answered.
 async fn answer(args: &AdminArgs) -> anyhow::Result<(String, AnsweredBy)> {
     let client = AdminClient::new(&args.server, args.token_file.as_deref())?;
+    let usage = matches!(args.command, AdminCommand::Usage { .. });
+    if args.output == Output::Csv && !usage {
+        anyhow::bail!("-o csv is only for `admin usage`; use -o table or -o json");
+    }
     let json = args.output == Output::Json;
-    if let Some((method, path)) = request(&args.command) {
+    if let Some((method, path)) = request(&args.command)? {
         let (answer, by) = client.json(method, &path).await?;
-        let text = if json {
-            pretty(&answer)
-        } else {
-            table(&args.command, answer)?
+        let text = match args.output {
+            Output::Json => pretty(&answer),
+            Output::Csv => history::usage_csv(&render::decode(answer)?),
+            Output::Table => table(&args.command, answer)?,
         };
         return Ok((text, by));
     }
