@@ -252,8 +252,7 @@ impl Tx<'_, '_> {
         claim_uid: &str,
         at_ms: u64,
     ) -> Result<()> {
-        let range = HistoryDeviceKey::new(node, device, HistorySeq(0))
-            ..=HistoryDeviceKey::new(node, device, HistorySeq(u64::MAX));
+        let range = HistoryDeviceKey::device_range(node, device);
         let mut found = None;
         for entry in self
             .tables

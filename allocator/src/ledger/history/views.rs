@@ -6,9 +6,7 @@ use redb::{ReadTransaction, ReadableTable};
 use super::{span, DeviceEvent, DeviceHistory, HistoryEntry, HistoryRecord};
 use crate::ledger::records::StoredAttribute;
 use crate::ledger::store::{decoded, read_table};
-use crate::ledger::tables::{
-    DeviceKey, HistoryDeviceKey, HistorySeq, DEVICES, HISTORY, HISTORY_DEVICES,
-};
+use crate::ledger::tables::{DeviceKey, HistoryDeviceKey, DEVICES, HISTORY, HISTORY_DEVICES};
 use crate::ledger::{LedgerError, Result};
 use crate::usage::HolderInterval;
 
@@ -93,8 +91,7 @@ pub(crate) fn device_history(
     let index = read_table(txn, HISTORY_DEVICES)?;
     let history = read_table(txn, HISTORY)?;
     let model = model_of(txn, node, device)?;
-    let range = HistoryDeviceKey::new(node, device, HistorySeq(0))
-        ..=HistoryDeviceKey::new(node, device, HistorySeq(u64::MAX));
+    let range = HistoryDeviceKey::device_range(node, device);
     let mut any = false;
     let mut out = DeviceHistory::default();
     for entry in index.range(range).map_err(LedgerError::storage)? {

@@ -1,6 +1,7 @@
 //! `dra-ledger admin usage` and `admin history`: the request paths (windows as RFC 3339 times,
 //! `--since` and `--at` turned into windows here) and the tables and CSV of the answers.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -150,13 +151,14 @@ fn csv_field(text: &str) -> String {
 pub fn usage_csv(view: &UsageView) -> String {
     let mut out = format!("{},deviceSeconds,claims,peakDevices\n", view.by);
     for row in view.rows.iter().chain([&view.total]) {
-        out.push_str(&format!(
-            "{},{},{},{}\n",
+        let _ = writeln!(
+            out,
+            "{},{},{},{}",
             csv_field(&row.key),
             row.device_seconds,
             row.claims,
             row.peak_devices
-        ));
+        );
     }
     out
 }
