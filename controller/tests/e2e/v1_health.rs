@@ -12,8 +12,9 @@
 //! - 1.30: the marked device leaves the node's `ResourceSlice` (the agent withholds it from the
 //!   resource stream) and comes back when healthy.
 //!
-//! The ledger's side of device health (audit entries, the device view) is checked where the
-//! ledger records it.
+//!   The controller's mirror, running beside them, records the change in the ledger (the device
+//!   view's health with the reason, the node's unhealthy count, a `deviceUnhealthy` audit entry)
+//!   and its reversal.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -30,7 +31,10 @@ use serde_json::{json, Value};
 use testkit::eventually;
 
 use crate::e2e_support::{DRIVER, WAIT};
+use crate::v1_mirror::{self, get, start_ready};
 use crate::v1_support::{h100s, ClusterV1};
+use dra_controller::process::RunningController;
+use dra_types::api_mode::DraApi;
 
 /// How often the agents read their inventory (and so judge health).
 const INTERVAL: Duration = Duration::from_millis(500);
@@ -195,6 +199,7 @@ async fn on_1_37_an_unhealthy_device_is_tainted_avoided_tolerated_reported_and_r
     .await;
     v1.device_class("gpu", &format!("device.driver == {DRIVER:?}"))
         .await;
+    let controller = start_ready(&v1, v1_mirror::settings(dir.path(), DraApi::V1)).await;
     let running = v1.running_pod("running", "node-0", "gpu-0").await;
     let running_uid = running.metadata.uid.clone().unwrap();
 
@@ -258,7 +263,7 @@ async fn on_1_37_an_unhealthy_device_is_tainted_avoided_tolerated_reported_and_r
     let results = tolerant.status.unwrap().allocation.unwrap().devices.results;
     assert_eq!(results[0].device, "gpu-1", "the tainted free device");
 
-    // The ledger's audit and device view of the change are asserted with the ledger's tests.
+    ledger_sees_node_0_unhealthy(&controller).await;
 
     mark(inventory_of(&v1, "node-0"), &[], None);
     eventually("node-0's taints gone", WAIT, || async {
@@ -273,7 +278,89 @@ async fn on_1_37_an_unhealthy_device_is_tainted_avoided_tolerated_reported_and_r
             }]}])
     })
     .await;
+    ledger_sees_node_0_healthy(&controller).await;
+    controller.shutdown().await.unwrap();
     v1.shutdown().await;
+}
+
+/// Each device of `node` in the ledger's device view with its health state, e.g.
+/// `gpu-0 unhealthy Marked`.
+async fn ledger_health(controller: &RunningController, node: &str) -> Vec<String> {
+    let devices = get(controller, &format!("/v1/nodes/{node}/devices")).await;
+    devices["items"].as_array().map_or_else(Vec::new, |items| {
+        items
+            .iter()
+            .map(|d| {
+                let health = &d["health"];
+                let reason = health["reason"].as_str().unwrap_or("-");
+                format!(
+                    "{} {} {reason}",
+                    d["name"].as_str().unwrap(),
+                    health["state"].as_str().unwrap()
+                )
+            })
+            .collect()
+    })
+}
+
+/// The ledger (through the mirror) shows both GPUs of node-0 unhealthy for `Marked`: the device
+/// view, the node counts and an audit entry per device.
+async fn ledger_sees_node_0_unhealthy(controller: &RunningController) {
+    eventually(
+        "the ledger sees node-0's devices unhealthy",
+        WAIT,
+        || async {
+            ledger_health(controller, "node-0").await
+                == ["gpu-0 unhealthy Marked", "gpu-1 unhealthy Marked"]
+        },
+    )
+    .await;
+    let nodes = get(controller, "/v1/nodes").await;
+    let unhealthy: Vec<(String, Value)> = nodes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap().to_owned(),
+                n["unhealthy"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        unhealthy,
+        [
+            ("node-0".to_owned(), json!(2)),
+            ("node-1".to_owned(), json!(0))
+        ]
+    );
+    let audit = get(controller, "/v1/audit?limit=1000").await;
+    let marked_devices: Vec<&Value> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "deviceUnhealthy" && e["node"] == "node-0")
+        .flat_map(|e| e["devices"].as_array().unwrap())
+        .collect();
+    assert_eq!(marked_devices.len(), 2, "{audit}");
+}
+
+/// The ledger shows node-0's GPUs healthy again, with a `deviceHealthy` audit entry.
+async fn ledger_sees_node_0_healthy(controller: &RunningController) {
+    eventually(
+        "the ledger sees node-0's devices healthy again",
+        WAIT,
+        || async {
+            ledger_health(controller, "node-0").await == ["gpu-0 healthy -", "gpu-1 healthy -"]
+        },
+    )
+    .await;
+    let audit = get(controller, "/v1/audit?limit=1000").await;
+    assert!(audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["event"] == "deviceHealthy" && e["node"] == "node-0"));
 }
 
 /// The devices of node-0's `v1alpha2` slice.
