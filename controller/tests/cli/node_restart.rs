@@ -14,8 +14,10 @@ use testkit::process::{http_request, http_send_json, signal};
 
 /// How many times the agent is started.
 const INCARNATIONS: usize = 10;
-/// How long one step (registration, a pod running, a pod gone) may take.
-const STEP: Duration = Duration::from_secs(30);
+/// How long one step (registration, a pod running, a pod gone) may take. Generous: on 1.30 the
+/// first pod also waits for the controller's start (ledger, informers, the scheduler's backoff),
+/// and the test shares two cores with the demo tests.
+const STEP: Duration = Duration::from_secs(90);
 /// How often a step is checked.
 const POLL: Duration = Duration::from_millis(50);
 
