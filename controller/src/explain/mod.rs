@@ -84,6 +84,25 @@ fn claim_name(pod: &Pod, entry: &k8s_openapi::api::core::v1::PodResourceClaim) -
         .clone()
 }
 
+/// The events in `namespace` about pod `name` and the claims named by `claim_names`.
+async fn events_about<'a>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    claim_names: impl Iterator<Item = &'a Option<String>>,
+) -> Result<Vec<EventLine>, ExplainError> {
+    let mut subjects: Vec<String> = vec![name.to_owned()];
+    subjects.extend(claim_names.flatten().cloned());
+    Ok(Api::<Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error(format!("events of {namespace}")))?
+        .items
+        .into_iter()
+        .filter_map(|e| EventLine::of(&e, &subjects))
+        .collect())
+}
+
 /// Reads the facts about pod `namespace/name` from the cluster.
 pub async fn gather(client: &Client, namespace: &str, name: &str) -> Result<Facts, ExplainError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
@@ -122,16 +141,13 @@ pub async fn gather(client: &Client, namespace: &str, name: &str) -> Result<Fact
         .get_opt(name)
         .await
         .map_err(api_error(format!("scheduling context {namespace}/{name}")))?;
-    let mut subjects: Vec<String> = vec![name.to_owned()];
-    subjects.extend(claims.iter().filter_map(|c| c.claim_name.clone()));
-    let events = Api::<Event>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(api_error(format!("events of {namespace}")))?
-        .items
-        .into_iter()
-        .filter_map(|e| EventLine::of(&e, &subjects))
-        .collect();
+    let events = events_about(
+        client,
+        namespace,
+        name,
+        claims.iter().map(|c| &c.claim_name),
+    )
+    .await?;
     Ok(Facts {
         pod,
         claims,

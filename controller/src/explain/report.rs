@@ -256,15 +256,10 @@ fn why_pending(facts: &Facts, pod_uid: &str) -> String {
 /// Why the claim of `entry` keeps the pod `pod_uid` from being scheduled, if it does.
 fn why_claim_blocks(facts: &Facts, entry: &PodClaimFacts, pod_uid: &str) -> Option<String> {
     let namespace = facts.pod.metadata.namespace.as_deref().unwrap_or_default();
-    let Some(claim) = &entry.claim else {
-        return Some(why_claim_missing(entry, namespace));
+    let (claim, name) = match usable_claim(entry, namespace) {
+        Ok(usable) => usable,
+        Err(why) => return Some(why),
     };
-    let name = entry.claim_name.clone().unwrap_or_default();
-    if claim.metadata.deletion_timestamp.is_some() {
-        return Some(format!(
-            "claim {name} is being deleted: the pod cannot use it; recreate the pod (or the claim)"
-        ));
-    }
     let status = claim.status.as_ref();
     if status.and_then(|s| s.deallocation_requested) == Some(true) {
         return Some(format!(
@@ -298,8 +293,26 @@ fn why_claim_blocks(facts: &Facts, entry: &PodClaimFacts, pod_uid: &str) -> Opti
     None
 }
 
+/// The claim of `entry` with its name, or why the pod cannot use it: the claim does not exist
+/// (yet), or it is being deleted.
+pub(super) fn usable_claim<'a, C: kube::Resource>(
+    entry: &'a PodClaimFacts<C>,
+    namespace: &str,
+) -> Result<(&'a C, String), String> {
+    let Some(claim) = &entry.claim else {
+        return Err(why_claim_missing(entry, namespace));
+    };
+    let name = entry.claim_name.clone().unwrap_or_default();
+    if claim.meta().deletion_timestamp.is_some() {
+        return Err(format!(
+            "claim {name} is being deleted: the pod cannot use it; recreate the pod (or the claim)"
+        ));
+    }
+    Ok((claim, name))
+}
+
 /// Why the pod claim of `entry`, whose claim does not exist, waits.
-pub(super) fn why_claim_missing<C>(entry: &PodClaimFacts<C>, namespace: &str) -> String {
+fn why_claim_missing<C>(entry: &PodClaimFacts<C>, namespace: &str) -> String {
     match &entry.claim_name {
         None => format!(
             "the claim of pod claim {} is not created yet: the resourceclaim controller \

@@ -18,8 +18,8 @@ use dra_types::resource_v1::{
 use k8s_openapi::api::core::v1::Pod;
 
 use super::report::{
-    claim_label, event_lines, missing_claim_line, newest, pod_line, scheduler_says,
-    why_claim_missing, why_line, EventLine, PodClaimFacts,
+    claim_label, event_lines, missing_claim_line, newest, pod_line, scheduler_says, usable_claim,
+    why_line, EventLine, PodClaimFacts,
 };
 use crate::mirror::cordon::cordon_key;
 use crate::mirror::explain::our_classes;
@@ -231,15 +231,10 @@ fn why_claim_blocks(
     driver: &str,
 ) -> Option<String> {
     let namespace = facts.pod.metadata.namespace.as_deref().unwrap_or_default();
-    let Some(claim) = &entry.claim else {
-        return Some(why_claim_missing(entry, namespace));
+    let (claim, name) = match usable_claim(entry, namespace) {
+        Ok(usable) => usable,
+        Err(why) => return Some(why),
     };
-    let name = entry.claim_name.clone().unwrap_or_default();
-    if claim.metadata.deletion_timestamp.is_some() {
-        return Some(format!(
-            "claim {name} is being deleted: the pod cannot use it; recreate the pod (or the claim)"
-        ));
-    }
     if claim
         .status
         .as_ref()

@@ -6,13 +6,12 @@
 
 use dra_types::resource_v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client};
 
-use super::report::{EventLine, PodClaimFacts};
+use super::report::PodClaimFacts;
 use super::report_v1::{DeviceHealthLine, V1Facts};
-use super::{api_error, ExplainError};
+use super::{api_error, events_about, ExplainError};
 
 /// The pod claim name the report gives the scheduler-made extended-resource claim.
 pub const EXTENDED_POD_CLAIM: &str = "extended resources";
@@ -102,16 +101,13 @@ pub async fn gather_v1(
         .await
         .map_err(api_error("DeviceClasses"))?
         .items;
-    let mut subjects: Vec<String> = vec![name.to_owned()];
-    subjects.extend(claims.iter().filter_map(|c| c.claim_name.clone()));
-    let events = Api::<Event>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(api_error(format!("events of {namespace}")))?
-        .items
-        .into_iter()
-        .filter_map(|e| EventLine::of(&e, &subjects))
-        .collect();
+    let events = events_about(
+        client,
+        namespace,
+        name,
+        claims.iter().map(|c| &c.claim_name),
+    )
+    .await?;
     Ok(V1Facts {
         health: DeviceHealthLine::of_pod(&value),
         pod,
