@@ -11,6 +11,7 @@
 //! - [`state`]: [`AppState`], what the handlers share (a leaf: it imports no handler);
 //!   [`router`](mod@router): [`router()`] over it; [`health`]: the process endpoints;
 //!   [`limits`]: the body and time limits; [`v1`]: the ledger API.
+//! - [`ui`]: the device page (`GET /`, `GET /ui/`), compiled in, reading the `/v1` routes.
 //! - [`auth`]: the bearer token; [`reconciler`]: the hook the controller provides.
 //! - [`readiness`]: the flags behind `/readyz`.
 //! - [`forward`]: `/v1` answered from the leader's ledger, forwarded there by a standby, and the
@@ -33,6 +34,7 @@ pub mod readiness;
 pub mod reconciler;
 pub mod router;
 pub mod state;
+pub mod ui;
 pub mod v1;
 
 pub use auth::AdminToken;

@@ -2,7 +2,8 @@
 //! the body limit and the time limits.
 //!
 //! The process endpoints `GET /healthz`, `GET /readyz` and `GET /metrics` are in
-//! [`crate::health`], the ledger API under `/v1` in [`crate::v1`]; `docs/admin-api.md` lists
+//! [`crate::health`], the device page (`GET /`, `GET /ui/`) in [`crate::ui`], the ledger API
+//! under `/v1` in [`crate::v1`]; `docs/admin-api.md` lists
 //! every route and what it answers.
 //!
 //! Any other path is a JSON 404, a known path with another method a JSON 405. Request bodies

@@ -3,6 +3,8 @@
 //! cannot list a route the router lacks or miss one it has.
 //!
 //! - [`read`]: nodes, devices, claims, intents, audit, utilisation (no token);
+//! - [`grid`]: the devices of a few named nodes and their claims, for the device page (no
+//!   token);
 //! - [`history`]: usage over a window and a device's history (no token);
 //! - [`write`](mod@write): cordon, uncordon, reconcile, backup (bearer token);
 //! - [`types`]: the JSON shapes; [`paging`]: the `continue` token.
@@ -10,6 +12,7 @@
 //! The document also describes, on every answer, the headers of [`crate::forward`] naming the
 //! replica that answered.
 
+pub mod grid;
 pub mod history;
 pub mod paging;
 pub mod read;
@@ -30,6 +33,7 @@ use utoipa_axum::routes;
 use crate::error_response::ErrorBody;
 use crate::health;
 use crate::state::AppState;
+use crate::ui;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -46,6 +50,7 @@ use crate::state::AppState;
     components(schemas(ErrorBody)),
     tags(
         (name = "health", description = "Process health and metrics"),
+        (name = "ui", description = "The device page, which reads the `/v1` routes"),
         (name = "ledger", description = "Read views of the ledger"),
         (name = "admin", description = "Changes and backup (bearer token)"),
     )
@@ -71,6 +76,9 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(health::readyz))
         .routes(routes!(health::metrics))
         .routes(routes!(openapi_json))
+        .routes(routes!(ui::root))
+        .routes(routes!(ui::ui))
+        .routes(routes!(ui::asset))
         .routes(routes!(read::list_nodes))
         .routes(routes!(read::node_devices))
         .routes(routes!(read::list_claims))
@@ -78,6 +86,7 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(read::list_intents))
         .routes(routes!(read::audit))
         .routes(routes!(read::utilisation))
+        .routes(routes!(grid::devices_of_nodes))
         .routes(routes!(history::usage))
         .routes(routes!(history::device_history))
         .routes(routes!(write::cordon))

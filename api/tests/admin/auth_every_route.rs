@@ -51,10 +51,16 @@ fn operations() -> Vec<(Method, String, bool)> {
 
 /// The template with names the fixture knows.
 fn concrete(template: &str) -> String {
-    template
+    let path = template
         .replace("{node}", "node-a")
         .replace("{device}", "gpu-0")
         .replace("{uid}", "c1")
+        .replace("{file}", "page.js");
+    // The one route with a required query parameter.
+    if path == "/v1/devices" {
+        return "/v1/devices?nodes=node-a".to_owned();
+    }
+    path
 }
 
 fn protected() -> Vec<(Method, String)> {

@@ -156,10 +156,10 @@ async fn writes_reach_the_leader_with_their_token_and_body() {
 }
 
 #[tokio::test]
-async fn health_readiness_and_metrics_stay_local() {
+async fn health_readiness_metrics_and_the_page_stay_local() {
     let (_leader_fixture, _leader_state, url) = leader().await;
     let (_f, standby) = standby_of(led_by(&url));
-    for path in ["/healthz", "/readyz", "/metrics"] {
+    for path in ["/healthz", "/readyz", "/metrics", "/", "/ui/"] {
         let answer = get(&standby, path).await;
         assert_eq!(answer.status, StatusCode::OK, "{path}");
         assert_eq!(answer.headers["dra-ledger-replica"], "standby-1", "{path}");

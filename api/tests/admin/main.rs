@@ -14,6 +14,7 @@ mod metrics;
 mod metrics_breakdown;
 mod openapi;
 mod router;
+mod ui;
 mod v1_admin_access;
 mod v1_health;
 mod v1_history;

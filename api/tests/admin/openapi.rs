@@ -20,6 +20,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/intents"),
     ("GET", "/v1/audit"),
     ("GET", "/v1/utilisation"),
+    ("GET", "/v1/devices"),
     ("GET", "/v1/usage"),
     ("GET", "/v1/nodes/{node}/devices/{device}/history"),
     ("POST", "/v1/nodes/{node}/devices/{device}/cordon"),
@@ -27,6 +28,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/reconcile"),
     ("GET", "/v1/backup"),
     ("GET", "/v1/openapi.json"),
+    ("GET", "/"),
+    ("GET", "/ui/"),
+    ("GET", "/ui/{file}"),
 ];
 
 fn documented_operations(document: &serde_json::Value) -> BTreeSet<(String, String)> {
@@ -125,10 +129,14 @@ async fn every_documented_operation_is_routed() {
     let state = with_token(f.state.clone()).with_reconciler(std::sync::Arc::new(NoDrift));
     let document = served_document().await;
     for (method, path) in documented_operations(&document) {
-        let concrete = path
+        let mut concrete = path
             .replace("{node}", "node-a")
             .replace("{device}", "gpu-0")
-            .replace("{uid}", "c1");
+            .replace("{uid}", "c1")
+            .replace("{file}", "page.js");
+        if concrete == "/v1/devices" {
+            concrete.push_str("?nodes=node-a");
+        }
         let method: Method = method.parse().unwrap();
         let answer = send(
             router(state.clone()),
