@@ -15,14 +15,33 @@
 //!     env: {NVIDIA_VISIBLE_DEVICES: GPU-5d2a...}
 //!     health: Unhealthy        # optional: Healthy (the default), Unhealthy or Unknown
 //!     healthMessage: fan failed
+//!   - name: gpu-0-mig-1g-0     # a partition: the v1 device fields, written as the API writes them
+//!     capacity: {memory: {value: 10Gi}}
+//!     consumesCounters:
+//!       - counterSet: gpu-0-counters
+//!         counters: {memory: {value: 10Gi}, compute: {value: "1"}}
+//!   - name: gpu-1              # a device several claims share, each consuming some memory
+//!     allowMultipleAllocations: true
+//!     capacity:
+//!       memory: {value: 80Gi, requestPolicy: {default: 10Gi, validRange: {min: 1Gi, step: 1Gi}}}
+//! sharedCounters:              # the pool's counter sets the partitions consume
+//!   - name: gpu-0-counters
+//!     counters: {memory: {value: 80Gi}, compute: {value: "7"}}
 //! ```
 //!
+//! A quantity attribute (`memory: {quantity: 80Gi}`) is published as the capacity of its name, so
+//! a capacity may be given either way, not both. [`parse_discovered`] gives the sharing fields
+//! and counter sets as well (checked by [`sharing`]); [`parse`] gives the devices alone.
+//!
 //! Strict: an unknown field, a duplicate key, a duplicate device name, a device name that is
-//! not a DNS label, a relative device node path, or an attribute value of no known kind is an
-//! error naming the device and the field. [`parse`] is pure; [`read`] reads the file.
+//! not a DNS label, a relative device node path, an attribute value of no known kind, a quantity
+//! that does not parse, or a consumed counter set or counter the file does not define is an
+//! error naming the device (or counter set) and the field. [`parse`] is pure; [`read`] reads the file.
 //! [`parse_health`] and [`read_health`] give the `health` fields as observations
 //! ([`crate::health::file`] is the health source over them): a device marked `Unhealthy` or
 //! `Unknown` has the reason `Marked` and its `healthMessage`, if any.
+
+pub mod sharing;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,13 +51,15 @@ use serde::Deserialize;
 use serde_yaml::Value;
 
 use super::DiscoveryError;
-use crate::device::{Inventory, NodeDevice};
+use crate::device::{Discovered, Inventory, NodeDevice};
 use crate::health::{HealthState, Observation, Observations, Reason};
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct InventoryFile {
     devices: Vec<FileDevice>,
+    #[serde(default)]
+    shared_counters: Vec<sharing::FileCounterSet>,
 }
 
 #[derive(Deserialize)]
@@ -55,6 +76,12 @@ struct FileDevice {
     health: Option<HealthState>,
     #[serde(default)]
     health_message: Option<String>,
+    #[serde(default, deserialize_with = "unique_keys")]
+    capacity: BTreeMap<String, sharing::FileCapacity>,
+    #[serde(default)]
+    allow_multiple_allocations: bool,
+    #[serde(default)]
+    consumes_counters: Vec<sharing::FileConsumption>,
 }
 
 /// A map whose keys appear once; the derived map would keep the last of two silently.
@@ -137,6 +164,17 @@ pub enum InventoryFileError {
         /// The key.
         key: String,
     },
+    /// A sharing field (`capacity`, `consumesCounters`, `sharedCounters`) that is not valid.
+    #[error("{owner}: {field}: {reason}")]
+    Sharing {
+        /// `device NAME` or `counter set NAME`.
+        owner: String,
+        /// The field, such as `capacity.memory.value`.
+        field: String,
+        /// What is wrong with it.
+        #[source]
+        reason: Box<sharing::SharingError>,
+    },
     /// Two devices of one name.
     #[error("device {device}: the name is used twice")]
     DuplicateDevice {
@@ -208,6 +246,14 @@ pub fn read(path: &Path) -> Result<Inventory, DiscoveryError> {
     read_with(path, parse)
 }
 
+/// Reads an inventory file with its sharing fields and counter sets.
+///
+/// # Errors
+/// The file cannot be read, or is not a valid inventory.
+pub fn read_discovered(path: &Path) -> Result<Discovered, DiscoveryError> {
+    read_with(path, parse_discovered)
+}
+
 /// Reads an inventory file's `health` fields.
 ///
 /// # Errors
@@ -235,7 +281,16 @@ fn read_with<T>(
 /// # Errors
 /// See the module documentation.
 pub fn parse(text: &str) -> Result<Inventory, InventoryFileError> {
-    parse_both(text).map(|(inventory, _)| inventory)
+    parse_both(text).map(|(discovered, _)| discovered.devices)
+}
+
+/// Parses and checks the text of an inventory file: the devices, their sharing fields and the
+/// pool's counter sets.
+///
+/// # Errors
+/// See the module documentation.
+pub fn parse_discovered(text: &str) -> Result<Discovered, InventoryFileError> {
+    parse_both(text).map(|(discovered, _)| discovered)
 }
 
 /// The health the file gives its devices: `Unhealthy` and `Unknown` ones with the reason
@@ -248,9 +303,11 @@ pub fn parse_health(text: &str) -> Result<Observations, InventoryFileError> {
     parse_both(text).map(|(_, health)| health)
 }
 
-fn parse_both(text: &str) -> Result<(Inventory, Observations), InventoryFileError> {
+fn parse_both(text: &str) -> Result<(Discovered, Observations), InventoryFileError> {
     let file: InventoryFile =
         serde_yaml::from_str(text).map_err(|source| InventoryFileError::Syntax { source })?;
+    let counter_sets = sharing::counter_sets(file.shared_counters)?;
+    let mut shared = BTreeMap::new();
     let mut inventory = Inventory::new();
     let mut health = Observations::new();
     for device in file.devices {
@@ -280,6 +337,22 @@ fn parse_both(text: &str) -> Result<(Inventory, Observations), InventoryFileErro
         if inventory.contains_key(&name) {
             return Err(InventoryFileError::DuplicateDevice { device: name });
         }
+        let quantities: Vec<&String> = attributes
+            .iter()
+            .filter(|(_, v)| matches!(v, AttributeValue::Quantity(_)))
+            .map(|(k, _)| k)
+            .collect();
+        let device_sharing = sharing::device_sharing(
+            &name,
+            device.capacity,
+            device.allow_multiple_allocations,
+            device.consumes_counters,
+            &quantities,
+            &counter_sets,
+        )?;
+        if !device_sharing.is_empty() {
+            shared.insert(name.clone(), device_sharing);
+        }
         if let Some(state @ (HealthState::Unhealthy | HealthState::Unknown)) = device.health {
             let observation = Observation {
                 state,
@@ -298,7 +371,12 @@ fn parse_both(text: &str) -> Result<(Inventory, Observations), InventoryFileErro
             },
         );
     }
-    Ok((inventory, health))
+    let discovered = Discovered {
+        devices: inventory,
+        sharing: shared,
+        counter_sets,
+    };
+    Ok((discovered, health))
 }
 
 /// Device names go into `namedResources` instances: DNS labels.

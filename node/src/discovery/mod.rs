@@ -20,7 +20,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::device::Inventory;
+use crate::device::{Discovered, Inventory};
 
 /// Where the inventory is read from: the value of `--devices`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,10 +162,19 @@ impl DeviceSource {
     /// What the source reports: an unreadable sysfs file, an invalid inventory file, NVML failing
     /// (or not built in).
     pub fn discover(&self, roots: &DiscoveryRoots) -> Result<Inventory, DiscoveryError> {
+        self.discover_all(roots).map(|found| found.devices)
+    }
+
+    /// Reads the inventory once with how its devices are shared and the pool's counter sets
+    /// (which only an inventory file gives today).
+    ///
+    /// # Errors
+    /// As [`DeviceSource::discover`].
+    pub fn discover_all(&self, roots: &DiscoveryRoots) -> Result<Discovered, DiscoveryError> {
         match self {
-            DeviceSource::Sysfs => sysfs::discover(roots),
-            DeviceSource::File(path) => file::read(path),
-            DeviceSource::Nvml => nvml::discover(roots),
+            DeviceSource::Sysfs => sysfs::discover(roots).map(Discovered::from),
+            DeviceSource::File(path) => file::read_discovered(path),
+            DeviceSource::Nvml => nvml::discover(roots).map(Discovered::from),
         }
     }
 }

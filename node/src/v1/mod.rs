@@ -1,5 +1,6 @@
 //! The `v1` generation (`resource.k8s.io/v1`, Kubernetes 1.34+), node side: the node's
-//! `ResourceSlice` built from its inventory ([`slice_for`]) and kept published ([`slices`]), our
+//! `ResourceSlice` built from its inventory ([`slice_for`]; [`pool`] lays out a pool with shared
+//! devices in several) and kept published ([`slices`]), our
 //! opaque device configuration ([`config`]), what a claim's allocation asks this node to prepare
 //! ([`allocation`]), where claims are read ([`claims`]) and the device status the agent reports
 //! in the claims it prepared ([`status`]), and the taints of unhealthy devices ([`taints`]). The API objects themselves are
@@ -9,6 +10,7 @@
 pub mod allocation;
 pub mod claims;
 pub mod config;
+pub mod pool;
 pub mod slices;
 pub mod status;
 pub mod taints;
@@ -21,8 +23,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::device::Inventory;
 use dra_types::resource_v1::{
-    Device, DeviceAttribute, DeviceCapacity, ResourcePool, ResourceSlice, ResourceSliceSpec,
-    MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE, MAX_ATTRIBUTE_VALUE_LENGTH, MAX_DEVICES_PER_SLICE,
+    CounterSet, Device, DeviceAttribute, DeviceCapacity, ResourcePool, ResourceSlice,
+    ResourceSliceSpec, MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE, MAX_ATTRIBUTE_VALUE_LENGTH,
+    MAX_DEVICES_PER_SLICE,
 };
 
 /// Whether the API server answered `error` with 409 Conflict.
@@ -44,6 +47,16 @@ pub enum SliceError {
         /// Devices in the inventory.
         count: usize,
         /// [`MAX_DEVICES_PER_SLICE`].
+        max: usize,
+    },
+    /// A counter set or a device's consumption of one with more counters than v1 allows.
+    #[error("{owner}: {count} counters, at most {max} allowed")]
+    TooManyCounters {
+        /// `counter set NAME` or the device and the set it consumes.
+        owner: String,
+        /// Its counters.
+        count: usize,
+        /// [`pool::MAX_COUNTERS_PER_SET`].
         max: usize,
     },
     /// A device name that is not a DNS label.
@@ -118,7 +131,19 @@ pub fn slice_for(
         .values()
         .map(|d| device(&d.name, &d.attributes))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(ResourceSlice::new(
+    Ok(slice(node, driver, generation, 1, devices, Vec::new()))
+}
+
+/// One slice of the node's pool of `count` slices, holding `devices` and `counter_sets`.
+fn slice(
+    node: &str,
+    driver: &str,
+    generation: i64,
+    count: usize,
+    devices: Vec<Device>,
+    counter_sets: Vec<CounterSet>,
+) -> ResourceSlice {
+    ResourceSlice::new(
         ObjectMeta {
             generate_name: Some(format!("{node}-{driver}-")),
             ..ObjectMeta::default()
@@ -128,13 +153,14 @@ pub fn slice_for(
             pool: ResourcePool {
                 name: node.to_owned(),
                 generation,
-                resource_slice_count: 1,
+                resource_slice_count: i64::try_from(count).unwrap_or(i64::MAX),
             },
             node_name: Some(node.to_owned()),
             devices,
+            shared_counters: counter_sets,
             ..ResourceSliceSpec::default()
         },
-    ))
+    )
 }
 
 /// One device: its attributes split into v1 attributes and capacities.
@@ -195,7 +221,7 @@ fn bounded(text: &str) -> Result<String, AttributeRefusal> {
 }
 
 /// An RFC 1123 label: lower-case alphanumerics and `-`, alphanumeric at both ends, ≤ 63.
-fn is_dns_label(s: &str) -> bool {
+pub(crate) fn is_dns_label(s: &str) -> bool {
     let b = s.as_bytes();
     let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     !b.is_empty()
@@ -212,7 +238,7 @@ fn is_dns_subdomain(s: &str, max: usize) -> bool {
 
 /// An attribute or capacity name: `<id>` or `<domain>/<id>`, id a C identifier of at most 32,
 /// domain a driver name (≤ 63, a DNS subdomain after lower-casing).
-fn is_attribute_name(s: &str) -> bool {
+pub(crate) fn is_attribute_name(s: &str) -> bool {
     let (domain, id) = match s.split_once('/') {
         Some((domain, id)) => (Some(domain), id),
         None => (None, s),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use dra_allocator::model::{AttributeValue, Quantity, Version};
 use dra_node::discovery::{file, DiscoveryError};
 
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/discovery/fixtures")
         .join(name)

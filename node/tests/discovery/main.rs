@@ -7,6 +7,7 @@
 
 mod fake_sysfs;
 mod file;
+mod file_sharing;
 mod nvml;
 mod source;
 mod sysfs;
