@@ -18,19 +18,19 @@ fn partitions_consume_the_counter_sets_the_file_defines() {
     let found = file::read_discovered(&fixture("partitions.yaml")).unwrap();
     assert_eq!(found.devices.len(), 9);
     let set = &found.counter_sets["gpu-0-counters"];
-    assert_eq!(set.counters["memorySlices"].value, Quantity("8".into()));
-    assert_eq!(set.counters["computeSlices"].value, Quantity("7".into()));
+    assert_eq!(set.counters["memory-slices"].value, Quantity("8".into()));
+    assert_eq!(set.counters["compute-slices"].value, Quantity("7".into()));
     let one = &found.sharing["gpu-0-mig-1g-3"];
     assert!(!one.allow_multiple_allocations);
     assert_eq!(one.capacity["memory"].value, Quantity("10Gi".into()));
     assert_eq!(one.consumes_counters.len(), 1);
     assert_eq!(one.consumes_counters[0].counter_set, "gpu-0-counters");
     assert_eq!(
-        one.consumes_counters[0].counters["computeSlices"].value,
+        one.consumes_counters[0].counters["compute-slices"].value,
         Quantity("1".into())
     );
     let seven = &found.sharing["gpu-0-mig-7g-0"].consumes_counters[0];
-    assert_eq!(seven.counters["memorySlices"].value, Quantity("8".into()));
+    assert_eq!(seven.counters["memory-slices"].value, Quantity("8".into()));
 }
 
 #[test]
@@ -104,6 +104,12 @@ fn bad_quantities_names_and_fields_are_refused_naming_where() {
     let counter =
         "sharedCounters:\n  - name: s\n    counters: {memory: {value: many}}\ndevices: []\n";
     assert!(refused(counter).starts_with("counter set s: counters.memory: \"many\""));
+    let camel =
+        "sharedCounters:\n  - name: s\n    counters: {memorySlices: {value: \"8\"}}\ndevices: []\n";
+    assert_eq!(
+        refused(camel),
+        "counter set s: counters.memorySlices: \"memorySlices\" is not a valid name"
+    );
     let twice = "sharedCounters:\n  - name: s\n    counters: {}\n  - name: s\n    counters: {}\ndevices: []\n";
     assert_eq!(
         refused(twice),

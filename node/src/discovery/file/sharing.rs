@@ -240,8 +240,8 @@ fn counters(
 ) -> Result<BTreeMap<String, Counter>, (String, SharingError)> {
     file.iter()
         .map(|(name, counter)| {
-            let c_identifier = crate::v1::is_attribute_name(name) && !name.contains('/');
-            if !c_identifier && !crate::v1::is_dns_label(name) {
+            // counter names are DNS labels, as the v1 API requires
+            if !crate::v1::is_dns_label(name) {
                 let reason = SharingError::Name { name: name.clone() };
                 return Err((name.clone(), reason));
             }
