@@ -15,7 +15,7 @@ use super::health::HealthTracker;
 use super::measured::Measured;
 use super::AgentConfig;
 use crate::admin::{self, AgentReadiness, AgentState};
-use crate::device::Inventory;
+use crate::device::{Discovered, Inventory};
 use crate::gc::{find_stale, find_stale_v1, PreparedRef, StaleReason};
 use crate::grpc::RegistrationState;
 use crate::health::{without_unhealthy, HealthMap};
@@ -63,8 +63,10 @@ pub(super) fn watch_hangup() -> Option<Signal> {
 pub(super) struct InventoryOutlets {
     /// The preparer's inventory.
     pub shared: Arc<RwLock<Inventory>>,
-    /// The inventory's receivers (the resource stream, the slice publisher).
+    /// The inventory's receivers (the resource stream, health, device status).
     pub sender: watch::Sender<Inventory>,
+    /// The pool's receiver (the slice publisher): the inventory with how it is shared.
+    pub pool: watch::Sender<Discovered>,
     /// The device health, judged again after each read.
     pub health: Arc<Mutex<HealthTracker>>,
     /// Notified by event sources of device health.
@@ -83,6 +85,7 @@ pub(super) async fn refresh_inventory(
     let InventoryOutlets {
         shared,
         sender,
+        pool,
         health,
         wake,
     } = outlets;
@@ -104,9 +107,15 @@ pub(super) async fn refresh_inventory(
         }
         let source = config.devices.clone();
         let roots = config.roots.clone();
-        let read = tokio::task::spawn_blocking(move || source.discover(&roots)).await;
+        let read = tokio::task::spawn_blocking(move || source.discover_all(&roots)).await;
         match read {
-            Ok(Ok(inventory)) => {
+            Ok(Ok(found)) => {
+                let inventory = found.devices.clone();
+                pool.send_if_modified(|current| {
+                    let changed = *current != found;
+                    *current = found;
+                    changed
+                });
                 if *sender.borrow() != inventory {
                     info!(devices = inventory.len(), "The inventory changed");
                     metrics.set_devices(inventory.len());

@@ -39,7 +39,7 @@ use tracing::{info, warn};
 
 use crate::admin::{AgentReadiness, AgentState, DeviceView, PreparedClaim};
 use crate::cdi::CdiDir;
-use crate::device::Inventory;
+use crate::device::{Discovered, Inventory};
 use crate::discovery::{DeviceSource, DiscoveryRoots};
 use crate::grpc::{DraService, HealthService, Plugin, PluginConfig, PluginServices};
 use crate::health::{without_unhealthy, HealthMap};
@@ -206,10 +206,9 @@ pub async fn run_on_with_api(
     info!(node = %config.node_name, flag = %access.dra_api, mode = %mode, "Chose the DRA API");
     let readiness = AgentReadiness::default();
     let metrics = NodeMetrics::new()?;
-    let (preparer, shared, inventory_tx) = open_preparer(&config, &metrics)?;
+    let (preparer, shared, inventory_tx, pool_tx) = open_preparer(&config, &metrics)?;
     let inventory_rx = inventory_tx.subscribe();
     readiness.set_journal_open();
-    metrics.set_devices(inventory_rx.borrow().len());
     let wake = Arc::new(Notify::new());
     let tracker = HealthTracker::start(
         sources_for(&config.devices, &config.roots, &wake),
@@ -239,6 +238,7 @@ pub async fn run_on_with_api(
                 readiness: &readiness,
                 metrics: &metrics,
                 inventory: &inventory_rx,
+                pool: &pool_tx,
                 health: &health_rx,
                 stop: &stop_rx,
             };
@@ -282,6 +282,7 @@ pub async fn run_on_with_api(
     let outlets = InventoryOutlets {
         shared,
         sender: inventory_tx,
+        pool: pool_tx,
         health: Arc::new(Mutex::new(tracker)),
         wake,
     };
@@ -329,6 +330,7 @@ struct V1Parts<'a> {
     readiness: &'a AgentReadiness,
     metrics: &'a NodeMetrics,
     inventory: &'a watch::Receiver<Inventory>,
+    pool: &'a watch::Sender<Discovered>,
     health: &'a watch::Receiver<HealthMap>,
     stop: &'a watch::Receiver<bool>,
 }
@@ -353,7 +355,7 @@ impl V1Parts<'_> {
         let mut tasks = vec![tokio::spawn(keep_published(
             SlicePublisher::new(&client, &config.node_name, &config.driver_name)
                 .with_taint_effect(config.health.taint_effect),
-            self.inventory.clone(),
+            self.pool.subscribe(),
             self.health.clone(),
             config.inventory_interval,
             move |_| readiness.set_slices_published(),
@@ -403,7 +405,8 @@ fn report_prepared(journal: &JournalPreparer, status: &StatusReporter) {
 }
 
 /// The journal opened and recovered, and the first inventory read: the preparer, the
-/// inventory it checks claims against and the sender of the inventory's changes.
+/// inventory it checks claims against, the sender of the inventory's changes and that of the
+/// pool's (the inventory with how its devices are shared, which the slices publish).
 #[allow(clippy::type_complexity)] // three parts with their own roles; a struct would only name them again
 fn open_preparer(
     config: &AgentConfig,
@@ -413,6 +416,7 @@ fn open_preparer(
         Arc<Measured>,
         Arc<RwLock<Inventory>>,
         watch::Sender<Inventory>,
+        watch::Sender<Discovered>,
     ),
     AgentError,
 > {
@@ -426,7 +430,9 @@ fn open_preparer(
         config.state_dir.join("prepare-journal.redb"),
         &config.driver_name,
     )?;
-    let first = config.devices.discover(&config.roots)?;
+    let found = config.devices.discover_all(&config.roots)?;
+    let first = found.devices.clone();
+    metrics.set_devices(first.len());
     let shared = Arc::new(RwLock::new(first.clone()));
     let preparer = JournalPreparer::new(
         journal,
@@ -444,7 +450,12 @@ fn open_preparer(
         status: OnceLock::new(),
     });
     preparer.count();
-    Ok((preparer, shared, watch::channel(first).0))
+    Ok((
+        preparer,
+        shared,
+        watch::channel(first).0,
+        watch::channel(found).0,
+    ))
 }
 
 fn admin_state(

@@ -41,7 +41,7 @@ fn is_not_found(error: &kube::Error) -> bool {
 /// Why an inventory has no v1 `ResourceSlice`: something v1 cannot hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SliceError {
-    /// More devices than one slice allows (the agent publishes a single slice per node).
+    /// More devices than one slice allows (for [`slice_for`], which builds a single slice).
     #[error("{count} devices on the node, but one ResourceSlice holds at most {max}")]
     TooManyDevices {
         /// Devices in the inventory.

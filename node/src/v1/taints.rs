@@ -10,7 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::chrono::SubsecRound;
 
 use crate::health::HealthMap;
-use dra_types::resource_v1::{DeviceTaint, ResourceSlice, EFFECT_NONE, NO_EXECUTE, NO_SCHEDULE};
+use dra_types::resource_v1::{
+    Device, DeviceTaint, ResourceSlice, EFFECT_NONE, NO_EXECUTE, NO_SCHEDULE,
+};
 
 /// The effect of the taint an unhealthy device gets (`--unhealthy-taint-effect`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,20 +75,26 @@ pub fn apply_health_taints(
     driver: &str,
     effect: TaintEffect,
 ) {
-    let key = unhealthy_key(driver);
     for device in &mut slice.spec.devices {
-        device.taints.retain(|taint| taint.key != key);
-        let Some(unhealthy) = health.get(&device.name).filter(|h| h.is_unhealthy()) else {
-            continue;
-        };
-        device.taints.push(DeviceTaint {
-            key: key.clone(),
-            value: unhealthy.reason.map(|r| r.as_str().to_owned()),
-            effect: effect.as_str().to_owned(),
-            // the API server keeps whole seconds: the slice read back compares equal
-            time_added: Some(Time(unhealthy.since.trunc_subsecs(0))),
-        });
+        taint_device(device, health, driver, effect);
     }
+}
+
+/// Puts the health taint on `device` if `health` calls it unhealthy (after the taints it has),
+/// and takes it off otherwise.
+pub fn taint_device(device: &mut Device, health: &HealthMap, driver: &str, effect: TaintEffect) {
+    let key = unhealthy_key(driver);
+    device.taints.retain(|taint| taint.key != key);
+    let Some(unhealthy) = health.get(&device.name).filter(|h| h.is_unhealthy()) else {
+        return;
+    };
+    device.taints.push(DeviceTaint {
+        key,
+        value: unhealthy.reason.map(|r| r.as_str().to_owned()),
+        effect: effect.as_str().to_owned(),
+        // the API server keeps whole seconds: the slice read back compares equal
+        time_added: Some(Time(unhealthy.since.trunc_subsecs(0))),
+    });
 }
 
 /// Takes the health taints off every device of `slice` (where the API server drops taints).
@@ -111,7 +119,6 @@ pub fn has_health_taints(slice: &ResourceSlice, driver: &str) -> bool {
 mod tests {
     use super::*;
     use crate::health::{DeviceHealth, HealthState, Reason};
-    use dra_types::resource_v1::Device;
     use k8s_openapi::chrono::{DateTime, TimeDelta, Utc};
 
     fn slice(names: &[&str]) -> ResourceSlice {

@@ -5,7 +5,7 @@
 //! CDI directory answer bad input. The `v1_` modules run the whole agent against the
 //! simulator's API server playing 1.34 (`v1_support`) and call `v1.DRAPlugin` and
 //! `v1beta1.DRAPlugin` with claims allocated in it; `v1_slices` checks the node's slice the agent
-//! publishes there, `v1_status` the device status it writes into the claims it prepares.
+//! publishes there (`v1_sharing_slices` the pool of shared devices on 1.37 and 1.35), `v1_status` the device status it writes into the claims it prepares.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -26,6 +26,7 @@ mod support;
 mod v1_health;
 mod v1_prepare;
 mod v1_registration;
+mod v1_sharing_slices;
 mod v1_slices;
 mod v1_status;
 mod v1_support;
