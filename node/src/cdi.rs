@@ -1,22 +1,23 @@
 //! The CDI spec of one prepared claim (CDI 1.1.0 format): the file
 //! `<cdi-dir>/<driver>-claim_<claimUID>.json`, `kind` `<driver>/claim`, one device named by the
 //! claim UID, so the ID handed to the kubelet is `<driver>/claim=<claimUID>`. Its
-//! `containerEdits` set `DRA_LEDGER_CLAIM_UID` and `DRA_LEDGER_DEVICES`, each device's own
-//! environment, and the device nodes of every device. `cdiVersion` is the lowest version whose
-//! schema the file meets.
+//! `containerEdits` set the claim's environment ([`env`]: its UID, devices, the devices' own
+//! variables, a MIG partition's UUID, the limits of its shares) and the device nodes of every
+//! device. `cdiVersion` is the lowest version whose schema the file meets.
 //!
 //! Files are written atomically (a temporary file in the same directory, fsync, rename, fsync of
 //! the directory), so a crash leaves the old file, the new one or none, never a torn one. Only
 //! files with our name prefix are listed or removed; other vendors' specs are never touched.
 
-use std::collections::BTreeMap;
+pub mod env;
+
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::device::NodeDevice;
+use crate::device::{DeviceShare, NodeDevice};
 
 /// The lowest CDI version with `hostPath` on device nodes; plain env and device paths need only
 /// 0.3.0.
@@ -59,15 +60,9 @@ impl CdiDir {
         format!("{}/claim={uid}", self.driver)
     }
 
-    /// The spec of claim `uid` holding `devices`.
-    pub fn spec(&self, uid: &str, devices: &[&NodeDevice]) -> Value {
-        let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
-        let mut env: BTreeMap<String, String> = BTreeMap::new();
-        for device in devices {
-            env.extend(device.env.clone());
-        }
-        env.insert("DRA_LEDGER_CLAIM_UID".into(), uid.to_owned());
-        env.insert("DRA_LEDGER_DEVICES".into(), names.join(","));
+    /// The spec of claim `uid` holding `devices`, `shares` of them by share.
+    pub fn spec(&self, uid: &str, devices: &[&NodeDevice], shares: &[DeviceShare]) -> Value {
+        let env = env::claim_env(uid, devices, shares);
         let nodes: Vec<Value> = devices
             .iter()
             .flat_map(|d| d.device_nodes.iter())

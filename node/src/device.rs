@@ -1,7 +1,8 @@
 //! A device of this node as discovery reports it: the name the controller allocates by, typed
 //! attributes (published to the scheduler and the controller), the device nodes a container
-//! needs, and environment variables its CDI edits add; and what discovery found as a whole:
-//! the devices, how they are shared, and the pool's counter sets. Plain data; no I/O.
+//! needs, and environment variables its CDI edits add; what discovery found as a whole: the
+//! devices, how they are shared, and the pool's counter sets; and one share of a device that a
+//! claim holds. Plain data; no I/O.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -71,4 +72,17 @@ impl From<Inventory> for Discovered {
             ..Discovered::default()
         }
     }
+}
+
+/// One share of a device allocated to several claims at once (`allowMultipleAllocations`):
+/// the allocation result's `shareID` and what the share consumes of the device's capacities
+/// (`consumedCapacity`, quantities as the allocation writes them).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceShare {
+    /// The device shared.
+    pub device: String,
+    /// The allocation's share ID (a UID), unique among the device's shares.
+    pub share_id: String,
+    /// The capacity consumed, by capacity name (`memory: 40Gi`, `compute: "50"`).
+    pub consumed: BTreeMap<String, String>,
 }

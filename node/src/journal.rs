@@ -1,5 +1,6 @@
 //! The prepare journal: the agent's durable record of what it prepared, in its own redb file
-//! under `--state-dir`, keyed by claim UID. An entry goes `PrepareStarted` (written before any
+//! under `--state-dir`, keyed by claim UID, and the shares of devices that claims hold beside
+//! other claims keyed by claim UID and share ID. An entry goes `PrepareStarted` (written before any
 //! side effect) -> `Prepared` (the CDI file is written) -> `UnprepareStarted` (before the CDI file
 //! is removed) -> gone, so that after a crash at any point the next start can finish or roll
 //! back what was half done (`prepare::JournalPreparer::recover`).
@@ -13,19 +14,24 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use dra_allocator::ledger::tables::{Record, Stored};
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableError};
 use serde::{Deserialize, Serialize};
 
+use crate::device::DeviceShare;
+
 /// The newest schema version this build reads and writes. Version 2 added
-/// [`EntrySharing::AdminAccess`]. A file stays at version 1 (what an older release reads) until
-/// the transaction that writes its first admin-access entry records version 2 with it, so an
-/// agent rolled back to an older release keeps its journal unless admin access was used, and
-/// refuses a version 2 file rather than misreading it.
-pub const SCHEMA_VERSION: u32 = 2;
-/// The version of a file without admin-access entries.
+/// [`EntrySharing::AdminAccess`], version 3 the `shares` table. A file stays at version 1 (what
+/// an older release reads) until the transaction that writes its first entry needing more
+/// records the version that entry needs with it, so an agent rolled back to an older release
+/// keeps its journal unless admin access or shares were used, and refuses a newer file rather
+/// than misreading it.
+pub const SCHEMA_VERSION: u32 = 3;
+/// The version of a file without admin-access entries or shares.
 const BASE_VERSION: u32 = 1;
 /// The version a file needs once it holds an admin-access entry.
 const ADMIN_ACCESS_VERSION: u32 = 2;
+/// The version a file needs once it holds a share.
+const SHARES_VERSION: u32 = 3;
 
 /// Schema version and driver name, in the ledger's frozen `meta` format (so that
 /// `dra_migrations::inspect` reads it). Invariant: written in the file's first transaction.
@@ -33,6 +39,11 @@ const META: TableDefinition<&str, &[u8]> = dra_migrations::META;
 /// Entries keyed by claim UID. Invariant: at most one entry per claim; a `Prepared` entry's CDI
 /// file was written and synced before the entry was.
 const ENTRIES: TableDefinition<&str, Stored<Entry>> = TableDefinition::new("entries");
+/// The shares a claim holds, keyed by claim UID and share ID (schema version 3; the table
+/// exists from the first share on). Invariant: every row's claim has an entry in `entries`,
+/// whose `devices` name the row's device; rows are written and removed in the transactions that
+/// write and remove their claim's entry.
+const SHARES: TableDefinition<(&str, &str), Stored<ShareRecord>> = TableDefinition::new("shares");
 
 const VERSION_KEY: &str = dra_migrations::SCHEMA_VERSION_KEY;
 const DRIVER_KEY: &str = dra_migrations::DRIVER_NAME_KEY;
@@ -76,10 +87,26 @@ pub struct Entry {
     pub cdi_ids: Vec<String>,
     /// The boot the CDI file was written in (the CDI directory is often tmpfs).
     pub boot_id: String,
+    /// The shares of devices the claim holds beside other claims, in `devices` order; its
+    /// other devices it holds whole. Stored in the `shares` table, not in the entry's record,
+    /// so that the record stays what version 1 reads.
+    #[serde(skip)]
+    pub shares: Vec<DeviceShare>,
 }
 
 impl Record for Entry {
     const TYPE_NAME: &'static str = "dra_node::PrepareEntry@v1";
+}
+
+/// One row of the `shares` table: the device shared and what the share consumes of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct ShareRecord {
+    device: String,
+    consumed: BTreeMap<String, String>,
+}
+
+impl Record for ShareRecord {
+    const TYPE_NAME: &'static str = "dra_node::PrepareShare@v1";
 }
 
 /// What failed in the journal.
@@ -187,15 +214,21 @@ impl Journal {
         Ok(journal)
     }
 
-    /// Raises the file's recorded version to `needed` within `txn`, where it is lower.
-    fn require_version(txn: &redb::WriteTransaction, needed: u32) -> Result<()> {
-        let mut meta = txn.open_table(META).map_err(storage)?;
+    /// The version the file records, as of `txn`.
+    fn recorded_version(txn: &redb::WriteTransaction) -> Result<Option<u32>> {
+        let meta = txn.open_table(META).map_err(storage)?;
         let found = meta
             .get(VERSION_KEY)
             .map_err(storage)?
             .and_then(|v| <[u8; 4]>::try_from(v.value()).ok())
             .map(u32::from_be_bytes);
-        if found.is_none_or(|found| found < needed) {
+        Ok(found)
+    }
+
+    /// Raises the file's recorded version to `needed` within `txn`, where it is lower.
+    fn require_version(txn: &redb::WriteTransaction, needed: u32) -> Result<()> {
+        if Self::recorded_version(txn)?.is_none_or(|found| found < needed) {
+            let mut meta = txn.open_table(META).map_err(storage)?;
             meta.insert(VERSION_KEY, needed.to_be_bytes().as_slice())
                 .map_err(storage)?;
         }
@@ -220,7 +253,7 @@ impl Journal {
         txn.commit().map_err(storage)
     }
 
-    /// Every entry by claim UID.
+    /// Every entry by claim UID, each with its shares.
     pub fn entries(&self) -> Result<BTreeMap<String, Entry>> {
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(ENTRIES).map_err(storage)?;
@@ -233,6 +266,32 @@ impl Journal {
                 reason: u.reason,
             })?;
             out.insert(uid, entry);
+        }
+        let shares = match txn.open_table(SHARES) {
+            Ok(shares) => shares,
+            Err(TableError::TableDoesNotExist(_)) => return Ok(out),
+            Err(e) => return Err(storage(e)),
+        };
+        for item in shares.iter().map_err(storage)? {
+            let (key, value) = item.map_err(storage)?;
+            let (uid, share_id) = key.value();
+            let record = value.value().map_err(|u| JournalError::Undecodable {
+                uid: uid.to_owned(),
+                reason: u.reason,
+            })?;
+            if let Some(entry) = out.get_mut(uid) {
+                entry.shares.push(DeviceShare {
+                    device: record.device,
+                    share_id: share_id.to_owned(),
+                    consumed: record.consumed,
+                });
+            }
+        }
+        for entry in out.values_mut() {
+            let devices = &entry.devices;
+            entry
+                .shares
+                .sort_by_key(|s| devices.iter().position(|d| *d == s.device));
         }
         Ok(out)
     }
@@ -249,6 +308,9 @@ impl Journal {
         {
             Self::require_version(&txn, ADMIN_ACCESS_VERSION)?;
         }
+        if put.iter().any(|(_, entry)| !entry.shares.is_empty()) {
+            Self::require_version(&txn, SHARES_VERSION)?;
+        }
         {
             let mut table = txn.open_table(ENTRIES).map_err(storage)?;
             for (uid, entry) in put {
@@ -258,103 +320,50 @@ impl Journal {
                 table.remove(*uid).map_err(storage)?;
             }
         }
+        if Self::recorded_version(&txn)?.is_some_and(|v| v >= SHARES_VERSION) {
+            let mut shares = txn.open_table(SHARES).map_err(storage)?;
+            for uid in put
+                .iter()
+                .map(|(uid, _)| *uid)
+                .chain(remove.iter().copied())
+            {
+                remove_shares_of(&mut shares, uid)?;
+            }
+            for (uid, entry) in put {
+                for share in &entry.shares {
+                    let record = ShareRecord {
+                        device: share.device.clone(),
+                        consumed: share.consumed.clone(),
+                    };
+                    shares
+                        .insert((*uid, share.share_id.as_str()), Ok(record))
+                        .map_err(storage)?;
+                }
+            }
+        }
         txn.commit().map_err(storage)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entry(state: EntryState) -> Entry {
-        Entry {
-            state,
-            namespace: "default".into(),
-            name: "c1".into(),
-            devices: vec!["gpu-0".into()],
-            sharing: EntrySharing::Exclusive,
-            cdi_ids: vec!["gpu.dra-ledger.io/claim=u1".into()],
-            boot_id: "boot-1".into(),
+/// Removes every share of claim `uid` from `shares`.
+fn remove_shares_of(
+    shares: &mut redb::Table<'_, (&'static str, &'static str), Stored<ShareRecord>>,
+    uid: &str,
+) -> Result<()> {
+    let mut ids = Vec::new();
+    for item in shares.range((uid, "")..).map_err(storage)? {
+        let (key, _) = item.map_err(storage)?;
+        let (owner, id) = key.value();
+        if owner != uid {
+            break;
         }
+        ids.push(id.to_owned());
     }
-
-    #[test]
-    fn entries_survive_a_reopen_and_removals_are_gone() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.redb");
-        let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
-        let started = entry(EntryState::PrepareStarted);
-        journal
-            .apply(&[("u1", &started), ("u2", &started)], &[])
-            .unwrap();
-        let prepared = entry(EntryState::Prepared);
-        journal.apply(&[("u1", &prepared)], &["u2"]).unwrap();
-        drop(journal);
-        let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
-        let entries = journal.entries().unwrap();
-        assert_eq!(entries.len(), 1);
-        assert_eq!(entries["u1"], prepared);
+    for id in ids {
+        shares.remove((uid, id.as_str())).map_err(storage)?;
     }
-
-    #[test]
-    fn a_newer_schema_or_another_drivers_file_is_refused_and_left_unchanged() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.redb");
-        drop(Journal::open(&path, "gpu.dra-ledger.io").unwrap());
-        let err = Journal::open(&path, "other.example.com").unwrap_err();
-        assert!(matches!(err, JournalError::OtherDriver { .. }), "{err}");
-        {
-            let db = Database::create(&path).unwrap();
-            let txn = db.begin_write().unwrap();
-            txn.open_table(META)
-                .unwrap()
-                .insert(VERSION_KEY, (SCHEMA_VERSION + 1).to_be_bytes().as_slice())
-                .unwrap();
-            txn.commit().unwrap();
-        }
-        let before = std::fs::read(&path).unwrap();
-        let err = Journal::open(&path, "gpu.dra-ledger.io").unwrap_err();
-        assert!(
-            matches!(err, JournalError::NewerSchema { found: 3, .. }),
-            "{err}"
-        );
-        assert!(err.to_string().contains("left unchanged"));
-        assert!(std::fs::read(&path).unwrap() == before, "the file changed");
-    }
-
-    #[test]
-    fn a_journal_stays_at_version_1_until_it_holds_an_admin_access_entry() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.redb");
-        let prepared = entry(EntryState::Prepared);
-        {
-            let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
-            journal.apply(&[("u1", &prepared)], &[]).unwrap();
-        }
-        assert_eq!(dra_migrations::inspect(&path).unwrap().schema_version, 1);
-        let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
-        assert_eq!(dra_migrations::inspect(&path).unwrap().schema_version, 1);
-        assert_eq!(journal.entries().unwrap()["u1"], prepared);
-        let admin = Entry {
-            sharing: EntrySharing::AdminAccess,
-            ..prepared.clone()
-        };
-        journal.apply(&[("u2", &admin)], &[]).unwrap();
-        drop(journal);
-        let info = dra_migrations::inspect(&path).unwrap();
-        assert_eq!(info.schema_version, SCHEMA_VERSION);
-        let journal = Journal::open(&path, "gpu.dra-ledger.io").unwrap();
-        assert_eq!(journal.entries().unwrap()["u2"], admin);
-    }
-
-    #[test]
-    fn a_file_that_is_not_a_journal_is_a_clear_error_and_left_unchanged() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.redb");
-        std::fs::write(&path, b"not a redb file at all, just text").unwrap();
-        let err = Journal::open(&path, "gpu.dra-ledger.io").unwrap_err();
-        assert!(matches!(err, JournalError::Inspect { .. }), "{err}");
-        assert!(err.to_string().contains("journal.redb"));
-        assert!(std::fs::read(&path).unwrap() == b"not a redb file at all, just text");
-    }
+    Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,6 +6,8 @@
 
 use dra_allocator::model::Sharing;
 
+use crate::device::DeviceShare;
+
 /// One claim of a kubelet request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClaimRequest {
@@ -32,7 +34,10 @@ pub struct AllocatedClaim {
     pub name: String,
     /// The devices of this node allocated to the claim, each once.
     pub devices: Vec<String>,
-    /// How the claim holds them, from its opaque configuration.
+    /// The shares of `devices` allocated to the claim (devices allocated to several claims at
+    /// once); a device without one the claim holds whole.
+    pub shares: Vec<DeviceShare>,
+    /// How the claim holds its whole devices, from its opaque configuration.
     pub sharing: Sharing,
     /// Admin access (KEP 5018): the devices are prepared whoever else holds them, and the claim
     /// keeps no other claim from them; `sharing` does not apply.
@@ -133,6 +138,7 @@ pub struct Recovery {
     pub orphans_removed: Vec<String>,
 }
 
+mod fit;
 mod journal_preparer;
 
 pub use journal_preparer::{JournalPreparer, RecoverError, MAX_HANDLE_BYTES};

@@ -1,6 +1,8 @@
 use std::path::PathBuf;
 
 use super::*;
+use crate::device::DeviceShare;
+use dra_allocator::model::AttributeValue;
 
 const DRIVER: &str = "gpu.dra-ledger.io";
 
@@ -59,7 +61,7 @@ fn every_written_spec_validates_against_the_cdi_1_1_0_schema() {
     let without_nodes = [gpu("gpu-2", &[])];
     for (uid, devices) in [("u1", &with_nodes[..]), ("u2", &without_nodes[..])] {
         let refs: Vec<&NodeDevice> = devices.iter().collect();
-        cdi.write(uid, &cdi.spec(uid, &refs)).unwrap();
+        cdi.write(uid, &cdi.spec(uid, &refs, &[])).unwrap();
         let written: Value =
             serde_json::from_str(&std::fs::read_to_string(cdi.file(uid)).unwrap()).unwrap();
         assert_valid(&validator, &written);
@@ -76,7 +78,7 @@ fn the_spec_names_the_claim_its_devices_and_the_lowest_version_it_needs() {
     let cdi = CdiDir::new("/run/cdi", DRIVER);
     let devices = [gpu("gpu-0", &["/dev/nvidia0"]), gpu("gpu-3", &[])];
     let refs: Vec<&NodeDevice> = devices.iter().collect();
-    let spec = cdi.spec("uid-1", &refs);
+    let spec = cdi.spec("uid-1", &refs, &[]);
     assert_eq!(spec["kind"], "gpu.dra-ledger.io/claim");
     assert_eq!(spec["cdiVersion"], HOST_PATH_VERSION);
     assert_eq!(spec["devices"][0]["name"], "uid-1");
@@ -97,7 +99,7 @@ fn the_spec_names_the_claim_its_devices_and_the_lowest_version_it_needs() {
         cdi.file("uid-1"),
         PathBuf::from("/run/cdi/gpu.dra-ledger.io-claim_uid-1.json")
     );
-    let bare = cdi.spec("uid-2", &[&devices[1]]);
+    let bare = cdi.spec("uid-2", &[&devices[1]], &[]);
     assert_eq!(bare["cdiVersion"], BASE_VERSION);
 }
 
@@ -106,8 +108,8 @@ fn listing_and_removal_touch_only_our_files() {
     let dir = tempfile::tempdir().unwrap();
     let cdi = CdiDir::new(dir.path(), DRIVER);
     let device = gpu("gpu-0", &[]);
-    cdi.write("a", &cdi.spec("a", &[&device])).unwrap();
-    cdi.write("b", &cdi.spec("b", &[&device])).unwrap();
+    cdi.write("a", &cdi.spec("a", &[&device], &[])).unwrap();
+    cdi.write("b", &cdi.spec("b", &[&device], &[])).unwrap();
     std::fs::write(dir.path().join("nvidia.com-gpu.json"), "{}").unwrap();
     std::fs::write(dir.path().join("other.io-claim_x.json"), "{}").unwrap();
     std::fs::write(
@@ -126,4 +128,68 @@ fn listing_and_removal_touch_only_our_files() {
         .list()
         .unwrap()
         .is_empty());
+}
+
+fn env_of(spec: &Value) -> Vec<&str> {
+    spec["devices"][0]["containerEdits"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_mig_partition_is_visible_by_its_own_uuid_and_several_gpus_are_all_visible() {
+    let cdi = CdiDir::new("/run/cdi", DRIVER);
+    let mut partition = gpu("gpu-0-mig-1g-3", &[]);
+    partition.attributes.insert(
+        "uuid".into(),
+        AttributeValue::String("MIG-2b3c4d5e-0000-1111-2222-333344445555".into()),
+    );
+    let spec = cdi.spec("u1", &[&partition], &[]);
+    assert!(
+        env_of(&spec).contains(&"NVIDIA_VISIBLE_DEVICES=MIG-2b3c4d5e-0000-1111-2222-333344445555")
+    );
+    let pair = [gpu("gpu-0", &[]), gpu("gpu-1", &[])];
+    let spec = cdi.spec("u2", &[&pair[0], &pair[1]], &[]);
+    assert!(
+        env_of(&spec).contains(&"NVIDIA_VISIBLE_DEVICES=GPU-gpu-0,GPU-gpu-1"),
+        "{spec:#}"
+    );
+}
+
+#[test]
+fn a_share_sets_its_id_and_the_memory_and_compute_it_consumes() {
+    let cdi = CdiDir::new("/run/cdi", DRIVER);
+    let device = gpu("gpu-2", &[]);
+    let share = DeviceShare {
+        device: "gpu-2".into(),
+        share_id: "4d9f".into(),
+        consumed: [
+            ("memory".to_owned(), "40Gi".to_owned()),
+            ("compute".to_owned(), "50".to_owned()),
+        ]
+        .into(),
+    };
+    let spec = cdi.spec("u1", &[&device], std::slice::from_ref(&share));
+    let env = env_of(&spec);
+    for wanted in [
+        "DRA_LEDGER_SHARE_ID=4d9f",
+        "DRA_LEDGER_MEMORY_LIMIT=40Gi",
+        "DRA_LEDGER_COMPUTE_SHARE=50",
+        "NVIDIA_VISIBLE_DEVICES=GPU-gpu-2",
+    ] {
+        assert!(env.contains(&wanted), "{wanted} not in {env:?}");
+    }
+    let whole = cdi.spec("u2", &[&device], &[]);
+    assert!(
+        !env_of(&whole)
+            .iter()
+            .any(|e| e.starts_with("DRA_LEDGER_SHARE_ID")),
+        "a whole device has no share"
+    );
+    if let Some(validator) = cdi_schema() {
+        assert_valid(&validator, &spec);
+    }
 }

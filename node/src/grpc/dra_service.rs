@@ -7,8 +7,9 @@
 //! of this driver in this node's pool go to the same [`ClaimPreparer`] the 1.30 service uses.
 //! The answer has one entry per claim UID of the request: the claim's error, or one `Device` per
 //! allocated result of ours on this node with its request name (a subrequest `req/sub` answered
-//! as `req`, as the upstream kubelet-plugin helper does), pool, device and the claim's CDI
-//! device ID. A claim that fails never fails the call. Unprepare needs the UID only.
+//! as `req`, as the upstream kubelet-plugin helper does), pool, device, the claim's CDI
+//! device ID and, for a share of a device allocated to several claims, the result's share ID
+//! (which the kubelet keeps with the device; v1beta1 has no such field). A claim that fails never fails the call. Unprepare needs the UID only.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -158,7 +159,7 @@ fn request_of(claim: v1::Claim) -> ClaimRequest {
 }
 
 /// The answer's devices of a prepared claim: one per allocated result of ours on this node,
-/// each with the claim's CDI device IDs.
+/// each with the claim's CDI device IDs and the result's share ID.
 pub fn devices(allocation: &NodeAllocation, cdi_ids: &[String]) -> Vec<v1::Device> {
     allocation
         .results
@@ -168,7 +169,7 @@ pub fn devices(allocation: &NodeAllocation, cdi_ids: &[String]) -> Vec<v1::Devic
             pool_name: result.pool.clone(),
             device_name: result.device.clone(),
             cdi_device_ids: cdi_ids.to_vec(),
-            share_id: None,
+            share_id: result.share_id.clone(),
         })
         .collect()
 }
@@ -195,7 +196,7 @@ impl<P: ClaimPreparer> v1::dra_plugin_server::DraPlugin for DraService<P> {
 }
 
 /// The `v1beta1.DRAPlugin` service: [`DraService`] behind the v1beta1 messages (the same fields
-/// but `share_id`, which this driver never sets).
+/// but `share_id`, which v1beta1 does not carry).
 pub struct DraServiceV1beta1<P>(pub Arc<DraService<P>>);
 
 impl<P> std::fmt::Debug for DraServiceV1beta1<P> {

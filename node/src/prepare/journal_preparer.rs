@@ -1,8 +1,9 @@
 //! [`JournalPreparer`]: the [`ClaimPreparer`] over the prepare journal and the CDI directory.
 //!
 //! Prepare of a batch: every claim is checked (its handle is our data, for this claim and this
-//! node, or its devices come read from its allocation; either way they must be devices of the
-//! inventory that no other claim holds beyond what sharing allows),
+//! node, or its devices and shares come read from its allocation; either way they must be
+//! devices of the inventory that no other claim holds beyond what sharing allows, and shares of
+//! a device never meet a claim holding it whole: [`super::fit`]),
 //! then one journal transaction records `PrepareStarted` for all new claims, their CDI files are
 //! written, and one transaction records them `Prepared` (or drops the ones whose file failed).
 //! Unprepare records `UnprepareStarted`, removes the files and drops the entries. Batches run one
@@ -20,9 +21,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use dra_allocator::handle::{HandleData, HandleSharing};
 
+use super::fit::{blocker, Want};
 use super::{AllocatedClaim, ClaimPreparer, ClaimRequest, PrepareError, Recovery};
 use crate::cdi::CdiDir;
-use crate::device::{Inventory, NodeDevice};
+use crate::device::{DeviceShare, Inventory, NodeDevice};
 use crate::journal::{Entry, EntrySharing, EntryState, Journal, JournalError};
 
 /// The largest resource handle data the API server stores (`ResourceHandleDataMaxSize`).
@@ -80,6 +82,7 @@ struct Wanted<'a> {
     name: &'a str,
     devices: Vec<String>,
     sharing: EntrySharing,
+    shares: Vec<DeviceShare>,
     refuse: fn(&str, String) -> PrepareError,
 }
 
@@ -112,6 +115,15 @@ fn sharing(handle: HandleSharing) -> EntrySharing {
         HandleSharing::Exclusive => EntrySharing::Exclusive,
         HandleSharing::Shared { max_consumers } => EntrySharing::Shared(max_consumers),
     }
+}
+
+/// The share IDs of `shares` as a refusal names them (` (shares a, b)`), nothing without any.
+fn share_ids(shares: &[DeviceShare]) -> String {
+    if shares.is_empty() {
+        return String::new();
+    }
+    let ids: Vec<&str> = shares.iter().map(|s| s.share_id.as_str()).collect();
+    format!(" (shares {})", ids.join(", "))
 }
 
 fn journal_error(uid: &str, error: &JournalError) -> PrepareError {
@@ -176,10 +188,12 @@ impl JournalPreparer {
             .collect()
     }
 
-    fn write_spec(&self, uid: &str, devices: &[String]) -> std::io::Result<()> {
-        let devices = self.devices_of(devices);
+    /// Writes the spec of claim `uid` as its `entry` says.
+    fn write_spec(&self, uid: &str, entry: &Entry) -> std::io::Result<()> {
+        let devices = self.devices_of(&entry.devices);
         let refs: Vec<&NodeDevice> = devices.iter().collect();
-        self.cdi.write(uid, &self.cdi.spec(uid, &refs))
+        self.cdi
+            .write(uid, &self.cdi.spec(uid, &refs, &entry.shares))
     }
 
     /// Settles every half-done entry and removes CDI files of ours without an entry.
@@ -205,8 +219,7 @@ impl JournalPreparer {
                     report.unprepared.push(uid.clone());
                 }
                 EntryState::Prepared if !self.cdi.exists(uid) => {
-                    self.write_spec(uid, &entry.devices)
-                        .map_err(cdi_error(uid))?;
+                    self.write_spec(uid, entry).map_err(cdi_error(uid))?;
                     report.rewritten.push(uid.clone());
                 }
                 EntryState::Prepared => {}
@@ -258,6 +271,7 @@ impl JournalPreparer {
             name: &claim.name,
             devices: data.devices,
             sharing: sharing(data.sharing),
+            shares: Vec::new(),
             refuse: handle_error,
         })
     }
@@ -272,7 +286,9 @@ impl JournalPreparer {
         let uid = wanted.uid;
         match entries.get(uid) {
             Some(entry)
-                if entry.state == EntryState::Prepared && entry.devices == wanted.devices =>
+                if entry.state == EntryState::Prepared
+                    && entry.devices == wanted.devices
+                    && entry.shares == wanted.shares =>
             {
                 return Ok(Plan::Done(entry.cdi_ids.clone()))
             }
@@ -280,8 +296,9 @@ impl JournalPreparer {
                 return Err((wanted.refuse)(
                     uid,
                     format!(
-                        "prepared with devices {:?}; unprepare it first",
-                        entry.devices
+                        "prepared with devices {:?}{}; unprepare it first",
+                        entry.devices,
+                        share_ids(&entry.shares)
                     ),
                 ))
             }
@@ -299,39 +316,23 @@ impl JournalPreparer {
                 });
             }
         }
-        // Admin access is exempt from the exclusivity check both ways: it takes devices
-        // whoever holds them, and holds them from no one.
-        let admin = wanted.sharing == EntrySharing::AdminAccess;
-        let holders = entries
+        let holders: Vec<(&str, &Entry)> = entries
             .iter()
+            .chain(planned.iter().map(|(u, e)| (u, e)))
+            .filter(|(u, _)| u.as_str() != uid)
             .map(|(u, e)| (u.as_str(), e))
-            .chain(planned.iter().map(|(u, e)| (u.as_str(), e)))
-            .filter(|(u, e)| *u != uid && e.sharing != EntrySharing::AdminAccess);
-        let holders: Vec<(&str, &Entry)> = holders.collect();
-        for device in wanted.devices.iter().filter(|_| !admin) {
-            let holding: Vec<&(&str, &Entry)> = holders
-                .iter()
-                .filter(|(_, e)| e.devices.contains(device))
-                .collect();
-            let limit = holding.iter().try_fold(
-                match wanted.sharing {
-                    EntrySharing::Exclusive => 1,
-                    EntrySharing::Shared(max) => max,
-                    EntrySharing::AdminAccess => u32::MAX,
-                },
-                |limit, (_, e)| match e.sharing {
-                    EntrySharing::Exclusive => None,
-                    EntrySharing::Shared(max) => Some(limit.min(max)),
-                    EntrySharing::AdminAccess => Some(limit),
-                },
-            );
-            let fits = limit
-                .is_some_and(|limit| holding.len() < usize::try_from(limit).unwrap_or(usize::MAX));
-            if let (false, Some((holder, _))) = (fits, holding.first()) {
+            .collect();
+        for device in &wanted.devices {
+            let want = Want {
+                device,
+                sharing: wanted.sharing,
+                by_share: wanted.shares.iter().any(|s| s.device == *device),
+            };
+            if let Some(holder) = blocker(want, holders.iter().copied()) {
                 return Err(PrepareError::DeviceInUse {
                     uid: uid.to_owned(),
                     device: device.clone(),
-                    holder: (*holder).to_owned(),
+                    holder: holder.to_owned(),
                 });
             }
         }
@@ -343,6 +344,7 @@ impl JournalPreparer {
             sharing: wanted.sharing,
             cdi_ids: vec![self.cdi.device_id(uid)],
             boot_id: self.boot_id.clone(),
+            shares: wanted.shares,
         }))
     }
 
@@ -373,7 +375,7 @@ impl JournalPreparer {
             let answer = match wanted.and_then(|w| self.plan(w, &entries, &planned)) {
                 Ok(Plan::Done(ids)) if self.cdi.exists(uid) => Some(Ok(ids)),
                 Ok(Plan::Done(ids)) => Some(
-                    self.write_spec(uid, &entries[uid].devices)
+                    self.write_spec(uid, &entries[uid])
                         .map(|()| ids)
                         .map_err(|source| PrepareError::Cdi {
                             uid: uid.to_owned(),
@@ -423,6 +425,7 @@ impl ClaimPreparer for JournalPreparer {
                 } else {
                     sharing(c.sharing.into())
                 },
+                shares: c.shares.clone(),
                 refuse: allocation_error,
             };
             (c.uid.as_str(), Ok(wanted))
@@ -516,7 +519,7 @@ impl JournalPreparer {
         let mut prepared = Vec::new();
         let mut failed = Vec::new();
         for (uid, entry) in planned {
-            match self.write_spec(uid, &entry.devices) {
+            match self.write_spec(uid, entry) {
                 Ok(()) => {
                     let mut entry = entry.clone();
                     entry.state = EntryState::Prepared;

@@ -1,13 +1,16 @@
 //! What a v1 `ResourceClaim` read from the API server asks this node to prepare: the claim
 //! checked against the kubelet's request (same UID, allocated), the allocation results of our
-//! driver in this node's pool (the pool is named after the node), and the sharing our
-//! configuration gives them ([`super::config`]). Pure: the claim is read by the caller.
+//! driver in this node's pool (the pool is named after the node), the share of each result on
+//! a device allocated to several claims at once (its `shareID` and `consumedCapacity`), and the
+//! sharing our configuration gives them ([`super::config`]). Pure: the claim is read by the
+//! caller.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use dra_allocator::model::Sharing;
 
 use super::config::{config_for, our_configs, ConfigError, ScopedConfig};
+use crate::device::DeviceShare;
 use crate::prepare::{AllocatedClaim, ClaimRequest};
 use dra_types::resource_v1::ResourceClaim;
 
@@ -22,6 +25,10 @@ pub struct NodeResult {
     pub device: String,
     /// Allocated with admin access.
     pub admin_access: bool,
+    /// The result's share of a device allocated to several claims at once (`shareID`).
+    pub share_id: Option<String>,
+    /// What the share consumes of the device's capacities (`consumedCapacity`).
+    pub consumed: BTreeMap<String, String>,
 }
 
 /// The part of a claim's allocation this node prepares.
@@ -42,7 +49,7 @@ pub struct NodeAllocation {
 }
 
 impl NodeAllocation {
-    /// The claim as the preparer takes it: each device once, in result order.
+    /// The claim as the preparer takes it: each device once, in result order, and each share.
     pub fn to_claim(&self) -> AllocatedClaim {
         let mut seen = BTreeSet::new();
         let devices = self
@@ -51,11 +58,24 @@ impl NodeAllocation {
             .filter(|r| seen.insert(r.device.as_str()))
             .map(|r| r.device.clone())
             .collect();
+        let mut seen = BTreeSet::new();
+        let shares = self
+            .results
+            .iter()
+            .filter_map(|r| Some((r, r.share_id.as_deref()?)))
+            .filter(|(r, id)| seen.insert((r.device.as_str(), *id)))
+            .map(|(r, id)| DeviceShare {
+                device: r.device.clone(),
+                share_id: id.to_owned(),
+                consumed: r.consumed.clone(),
+            })
+            .collect();
         AllocatedClaim {
             uid: self.uid.clone(),
             namespace: self.namespace.clone(),
             name: self.name.clone(),
             devices,
+            shares,
             sharing: self.sharing,
             admin_access: self.admin_access,
         }
@@ -248,6 +268,12 @@ pub fn node_allocation(
             pool: r.pool.clone(),
             device: r.device.clone(),
             admin_access: r.admin_access == Some(true),
+            share_id: r.share_id.clone(),
+            consumed: r
+                .consumed_capacity
+                .iter()
+                .map(|(name, quantity)| (name.clone(), quantity.0.clone()))
+                .collect(),
         })
         .collect();
     if here.is_empty() {

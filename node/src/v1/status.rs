@@ -1,7 +1,9 @@
 //! The device status the agent reports in the claims it prepares, `status.devices` of a v1
 //! `ResourceClaim` (KEP-4817, gate `DRAResourceClaimDeviceStatus`: beta and on by default in
 //! 1.34 to 1.36, GA in 1.37). For each device of ours in this node's pool that a prepared claim
-//! holds, one entry: `driver`, `pool` (named after the node), `device`, a `Ready` condition
+//! holds, one entry (one per share where the claim holds the device by shares, with the
+//! result's `shareID`: the API server keys entries by driver, pool, device and share ID):
+//! `driver`, `pool` (named after the node), `device`, a `Ready` condition
 //! (`True`, reason `Prepared`, the claim's CDI device IDs in the message, the claim's
 //! `metadata.generation` as `observedGeneration` where it has one, `lastTransitionTime` kept
 //! while the device stays Ready) and, where discovery knows them, the device's `uuid` and
@@ -115,19 +117,19 @@ pub fn plan(
         return Plan::Gone;
     }
     let results = claim["status"]["allocation"]["devices"]["results"].as_array();
-    let allocated: BTreeSet<&str> = results
+    let allocated: Vec<Key<'_>> = results
         .into_iter()
         .flatten()
         .filter(|result| pool.holds(result))
-        .filter_map(|result| result["device"].as_str())
+        .filter_map(|result| Some((result["device"].as_str()?, result["shareID"].as_str())))
         .collect();
     let (devices, message) = match wanted {
         Wanted::Ready { devices, cdi_ids } => (
             devices
                 .iter()
-                .map(String::as_str)
-                .filter(|device| allocated.contains(device))
-                .collect(),
+                .flat_map(|device| allocated.iter().filter(move |(d, _)| d == device))
+                .copied()
+                .collect::<Vec<Key<'_>>>(),
             format!(
                 "prepared on node {} as CDI device {}",
                 pool.node,
@@ -142,25 +144,28 @@ pub fn plan(
         generation: claim["metadata"]["generation"].as_i64(),
         now,
     };
-    let entry = |device: &str, existing| ready.entry(device, inventory.get(device), existing);
+    let entry = |key: Key<'_>, existing| ready.entry(key, inventory.get(key.0), existing);
     let current = claim["status"]["devices"]
         .as_array()
         .map_or(&[][..], Vec::as_slice);
     let mut written: Vec<Value> = Vec::with_capacity(current.len() + devices.len());
-    let mut placed: BTreeSet<&str> = BTreeSet::new();
+    let mut placed: BTreeSet<Key<'_>> = BTreeSet::new();
     for existing in current {
         if !pool.holds(existing) {
             written.push(existing.clone());
             continue;
         }
-        let device = existing["device"].as_str().unwrap_or_default();
-        if devices.contains(&device) && placed.insert(device) {
-            written.push(entry(device, Some(existing)));
+        let key = (
+            existing["device"].as_str().unwrap_or_default(),
+            existing["shareID"].as_str(),
+        );
+        if devices.contains(&key) && placed.insert(key) {
+            written.push(entry(key, Some(existing)));
         }
     }
-    for device in devices {
-        if placed.insert(device) {
-            written.push(entry(device, None));
+    for key in devices {
+        if placed.insert(key) {
+            written.push(entry(key, None));
         }
     }
     if written.as_slice() == current {
@@ -177,6 +182,9 @@ pub fn plan(
     Plan::Write(claim)
 }
 
+/// What names one entry of ours: the device and, for a share, its share ID.
+type Key<'a> = (&'a str, Option<&'a str>);
+
 /// The `Ready` entries of one claim.
 struct Ready<'a> {
     pool: &'a OurPool,
@@ -186,9 +194,10 @@ struct Ready<'a> {
 }
 
 impl Ready<'_> {
-    /// The entry of `device` (`known` as the inventory has it), replacing `existing`, whose
-    /// `lastTransitionTime` stays where it said Ready already.
-    fn entry(&self, device: &str, known: Option<&NodeDevice>, existing: Option<&Value>) -> Value {
+    /// The entry of the device or share `key` (`known` as the inventory has the device),
+    /// replacing `existing`, whose `lastTransitionTime` stays where it said Ready already.
+    fn entry(&self, key: Key<'_>, known: Option<&NodeDevice>, existing: Option<&Value>) -> Value {
+        let (device, share_id) = key;
         let status = AllocatedDeviceStatus {
             driver: self.pool.driver.clone(),
             pool: self.pool.node.clone(),
@@ -203,7 +212,7 @@ impl Ready<'_> {
             }],
             data: known.and_then(device_data),
             network_data: None,
-            share_id: None,
+            share_id: share_id.map(str::to_owned),
         };
         let mut entry = serde_json::to_value(status).unwrap_or_default();
         let since = existing

@@ -294,3 +294,32 @@ async fn the_v1beta1_service_answers_as_v1_does() {
         .into_inner();
     assert_eq!(answer.claims["u1"].error, "");
 }
+
+#[tokio::test]
+async fn a_share_of_a_device_is_answered_with_its_share_id_and_prepared_with_its_consumption() {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let f = fixture();
+    let mut result = DeviceRequestAllocationResult::new("gpu", DRIVER, NODE, "gpu-0");
+    result.share_id = Some("5f1c0d3e-share".into());
+    result.consumed_capacity = [("memory".to_owned(), Quantity("40Gi".into()))].into();
+    f.claims.put(
+        ResourceClaim::new("default", "half", "u1").allocated(DeviceAllocationResult {
+            results: vec![result],
+            config: Vec::new(),
+        }),
+    );
+    let answer = f.service.prepare(vec![claim("half", "u1")]).await;
+    let entry = &answer.claims["u1"];
+    assert_eq!(entry.error, "");
+    assert_eq!(entry.devices[0].share_id.as_deref(), Some("5f1c0d3e-share"));
+    let prepared = f.preparer.prepared.lock().unwrap().clone();
+    assert_eq!(prepared[0].devices, ["gpu-0"]);
+    assert_eq!(
+        prepared[0].shares,
+        [crate::device::DeviceShare {
+            device: "gpu-0".into(),
+            share_id: "5f1c0d3e-share".into(),
+            consumed: [("memory".to_owned(), "40Gi".to_owned())].into(),
+        }]
+    );
+}

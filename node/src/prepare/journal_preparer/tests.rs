@@ -3,12 +3,14 @@ use std::sync::{Arc, RwLock};
 use super::*;
 use dra_allocator::model::Sharing;
 
-const DRIVER: &str = "gpu.dra-ledger.io";
+mod shares;
+
+pub(super) const DRIVER: &str = "gpu.dra-ledger.io";
 const NODE: &str = "node-a";
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    preparer: JournalPreparer,
+pub(super) struct Fixture {
+    pub(super) dir: tempfile::TempDir,
+    pub(super) preparer: JournalPreparer,
 }
 
 fn inventory() -> Inventory {
@@ -25,13 +27,13 @@ fn inventory() -> Inventory {
         .collect()
 }
 
-fn open(dir: &std::path::Path, boot: &str) -> JournalPreparer {
+pub(super) fn open(dir: &std::path::Path, boot: &str) -> JournalPreparer {
     let journal = Journal::open(dir.join("journal.redb"), DRIVER).unwrap();
     let cdi = CdiDir::new(dir.join("cdi"), DRIVER);
     JournalPreparer::new(journal, cdi, NODE, Arc::new(RwLock::new(inventory())), boot)
 }
 
-fn fixture() -> Fixture {
+pub(super) fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let preparer = open(dir.path(), "boot-1");
     Fixture { dir, preparer }
@@ -57,11 +59,14 @@ fn claim(uid: &str, handle: String) -> ClaimRequest {
     }
 }
 
-fn exclusive(uid: &str, devices: &[&str]) -> ClaimRequest {
+pub(super) fn exclusive(uid: &str, devices: &[&str]) -> ClaimRequest {
     claim(uid, handle(uid, NODE, devices, EXCLUSIVE))
 }
 
-fn one(preparer: &JournalPreparer, request: ClaimRequest) -> Result<Vec<String>, PrepareError> {
+pub(super) fn one(
+    preparer: &JournalPreparer,
+    request: ClaimRequest,
+) -> Result<Vec<String>, PrepareError> {
     let mut answers = preparer.prepare(&[request]);
     assert_eq!(answers.len(), 1);
     answers.remove(0).1
@@ -218,7 +223,7 @@ fn recovery_rolls_back_started_prepares_finishes_unprepares_and_removes_orphans(
     let cdi = CdiDir::new(f.dir.path().join("cdi"), DRIVER);
     let device = NodeDevice::default();
     for uid in ["half", "leaving", "orphan"] {
-        cdi.write(uid, &cdi.spec(uid, &[&device])).unwrap();
+        cdi.write(uid, &cdi.spec(uid, &[&device], &[])).unwrap();
     }
     let report = f.preparer.recover().unwrap();
     assert_eq!(report.rolled_back, ["half"]);
@@ -230,12 +235,13 @@ fn recovery_rolls_back_started_prepares_finishes_unprepares_and_removes_orphans(
     one(&f.preparer, exclusive("again", &["gpu-1"])).expect("the rolled back device is free");
 }
 
-fn allocated(uid: &str, devices: &[&str], sharing: Sharing) -> AllocatedClaim {
+pub(super) fn allocated(uid: &str, devices: &[&str], sharing: Sharing) -> AllocatedClaim {
     AllocatedClaim {
         uid: uid.into(),
         namespace: "default".into(),
         name: format!("claim-{uid}"),
         devices: devices.iter().map(|d| (*d).to_owned()).collect(),
+        shares: Vec::new(),
         sharing,
         admin_access: false,
     }
@@ -248,7 +254,7 @@ fn admin(uid: &str, devices: &[&str]) -> AllocatedClaim {
     }
 }
 
-fn one_allocated(
+pub(super) fn one_allocated(
     preparer: &JournalPreparer,
     claim: AllocatedClaim,
 ) -> Result<Vec<String>, PrepareError> {

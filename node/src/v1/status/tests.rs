@@ -122,6 +122,46 @@ fn a_prepared_claim_says_its_devices_are_ready_with_their_data_and_keeps_other_e
 }
 
 #[test]
+fn each_share_of_a_device_gets_its_own_entry_with_its_share_id() {
+    let mut read = claim(json!([]));
+    let share = |id: &str| {
+        json!({"request": "r", "driver": DRIVER, "pool": NODE,
+        "device": "gpu-2", "shareID": id, "consumedCapacity": {"memory": "40Gi"}})
+    };
+    read["status"]["allocation"]["devices"]["results"] = json!([share("s-1"), share("s-2")]);
+    let claim = written(plan(
+        Some(&read),
+        UID,
+        &ready(&["gpu-2"]),
+        &pool(),
+        &inventory(),
+        &at(5),
+    ));
+    let entries = claim["status"]["devices"].as_array().unwrap();
+    let keys: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["device"].as_str().unwrap(),
+                e["shareID"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(keys, [("gpu-2", "s-1"), ("gpu-2", "s-2")]);
+    assert_eq!(
+        plan(
+            Some(&claim),
+            UID,
+            &ready(&["gpu-2"]),
+            &pool(),
+            &inventory(),
+            &at(9)
+        ),
+        Plan::Unchanged
+    );
+}
+
+#[test]
 fn a_claim_already_saying_so_is_left_unchanged_and_keeps_its_transition_time() {
     let first = written(plan(
         Some(&claim(other_entries())),
