@@ -1,7 +1,8 @@
 //! What must hold after every kill, once the parent has recovered the directory as the agent does
 //! at start: every entry `Prepared` with its CDI file (whole, naming the entry's devices), no file
 //! of ours (spec or temporary) without an entry, other vendors' files untouched, no device of an
-//! exclusive claim held by another claim, no shared device over `maxConsumers`, every
+//! exclusive claim held by another claim, no shared device over `maxConsumers`, no device held
+//! both whole and by shares, every
 //! acknowledged prepare present with its devices and CDI IDs, every acknowledged unprepare gone.
 
 use std::collections::BTreeMap;
@@ -117,15 +118,30 @@ fn check_files(root: &Path, kill: &str, entries: &BTreeMap<String, Entry>, forei
 
 fn check_sharing(kill: &str, entries: &BTreeMap<String, Entry>) {
     let mut holders: BTreeMap<&str, Vec<(&str, EntrySharing)>> = BTreeMap::new();
+    let mut shared: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (uid, entry) in entries {
         // Admin access holds a device from no one.
         let counted = entry.sharing != EntrySharing::AdminAccess;
-        for device in entry.devices.iter().filter(|_| counted) {
+        for share in entry.shares.iter().filter(|_| counted) {
+            shared.entry(&share.device).or_default().push(uid);
+        }
+        let whole = entry
+            .devices
+            .iter()
+            .filter(|d| !entry.shares.iter().any(|s| s.device == **d));
+        for device in whole.filter(|_| counted) {
             holders
                 .entry(device)
                 .or_default()
                 .push((uid, entry.sharing));
         }
+    }
+    for (device, claims) in &shared {
+        assert!(
+            !holders.contains_key(device),
+            "{kill}: device {device} is held by shares {claims:?} and whole by {:?}",
+            holders[device]
+        );
     }
     for (device, claims) in &holders {
         let mut limit = usize::MAX;

@@ -6,7 +6,8 @@
 //! nothing half done ([`checks`]). Two tests: `crash_kill_loop` prepares through
 //! `JournalPreparer` with resource handles (Kubernetes 1.30), `crash_kill_loop_v1` through the
 //! `v1.DRAPlugin` service over claims read from a claim source (1.34+), with the same kills at
-//! the same failpoints ([`paths`]).
+//! the same failpoints ([`paths`]); `crash_two_shares_v1` kills the agent between the prepares
+//! of two claims sharing one device and at each step of the second ([`shares`]).
 //!
 //! A plain binary (`harness = false`): run with `--crash-child ROOT GENERATION SEED API` it is
 //! the child ([`child`]), otherwise the parent ([`kill_loop`]). `DRA_NODE_CRASH_KILLS` sets the
@@ -25,21 +26,26 @@ mod kill_loop;
 mod opaque;
 mod paths;
 mod setup;
+mod shares;
 
 use std::path::Path;
 
 use paths::Api;
 
 /// The tests' names, for `--list` and name filters as libtest takes them, with their paths.
-const TESTS: [(&str, Api); 2] = [
+const TESTS: [(&str, Api); 3] = [
     ("crash_kill_loop", Api::Handles),
     ("crash_kill_loop_v1", Api::V1),
+    ("crash_two_shares_v1", Api::V1Shares),
 ];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(child_process::CHILD_ARG) {
         let number = |i: usize| args[i].parse::<u64>().unwrap();
+        if Api::from_arg(&args[4]) == Api::V1Shares {
+            shares::child(Path::new(&args[1]));
+        }
         child::run(
             Path::new(&args[1]),
             number(2),
@@ -68,7 +74,10 @@ fn main() {
             println!("{name}: filtered out");
             continue;
         }
-        kill_loop::run(api);
+        match api {
+            Api::V1Shares => shares::run(),
+            Api::Handles | Api::V1 => kill_loop::run(api),
+        }
         println!("test {name} ... ok");
     }
 }

@@ -25,6 +25,8 @@ pub enum Api {
     Handles,
     /// `v1.DRAPlugin` over claims read from a claim source.
     V1,
+    /// `v1.DRAPlugin` preparing two claims that share one device ([`crate::shares`]).
+    V1Shares,
 }
 
 impl Api {
@@ -33,6 +35,7 @@ impl Api {
         match self {
             Api::Handles => "handles",
             Api::V1 => "v1",
+            Api::V1Shares => "v1-shares",
         }
     }
 
@@ -40,6 +43,7 @@ impl Api {
     pub fn from_arg(arg: &str) -> Api {
         match arg {
             "v1" => Api::V1,
+            "v1-shares" => Api::V1Shares,
             _ => Api::Handles,
         }
     }
@@ -107,7 +111,7 @@ impl Path {
     pub fn new(api: Api, preparer: JournalPreparer) -> Path {
         match api {
             Api::Handles => Path::Handles(preparer),
-            Api::V1 => {
+            Api::V1 | Api::V1Shares => {
                 let claims = Arc::new(MemoryClaims::default());
                 let source: Arc<dyn ClaimSource> = claims.clone();
                 let service = DraService::new(Arc::new(preparer), source, DRIVER, NODE);
@@ -122,6 +126,34 @@ impl Path {
                 }
             }
         }
+    }
+
+    /// Prepares `claims`, allocated as they are, through the v1 service: its answer per claim
+    /// UID.
+    pub fn prepare_v1(
+        &self,
+        claims: &[ResourceClaim],
+    ) -> std::collections::HashMap<String, v1::NodePrepareResourceResponse> {
+        let Path::V1 {
+            claims: source,
+            service,
+            runtime,
+        } = self
+        else {
+            panic!("claims as allocated are prepared through the v1 service");
+        };
+        for claim in claims {
+            source.put(claim.clone());
+        }
+        let requests: Vec<v1::Claim> = claims
+            .iter()
+            .map(|claim| v1::Claim {
+                namespace: claim.metadata.namespace.clone().unwrap_or_default(),
+                uid: claim.metadata.uid.clone().unwrap_or_default(),
+                name: claim.metadata.name.clone().unwrap_or_default(),
+            })
+            .collect();
+        runtime.block_on(service.prepare(requests)).claims
     }
 
     /// Prepares `batch`: per claim UID, the CDI IDs or the refusal.
