@@ -1,12 +1,20 @@
 //! Usage accounting over holder intervals: how many device-seconds each namespace, node, model
 //! or claim used inside a window, how many claims that was and the most devices held at once.
 //!
-//! Pure: no I/O, no clock; the ledger (`ledger::history`) reads the intervals, this module only
-//! computes. Must not depend on `ledger`, redb, tokio or kube.
+//! History older than the ledger's rollup horizon arrives as hourly totals per namespace, node
+//! and model ([`hours`]) instead of intervals: it counts by whole hours (an hour counts when it
+//! starts inside the window) and is invisible to the grouping by claim.
+//!
+//! Pure: no I/O, no clock; the ledger (`ledger::history`) reads the intervals and hours, this
+//! module only computes. Must not depend on `ledger`, redb, tokio or kube.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+use hours::{HourTotals, HOUR_MS};
+
+pub mod hours;
 
 /// One claim holding one device from `from_ms` until `to_ms` (`None`: still held).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,11 +117,22 @@ fn group_key(interval: &HolderInterval, by: UsageBy) -> String {
     match by {
         UsageBy::Namespace => interval.namespace.clone(),
         UsageBy::Node => interval.node.clone(),
-        UsageBy::Model => interval
-            .model
-            .clone()
-            .unwrap_or_else(|| "unknown".to_owned()),
+        UsageBy::Model => model_key(interval.model.as_ref()),
         UsageBy::Claim => format!("{}/{}", interval.namespace, interval.name),
+    }
+}
+
+fn model_key(model: Option<&String>) -> String {
+    model.cloned().unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The group of an hour's totals; `None` for the grouping by claim, which hours do not carry.
+fn hour_key(hour: &HourTotals, by: UsageBy) -> Option<String> {
+    match by {
+        UsageBy::Namespace => Some(hour.namespace.clone()),
+        UsageBy::Node => Some(hour.node.clone()),
+        UsageBy::Model => Some(model_key(hour.model.as_ref())),
+        UsageBy::Claim => None,
     }
 }
 
@@ -122,6 +141,8 @@ fn group_key(interval: &HolderInterval, by: UsageBy) -> String {
 struct Group<'a> {
     device_ms: f64,
     claims: std::collections::BTreeSet<&'a str>,
+    /// Claims counted from hourly totals (each is in no interval).
+    hour_claims: u64,
     /// (time, +weight at a start, -weight at an end).
     steps: Vec<(u64, f64)>,
 }
@@ -136,6 +157,30 @@ impl<'a> Group<'a> {
         self.steps.push((end, -weight));
     }
 
+    /// Adds an hour's totals; `first_hour` is the first hour of the window, the only one whose
+    /// carried claims are new to the window.
+    fn add_hour(&mut self, hour: &HourTotals, first_hour: u64) {
+        let record = &hour.record;
+        let thousandths = |permille: i64| permille as f64 / 1000.0;
+        self.device_ms += record.device_permille_ms as f64 / 1000.0;
+        self.hour_claims += record.claims_started;
+        if hour.hour_ms == first_hour {
+            self.hour_claims += record.claims_carried;
+        }
+        let start = i64::try_from(record.held_at_start_permille).unwrap_or(i64::MAX);
+        self.steps.push((hour.hour_ms, thousandths(start)));
+        for change in &record.changes {
+            self.steps.push((
+                hour.hour_ms + u64::from(change.offset_ms),
+                thousandths(change.permille),
+            ));
+        }
+        self.steps.push((
+            hour.hour_ms + HOUR_MS,
+            -thousandths(record.held_at_end_permille()),
+        ));
+    }
+
     fn row(mut self, key: String) -> UsageRow {
         // At equal times an end sorts before a start: back-to-back holders do not overlap.
         self.steps
@@ -148,7 +193,7 @@ impl<'a> Group<'a> {
         UsageRow {
             key,
             device_seconds: self.device_ms / 1000.0,
-            claims: self.claims.len() as u64,
+            claims: self.claims.len() as u64 + self.hour_claims,
             peak_devices: peak,
         }
     }
@@ -157,6 +202,19 @@ impl<'a> Group<'a> {
 /// The usage of `intervals` inside `[from_ms, to_ms)`, grouped `by`. Intervals are clipped to
 /// the window; ones outside it count for nothing; an empty window has no rows.
 pub fn usage(intervals: &[HolderInterval], from_ms: u64, to_ms: u64, by: UsageBy) -> Usage {
+    usage_with_hours(intervals, &[], from_ms, to_ms, by)
+}
+
+/// [`usage`] over intervals and the hourly totals of history rolled up out of them: an hour
+/// counts whole when it starts inside `[from_ms, to_ms)`, and not at all for the grouping by
+/// claim. Over hour-aligned windows the answer equals that of the intervals the hours came from.
+pub fn usage_with_hours(
+    intervals: &[HolderInterval],
+    hours: &[HourTotals],
+    from_ms: u64,
+    to_ms: u64,
+    by: UsageBy,
+) -> Usage {
     let mut groups: BTreeMap<String, Group<'_>> = BTreeMap::new();
     let mut total = Group::default();
     for interval in intervals {
@@ -168,6 +226,17 @@ pub fn usage(intervals: &[HolderInterval], from_ms: u64, to_ms: u64, by: UsageBy
             .or_default()
             .add(interval, start, end);
         total.add(interval, start, end);
+    }
+    let first_hour = hours::hour_at_or_after(from_ms);
+    for hour in hours {
+        if hour.hour_ms < from_ms || hour.hour_ms >= to_ms {
+            continue;
+        }
+        let Some(key) = hour_key(hour, by) else {
+            continue;
+        };
+        groups.entry(key).or_default().add_hour(hour, first_hour);
+        total.add_hour(hour, first_hour);
     }
     Usage {
         rows: groups

@@ -20,13 +20,14 @@ pub mod v1;
 pub mod v2;
 pub mod v3;
 pub mod v4;
+pub mod v5;
 
 pub use error::{MigrationError, Result};
 pub use meta::{initialize, read_meta, FileInfo, DRIVER_NAME_KEY, META, SCHEMA_VERSION_KEY};
 pub use migrate::{backup_path, copy_current_tables, inspect, migrate, MigrateOutcome};
 
 /// The schema version written by this release. Files of an older version are migrated to it.
-pub const CURRENT_SCHEMA_VERSION: u32 = 4;
+pub const CURRENT_SCHEMA_VERSION: u32 = 5;
 
 /// The oldest schema version this release can migrate from.
 pub const OLDEST_SUPPORTED_SCHEMA_VERSION: u32 = 1;

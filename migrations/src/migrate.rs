@@ -12,7 +12,7 @@ use redb::{
 use crate::backend::MemoryCopy;
 use crate::meta::{read_meta, set_schema_version};
 use crate::{
-    v1, v2, v3, v4, FileInfo, MigrationError, Result, CURRENT_SCHEMA_VERSION, META,
+    v1, v2, v3, v4, v5, FileInfo, MigrationError, Result, CURRENT_SCHEMA_VERSION, META,
     OLDEST_SUPPORTED_SCHEMA_VERSION,
 };
 
@@ -44,6 +44,10 @@ const STEPS: &[Step] = &[
     Step {
         from: 3,
         apply: v4::from_v3,
+    },
+    Step {
+        from: 4,
+        apply: v5::from_v4,
     },
 ];
 
@@ -224,6 +228,7 @@ pub fn copy_current_tables(source: &ReadTransaction, target: &WriteTransaction) 
     copy_table(source, target, v3::DEVICE_HEALTH)?;
     copy_table(source, target, v4::HISTORY)?;
     copy_table(source, target, v4::HISTORY_DEVICES)?;
+    copy_table(source, target, v5::HISTORY_HOURS)?;
     Ok(())
 }
 

@@ -261,7 +261,7 @@ fn open_interval(
 }
 
 #[test]
-fn v3_fixture_migrates_to_version_4_opening_an_interval_per_allocated_device() {
+fn v3_fixture_migrates_to_the_current_version_opening_an_interval_per_allocated_device() {
     use dra_migrations::{v1, v4};
     use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
     let dir = tempfile::tempdir().unwrap();
@@ -276,7 +276,7 @@ fn v3_fixture_migrates_to_version_4_opening_an_interval_per_allocated_device() {
         outcome,
         MigrateOutcome::Migrated {
             from: 3,
-            to: 4,
+            to: CURRENT_SCHEMA_VERSION,
             backup: backup_path(&path, 3),
         }
     );
@@ -311,23 +311,64 @@ fn v3_fixture_migrates_to_version_4_opening_an_interval_per_allocated_device() {
 }
 
 #[test]
-fn v4_fixture_is_a_current_ledger_that_migrates_without_backup() {
+fn v4_fixture_migrates_to_version_5_with_an_empty_hours_table_and_its_history_unchanged() {
+    use dra_migrations::{v4, v5};
+    use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger-v4.redb");
     fs::copy(fixture("ledger-v4.redb"), &path).unwrap();
     let before = fs::read(&path).unwrap();
 
     assert_eq!(inspect(&path).unwrap().schema_version, 4);
+    assert_eq!(
+        migrate(&path).unwrap(),
+        MigrateOutcome::Migrated {
+            from: 4,
+            to: 5,
+            backup: backup_path(&path, 4),
+        }
+    );
+
+    assert_eq!(fs::read(backup_path(&path, 4)).unwrap(), before);
+    let db = Database::open(&path).unwrap();
+    let txn = db.begin_read().unwrap();
+    assert_eq!(txn.open_table(v5::HISTORY_HOURS).unwrap().len().unwrap(), 0);
+    let original = redb::ReadOnlyDatabase::open(fixture("ledger-v4.redb")).unwrap();
+    let original = original.begin_read().unwrap();
+    let entries = |txn: &redb::ReadTransaction| -> Vec<(Vec<u8>, Vec<u8>)> {
+        txn.open_table(v4::HISTORY)
+            .unwrap()
+            .iter()
+            .unwrap()
+            .map(|entry| {
+                let (key, value) = entry.unwrap();
+                (key.value().to_vec(), value.value().to_vec())
+            })
+            .collect()
+    };
+    let history = entries(&txn);
+    assert!(!history.is_empty());
+    assert_eq!(history, entries(&original));
+}
+
+#[test]
+fn v5_fixture_is_a_current_ledger_that_migrates_without_backup() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger-v5.redb");
+    fs::copy(fixture("ledger-v5.redb"), &path).unwrap();
+    let before = fs::read(&path).unwrap();
+
+    assert_eq!(inspect(&path).unwrap().schema_version, 5);
     assert_eq!(migrate(&path).unwrap(), MigrateOutcome::Current);
-    assert!(!backup_path(&path, 4).exists());
+    assert!(!backup_path(&path, 5).exists());
     assert_eq!(fs::read(&path).unwrap(), before);
 }
 
 #[test]
-fn copy_of_v4_fixture_holds_every_table_entry() {
+fn copy_of_v5_fixture_holds_every_table_entry() {
     use redb::{ReadableDatabase, ReadableTableMetadata};
     let dir = tempfile::tempdir().unwrap();
-    let source = redb::ReadOnlyDatabase::open(fixture("ledger-v4.redb")).unwrap();
+    let source = redb::ReadOnlyDatabase::open(fixture("ledger-v5.redb")).unwrap();
     let target_path = dir.path().join("copy.redb");
     let target = Database::create(&target_path).unwrap();
     let snapshot = source.begin_read().unwrap();
@@ -338,7 +379,7 @@ fn copy_of_v4_fixture_holds_every_table_entry() {
 
     let copy = target.begin_read().unwrap();
     let lengths = |txn: &redb::ReadTransaction| {
-        use dra_migrations::{v1, v2, v3, v4};
+        use dra_migrations::{v1, v2, v3, v4, v5};
         [
             txn.open_table(v1::DEVICES).unwrap().len().unwrap(),
             txn.open_table(v1::ALLOCATIONS).unwrap().len().unwrap(),
@@ -350,6 +391,7 @@ fn copy_of_v4_fixture_holds_every_table_entry() {
             txn.open_table(v3::DEVICE_HEALTH).unwrap().len().unwrap(),
             txn.open_table(v4::HISTORY).unwrap().len().unwrap(),
             txn.open_table(v4::HISTORY_DEVICES).unwrap().len().unwrap(),
+            txn.open_table(v5::HISTORY_HOURS).unwrap().len().unwrap(),
         ]
     };
     let expected = lengths(&snapshot);
@@ -360,6 +402,6 @@ fn copy_of_v4_fixture_holds_every_table_entry() {
     assert_eq!(lengths(&copy), expected);
     assert_eq!(
         dra_migrations::read_meta(&copy, &target_path).unwrap(),
-        inspect(&fixture("ledger-v4.redb")).unwrap()
+        inspect(&fixture("ledger-v5.redb")).unwrap()
     );
 }

@@ -51,7 +51,7 @@ use writer::WriterHandle;
 
 use crate::fit::{self, NamedRequest, Reservations, UnsuitableNode};
 use crate::model::{Device, EffectiveRequest};
-use crate::usage::HolderInterval;
+use crate::usage::{self, HolderInterval, Usage, UsageBy};
 
 /// How a ledger is opened.
 #[derive(Clone)]
@@ -65,6 +65,11 @@ pub struct LedgerOptions {
     /// How long history is kept: holder intervals that ended and device events older than this
     /// are pruned, a bounded number per commit. Intervals still open are never pruned.
     pub history_retention: std::time::Duration,
+    /// How long holder intervals stay as they are after they end: older ones are rolled up into
+    /// hourly totals per namespace, node and model (what usage needs), a bounded number per
+    /// commit, and no longer listed one by one. Should be below `history_retention` (else the
+    /// intervals are pruned before they are rolled up).
+    pub history_rollup_after: std::time::Duration,
     /// Most operations in one commit.
     pub max_batch: usize,
     /// How long a deferred write ([`Ledger::confirm_deferred`]) waits for other writes to be
@@ -84,6 +89,10 @@ pub struct LedgerOptions {
 pub const DEFAULT_HISTORY_RETENTION: std::time::Duration =
     std::time::Duration::from_secs(90 * 24 * 3600);
 
+/// The default of [`LedgerOptions::history_rollup_after`]: 7 days.
+pub const DEFAULT_HISTORY_ROLLUP_AFTER: std::time::Duration =
+    std::time::Duration::from_secs(7 * 24 * 3600);
+
 /// See [`LedgerOptions::commit_guard`]: `Ok(())` lets a commit proceed, `Err(refusal)` refuses it.
 pub type CommitGuard = Arc<dyn Fn() -> std::result::Result<(), CommitRefusal> + Send + Sync>;
 
@@ -98,6 +107,7 @@ impl Default for LedgerOptions {
             audit_retention: 100_000,
             intent_retention: 100_000,
             history_retention: DEFAULT_HISTORY_RETENTION,
+            history_rollup_after: DEFAULT_HISTORY_ROLLUP_AFTER,
             max_batch: 256,
             defer_limit: std::time::Duration::from_millis(50),
             cache_bytes: 16 * 1024 * 1024,
@@ -113,6 +123,7 @@ impl std::fmt::Debug for LedgerOptions {
             .field("audit_retention", &self.audit_retention)
             .field("intent_retention", &self.intent_retention)
             .field("history_retention", &self.history_retention)
+            .field("history_rollup_after", &self.history_rollup_after)
             .field("max_batch", &self.max_batch)
             .field("defer_limit", &self.defer_limit)
             .field("cache_bytes", &self.cache_bytes)
@@ -127,6 +138,8 @@ struct Inner {
     path: PathBuf,
     driver_name: String,
     stats: Arc<StatsRecorder>,
+    clock: Clock,
+    rollup_after_ms: u64,
 }
 
 /// A handle to an open ledger file; cheap to clone and shareable between threads.
@@ -439,6 +452,24 @@ impl Ledger {
     /// input of [`crate::usage::usage`].
     pub fn holder_intervals(&self, from_ms: u64, to_ms: u64) -> Result<Vec<HolderInterval>> {
         history::intervals(&self.read()?, from_ms, to_ms)
+    }
+
+    /// Usage inside `[from_ms, to_ms)` grouped `by`, from one snapshot of the holder intervals
+    /// and the hourly totals rolled up out of older ones (see [`crate::usage::usage_with_hours`]).
+    pub fn usage(&self, from_ms: u64, to_ms: u64, by: UsageBy) -> Result<Usage> {
+        let txn = self.read()?;
+        let intervals = history::intervals(&txn, from_ms, to_ms)?;
+        let hours = history::hour_totals(&txn, from_ms, to_ms)?;
+        Ok(usage::usage_with_hours(
+            &intervals, &hours, from_ms, to_ms, by,
+        ))
+    }
+
+    /// The time (unix milliseconds, by the ledger's clock) before which ended holder intervals
+    /// are rolled up into hourly totals: [`Ledger::holder_intervals`], the grouping by claim and
+    /// [`Ledger::device_history`] no longer list them.
+    pub fn history_rolled_up_before(&self) -> u64 {
+        (self.inner.clock)().saturating_sub(self.inner.rollup_after_ms)
     }
 
     /// The holders and events of `device` on `node` inside `[from_ms, to_ms)`, oldest first;

@@ -140,13 +140,15 @@ fn start(
         next_intent: 1,
         next_audit: 1,
         next_history: 1,
-        clock: options.clock,
+        clock: options.clock.clone(),
         last_now: std::cell::Cell::new(0),
         retention: Retention {
             audit: options.audit_retention.max(1),
             intents: options.intent_retention.max(1),
-            history_ms: u64::try_from(options.history_retention.as_millis()).unwrap_or(u64::MAX),
+            history_ms: millis(options.history_retention),
+            rollup_after_ms: millis(options.history_rollup_after),
         },
+        rollup_cursor: 0,
     };
     state.reload(&db)?;
     let recorder = Arc::new(StatsRecorder::new(options.on_commit));
@@ -165,6 +167,12 @@ fn start(
             path,
             driver_name: driver_name.to_owned(),
             stats: recorder,
+            clock: options.clock,
+            rollup_after_ms: millis(options.history_rollup_after),
         }),
     })
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -2,7 +2,7 @@
 //!
 //! Stored table names and type names are file format: they are never renamed (a changed table gets
 //! a `_v2` name and a migration in `dra-migrations`). The names here must equal the frozen schema
-//! copies in `dra_migrations::v1` to `v4`; tests compare them. Owns no ledger logic.
+//! copies in `dra_migrations::v1` to `v5`; tests compare them. Owns no ledger logic.
 
 use std::cmp::Ordering;
 use std::fmt::Debug;
@@ -17,6 +17,7 @@ use super::records::{
     AdminAccessRecord, AllocationRecord, AuditRecord, DeviceHealthRecord, DeviceRecord,
     IntentRecord,
 };
+use crate::usage::hours::HourRecord;
 
 /// Schema version and driver name. Invariant: written in the file's first transaction; format
 /// frozen forever (see `dra_migrations::META`), so any release can read any file's version.
@@ -76,6 +77,12 @@ pub const HISTORY: TableDefinition<HistorySeq, Stored<HistoryRecord>> =
 pub const HISTORY_DEVICES: TableDefinition<HistoryDeviceKey, ()> =
     TableDefinition::new("history_devices");
 
+/// Hourly totals of rolled-up holder intervals (schema version 5) per hour, namespace, node and
+/// model, by hour first. Invariant: every interval counts either here (once rolled up, its
+/// history entries are gone) or in [`HISTORY`], never in both; hours are pruned by age.
+pub const HISTORY_HOURS: TableDefinition<HistoryHourKey, Stored<HourRecord>> =
+    TableDefinition::new("history_hours");
+
 /// Creates every table that does not exist yet (a new or just-migrated file).
 pub(crate) fn create_all(txn: &redb::WriteTransaction) -> super::Result<()> {
     let storage = super::LedgerError::storage;
@@ -90,6 +97,7 @@ pub(crate) fn create_all(txn: &redb::WriteTransaction) -> super::Result<()> {
     txn.open_table(DEVICE_HEALTH).map_err(storage)?;
     txn.open_table(HISTORY).map_err(storage)?;
     txn.open_table(HISTORY_DEVICES).map_err(storage)?;
+    txn.open_table(HISTORY_HOURS).map_err(storage)?;
     Ok(())
 }
 
@@ -374,9 +382,53 @@ impl HistoryDeviceKey {
 
 bytes_key!(HistoryDeviceKey, "dra_ledger::HistoryDeviceKey@v1");
 
+impl Record for HourRecord {
+    const TYPE_NAME: &'static str = "dra_ledger::HistoryHourRecord@v1";
+}
+
+/// The big-endian hour start (unix milliseconds), then namespace, a zero byte, node, a zero
+/// byte, model (empty without one): one hour's totals are one key range, oldest hour first.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HistoryHourKey(Vec<u8>);
+
+impl HistoryHourKey {
+    /// The key of the totals of `hour_ms` for `namespace`, `node` and `model`.
+    pub fn new(hour_ms: u64, namespace: &str, node: &str, model: Option<&str>) -> Self {
+        let model = model.unwrap_or_default();
+        let mut bytes = Vec::with_capacity(10 + namespace.len() + node.len() + model.len());
+        bytes.extend_from_slice(&hour_ms.to_be_bytes());
+        bytes.extend_from_slice(namespace.as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(node.as_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(model.as_bytes());
+        HistoryHourKey(bytes)
+    }
+
+    /// A key below every key of `hour_ms` and above every key of earlier hours.
+    pub fn hour_start(hour_ms: u64) -> Self {
+        HistoryHourKey(hour_ms.to_be_bytes().to_vec())
+    }
+
+    /// The hour start, namespace, node and model (lossy for bytes that are not UTF-8).
+    pub fn parts(&self) -> (u64, String, String, Option<String>) {
+        let hour = <HistorySeq as Value>::from_bytes(&self.0[..self.0.len().min(8)]).0;
+        let rest = self.0.get(8..).unwrap_or_default();
+        let mut fields = rest
+            .splitn(3, |b| *b == 0)
+            .map(|field| String::from_utf8_lossy(field).into_owned());
+        let namespace = fields.next().unwrap_or_default();
+        let node = fields.next().unwrap_or_default();
+        let model = fields.next().filter(|model| !model.is_empty());
+        (hour, namespace, node, model)
+    }
+}
+
+bytes_key!(HistoryHourKey, "dra_ledger::HistoryHourKey@v1");
+
 #[cfg(test)]
 mod tests {
-    use dra_migrations::{v1, v2, v3, v4};
+    use dra_migrations::{v1, v2, v3, v4, v5};
     use redb::{TableHandle, Value};
 
     use super::*;
@@ -406,7 +458,7 @@ mod tests {
     }
 
     #[test]
-    fn tables_match_the_frozen_v2_to_v4_schemas() {
+    fn tables_match_the_frozen_v2_to_v5_schemas() {
         assert_eq!(ADMIN_ACCESS.name(), v2::ADMIN_ACCESS.name());
         same::<Stored<AdminAccessRecord>, v2::AdminAccessRecord>();
         assert_eq!(DEVICE_HEALTH.name(), v3::DEVICE_HEALTH.name());
@@ -432,6 +484,30 @@ mod tests {
         assert_eq!(names[..8], v2::TABLE_NAMES);
         assert_eq!(names[..9], v3::TABLE_NAMES);
         assert_eq!(names, v4::TABLE_NAMES);
+        assert_eq!(HISTORY_HOURS.name(), v5::HISTORY_HOURS.name());
+        same::<HistoryHourKey, v5::HistoryHourKey>();
+        same::<Stored<HourRecord>, v5::HistoryHourRecord>();
+        assert_eq!(names[..], v5::TABLE_NAMES[..11]);
+        assert_eq!(v5::TABLE_NAMES[11], HISTORY_HOURS.name());
+    }
+
+    #[test]
+    fn hour_keys_order_by_hour_first_and_split_back() {
+        let key = HistoryHourKey::new(7_200_000, "team-a", "node-a", Some("H100"));
+        assert_eq!(
+            key.parts(),
+            (
+                7_200_000,
+                "team-a".to_owned(),
+                "node-a".to_owned(),
+                Some("H100".to_owned())
+            )
+        );
+        let unknown = HistoryHourKey::new(3_600_000, "team-z", "node-z", None);
+        assert_eq!(unknown.parts().3, None);
+        assert!(unknown < HistoryHourKey::hour_start(7_200_000));
+        assert!(HistoryHourKey::hour_start(7_200_000) < key);
+        assert!(key < HistoryHourKey::hour_start(10_800_000));
     }
 
     #[test]

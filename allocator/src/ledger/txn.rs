@@ -1,8 +1,8 @@
 //! Table access inside the writer's transaction: typed get/put/remove, the journal and the audit
 //! log with their retention bounds. Every write of an operation goes through here. The tables are
 //! opened once per batch ([`Tables`]) and shared by all of its operations, and the journal and
-//! the audit log are pruned back to their bounds (and the history by age) once per batch ([`Tables::prune`]), after its
-//! last operation, instead of after every append.
+//! the audit log are pruned back to their bounds (and the history rolled up and pruned by age)
+//! once per batch ([`Tables::prune`]), after its last operation, instead of after every append.
 
 use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
@@ -13,12 +13,13 @@ use super::records::{
 };
 use super::store::decoded;
 use super::tables::{
-    AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, HistoryDeviceKey, HistorySeq, IntentId, Stored,
-    ADMIN_ACCESS, ALLOCATIONS, AUDIT, CLAIM_INTENTS, DEVICES, DEVICE_HEALTH, HISTORY,
-    HISTORY_DEVICES, INTENTS, PENDING_INTENTS,
+    AuditSeq, ClaimIntentKey, ClaimUid, DeviceKey, HistoryDeviceKey, HistoryHourKey, HistorySeq,
+    IntentId, Stored, ADMIN_ACCESS, ALLOCATIONS, AUDIT, CLAIM_INTENTS, DEVICES, DEVICE_HEALTH,
+    HISTORY, HISTORY_DEVICES, HISTORY_HOURS, INTENTS, PENDING_INTENTS,
 };
 use super::writer::{Retention, Tx};
 use super::{LedgerError, Result};
+use crate::usage::hours::HourRecord;
 
 /// How many journal entries one batch prunes at most per operation it carries, so that no
 /// commit stalls on a backlog (after the retention bound was lowered, say).
@@ -29,7 +30,7 @@ const PRUNE_PER_OPERATION: usize = 64;
 /// of every operation. Must be dropped before the transaction commits or aborts.
 pub(crate) struct Tables<'t> {
     allocations: Table<'t, ClaimUid, Stored<AllocationRecord>>,
-    devices: Table<'t, DeviceKey, Stored<DeviceRecord>>,
+    pub(super) devices: Table<'t, DeviceKey, Stored<DeviceRecord>>,
     intents: Table<'t, IntentId, Stored<IntentRecord>>,
     pending: Table<'t, ClaimUid, IntentId>,
     by_claim: Table<'t, ClaimIntentKey, ()>,
@@ -38,6 +39,7 @@ pub(crate) struct Tables<'t> {
     health: Table<'t, DeviceKey, Stored<DeviceHealthRecord>>,
     pub(super) history: Table<'t, HistorySeq, Stored<HistoryRecord>>,
     pub(super) history_devices: Table<'t, HistoryDeviceKey, ()>,
+    pub(super) history_hours: Table<'t, HistoryHourKey, Stored<HourRecord>>,
 }
 
 impl<'t> Tables<'t> {
@@ -55,23 +57,35 @@ impl<'t> Tables<'t> {
             health: txn.open_table(DEVICE_HEALTH).map_err(storage)?,
             history: txn.open_table(HISTORY).map_err(storage)?,
             history_devices: txn.open_table(HISTORY_DEVICES).map_err(storage)?,
+            history_hours: txn.open_table(HISTORY_HOURS).map_err(storage)?,
         })
     }
 
     /// Prunes the oldest resolved journal entries and the history entries that ended before
-    /// `now_ms` (the batch's last clock reading; 0, no history pruning) less the history retention (each at most [`PRUNE_PER_OPERATION`] per operation
-    /// of the batch), and the oldest audit entries beyond their retention bound. Called once per
-    /// batch after its operations, so the bounds hold at every commit.
+    /// `now_ms` (the batch's last clock reading; 0, no history pruning) less the history
+    /// retention, rolls the holder intervals that ended before `now_ms` less the rollup age up
+    /// into hourly totals (resuming the scan at `rollup_cursor`) and drops the hours older than
+    /// the retention (each at most [`PRUNE_PER_OPERATION`] per operation of the batch), and the
+    /// oldest audit entries beyond their retention bound. Called once per batch after its
+    /// operations, so the bounds hold at every commit.
     pub(crate) fn prune(
         &mut self,
         retention: Retention,
         operations: usize,
         now_ms: u64,
+        rollup_cursor: &mut u64,
     ) -> Result<()> {
         let most = operations.max(1) * PRUNE_PER_OPERATION;
         self.prune_intents(retention.intents, most)?;
         if now_ms > 0 {
-            self.prune_history(now_ms.saturating_sub(retention.history_ms), most)?;
+            let retained_from = now_ms.saturating_sub(retention.history_ms);
+            self.prune_history(retained_from, most)?;
+            self.roll_up_history(
+                now_ms.saturating_sub(retention.rollup_after_ms),
+                most,
+                rollup_cursor,
+            )?;
+            self.prune_hours(retained_from, most)?;
         }
         let mut excess = self
             .audit

@@ -39,6 +39,9 @@ pub(crate) struct Retention {
     pub(crate) intents: u64,
     /// History entries that ended longer ago than this (milliseconds) are pruned.
     pub(crate) history_ms: u64,
+    /// Holder intervals that ended longer ago than this (milliseconds) are rolled up into
+    /// hourly totals.
+    pub(crate) rollup_after_ms: u64,
 }
 
 /// What the writer keeps between transactions.
@@ -52,9 +55,17 @@ pub(crate) struct WriterState {
     /// pruned against, so that pruning takes no reading of its own.
     pub(crate) last_now: std::cell::Cell<u64>,
     pub(crate) retention: Retention,
+    /// The history sequence number the next rollup scan starts from (0: the oldest entry).
+    pub(crate) rollup_cursor: u64,
 }
 
 impl WriterState {
+    /// Prunes and rolls up after a batch of `operations` (see [`Tables::prune`]).
+    fn prune(&mut self, tables: &mut Tables<'_>, operations: usize) -> Result<()> {
+        let now_ms = self.last_now.get();
+        tables.prune(self.retention, operations, now_ms, &mut self.rollup_cursor)
+    }
+
     /// Reloads everything derived from the file.
     pub(crate) fn reload(&mut self, db: &Database) -> Result<()> {
         let txn = db.begin_read().map_err(LedgerError::storage)?;
@@ -378,7 +389,7 @@ impl Writer {
                 }
             }
             let pruned = match poisoned {
-                None => tables.prune(state.retention, batch.len(), state.last_now.get()),
+                None => state.prune(&mut tables, batch.len()),
                 Some(_) => Ok(()),
             };
             drop(tables);

@@ -12,6 +12,7 @@ use dra_allocator::ledger::{
     LedgerOptions,
 };
 use dra_allocator::model::{AttributeValue, Device, Sharing};
+use dra_allocator::usage::UsageBy;
 use testkit::ledger::*;
 
 fn fixtures() -> PathBuf {
@@ -41,13 +42,21 @@ fn rich_device(name: &str, model: &str, numa: i64) -> Device {
         )
 }
 
-/// Writes the schema version 4 fixture: every table populated, every record kind present.
+/// How long the v5 fixture's generator keeps ended intervals raw: a few writes (clock readings)
+/// after `claim-released` ends, its interval is rolled up into hourly totals.
+const FIXTURE_ROLLUP_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Writes the schema version 5 fixture: every table populated, every record kind present.
 #[test]
-#[ignore = "generates migrations/fixtures/ledger-v4.redb; run by hand when releasing a schema"]
-fn generate_v4_fixture() {
-    let path = fixtures().join("ledger-v4.redb");
+#[ignore = "generates migrations/fixtures/ledger-v5.redb; run by hand when releasing a schema"]
+fn generate_v5_fixture() {
+    let path = fixtures().join("ledger-v5.redb");
     let _ = std::fs::remove_file(&path);
-    let ledger = Ledger::open_with(&path, DRIVER, fixed_clock()).unwrap();
+    let options = LedgerOptions {
+        history_rollup_after: FIXTURE_ROLLUP_AFTER,
+        ..fixed_clock()
+    };
+    let ledger = Ledger::open_with(&path, DRIVER, options).unwrap();
     ledger
         .set_inventory(
             "node-a",
@@ -190,6 +199,7 @@ fn every_fixture_opens_migrates_and_verifies() {
         "ledger-v2.redb",
         "ledger-v3.redb",
         "ledger-v4.redb",
+        "ledger-v5.redb",
     ] {
         assert!(names.contains(&expected.to_owned()), "fixtures: {names:?}");
     }
@@ -373,12 +383,47 @@ fn v3_fixture_migrates_keeping_its_device_health_and_opens_history_for_its_alloc
 }
 
 #[test]
-fn v4_fixture_opens_as_current_with_its_history() {
+fn v4_fixture_migrates_keeping_its_history_raw() {
     let (_dir, path) = working_copy("ledger-v4.redb");
     let ledger = Ledger::open(&path, DRIVER).unwrap();
 
-    assert!(!dra_migrations::backup_path(&path, 4).exists());
+    assert!(dra_migrations::backup_path(&path, 4).exists());
+    assert_v4_content(&ledger);
+    let usage = ledger.usage(0, u64::MAX, UsageBy::Node).unwrap();
+    assert_eq!(
+        usage.total.claims, 6,
+        "every claim's interval is raw and counts"
+    );
+    assert_accepts_new_work(&ledger);
+}
+
+#[test]
+fn v5_fixture_opens_as_current_with_an_interval_rolled_up() {
+    let (_dir, path) = working_copy("ledger-v5.redb");
+    let ledger = Ledger::open(&path, DRIVER).unwrap();
+
+    assert!(!dra_migrations::backup_path(&path, 5).exists());
     assert_v3_content(&ledger);
+    let raw: Vec<String> = ledger
+        .holder_intervals(0, u64::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|i| i.claim_uid)
+        .collect();
+    assert!(!raw.contains(&"claim-released".to_owned()), "{raw:?}");
+    let by_claim = ledger.usage(0, u64::MAX, UsageBy::Claim).unwrap();
+    assert_eq!(
+        by_claim.total.claims, 5,
+        "the rolled-up claim is not listed"
+    );
+    let by_node = ledger.usage(0, u64::MAX, UsageBy::Node).unwrap();
+    assert_eq!(by_node.total.claims, 6, "the rolled-up claim counts");
+    assert_accepts_new_work(&ledger);
+}
+
+/// What the v4 fixture holds: the v3 content and the history its writes left.
+fn assert_v4_content(ledger: &Ledger) {
+    assert_v3_content(ledger);
     let released = ledger
         .holder_intervals(0, u64::MAX)
         .unwrap()
@@ -404,7 +449,6 @@ fn v4_fixture_opens_as_current_with_its_history() {
         .collect();
     assert_eq!(health, [("unhealthy", "EccDoubleBit"), ("healthy", "")]);
     assert!(ledger.verify().unwrap().history > 0);
-    assert_accepts_new_work(&ledger);
 }
 
 /// What the v3 fixture holds, and the v4 fixture too.

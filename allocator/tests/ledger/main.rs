@@ -17,4 +17,5 @@ mod history;
 mod model;
 mod open;
 mod ops;
+mod rollup;
 mod support;

@@ -1,6 +1,6 @@
 //! Helpers of the ledger tests beyond `testkit::ledger`: a ledger with devices, an exclusive
-//! allocation that must succeed, an assertion on the variant of an error, and a file edited
-//! behind the ledger's back.
+//! allocation that must succeed, an assertion on the variant of an error, a file edited
+//! behind the ledger's back, and the claims whose history is still raw.
 
 use dra_allocator::ledger::{Allocation, Ledger};
 use dra_allocator::model::Sharing;
@@ -43,4 +43,17 @@ pub fn edited_behind_the_ledger(write: impl FnOnce(&redb::WriteTransaction)) -> 
     write(&txn);
     txn.commit().unwrap();
     dir
+}
+
+/// The claims with a holder interval still in the history (not rolled up nor pruned), sorted.
+pub fn raw_uids(ledger: &Ledger) -> Vec<String> {
+    let mut uids: Vec<String> = ledger
+        .holder_intervals(0, u64::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|interval| interval.claim_uid)
+        .collect();
+    uids.sort();
+    uids.dedup();
+    uids
 }

@@ -1,14 +1,16 @@
 //! The history handlers: `GET /v1/usage` (device usage inside a window, grouped) and
 //! `GET /v1/nodes/{node}/devices/{device}/history` (a device's holders and events). Windows are
 //! RFC 3339 times, the last 24 hours by default; the usage itself is computed by
-//! `dra_allocator::usage` from the ledger's holder intervals. No token needed.
+//! `dra_allocator::usage` from the ledger's holder intervals and, for history older than the
+//! rollup age, its hourly totals (both answers say from when on: `rolledUpBefore`). No token
+//! needed.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::Json;
-use dra_allocator::usage::{usage as compute_usage, UsageBy};
+use dra_allocator::usage::UsageBy;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -82,7 +84,9 @@ fn window(from: Option<&str>, to: Option<&str>) -> Result<(u64, u64), ErrorRespo
 
 /// Device usage inside a window: device-seconds, claims and the peak of devices held at once
 /// per namespace, node, model or claim, from the ledger's holder intervals clipped to the
-/// window (a share counts with its fraction where the allocation records one).
+/// window (a share counts with its fraction where the allocation records one). Intervals that
+/// ended before `rolledUpBefore` count from hourly totals, by whole hours, and not for
+/// `by=claim`.
 #[utoipa::path(get, path = "/v1/usage", tag = "ledger",
     params(UsageQuery),
     responses(
@@ -103,21 +107,28 @@ pub async fn usage(
             .map_err(|error| ErrorResponse::BadRequest(format!("by: {error}")))?,
     };
     let (from, to) = window(q.from.as_deref(), q.to.as_deref())?;
-    let intervals = state
-        .ledger_call(move |ledger| ledger.holder_intervals(from, to))
+    let (computed, rolled_up_before) = state
+        .ledger_call(move |ledger| {
+            Ok((
+                ledger.usage(from, to, by)?,
+                ledger.history_rolled_up_before(),
+            ))
+        })
         .await?;
-    let computed = compute_usage(&intervals, from, to, by);
     Ok(Json(UsageView {
         from: super::types::rfc3339(from),
         to: super::types::rfc3339(to),
         by: by_text.unwrap_or_else(|| "namespace".to_owned()),
         rows: computed.rows.into_iter().map(Into::into).collect(),
         total: computed.total.into(),
+        rolled_up_before: super::types::rfc3339(rolled_up_before),
     }))
 }
 
 /// The holders of a device whose interval overlaps the window and the device's events inside
 /// it (cordon, uncordon, health, published, missing, restored, removed), each oldest first.
+/// Holders that ended before `rolledUpBefore` are rolled up into hourly usage totals and not
+/// listed.
 #[utoipa::path(get, path = "/v1/nodes/{node}/devices/{device}/history", tag = "ledger",
     params(
         ("node" = String, Path, description = "Node name"),
@@ -139,13 +150,21 @@ pub async fn device_history(
     let q = query(parsed)?;
     let (from, to) = window(q.from.as_deref(), q.to.as_deref())?;
     let (n, d) = (node.clone(), device.clone());
-    let history = state
-        .ledger_call(move |ledger| ledger.device_history(&n, &d, from, to))
-        .await?
-        .ok_or_else(|| {
-            ErrorResponse::UnknownObject(format!(
-                "device {device} of node {node} has no history in the ledger"
+    let (history, rolled_up_before) = state
+        .ledger_call(move |ledger| {
+            Ok((
+                ledger.device_history(&n, &d, from, to)?,
+                ledger.history_rolled_up_before(),
             ))
-        })?;
-    Ok(Json(history.into()))
+        })
+        .await?;
+    let history = history.ok_or_else(|| {
+        ErrorResponse::UnknownObject(format!(
+            "device {device} of node {node} has no history in the ledger"
+        ))
+    })?;
+    Ok(Json(DeviceHistoryView::new(
+        history,
+        super::types::rfc3339(rolled_up_before),
+    )))
 }

@@ -39,6 +39,9 @@ fn history_state() -> (tempfile::TempDir, Ledger, AppState) {
 
 const WINDOW: &str = "from=2026-01-01T00:00:00Z&to=2026-01-01T00:02:00Z";
 
+/// Seven days (the default rollup age) before the ledger clock's reading, 00:02.
+const ROLLED_UP_BEFORE: &str = "2025-12-25T00:02:00.000Z";
+
 #[tokio::test]
 async fn usage_by_namespace_is_exact_to_the_second() {
     let (_dir, _ledger, state) = history_state();
@@ -57,6 +60,7 @@ async fn usage_by_namespace_is_exact_to_the_second() {
                 {"key": "team-b", "deviceSeconds": 120.0, "claims": 1, "peakDevices": 2.0},
             ],
             "total": {"key": "total", "deviceSeconds": 210.0, "claims": 2, "peakDevices": 3.0},
+            "rolledUpBefore": ROLLED_UP_BEFORE,
         })
     );
 }
@@ -177,6 +181,7 @@ async fn device_history_lists_holders_and_events_oldest_first() {
                 {"time": "2026-01-01T00:00:00.000Z", "kind": "added", "detail": ""},
                 {"time": "2026-01-01T00:01:40.000Z", "kind": "cordoned", "detail": ""},
             ],
+            "rolledUpBefore": ROLLED_UP_BEFORE,
         })
     );
     assert_eq!(b.json()["holders"][0]["claimUid"], "b");

@@ -110,6 +110,38 @@ pub struct RunArgs {
     /// number with each ledger commit. Intervals of claims still allocated are kept.
     #[arg(long, default_value = "90d", value_parser = parse_duration, value_name = "DURATION")]
     pub history_retention: Duration,
+
+    /// How long ended holder intervals stay one by one (e.g. 7d, 48h); older ones are rolled up
+    /// into hourly totals per namespace, node and model, a bounded number with each ledger commit.
+    /// `admin usage` still counts them (by whole hours), but `--by claim` and `admin history` no
+    /// longer list them. Must be shorter than --history-retention.
+    #[arg(long, default_value = "7d", value_parser = parse_duration, value_name = "DURATION")]
+    pub history_rollup_after: Duration,
+}
+
+impl RunArgs {
+    /// `--history-rollup-after`, checked against `--history-retention`: intervals are pruned
+    /// after the retention, so a rollup age not below it would never roll anything up.
+    fn history_rollup_after(&self) -> anyhow::Result<Duration> {
+        if self.history_rollup_after >= self.history_retention {
+            anyhow::bail!(
+                "--history-rollup-after ({}) must be shorter than --history-retention ({})",
+                humanize(self.history_rollup_after),
+                humanize(self.history_retention)
+            );
+        }
+        Ok(self.history_rollup_after)
+    }
+}
+
+/// A duration for messages, in the largest of days, hours or seconds that divides it.
+fn humanize(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    match seconds {
+        s if s > 0 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s > 0 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s => format!("{s}s"),
+    }
 }
 
 /// The namespace file of an in-cluster service account.
@@ -204,6 +236,7 @@ pub(super) async fn kube_config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<
 /// standby with nothing of its old term in memory.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let leader = args.leader_config()?;
+    let history_rollup_after = args.history_rollup_after()?;
     let stop = super::watch_for_signal().context("cannot watch for SIGTERM and Ctrl-C")?;
     let admin_token = args
         .admin_token_file
@@ -227,6 +260,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             dra_api: args.dra_api,
             explain_after: None,
             history_retention: Some(args.history_retention),
+            history_rollup_after: Some(history_rollup_after),
         },
         config,
     )

@@ -32,7 +32,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use dra_allocator::ledger::{Ledger, LedgerOptions, DEFAULT_HISTORY_RETENTION};
+use dra_allocator::ledger::{
+    Ledger, LedgerOptions, DEFAULT_HISTORY_RETENTION, DEFAULT_HISTORY_ROLLUP_AFTER,
+};
 use dra_api::{AdminToken, ApiRequestsLayer, AppState, Metrics, Readiness};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -88,6 +90,9 @@ pub struct ProcessConfig {
     /// How long the ledger keeps history (holder intervals that ended, device events); `None`
     /// keeps the ledger's default of 90 days.
     pub history_retention: Option<Duration>,
+    /// How long ended holder intervals stay as they are before they are rolled up into hourly
+    /// totals; `None` keeps the ledger's default of 7 days.
+    pub history_rollup_after: Option<Duration>,
     /// With leader election: the admin URL of the replica holding the lease, where this one
     /// forwards `/v1` requests while it is a standby.
     pub leader_url: LeaderUrlTemplate,
@@ -133,6 +138,7 @@ async fn open_ledger(
     path: PathBuf,
     driver_name: String,
     history_retention: Option<Duration>,
+    history_rollup_after: Option<Duration>,
     metrics: &Arc<Metrics>,
     fence: &Fence,
 ) -> anyhow::Result<Ledger> {
@@ -144,6 +150,7 @@ async fn open_ledger(
         on_commit: Some(metrics.commit_hook()),
         commit_guard: Some(fence.commit_guard()),
         history_retention: history_retention.unwrap_or(DEFAULT_HISTORY_RETENTION),
+        history_rollup_after: history_rollup_after.unwrap_or(DEFAULT_HISTORY_ROLLUP_AFTER),
         ..LedgerOptions::default()
     };
     let shown = path.display().to_string();
@@ -171,6 +178,7 @@ impl RunningController {
             config.ledger.clone(),
             config.driver_name.clone(),
             config.history_retention,
+            config.history_rollup_after,
             &metrics,
             &fence,
         )

@@ -51,6 +51,8 @@ fn every_subcommand_documents_its_flags_and_defaults() {
                 "--reconcile-interval",
                 "[default: 5m]",
                 "--kubeconfig",
+                "--history-rollup-after",
+                "[default: 7d]",
             ],
         ),
         (

@@ -136,3 +136,30 @@ fn run_with_an_unreadable_admin_token_file_fails_before_starting() {
     assert!(stderr.contains("cannot read admin token file"), "{stderr}");
     assert!(!dir.path().join("ledger.redb").exists());
 }
+
+#[test]
+fn run_with_a_rollup_age_not_below_the_history_retention_fails_before_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.redb");
+    let output = crate::cli_support::binary()
+        .args([
+            "run",
+            "--history-retention",
+            "30d",
+            "--history-rollup-after",
+            "30d",
+            "--ledger",
+            ledger.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "--history-rollup-after (30d) must be shorter than --history-retention (30d)"
+        ),
+        "{stderr}"
+    );
+    assert!(!ledger.exists());
+}

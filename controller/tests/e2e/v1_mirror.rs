@@ -66,6 +66,7 @@ pub(crate) fn settings(dir: &Path, dra_api: DraApi) -> ProcessConfig {
         dra_api,
         explain_after: Some(Duration::from_millis(300)),
         history_retention: None,
+        history_rollup_after: None,
         leader_url: dra_controller::leader::LeaderUrlTemplate::default(),
         replica: "test".to_owned(),
     }

@@ -1,13 +1,15 @@
 //! The ledger's history (schema version 4): one holder interval per claim and device, opened when
 //! the claim gets the device and closed when it gives it back, and the device's events (cordon,
 //! uncordon, health changes, published, missing, restored, removed), written in the transaction
-//! of the change they record. Closed intervals and events older than the history retention are
-//! pruned with the batch, a bounded number at a time.
+//! of the change they record. Closed intervals older than the rollup age become hourly totals
+//! per namespace, node and model (schema version 5, `rollup`); events and hours older than the
+//! history retention are pruned, all with the batch, a bounded number at a time.
 //!
-//! Owns the `history` and `history_devices` tables: their record, the writes inside the writer's
-//! transaction (fed by every audit entry, so no operation writes history on its own), the read
-//! views (`views`) and the verify check (`check`). The usage computation over the intervals is [`crate::usage`]; must not be used by `fit`
-//! or `model`.
+//! Owns the `history`, `history_devices` and `history_hours` tables: their records, the writes
+//! inside the writer's transaction (fed by every audit entry, so no operation writes history on
+//! its own), the rollup (`rollup`), the read views (`views`) and the verify check (`check`). The
+//! usage computation over intervals and hours is [`crate::usage`]; must not be used by `fit` or
+//! `model`.
 
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
@@ -20,10 +22,11 @@ use super::{LedgerError, Result};
 use crate::usage::HolderInterval;
 
 mod check;
+mod rollup;
 mod views;
 
 pub(crate) use check::check;
-pub(crate) use views::{device_history, intervals};
+pub(crate) use views::{device_history, hour_totals, intervals};
 
 /// One history entry of a device (file format: variants are only ever added at the end).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

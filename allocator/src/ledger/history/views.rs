@@ -1,16 +1,20 @@
-//! Read views of the history, each from one read snapshot: the holder intervals of a window and
-//! one device's history.
+//! Read views of the history, each from one read snapshot: the holder intervals of a window, the
+//! hourly totals of the hours inside it and one device's history.
 
 use redb::{ReadTransaction, ReadableTable};
 
 use super::{span, DeviceEvent, DeviceHistory, HistoryEntry, HistoryRecord};
-use crate::ledger::records::StoredAttribute;
+use crate::ledger::records::{DeviceRecord, StoredAttribute};
 use crate::ledger::store::{decoded, read_table};
-use crate::ledger::tables::{DeviceKey, HistoryDeviceKey, DEVICES, HISTORY, HISTORY_DEVICES};
+use crate::ledger::tables::{
+    DeviceKey, HistoryDeviceKey, HistoryHourKey, DEVICES, HISTORY, HISTORY_DEVICES, HISTORY_HOURS,
+};
 use crate::ledger::{LedgerError, Result};
+use crate::usage::hours::{hour_at_or_after, HourTotals};
 use crate::usage::HolderInterval;
 
-fn interval(record: HistoryRecord, model: Option<String>) -> Option<HolderInterval> {
+/// The holder interval of a history record with its device's model; `None` for an event.
+pub(super) fn interval(record: HistoryRecord, model: Option<String>) -> Option<HolderInterval> {
     match record.entry {
         HistoryEntry::Held {
             claim_uid,
@@ -43,11 +47,39 @@ fn model_of(txn: &ReadTransaction, node: &str, device: &str) -> Result<Option<St
     else {
         return Ok(None);
     };
-    let record = decoded("devices", value.value())?;
-    Ok(match record.attributes.get("model") {
+    Ok(model_attribute(&decoded("devices", value.value())?))
+}
+
+/// The `model` attribute of a device record, when it is a string.
+pub(super) fn model_attribute(record: &DeviceRecord) -> Option<String> {
+    match record.attributes.get("model") {
         Some(StoredAttribute::String(model)) => Some(model.clone()),
         _ => None,
-    })
+    }
+}
+
+/// The hourly totals of every hour that starts inside `[from_ms, to_ms)`, oldest hour first.
+pub(crate) fn hour_totals(
+    txn: &ReadTransaction,
+    from_ms: u64,
+    to_ms: u64,
+) -> Result<Vec<HourTotals>> {
+    let table = read_table(txn, HISTORY_HOURS)?;
+    let range = HistoryHourKey::hour_start(hour_at_or_after(from_ms))
+        ..HistoryHourKey::hour_start(hour_at_or_after(to_ms));
+    let mut out = Vec::new();
+    for entry in table.range(range).map_err(LedgerError::storage)? {
+        let (key, value) = entry.map_err(LedgerError::storage)?;
+        let (hour_ms, namespace, node, model) = key.value().parts();
+        out.push(HourTotals {
+            hour_ms,
+            namespace,
+            node,
+            model,
+            record: decoded("history_hours", value.value())?,
+        });
+    }
+    Ok(out)
 }
 
 /// Every holder interval that overlaps `[from_ms, to_ms)`, oldest first, with its device's model.

@@ -57,6 +57,11 @@ pub struct UsageView {
     pub rows: Vec<UsageRowView>,
     /// All groups together (key `total`).
     pub total: UsageRowView,
+    /// Holder intervals that ended before this time (RFC 3339) are kept as hourly totals per
+    /// namespace, node and model: they count by whole hours (an hour counts when it starts inside
+    /// the window), and `by=claim` does not see them.
+    #[serde(rename = "rolledUpBefore")]
+    pub rolled_up_before: String,
 }
 
 /// One claim holding the device.
@@ -117,13 +122,19 @@ pub struct DeviceHistoryView {
     pub holders: Vec<HolderView>,
     /// The events inside the window, by time.
     pub events: Vec<DeviceEventView>,
+    /// Holders whose interval ended before this time (RFC 3339) are rolled up into hourly totals
+    /// and no longer listed; events stay until the history retention.
+    #[serde(rename = "rolledUpBefore")]
+    pub rolled_up_before: String,
 }
 
-impl From<DeviceHistory> for DeviceHistoryView {
-    fn from(history: DeviceHistory) -> Self {
+impl DeviceHistoryView {
+    /// The view of `history`, whose holders that ended before `rolled_up_before` are rolled up.
+    pub fn new(history: DeviceHistory, rolled_up_before: String) -> Self {
         DeviceHistoryView {
             holders: history.holders.into_iter().map(Into::into).collect(),
             events: history.events.into_iter().map(Into::into).collect(),
+            rolled_up_before,
         }
     }
 }

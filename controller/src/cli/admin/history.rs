@@ -131,10 +131,16 @@ pub fn usage_table(view: &UsageView) -> String {
         table.row(usage_cells(row));
     }
     table.row(usage_cells(&view.total));
+    let rolled_up = if view.by == "claim" {
+        "claims whose intervals ended before then are not listed"
+    } else {
+        "older intervals count by whole hours"
+    };
     format!(
-        "Usage from {} to {}\n{}",
+        "Usage from {} to {} (rolled up before {}: {rolled_up})\n{}",
         view.from,
         view.to,
+        view.rolled_up_before,
         table.render()
     )
 }
@@ -261,6 +267,7 @@ mod tests {
             by: "claim".to_owned(),
             rows: vec![row("ns/a,b", 1.5)],
             total: row("total", 1.5),
+            rolled_up_before: String::new(),
         };
         assert_eq!(
             usage_csv(&view),

@@ -115,7 +115,9 @@ pub enum AdminCommand {
     Utilisation,
     /// Device usage over a window: device-hours, claims and the peak of devices held at once
     /// per namespace, node, model or claim (shares weighted by their fraction). Without a
-    /// window, the last 24 hours. Also `-o csv`.
+    /// window, the last 24 hours. Also `-o csv`. Intervals older than `run`'s
+    /// --history-rollup-after (7 days) are kept as hourly totals: they count by whole hours
+    /// (an hour counts when it starts inside the window) and `--by claim` does not list them.
     Usage {
         /// The window from this long ago until now, e.g. 7d, 12h or 90m.
         #[arg(long, value_parser = crate::cli::parse_duration, value_name = "DURATION",
@@ -132,7 +134,9 @@ pub enum AdminCommand {
         by: history::By,
     },
     /// The holders of a device and its events (cordon, uncordon, health, ...) over the last
-    /// 24 hours, oldest first; with --at, the claim that held it at that time.
+    /// 24 hours, oldest first; with --at, the claim that held it at that time. Holders that
+    /// ended longer ago than `run`'s --history-rollup-after (7 days) are rolled up into hourly
+    /// usage totals and no longer listed.
     History {
         /// The device, as NODE/DEVICE.
         #[arg(value_name = "NODE/DEVICE")]

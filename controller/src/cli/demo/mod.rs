@@ -244,6 +244,7 @@ fn process_config(
         dra_api: if v1 { DraApi::V1 } else { DraApi::V1alpha2 },
         explain_after: v1.then_some(Duration::from_secs(10)),
         history_retention: None,
+        history_rollup_after: None,
     })
 }
 

@@ -32,6 +32,7 @@ fn config() -> ProcessConfig {
         dra_api: DraApi::V1,
         explain_after: None,
         history_retention: None,
+        history_rollup_after: None,
         leader_url: crate::leader::LeaderUrlTemplate::default(),
         replica: "test".to_owned(),
     }
