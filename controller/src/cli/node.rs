@@ -9,6 +9,7 @@ use anyhow::Context;
 
 use dra_node::agent::{AgentConfig, ApiAccess, HealthConfig};
 use dra_node::check::{CheckConfig, CheckError};
+use dra_node::discovery::gpu_sharing::GpuSharing;
 use dra_node::discovery::{DeviceSource, DiscoveryRoots};
 use dra_node::v1::taints::TaintEffect;
 use dra_types::api_mode::DraApi;
@@ -117,9 +118,27 @@ pub struct SourceArgs {
     /// The device directory device nodes are named under.
     #[arg(long, default_value = "/dev", value_name = "DIR")]
     pub dev_root: PathBuf,
+
+    /// How `--devices nvml` shares whole GPUs: none (one claim per GPU) or capacity (several
+    /// claims per GPU, each asking an amount of its memory and compute; needs Kubernetes 1.36+,
+    /// DRAConsumableCapacity). GPUs in MIG mode are published as MIG partitions either way. An
+    /// inventory file states its sharing itself.
+    #[arg(long, default_value = "none", value_name = "MODE")]
+    pub gpu_sharing: GpuSharing,
 }
 
 impl SourceArgs {
+    /// The device source with its sharing.
+    fn devices(&self) -> anyhow::Result<DeviceSource> {
+        match (&self.devices, self.gpu_sharing) {
+            (DeviceSource::Nvml(_), sharing) => Ok(DeviceSource::Nvml(sharing)),
+            (other, GpuSharing::None) => Ok(other.clone()),
+            (other, sharing) => {
+                anyhow::bail!("--gpu-sharing {sharing} applies to --devices nvml only, not {other}")
+            }
+        }
+    }
+
     /// The host directories discovery reads.
     fn roots(&self) -> DiscoveryRoots {
         DiscoveryRoots {
@@ -159,10 +178,11 @@ pub struct CheckArgs {
 
 /// Runs `dra-ledger node check`: the report goes to stdout.
 pub async fn check(args: CheckArgs) -> anyhow::Result<()> {
-    let nvml = args.source.devices == DeviceSource::Nvml;
+    let devices = args.source.devices()?;
+    let nvml = matches!(devices, DeviceSource::Nvml(_));
     let config = CheckConfig {
         roots: args.source.roots(),
-        devices: args.source.devices,
+        devices,
         watch: args.watch,
         interval: args.interval,
     };
@@ -192,7 +212,7 @@ pub async fn node(args: NodeArgs) -> anyhow::Result<()> {
         cdi_dir: args.cdi_dir,
         state_dir: args.state_dir,
         roots: args.source.roots(),
-        devices: args.source.devices,
+        devices: args.source.devices()?,
         gc_interval: args.gc_interval,
         inventory_interval: args.inventory_interval,
         listen: args.listen,

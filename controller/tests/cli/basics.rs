@@ -24,7 +24,7 @@ fn help_lists_every_subcommand() {
 
 #[test]
 fn every_subcommand_documents_its_flags_and_defaults() {
-    let cases: [(&[&str], &[&str]); 9] = [
+    let cases: [(&[&str], &[&str]); 10] = [
         (
             &["explain", "pod", "--help"],
             &[
@@ -84,6 +84,10 @@ fn every_subcommand_documents_its_flags_and_defaults() {
         (&["ledger", "verify", "--help"], &["--ledger"]),
         (&["ledger", "backup", "--help"], &["--ledger", "--to"]),
         (&["ledger", "migrate", "--help"], &["--ledger"]),
+        (
+            &["node", "--help"],
+            &["--gpu-sharing", "[default: none]", "capacity"],
+        ),
     ];
     for (args, expected) in cases {
         let output = run(args);
@@ -106,6 +110,30 @@ fn unknown_flags_are_usage_errors_with_exit_code_2() {
     assert!(
         stderr.contains("invalid value 'lots' for '--pods"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn gpu_sharing_is_refused_for_a_source_other_than_nvml() {
+    let output = run(&[
+        "node",
+        "check",
+        "--devices",
+        "sysfs",
+        "--gpu-sharing",
+        "capacity",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("--gpu-sharing capacity applies to --devices nvml only, not sysfs"),
+        "{stderr}"
+    );
+    let output = run(&["node", "--gpu-sharing", "halves"]);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "an unknown mode is a usage error"
     );
 }
 

@@ -57,7 +57,7 @@ pub(crate) fn sources_for(
     match devices {
         DeviceSource::File(path) => vec![Box::new(FileHealth::new(path))],
         DeviceSource::Sysfs => vec![Box::new(AerHealth::new(&roots.sysfs))],
-        DeviceSource::Nvml => {
+        DeviceSource::Nvml(_) => {
             let mut sources: Vec<Box<dyn HealthSource>> =
                 vec![Box::new(AerHealth::new(&roots.sysfs))];
             match nvml_events(wake) {

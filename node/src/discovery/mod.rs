@@ -6,12 +6,14 @@
 //!   `<sysfs-root>/bus/pci/devices`, named with the [`pci_ids`] database where one is installed;
 //! - [`file`](mod@file): a YAML or JSON inventory written by an operator;
 //! - [`nvml`]: NVIDIA GPUs through the NVIDIA management library (the library itself only with
-//!   the cargo feature `nvml`; the mapping of its answers to devices is always built and tested).
+//!   the cargo feature `nvml`; the mapping of its answers to devices is always built and tested),
+//!   with MIG partitions and capacity sharing mapped by [`gpu_sharing`].
 //!
 //! Discovery reads files and (for `nvml`) a shared library; it never talks to Kubernetes and
 //! knows nothing of claims, the journal or CDI.
 
 pub mod file;
+pub mod gpu_sharing;
 pub mod nvml;
 pub mod pci_ids;
 pub mod sysfs;
@@ -21,6 +23,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::device::{Discovered, Inventory};
+use gpu_sharing::GpuSharing;
 
 /// Where the inventory is read from: the value of `--devices`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,8 +32,8 @@ pub enum DeviceSource {
     Sysfs,
     /// An inventory file (`file:PATH`).
     File(PathBuf),
-    /// NVIDIA GPUs through NVML (`nvml`).
-    Nvml,
+    /// NVIDIA GPUs through NVML (`nvml`), whole GPUs shared as `--gpu-sharing` says.
+    Nvml(GpuSharing),
 }
 
 /// The host directories discovery reads, and where the PCI IDs database may be.
@@ -135,7 +138,7 @@ impl FromStr for DeviceSource {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         match text {
             "sysfs" => Ok(DeviceSource::Sysfs),
-            "nvml" => Ok(DeviceSource::Nvml),
+            "nvml" => Ok(DeviceSource::Nvml(GpuSharing::None)),
             _ => match text.strip_prefix("file:") {
                 Some("") => Err(DeviceSourceParse::EmptyFilePath),
                 Some(path) => Ok(DeviceSource::File(PathBuf::from(path))),
@@ -150,7 +153,7 @@ impl fmt::Display for DeviceSource {
         match self {
             DeviceSource::Sysfs => f.write_str("sysfs"),
             DeviceSource::File(path) => write!(f, "file:{}", path.display()),
-            DeviceSource::Nvml => f.write_str("nvml"),
+            DeviceSource::Nvml(_) => f.write_str("nvml"),
         }
     }
 }
@@ -166,7 +169,7 @@ impl DeviceSource {
     }
 
     /// Reads the inventory once with how its devices are shared and the pool's counter sets
-    /// (which only an inventory file gives today).
+    /// (from an inventory file, or MIG partitions and capacity sharing from NVML).
     ///
     /// # Errors
     /// As [`DeviceSource::discover`].
@@ -174,7 +177,7 @@ impl DeviceSource {
         match self {
             DeviceSource::Sysfs => sysfs::discover(roots).map(Discovered::from),
             DeviceSource::File(path) => file::read_discovered(path),
-            DeviceSource::Nvml => nvml::discover(roots).map(Discovered::from),
+            DeviceSource::Nvml(sharing) => nvml::discover(roots, *sharing),
         }
     }
 }

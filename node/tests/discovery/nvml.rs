@@ -9,7 +9,7 @@ use dra_node::discovery::DiscoveryError;
 
 use crate::fake_sysfs::*;
 
-struct FakeLibrary(Vec<GpuInfo>);
+pub(crate) struct FakeLibrary(pub(crate) Vec<GpuInfo>);
 
 impl GpuLibrary for FakeLibrary {
     fn devices(&self) -> Result<Vec<GpuInfo>, DiscoveryError> {
@@ -28,7 +28,7 @@ impl GpuLibrary for BrokenLibrary {
     }
 }
 
-fn h100(uuid: &str, bus_id: &str, minor: u32) -> GpuInfo {
+pub(crate) fn h100(uuid: &str, bus_id: &str, minor: u32) -> GpuInfo {
     GpuInfo {
         uuid: uuid.to_owned(),
         name: "NVIDIA H100 80GB HBM3".to_owned(),
@@ -37,6 +37,7 @@ fn h100(uuid: &str, bus_id: &str, minor: u32) -> GpuInfo {
         numa: Some(1),
         minor: Some(minor),
         mig_enabled: Some(false),
+        mig_profiles: Vec::new(),
     }
 }
 
@@ -99,6 +100,7 @@ fn values_nvml_does_not_report_are_left_out_or_taken_from_sysfs() {
         numa: None,
         minor: None,
         mig_enabled: None,
+        mig_profiles: Vec::new(),
     };
     let inventory = nvml::inventory_from(&FakeLibrary(vec![gpu]), &tree.roots()).unwrap();
     let a = &inventory["gpu-0"].attributes;

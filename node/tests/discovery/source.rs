@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use dra_node::discovery::gpu_sharing::GpuSharing;
 use dra_node::discovery::{DeviceSource, DeviceSourceParse, DiscoveryError};
 
 use crate::fake_sysfs::*;
@@ -10,7 +11,7 @@ use crate::fake_sysfs::*;
 fn flag_values_parse_to_their_sources_and_print_back() {
     for (text, source) in [
         ("sysfs", DeviceSource::Sysfs),
-        ("nvml", DeviceSource::Nvml),
+        ("nvml", DeviceSource::Nvml(GpuSharing::None)),
         (
             "file:/etc/dra-ledger/devices.yaml",
             DeviceSource::File(PathBuf::from("/etc/dra-ledger/devices.yaml")),
@@ -62,7 +63,7 @@ fn discover_reads_the_source_it_names() {
 #[cfg(not(feature = "nvml"))]
 #[test]
 fn nvml_source_without_the_feature_says_it_is_not_built() {
-    let error = DeviceSource::Nvml
+    let error = DeviceSource::Nvml(GpuSharing::None)
         .discover(&FakeSysfs::new().roots())
         .unwrap_err();
     assert!(matches!(error, DiscoveryError::NvmlNotBuilt), "{error:?}");
@@ -75,7 +76,7 @@ fn nvml_source_without_the_library_is_an_nvml_error() {
     if std::path::Path::new("/dev/nvidiactl").exists() {
         return;
     }
-    let error = DeviceSource::Nvml
+    let error = DeviceSource::Nvml(GpuSharing::None)
         .discover(&FakeSysfs::new().roots())
         .unwrap_err();
     assert!(

@@ -2,15 +2,23 @@
 //! API server: on 1.37 (partitionable devices and consumable capacity on) the counter sets in a
 //! slice of their own and the partitions and the shared GPU in another, both of one generation
 //! counting two slices; on 1.35 (both gates off, the server drops the fields) the whole GPU
-//! only, as a device for one claim, written once and not again.
+//! only, as a device for one claim, written once and not again. And the pool the `nvml`
+//! mapping makes of a MIG GPU and a capacity-shared one, accepted by the 1.37 validation.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use dra_node::discovery::gpu_sharing::GpuSharing;
+use dra_node::discovery::nvml::{discovered_from, GpuInfo, GpuLibrary, MigPlacement, MigProfile};
+use dra_node::discovery::DiscoveryError;
+use dra_node::health::HealthMap;
+use dra_node::v1::pool::Served;
+use dra_node::v1::slices::SlicePublisher;
 use dra_sim::KubernetesVersion;
 use dra_types::resource_v1::ResourceSlice;
 use testkit::eventually;
 
+use crate::support::DRIVER;
 use crate::v1_support::{AgentSettings, Cluster134, V1Agent, NODE, SLICE_PATIENCE};
 
 /// Seven 1g partitions and a 7g partition of `gpu-0` over its counter set, and `gpu-1` shared
@@ -88,3 +96,78 @@ async fn on_1_35_only_the_whole_gpu_is_published_for_one_claim_and_written_once(
     assert_eq!(again[0].metadata.resource_version, version);
     agent.stop().await.unwrap();
 }
+
+/// NVML as a list: an H100 in MIG mode with 1g.10gb and 7g.80gb, and one without MIG.
+struct TwoH100s;
+
+impl GpuLibrary for TwoH100s {
+    fn devices(&self) -> Result<Vec<GpuInfo>, DiscoveryError> {
+        let gpu = |uuid: &str, bus: &str, mig: bool| GpuInfo {
+            uuid: uuid.to_owned(),
+            name: "NVIDIA H100 80GB HBM3".to_owned(),
+            memory_total_bytes: 81_559 << 20,
+            pci_bus_id: bus.to_owned(),
+            mig_enabled: Some(mig),
+            mig_profiles: if mig {
+                let placements = |size, starts: &[u32]| {
+                    starts
+                        .iter()
+                        .map(|&start| MigPlacement { start, size })
+                        .collect()
+                };
+                vec![
+                    MigProfile {
+                        profile: 0,
+                        id: 19,
+                        slice_count: 1,
+                        memory_mib: 9856,
+                        placements: placements(1, &[0, 1, 2, 3, 4, 5, 6]),
+                    },
+                    MigProfile {
+                        profile: 4,
+                        id: 0,
+                        slice_count: 7,
+                        memory_mib: 80896,
+                        placements: placements(8, &[0]),
+                    },
+                ]
+            } else {
+                Vec::new()
+            },
+            ..GpuInfo::default()
+        };
+        Ok(vec![
+            gpu("GPU-aaaa", "00000000:1B:00.0", true),
+            gpu("GPU-bbbb", "00000000:9D:00.0", false),
+        ])
+    }
+}
+
+#[tokio::test]
+async fn the_nvml_pool_of_mig_partitions_and_a_capacity_shared_gpu_is_valid_for_1_37() {
+    let cluster = Cluster134::start_at(KubernetesVersion::V1_37).await;
+    let roots = dra_node::discovery::DiscoveryRoots::default();
+    let found = discovered_from(&TwoH100s, &roots, GpuSharing::Capacity).unwrap();
+    let mut publisher = SlicePublisher::new(&cluster.client, NODE, DRIVER);
+    let outcome = publisher.publish(&found, &HealthMap::new()).await.unwrap();
+    assert_eq!(publisher.served(), Some(Served::ALL));
+    assert_eq!(outcome.slices.len(), 2);
+    let pool = pool_of(&cluster, 2).await;
+    assert_eq!(pool[0].spec.shared_counters[0].name, "gpu-0-counter-set");
+    let names: Vec<&str> = pool[1]
+        .spec
+        .devices
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names.len(), 10, "{names:?}");
+    assert!(names.contains(&"gpu-0-mig-7g80gb-0-0"));
+    let shared = pool[1]
+        .spec
+        .devices
+        .iter()
+        .find(|d| d.name == "gpu-1")
+        .unwrap();
+    assert_eq!(shared.allow_multiple_allocations, Some(true));
+}
+
