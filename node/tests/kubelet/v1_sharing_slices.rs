@@ -3,7 +3,8 @@
 //! slice of their own and the partitions and the shared GPU in another, both of one generation
 //! counting two slices; on 1.35 (both gates off, the server drops the fields) the whole GPU
 //! only, as a device for one claim, written once and not again. And the pool the `nvml`
-//! mapping makes of a MIG GPU and a capacity-shared one, accepted by the 1.37 validation.
+//! mapping makes of a MIG GPU and a capacity-shared one, and the inventory file
+//! `docs/node-agent.md` shows, accepted by the 1.37 validation.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -171,3 +172,31 @@ async fn the_nvml_pool_of_mig_partitions_and_a_capacity_shared_gpu_is_valid_for_
     assert_eq!(shared.allow_multiple_allocations, Some(true));
 }
 
+/// The inventory file of `docs/node-agent.md` with MIG partitions and a capacity-shared GPU.
+fn documented_inventory() -> String {
+    let docs = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/node-agent.md"),
+    )
+    .unwrap();
+    let block = docs
+        .split("  ```yaml\n")
+        .find(|block| block.contains("gpu-1-counter-set"))
+        .and_then(|block| block.split("  ```").next())
+        .unwrap();
+    block
+        .lines()
+        .map(|line| line.strip_prefix("  ").unwrap_or(line))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn the_documented_inventory_of_partitions_and_a_shared_gpu_publishes_on_1_37() {
+    let cluster = Cluster134::start_at(KubernetesVersion::V1_37).await;
+    let found = dra_node::discovery::file::parse_discovered(&documented_inventory()).unwrap();
+    let mut publisher = SlicePublisher::new(&cluster.client, NODE, DRIVER);
+    publisher.publish(&found, &HealthMap::new()).await.unwrap();
+    let pool = pool_of(&cluster, 2).await;
+    assert_eq!(pool[0].spec.shared_counters[0].counters.len(), 10);
+    assert_eq!(pool[1].spec.devices.len(), 5);
+}
