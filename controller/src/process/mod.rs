@@ -219,7 +219,8 @@ impl RunningController {
             ),
             (worker, tokio::spawn(leading)),
         ];
-        info!(listen = %local_addr, dra_api = %mode, workers = config.workers.max(1), "Controller started");
+        let page = format!("http://{local_addr}/");
+        info!(%page, listen = %local_addr, dra_api = %mode, workers = config.workers.max(1), "Controller started");
         Ok(RunningController {
             mode,
             driver,

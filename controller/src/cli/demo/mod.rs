@@ -248,8 +248,9 @@ fn process_config(
     })
 }
 
-/// The banner: the cluster's size and workload, the ledger, the cluster (`cluster`: its URL
-/// and how kubectl reaches it) and the admin API at `admin`.
+/// The banner: the cluster's size and workload, the device page (first of the addresses), the
+/// ledger, the cluster (`cluster`: its URL and how kubectl reaches it) and the admin API at
+/// `admin`.
 fn print_banner(
     args: &DemoArgs,
     shape: WorkloadShape,
@@ -269,6 +270,7 @@ fn print_banner(
             args.nodes, args.devices_per_node, args.pods, shape.immediate_claims
         );
     }
+    println!("  page:        http://{admin}/  (open it in a browser: the devices at a glance)");
     println!("  ledger:      {}", ledger_path.display());
     println!("  cluster:     {cluster}");
     println!(
