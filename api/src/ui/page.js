@@ -295,8 +295,8 @@
         ...(withCapacity ? [el('td', {}, capacityOf(c))] : []),
         el('td', {}, picture)));
     }
-    const claims = el('p', {}, `${utilisation.claimsAllocated ?? 0} claims allocated, `
-      + `${utilisation.intentsPending ?? 0} pending`);
+    const claims = el('p', {}, `claims allocated: ${utilisation.claimsAllocated ?? 0}, `
+      + `pending: ${utilisation.intentsPending ?? 0}`);
     $('utilisation').replaceChildren(table, claims);
   }
 
@@ -319,8 +319,8 @@
         el('td', { class: 'num' }, row.claims ?? ''), el('td', { class: 'num' }, row.peakDevices ?? ''),
         el('td', {}, picture)));
     }
-    const caption = el('p', {}, `${usage.from} to ${usage.to}: ${rows.length ? '' : 'no usage'}`);
-    $('usage').replaceChildren(caption, table);
+    const caption = el('p', {}, `${usage.from} to ${usage.to}${rows.length ? '' : ': no usage'}`);
+    $('usage').replaceChildren(caption, ...(rows.length ? [table] : []));
     $('usage-section').hidden = false;
   }
 

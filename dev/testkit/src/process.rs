@@ -166,6 +166,22 @@ pub fn demo_banner_addr(line: &str) -> Option<String> {
     )
 }
 
+/// The device page's URL of `demo`'s banner line `page: http://ADDR/ ...`, if `line` is that
+/// line.
+pub fn demo_banner_page(line: &str) -> Option<String> {
+    let rest = line.trim().strip_prefix("page:")?.trim();
+    let url = rest.split_whitespace().next()?;
+    url.starts_with("http://").then(|| url.to_owned())
+}
+
+/// The simulated cluster's URL of `demo`'s banner line `cluster: http://ADDR (kubectl ...)`,
+/// if `line` is that line.
+pub fn demo_banner_cluster(line: &str) -> Option<String> {
+    let rest = line.trim().strip_prefix("cluster:")?.trim();
+    let url = rest.split_whitespace().next()?;
+    url.starts_with("http").then(|| url.to_owned())
+}
+
 /// A running `dra-ledger demo`: the process, its output and its admin address.
 pub struct Demo {
     /// The process, killed when dropped.
@@ -342,6 +358,22 @@ pub fn wait_exit(child: &mut Child, timeout: Duration) -> ExitStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_demo_banner_names_the_page_and_the_cluster() {
+        let page = "  page:        http://127.0.0.1:8080/  (open it in a browser: ...)";
+        assert_eq!(
+            demo_banner_page(page).as_deref(),
+            Some("http://127.0.0.1:8080/")
+        );
+        let cluster = "  cluster:     http://127.0.0.1:4000 (kubectl --kubeconfig k)";
+        assert_eq!(
+            demo_banner_cluster(cluster).as_deref(),
+            Some("http://127.0.0.1:4000")
+        );
+        assert_eq!(demo_banner_page(cluster), None);
+        assert_eq!(demo_banner_cluster(page), None);
+    }
 
     #[test]
     fn the_started_line_of_a_json_log_names_the_admin_address() {
