@@ -1,7 +1,8 @@
 //! Scale: a simulated cluster of `nodes` x `devices` and `dra-ledger run` on a fresh ledger;
 //! `immediate` `Immediate` claims and `pods` pods with one claim each are created, and the run
 //! waits until the ledger holds every one. Then `oha` reads `/v1/nodes`, `/v1/claims` and
-//! `/metrics` at a steady rate, one endpoint after the other.
+//! `/metrics` at a steady rate, one endpoint after the other, and Chromium loads the device page
+//! ([`crate::page`]).
 //!
 //! The Allocate and `UnsuitableNodes` figures are the percentiles of the controller's own
 //! histograms (`dra_ledger_allocate_duration_seconds`,
@@ -252,6 +253,7 @@ pub fn run(runtime: &tokio::runtime::Runtime, sizes: &Sizes) -> anyhow::Result<(
     );
 
     print_read_load(&controller, sizes);
+    crate::page::print_page_load(&controller);
     let _ = controller.wait_ready(Duration::from_secs(10));
     controller.stop();
     drop(sim);

@@ -8,7 +8,8 @@
 //! - scale (`load`): 5,000 nodes x 8 devices, 20,000 claims (`Immediate` claims and pods with one
 //!   claim each); Allocate and `UnsuitableNodes` p50/p99, the controller's memory and CPU, then
 //!   `/v1/nodes`, `/v1/claims` and `/metrics` under a steady read load from `oha` (skipped with
-//!   a message when `oha` is not installed: `cargo install oha --locked`).
+//!   a message when `oha` is not installed: `cargo install oha --locked`), and the device
+//!   page's load time and size in headless Chromium (skipped without `chromium`).
 //!
 //! Run with `cargo bench -p dra-controller --bench scale`. `BENCH_PART` (`restart` or `load`)
 //! runs one part; `BENCH_NODES`, `BENCH_CLAIMS` (restart), `BENCH_RESTARTS`, `BENCH_IMMEDIATE`,
@@ -19,6 +20,7 @@
 #[path = "../../tests/e2e/e2e_support/mod.rs"]
 mod e2e_support;
 mod load;
+mod page;
 mod procs;
 mod restart;
 mod workload;

@@ -4,7 +4,7 @@
 //! keys and take a screenshot without a web driver or a websocket client. `sh` connects the two
 //! descriptors to the child's stdin and stdout.
 //!
-//! Only what the page tests need: [`Browser::open`], [`Browser::eval`], [`Browser::press`],
+//! Only what the page tests and the scale bench need: [`Browser::open`], [`Browser::eval`], [`Browser::press`],
 //! [`Browser::screenshot`]. Depends on `serde_json` and the standard library.
 
 use std::io::{BufRead, BufReader, Write};
@@ -20,18 +20,22 @@ use crate::process::KillOnDrop;
 /// How long one protocol command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Debian's `chromium` (or another Chromium on `PATH`); `None` after printing why the calling
-/// test is skipped, or a panic under CI.
-pub fn require_chromium() -> Option<PathBuf> {
+/// Debian's `chromium` (or another Chromium) on `PATH`.
+pub fn find_chromium() -> Option<PathBuf> {
     ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find_map(crate::tools::on_path)
-        .or_else(|| {
-            crate::tools::skip_or_fail(
-                "no chromium on PATH (apt-get install -y chromium; .ci/run installs it)",
-            );
-            None
-        })
+}
+
+/// [`find_chromium`]; `None` after printing why the calling test is skipped, or a panic under
+/// CI.
+pub fn require_chromium() -> Option<PathBuf> {
+    find_chromium().or_else(|| {
+        crate::tools::skip_or_fail(
+            "no chromium on PATH (apt-get install -y chromium; .ci/run installs it)",
+        );
+        None
+    })
 }
 
 /// A headless browser with one page open, killed when dropped.
