@@ -43,10 +43,19 @@ fn fixture(name: &str) -> PathBuf {
 /// example chart's `DeviceClass` (with `extendedResourceName` when `extended` is given, as
 /// `--set deviceClass.extendedResourceName=...` renders it).
 async fn cluster(dir: &Path, extended: Option<&str>) -> ClusterV1 {
+    cluster_reading_every(dir, extended, Duration::from_secs(60)).await
+}
+
+/// [`cluster`] whose agent reads its inventory file every `inventory_interval`.
+pub(crate) async fn cluster_reading_every(
+    dir: &Path,
+    extended: Option<&str>,
+    inventory_interval: Duration,
+) -> ClusterV1 {
     let settings = LocalSettings {
         driver_name: EXAMPLE_DRIVER.into(),
         gc_interval: Duration::from_secs(60),
-        inventory_interval: Duration::from_secs(60),
+        inventory_interval,
     };
     let v1 = ClusterV1::start_release(
         dir,
@@ -70,7 +79,7 @@ async fn cluster(dir: &Path, extended: Option<&str>) -> ClusterV1 {
 }
 
 /// Creates every object of fixture `name`, as `kubectl create -f` does.
-async fn create(v1: &ClusterV1, name: &str) {
+pub(crate) async fn create(v1: &ClusterV1, name: &str) {
     for outcome in v1.create_file(&fixture(name)).await {
         outcome.unwrap_or_else(|error| panic!("{name}: {error}"));
     }
@@ -84,7 +93,7 @@ fn pods(v1: &ClusterV1, namespace: &str) -> Api<DynamicObject> {
     )
 }
 
-async fn running(v1: &ClusterV1, namespace: &str, name: &str) -> Value {
+pub(crate) async fn running(v1: &ClusterV1, namespace: &str, name: &str) -> Value {
     eventually(format!("pod {namespace}/{name} running"), WAIT, || async {
         let pod = pods(v1, namespace).get_opt(name).await.unwrap()?;
         (pod.data["status"]["phase"] == "Running").then_some(pod.data)
@@ -92,7 +101,7 @@ async fn running(v1: &ClusterV1, namespace: &str, name: &str) -> Value {
     .await
 }
 
-async fn claim(v1: &ClusterV1, namespace: &str, name: &str) -> ResourceClaim {
+pub(crate) async fn claim(v1: &ClusterV1, namespace: &str, name: &str) -> ResourceClaim {
     Api::<ResourceClaim>::namespaced(v1.client.clone(), namespace)
         .get(name)
         .await

@@ -30,14 +30,6 @@ fn one_gpu() -> Value {
     json!({"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}})
 }
 
-/// The `env` edits of the CDI spec of claim `uid` on `node`, once the file is there.
-fn cdi_env(v1: &ClusterV1, node: &str, uid: &str) -> Option<String> {
-    let file = v1.agents.cdi_file(node, uid)?;
-    let bytes = std::fs::read(file).ok()?;
-    let spec: Value = serde_json::from_slice(&bytes).ok()?;
-    Some(spec["devices"][0]["containerEdits"]["env"].to_string())
-}
-
 /// `GET /v1/prepared` of the agent on `node`.
 async fn prepared_on(v1: &ClusterV1, node: &str) -> String {
     let (_, admin) = v1
@@ -92,7 +84,7 @@ async fn slices_prepare_sharing_and_unprepare_on_a_1_34_cluster() {
     eventually("pod a running", WAIT, || async {
         let running = v1.phase("a").await.as_deref() == Some("Running");
         if running {
-            let env = cdi_env(&v1, "node-0", &uid_a);
+            let env = v1.cdi_env("node-0", &uid_a);
             let env = env.expect("pod a Running before its claim was prepared");
             assert!(env.contains("DRA_LEDGER_DEVICES=gpu-1"), "{env}");
         }
@@ -123,7 +115,7 @@ async fn slices_prepare_sharing_and_unprepare_on_a_1_34_cluster() {
     assert!(refusal.contains(&uid_a_text), "names the holder: {refusal}");
     assert_ne!(v1.phase("b").await.as_deref(), Some("Running"));
     let uid_b = b.metadata.uid.clone().unwrap();
-    assert!(cdi_env(&v1, "node-0", &uid_b).is_none());
+    assert!(v1.cdi_env("node-0", &uid_b).is_none());
 
     // A claim on the other node is prepared there.
     let c = v1.claim("c", one_gpu()).await;
@@ -141,7 +133,7 @@ async fn slices_prepare_sharing_and_unprepare_on_a_1_34_cluster() {
         v1.phase("c").await.as_deref() == Some("Running")
     })
     .await;
-    assert!(cdi_env(&v1, "node-1", &uid_c).is_some());
+    assert!(v1.cdi_env("node-1", &uid_c).is_some());
     assert!(prepared_on(&v1, "node-1").await.contains(&uid_c));
 
     // Deleting pod a unprepares claim a before the pod is gone; then claim b gets gpu-1.
@@ -153,7 +145,7 @@ async fn slices_prepare_sharing_and_unprepare_on_a_1_34_cluster() {
         let gone = v1.phase("a").await.is_none();
         if gone {
             assert!(
-                cdi_env(&v1, "node-0", &uid_a).is_none(),
+                v1.cdi_env("node-0", &uid_a).is_none(),
                 "pod a gone before its claim was unprepared"
             );
         }
@@ -165,7 +157,7 @@ async fn slices_prepare_sharing_and_unprepare_on_a_1_34_cluster() {
         v1.phase("b").await.as_deref() == Some("Running")
     })
     .await;
-    let env = cdi_env(&v1, "node-0", &uid_b).unwrap();
+    let env = v1.cdi_env("node-0", &uid_b).unwrap();
     assert!(env.contains("DRA_LEDGER_DEVICES=gpu-1"), "{env}");
     v1.shutdown().await;
 }

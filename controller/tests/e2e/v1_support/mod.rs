@@ -220,6 +220,24 @@ impl ClusterV1 {
         std::fs::write(path, inventory(dir, gpus)).unwrap();
     }
 
+    /// Replaces the inventory file of `node` with `text` at once (an agent never reads half
+    /// of it).
+    pub fn write_inventory(&self, node: &str, text: &str) {
+        let (_, path) = self.inventories.iter().find(|(n, _)| n == node).unwrap();
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, text).unwrap();
+        std::fs::rename(partial, path).unwrap();
+    }
+
+    /// The `env` edits of the CDI spec of claim `uid` on `node` (JSON text), once the agent
+    /// wrote the file.
+    pub fn cdi_env(&self, node: &str, uid: &str) -> Option<String> {
+        let file = self.agents.cdi_file(node, uid)?;
+        let bytes = std::fs::read(file).ok()?;
+        let spec: Value = serde_json::from_slice(&bytes).ok()?;
+        Some(spec["devices"][0]["containerEdits"]["env"].to_string())
+    }
+
     /// Every `ResourceSlice` of the cluster.
     pub async fn slices(&self) -> Vec<ResourceSlice> {
         Api::<ResourceSlice>::all(self.client.clone())
