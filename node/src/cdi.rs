@@ -1,9 +1,9 @@
 //! The CDI spec of one prepared claim (CDI 1.1.0 format): the file
 //! `<cdi-dir>/<driver>-claim_<claimUID>.json`, `kind` `<driver>/claim`, one device named by the
 //! claim UID, so the ID handed to the kubelet is `<driver>/claim=<claimUID>`. Its
-//! `containerEdits` set the claim's environment ([`env`]: its UID, devices, the devices' own
-//! variables, a MIG partition's UUID, the limits of its shares) and the device nodes of every
-//! device. `cdiVersion` is the lowest version whose schema the file meets.
+//! `containerEdits` set the claim's environment ([`env`](mod@env): its UID, devices, the
+//! devices' own variables, a MIG partition's UUID, the limits of its shares) and the device
+//! nodes of every device. `cdiVersion` is the lowest version whose schema the file meets.
 //!
 //! Files are written atomically (a temporary file in the same directory, fsync, rename, fsync of
 //! the directory), so a crash leaves the old file, the new one or none, never a torn one. Only
