@@ -231,4 +231,4 @@ fn apply_sharing(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

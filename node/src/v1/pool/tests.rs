@@ -25,8 +25,9 @@ fn set(name: &str) -> CounterSet {
     }
 }
 
-/// `gpus` GPUs, each as `partitions` partitions consuming its counter set.
-fn partitioned(gpus: usize, partitions: usize) -> Discovered {
+/// `gpus` GPUs, each as `partitions` partitions (`gpu-G-part-P`) consuming its counter set
+/// (`gpu-G`).
+pub(crate) fn partitioned(gpus: usize, partitions: usize) -> Discovered {
     let mut found = Discovered::default();
     for g in 0..gpus {
         let name = format!("gpu-{g}");

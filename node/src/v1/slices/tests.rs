@@ -1,12 +1,9 @@
-use std::collections::BTreeMap;
-
 use dra_allocator::model::AttributeValue;
-use dra_types::resource_v1::{Counter, CounterSet, DeviceCounterConsumption};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
-use crate::device::{DeviceSharing, Inventory, NodeDevice};
+use crate::device::{Inventory, NodeDevice};
 use crate::v1::pool::pool_slices;
+use crate::v1::pool::tests::partitioned;
 use crate::v1::slice_for;
 
 const DRIVER: &str = "gpu.dra-ledger.io";
@@ -179,50 +176,6 @@ fn other_drivers_and_nodes_are_not_touched_and_another_pool_of_ours_is_removed()
     assert_eq!(plan.delete, ["other-pool"]);
 }
 
-/// `gpus` GPUs, each a counter set and `partitions` partitions consuming it.
-fn partitioned(gpus: usize, partitions: usize) -> Discovered {
-    let counters = |memory: &str| {
-        BTreeMap::from([(
-            "memory".to_owned(),
-            Counter {
-                value: Quantity(memory.to_owned()),
-            },
-        )])
-    };
-    let mut found = Discovered::default();
-    for g in 0..gpus {
-        let set = format!("gpu-{g}");
-        found.counter_sets.insert(
-            set.clone(),
-            CounterSet {
-                name: set.clone(),
-                counters: counters("80Gi"),
-            },
-        );
-        for p in 0..partitions {
-            let name = format!("gpu-{g}-mig-{p}");
-            found.devices.insert(
-                name.clone(),
-                NodeDevice {
-                    name: name.clone(),
-                    ..NodeDevice::default()
-                },
-            );
-            found.sharing.insert(
-                name,
-                DeviceSharing {
-                    consumes_counters: vec![DeviceCounterConsumption {
-                        counter_set: set.clone(),
-                        counters: counters("10Gi"),
-                    }],
-                    ..DeviceSharing::default()
-                },
-            );
-        }
-    }
-    found
-}
-
 /// The pool of `found` as the API server lists it after a publish at `generation`: the
 /// slices named `s0`, `s1`, ... in layout order.
 fn stored_pool(found: &Discovered, generation: i64) -> Vec<ResourceSlice> {
@@ -274,8 +227,8 @@ fn an_unchanged_multi_slice_pool_is_left_alone() {
 fn a_change_in_one_slice_rewrites_every_slice_of_the_pool_one_generation_up() {
     let before = partitioned(2, 8);
     let mut after = before.clone();
-    after.devices.remove("gpu-1-mig-7");
-    after.sharing.remove("gpu-1-mig-7");
+    after.devices.remove("gpu-1-part-7");
+    after.sharing.remove("gpu-1-part-7");
     let plan = plan(&stored_pool(&before, 3), &desired_pool(&after), &owner(), 0);
     assert_eq!(plan.generation, 4);
     assert_eq!(
@@ -343,7 +296,7 @@ fn a_whole_device_slice_becomes_a_partitioned_pool_updated_in_place() {
     assert_eq!(devices.metadata.name.as_deref(), Some("whole"));
     assert_eq!(
         device_names(devices),
-        ["gpu-0-mig-0", "gpu-0-mig-1", "gpu-9"]
+        ["gpu-0-part-0", "gpu-0-part-1", "gpu-9"]
     );
     assert!(plan.delete.is_empty());
 }
