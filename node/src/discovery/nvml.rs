@@ -242,6 +242,9 @@ pub fn bytes(count: u64) -> Quantity {
 }
 
 #[cfg(feature = "nvml")]
+mod placements;
+
+#[cfg(feature = "nvml")]
 mod library {
     //! [`GpuLibrary`](super::GpuLibrary) over `nvml-wrapper`, which opens `libnvidia-ml.so.1`
     //! when [`Nvml::open`] is called (once per discovery, and closed again after it).
@@ -258,14 +261,9 @@ mod library {
         (0..PROFILE_IDS)
             .filter_map(|id| {
                 let info = device.profile_info(id).ok()?;
-                let placements = device
-                    .possible_placements(id)
-                    .ok()?
+                let placements = super::placements::possible_placements(device, id)?
                     .into_iter()
-                    .map(|p| MigPlacement {
-                        start: p.start,
-                        size: p.size,
-                    })
+                    .map(|(start, size)| MigPlacement { start, size })
                     .collect();
                 Some(MigProfile {
                     profile: id,
