@@ -10,6 +10,9 @@
 //!   and wraps the pure logic (the file format is described in `docs/ledger.md`).
 //! - [`usage`]: pure usage accounting over holder intervals (device-seconds, claims and peak
 //!   devices per namespace, node, model or claim inside a window).
+//! - [`capacity`]: pure accounting of partitions and shares: the physical unit (GPU) each
+//!   device belongs to, what claims hold of it, utilisation in whole-device equivalents and in
+//!   capacity per node and per model.
 //! - [`handle`]: the resource handle data the controller writes and the node agent reads.
 //! - [`failpoint`]: named pause points for crash tests, compiled in only with the `failpoints`
 //!   feature.
@@ -17,9 +20,10 @@
 //! Each module's own `//!` doc says what its files own. `examples/ledger_basics.rs` shows the
 //! ledger used through this API.
 //!
-//! `model`, `fit` and `usage` perform no I/O and must not depend on redb, tokio or kube (nor on
+//! `model`, `fit`, `usage` and `capacity` perform no I/O and must not depend on redb, tokio or kube (nor on
 //! `ledger`); for the same input they return the same answer.
 
+pub mod capacity;
 pub mod failpoint;
 pub mod fit;
 pub mod handle;

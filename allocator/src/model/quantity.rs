@@ -60,6 +60,24 @@ impl Quantity {
     pub fn milli(&self) -> i128 {
         self.milli
     }
+
+    /// The sum of `self` and `other`, printed in `self`'s kind (`40Gi + 40Gi` is `80Gi`);
+    /// saturates at the largest quantity Kubernetes allows.
+    #[must_use]
+    pub fn saturating_add(self, other: Quantity) -> Quantity {
+        let limit = i128::from(i64::MAX) * 1000;
+        Quantity {
+            milli: self.milli.saturating_add(other.milli).clamp(-limit, limit),
+            format: self.format,
+        }
+    }
+
+    /// `self` as a fraction of `whole` (`10Gi` of `80Gi` is 0.125); `None` unless `whole` is
+    /// positive.
+    pub fn fraction_of(&self, whole: &Quantity) -> Option<f64> {
+        // Quantities are below 2^63 units: the nearest f64 of each is close enough for a ratio.
+        (whole.milli > 0).then(|| self.milli as f64 / whole.milli as f64)
+    }
 }
 
 impl PartialEq for Quantity {

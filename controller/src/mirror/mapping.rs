@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use dra_allocator::capacity::NodeParts;
 use dra_allocator::ledger::{
     same_placement, AdminAccess, AdminAccessRequest, Allocation, ClaimRef, DeviceHealth,
     ImportRequest,
@@ -34,6 +35,8 @@ pub struct SliceInventory {
     pub skipped: Vec<SkippedAttribute>,
     /// The devices each node's slices taint unhealthy (see [`super::health`]), by device.
     pub health: BTreeMap<String, BTreeMap<String, DeviceHealth>>,
+    /// The physical units of each node and how its devices sit on them (see [`super::parts`]).
+    pub parts: BTreeMap<String, NodeParts>,
 }
 
 impl SliceInventory {
@@ -75,6 +78,7 @@ pub fn slice_inventory<'a>(
         *generation = (*generation).max(slice.spec.pool.generation);
     }
     let mut inventory = SliceInventory::default();
+    let mut by_node: BTreeMap<String, Vec<&ResourceSlice>> = BTreeMap::new();
     for slice in ours {
         let pool = &slice.spec.pool;
         if newest.get(pool.name.as_str()) != Some(&pool.generation) {
@@ -82,6 +86,7 @@ pub fn slice_inventory<'a>(
         }
         let node = slice.spec.node_name.clone().unwrap_or_default();
         inventory.pools.insert(pool.name.clone(), node.clone());
+        by_node.entry(node.clone()).or_default().push(slice);
         let devices = inventory.devices.entry(node.clone()).or_default();
         for published in &slice.spec.devices {
             if published.name.is_empty() || devices.iter().any(|d| d.name == published.name) {
@@ -99,12 +104,19 @@ pub fn slice_inventory<'a>(
             inventory.skipped.extend(skipped);
         }
     }
+    inventory.parts = by_node
+        .into_iter()
+        .map(|(node, slices)| {
+            let parts = super::parts::node_parts(driver, &slices);
+            (node, parts)
+        })
+        .collect();
     inventory
 }
 
 /// The attribute or capacity name as the ledger keeps it: names in our driver's domain lose the
 /// domain (`gpu.dra-ledger.io/model` is `model`, as a bare name means the same), others keep it.
-fn local_name(driver: &str, name: &str) -> String {
+pub(super) fn local_name(driver: &str, name: &str) -> String {
     name.strip_prefix(driver)
         .and_then(|rest| rest.strip_prefix('/'))
         .unwrap_or(name)
@@ -265,6 +277,8 @@ pub fn claim_mirror(
     if let Some(problem) = problem {
         mirror.problem = Some(join_problems(mirror.problem.take(), problem));
     }
+    let sharing = super::parts::multi_allocation_sharing(inventory.parts.get(&node), &devices)
+        .unwrap_or(sharing);
     mirror.allocation = Some(ImportRequest {
         claim: claim_ref,
         pod_uid: None,

@@ -22,7 +22,10 @@
 //!   ([`health`]);
 //! - cordon: a `DeviceTaintRule` per cordoned device (`cordon`).
 //!
-//! [`mapping`] and `explain` are pure; `sync` does the ledger calls and the reconcile, `watch`
+//! - partitions and shares: the counter sets and multi-allocation devices of our slices and the
+//!   shares in claims' results, as the ledger counts them ([`parts`]).
+//!
+//! [`mapping`], [`parts`] and `explain` are pure; `sync` does the ledger calls and the reconcile, `watch`
 //! the watches and the loop. Must not depend on the `v1alpha2` framework: nothing here allocates.
 
 pub mod admin_access;
@@ -31,6 +34,7 @@ pub mod cordon;
 pub mod explain;
 pub mod health;
 pub mod mapping;
+pub mod parts;
 mod sync;
 mod watch;
 
