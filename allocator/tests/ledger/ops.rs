@@ -377,6 +377,34 @@ fn import_records_a_confirmed_allocation_and_refuses_conflicts() {
 }
 
 #[test]
+fn imported_shares_of_one_device_without_a_bound_sit_side_by_side() {
+    let (_dir, ledger) = with_h100s(2);
+    let share = |uid: &str, sharing: Sharing| ImportRequest {
+        claim: claim(uid),
+        pod_uid: None,
+        node: "node-a".to_owned(),
+        devices: vec!["gpu-0".to_owned()],
+        sharing,
+    };
+    let unbounded = Sharing::Shared {
+        max_consumers: u32::MAX,
+    };
+    for uid in ["u1", "u2", "u3"] {
+        ledger.import(share(uid, unbounded)).unwrap();
+    }
+
+    let devices = ledger.node_devices("node-a").unwrap().unwrap();
+    let gpu0 = devices.iter().find(|d| d.name == "gpu-0").unwrap();
+    assert_eq!(gpu0.consumers.len(), 3, "{gpu0:?}");
+    let counts = ledger.nodes().unwrap()[0].counts;
+    assert_eq!((counts.allocated, counts.shared, counts.free), (1, 1, 1));
+    // An exclusive claim still finds the device taken.
+    let error = ledger.import(share("u4", Sharing::Exclusive)).unwrap_err();
+    assert_error!(error, LedgerError::DeviceConflict { .. });
+    assert_consistent(&ledger);
+}
+
+#[test]
 fn import_of_an_unpublished_device_records_it_missing() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = open(dir.path());
