@@ -251,11 +251,14 @@ pub(crate) fn import(tx: &mut Tx<'_, '_>, request: &ImportRequest) -> Result<All
     };
     let view = allocation_view(uid, &record);
     tx.put_allocation(uid, record)?;
-    tx.audit(AuditEvent::Imported {
+    tx.import_shares.clone_from(&request.share_permille);
+    let audited = tx.audit(AuditEvent::Imported {
         claim_uid: uid.clone(),
         node: request.node.clone(),
         devices: request.devices.clone(),
-    })?;
+    });
+    tx.import_shares.clear();
+    audited?;
     refresh_node(tx, &request.node)?;
     Ok(view)
 }

@@ -68,6 +68,10 @@ pub struct ImportRequest {
     pub devices: Vec<String>,
     /// How the claim holds them.
     pub sharing: Sharing,
+    /// The fraction of its physical unit (a GPU) the claim holds of each device where it holds
+    /// less than all of it (a partition, a share of a multi-allocation device), in thousandths
+    /// (see [`crate::capacity`]); devices not named count whole. Kept in the devices' history.
+    pub share_permille: std::collections::BTreeMap<String, u32>,
 }
 
 /// Whether two placements are the same: the same node and the same set of device names (their

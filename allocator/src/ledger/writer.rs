@@ -82,6 +82,9 @@ impl WriterState {
 pub(crate) struct Tx<'a, 't> {
     pub(crate) tables: &'a mut Tables<'t>,
     pub(crate) state: &'a mut WriterState,
+    /// The share of each device the import being written holds, in thousandths, for the
+    /// history intervals its audit entry opens; empty otherwise.
+    pub(crate) import_shares: std::collections::BTreeMap<String, u32>,
 }
 
 /// A queued operation with its reply channel.
@@ -382,6 +385,7 @@ impl Writer {
                 let mut tx = Tx {
                     tables: &mut tables,
                     state: &mut *state,
+                    import_shares: std::collections::BTreeMap::new(),
                 };
                 if !job.apply(&mut tx) {
                     poisoned = Some(i);

@@ -118,6 +118,7 @@ fn generate_v5_fixture() {
             node: "node-c".to_owned(),
             devices: vec!["gpu-0".to_owned()],
             sharing: Sharing::Exclusive,
+            share_permille: BTreeMap::new(),
         })
         .unwrap();
     ledger.cordon("node-a", "gpu-3").unwrap();

@@ -161,6 +161,7 @@ fn imported_allocations_open_and_close_intervals_like_our_own() {
             node: "node-b".to_owned(),
             devices: vec!["gpu-1".to_owned()],
             sharing: Sharing::Exclusive,
+            share_permille: std::collections::BTreeMap::new(),
         })
         .unwrap();
     clock.advance_secs(42);
@@ -176,6 +177,35 @@ fn imported_allocations_open_and_close_intervals_like_our_own() {
         ),
         ("mirrored", T0, Some(T0 + 42_000))
     );
+    assert_consistent(&ledger);
+}
+
+#[test]
+fn imported_shares_keep_their_fraction_and_usage_weights_by_it() {
+    let clock = ManualClock::at(T0);
+    let (_dir, ledger) = ledger_at(clock.options());
+    for uid in ["half-1", "half-2"] {
+        ledger
+            .import(ImportRequest {
+                claim: ClaimRef::new(uid, "team-s", uid),
+                pod_uid: None,
+                node: "node-b".to_owned(),
+                devices: vec!["gpu-1".to_owned()],
+                sharing: Sharing::Shared {
+                    max_consumers: u32::MAX,
+                },
+                share_permille: [("gpu-1".to_owned(), 500)].into(),
+            })
+            .unwrap();
+    }
+    clock.advance_secs(3600);
+
+    let intervals = ledger.holder_intervals(0, u64::MAX).unwrap();
+    let shares: Vec<Option<u32>> = intervals.iter().map(|i| i.share_permille).collect();
+    assert_eq!(shares, vec![Some(500), Some(500)]);
+    let total = usage(&intervals, T0, T0 + 3_600_000, UsageBy::Node).total;
+    assert!((total.device_seconds - 3600.0).abs() < 1e-6, "{total:?}");
+    assert!((total.peak_devices - 1.0).abs() < 1e-9, "{total:?}");
     assert_consistent(&ledger);
 }
 

@@ -358,6 +358,7 @@ fn import_records_a_confirmed_allocation_and_refuses_conflicts() {
         node: "node-a".to_owned(),
         devices: vec!["gpu-1".to_owned()],
         sharing: Sharing::Exclusive,
+        share_permille: std::collections::BTreeMap::new(),
     };
 
     let allocation = ledger.import(imported.clone()).unwrap();
@@ -385,6 +386,7 @@ fn imported_shares_of_one_device_without_a_bound_sit_side_by_side() {
         node: "node-a".to_owned(),
         devices: vec!["gpu-0".to_owned()],
         sharing,
+        share_permille: std::collections::BTreeMap::new(),
     };
     let unbounded = Sharing::Shared {
         max_consumers: u32::MAX,
@@ -415,6 +417,7 @@ fn import_of_an_unpublished_device_records_it_missing() {
             node: "node-z".to_owned(),
             devices: vec!["gpu-7".to_owned()],
             sharing: Sharing::Exclusive,
+            share_permille: std::collections::BTreeMap::new(),
         })
         .unwrap();
 

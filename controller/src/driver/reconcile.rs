@@ -169,6 +169,7 @@ fn import_request(claim: &ResourceClaim, data: &HandleData) -> ImportRequest {
         node: data.node.clone(),
         devices: data.devices.clone(),
         sharing: data.sharing.into(),
+        share_permille: BTreeMap::new(),
     }
 }
 

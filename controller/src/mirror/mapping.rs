@@ -277,14 +277,17 @@ pub fn claim_mirror(
     if let Some(problem) = problem {
         mirror.problem = Some(join_problems(mirror.problem.take(), problem));
     }
-    let sharing = super::parts::multi_allocation_sharing(inventory.parts.get(&node), &devices)
-        .unwrap_or(sharing);
+    let parts = inventory.parts.get(&node);
+    let sharing = super::parts::multi_allocation_sharing(parts, &devices).unwrap_or(sharing);
+    let share_permille =
+        super::parts::share_permille(parts, &super::parts::holds(driver, uid, &ours));
     mirror.allocation = Some(ImportRequest {
         claim: claim_ref,
         pod_uid: None,
         node,
         devices,
         sharing,
+        share_permille,
     });
     mirror
 }

@@ -3,10 +3,13 @@
 //! ([`node_parts`]: a device that consumes counters belongs to the first counter set it names,
 //! one that consumes none is its own unit), and what a claim's results hold ([`holds`]: the
 //! whole device, or a share with its `shareID` and `consumedCapacity`), and how a claim on
-//! multi-allocation devices is recorded ([`multi_allocation_sharing`]).
+//! multi-allocation devices is recorded ([`multi_allocation_sharing`]) with the fraction of its
+//! GPU each device it holds in part is ([`share_permille`]).
 //!
 //! Pure, no I/O; counter and capacity names lose our driver's domain as attributes do. An
 //! amount that is not a quantity is left out (the device's attributes report it).
+
+use std::collections::BTreeMap;
 
 use dra_allocator::capacity::{Amounts, DevicePart, Hold, NodeParts};
 use dra_allocator::model::{Quantity, Sharing};
@@ -96,11 +99,31 @@ pub fn multi_allocation_sharing(parts: Option<&NodeParts>, devices: &[String]) -
     })
 }
 
+/// The fraction of its unit each device of `holds` takes, in thousandths (at least one), for
+/// the devices held in part (a partition, a share); devices held whole, and devices `parts` does
+/// not have, are left out.
+pub fn share_permille(parts: Option<&NodeParts>, holds: &[Hold]) -> BTreeMap<String, u32> {
+    let Some(parts) = parts else {
+        return BTreeMap::new();
+    };
+    let mut fractions: BTreeMap<&str, f64> = BTreeMap::new();
+    for hold in holds {
+        if let Some(fraction) = parts.fraction(hold) {
+            *fractions.entry(hold.device.as_str()).or_default() += fraction;
+        }
+    }
+    fractions
+        .into_iter()
+        .filter_map(|(device, fraction)| {
+            // Between 1 and 1000 after the clamp: the conversion is exact.
+            let permille = (fraction * 1000.0).round().clamp(1.0, 1000.0) as u32;
+            (permille < 1000).then(|| (device.to_owned(), permille))
+        })
+        .collect()
+}
+
 /// The device's `model` attribute, in our domain or bare.
-fn model(
-    driver: &str,
-    attributes: &std::collections::BTreeMap<String, DeviceAttribute>,
-) -> Option<String> {
+fn model(driver: &str, attributes: &BTreeMap<String, DeviceAttribute>) -> Option<String> {
     attributes.iter().find_map(|(name, value)| match value {
         DeviceAttribute::String(model) if local_name(driver, name) == "model" => {
             Some(model.clone())

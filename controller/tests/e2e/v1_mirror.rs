@@ -432,6 +432,7 @@ async fn reconcile_counts_and_repairs_what_changed_behind_the_mirrors_back() {
         node: other.to_owned(),
         devices: vec!["gpu-0".to_owned()],
         sharing: Sharing::Exclusive,
+        share_permille: BTreeMap::new(),
     };
     let key = uid.clone();
     tokio::task::spawn_blocking(move || {

@@ -191,7 +191,7 @@ impl Tx<'_, '_> {
                         name: allocation.name.clone(),
                         from_ms: at_ms,
                         to_ms: None,
-                        share_permille: None,
+                        share_permille: self.import_shares.get(device).copied(),
                     };
                     self.append_history(&allocation.node, device, entry)?;
                 }

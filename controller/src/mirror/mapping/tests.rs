@@ -83,6 +83,7 @@ fn import(uid: &str, node: &str, devices: &[&str]) -> ImportRequest {
         node: node.to_owned(),
         devices: devices.iter().map(|d| (*d).to_owned()).collect(),
         sharing: Sharing::Exclusive,
+        share_permille: BTreeMap::new(),
     }
 }
 

@@ -180,6 +180,47 @@ fn counter_sets_of_an_older_pool_generation_do_not_count() {
 }
 
 #[test]
+fn partitions_and_shares_are_imported_with_their_fraction_of_the_gpu() {
+    let mut slices = partitioned_node("node-0");
+    slices.push(shared_node("node-1"));
+    let inventory = inventory_of(&slices);
+    let imported = |claim: &dra_types::resource_v1::ResourceClaim| {
+        claim_mirror(claim, DRIVER, &inventory)
+            .allocation
+            .expect("the claim holds our device")
+            .share_permille
+    };
+    let one_g = claim("a", &[("gpu", DRIVER, "node-0", "gpu-0-1g-2")]);
+    assert_eq!(
+        imported(&one_g),
+        BTreeMap::from([("gpu-0-1g-2".to_owned(), 143)])
+    );
+    let seven_g = claim("b", &[("gpu", DRIVER, "node-0", "gpu-0-7g")]);
+    assert!(imported(&seven_g).is_empty(), "a whole GPU counts whole");
+
+    let mut share = claim("c", &[("gpu", DRIVER, "node-1", "gpu-0")]);
+    let results = &mut share
+        .status
+        .as_mut()
+        .unwrap()
+        .allocation
+        .as_mut()
+        .unwrap()
+        .devices
+        .results;
+    results[0].share_id = Some("s1".to_owned());
+    results[0]
+        .consumed_capacity
+        .insert("memory".to_owned(), Quantity("40Gi".to_owned()));
+    assert_eq!(
+        imported(&share),
+        BTreeMap::from([("gpu-0".to_owned(), 500)])
+    );
+    let whole = claim("d", &[("gpu", DRIVER, "node-1", "gpu-1")]);
+    assert!(imported(&whole).is_empty());
+}
+
+#[test]
 fn claims_on_multi_allocation_devices_are_recorded_shared_without_a_bound() {
     let mut slices = partitioned_node("node-0");
     slices.push(shared_node("node-1"));
