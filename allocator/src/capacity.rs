@@ -6,9 +6,10 @@
 //! A *unit* is one physical device: a counter set a pool shares between the partitions of one
 //! GPU, or a device that consumes no counters (it is its own unit, its capacity the unit's
 //! totals). A device's *fraction* of its unit is the largest share it takes of any of the
-//! unit's counters: a partition blocks its GPU along its tightest dimension, so seven `1g`
-//! partitions (one compute slice of seven, ten of eighty GiB each) fill the GPU, where counting
-//! memory alone would say seven eighths. A share's fraction of its device is, likewise, the
+//! unit's counters (the counters of one unit each, which mark a placement, counted together):
+//! a partition blocks its GPU along its tightest dimension, so seven `1g` partitions (one
+//! compute slice of seven, ten of eighty GiB each) fill the GPU, where counting memory alone
+//! would say seven eighths. A share's fraction of its device is, likewise, the
 //! largest share it consumes of any of the device's capacities. A unit counts at most once:
 //! its equivalents are the sum of its holders' fractions, capped at one.
 //!
@@ -68,14 +69,32 @@ impl DevicePart {
     }
 }
 
-/// The largest `amounts[name] / totals[name]` over the names both have, at most one; `None`
-/// when they have none in common (or every total is zero).
+/// The largest share `amounts` take of any dimension of `totals`, at most one; `None` when they
+/// have none in common (or every total is zero). Each counter whose total is more than one
+/// unit is a dimension (`memory`, `compute-slices`); the counters of one unit each (NVIDIA's
+/// `memory-slice-I`, which say where a partition sits rather than how much it takes) are one
+/// dimension together, the share of them taken: a `1g` on one memory slice of eight takes 1/8
+/// of it, not all of its slice.
 fn largest_fraction(amounts: &Amounts, totals: &Amounts) -> Option<f64> {
-    amounts
-        .iter()
-        .filter_map(|(name, amount)| amount.fraction_of(totals.get(name)?))
-        .reduce(f64::max)
-        .map(|fraction| fraction.clamp(0.0, 1.0))
+    let one = Quantity::from_units(1);
+    let slots = totals.values().filter(|total| **total == one).count();
+    let mut slots_taken = 0.0_f64;
+    let mut largest: Option<f64> = None;
+    for (name, amount) in amounts {
+        let Some(total) = totals.get(name) else {
+            continue;
+        };
+        if *total == one {
+            slots_taken += amount.fraction_of(total).unwrap_or(0.0);
+        } else if let Some(fraction) = amount.fraction_of(total) {
+            largest = Some(largest.map_or(fraction, |l| l.max(fraction)));
+        }
+    }
+    if slots_taken > 0.0 {
+        let fraction = slots_taken / slots as f64;
+        largest = Some(largest.map_or(fraction, |l| l.max(fraction)));
+    }
+    largest.map(|fraction| fraction.clamp(0.0, 1.0))
 }
 
 /// What one claim holds of one device: the whole device, or a share of a multi-allocation

@@ -227,3 +227,55 @@ fn a_device_without_amounts_is_a_whole_unit() {
     assert_near(utilisation.total.equivalents, 1.0);
     assert!(utilisation.total.capacity.is_empty());
 }
+
+#[test]
+fn placement_counters_of_one_unit_each_count_together_not_as_a_whole_gpu() {
+    // As NVIDIA's driver models an H100: memory, compute slices and one counter per memory
+    // slice; a `1g` sits on one memory slice, the whole GPU on all eight.
+    let mut totals = amounts(&[("memory", "80Gi"), ("compute-slices", "7")]);
+    for slice in 0..8 {
+        totals.insert(format!("memory-slice-{slice}"), q("1"));
+    }
+    let mut parts = NodeParts::default();
+    parts.units.insert(
+        "gpu-0-counter-set".to_owned(),
+        Unit {
+            model: None,
+            totals: totals.clone(),
+        },
+    );
+    for slice in 0..7 {
+        let mut takes = amounts(&[("memory", "10Gi"), ("compute-slices", "1")]);
+        takes.insert(format!("memory-slice-{slice}"), q("1"));
+        let part = DevicePart {
+            unit: "gpu-0-counter-set".to_owned(),
+            takes,
+            ..DevicePart::default()
+        };
+        parts.devices.insert(format!("gpu-0-mig-1g-{slice}"), part);
+    }
+    let whole = DevicePart {
+        unit: "gpu-0-counter-set".to_owned(),
+        takes: totals,
+        ..DevicePart::default()
+    };
+    parts.devices.insert("gpu-0".to_owned(), whole);
+
+    let one = Hold::whole("a", "gpu-0-mig-1g-3");
+    assert_near(parts.fraction(&one).expect("known device"), 1.0 / 7.0);
+    assert_near(
+        parts.fraction(&Hold::whole("b", "gpu-0")).expect("known"),
+        1.0,
+    );
+    let seven: Vec<Hold> = (0..7)
+        .map(|slice| Hold::whole(&format!("c{slice}"), &format!("gpu-0-mig-1g-{slice}")))
+        .collect();
+    assert_near(parts.utilisation(&seven).total.equivalents, 1.0);
+    // Slots alone: a partition on three of seven slots takes three sevenths.
+    let slots: Amounts = (0..7).map(|i| (format!("slot-{i}"), q("1"))).collect();
+    let taken: Amounts = (0..3).map(|i| (format!("slot-{i}"), q("1"))).collect();
+    assert_near(
+        largest_fraction(&taken, &slots).expect("common names"),
+        3.0 / 7.0,
+    );
+}
