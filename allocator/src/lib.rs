@@ -13,6 +13,8 @@
 //! - [`capacity`]: pure accounting of partitions and shares: the physical unit (GPU) each
 //!   device belongs to, what claims hold of it, utilisation in whole-device equivalents and in
 //!   capacity per node and per model.
+//! - [`idle`]: which allocated claims no consumer uses and since when, as the observers of
+//!   both generations report them (in memory; the admin API's `GET /v1/idle`).
 //! - [`handle`]: the resource handle data the controller writes and the node agent reads.
 //! - [`failpoint`]: named pause points for crash tests, compiled in only with the `failpoints`
 //!   feature.
@@ -20,13 +22,14 @@
 //! Each module's own `//!` doc says what its files own. `examples/ledger_basics.rs` shows the
 //! ledger used through this API.
 //!
-//! `model`, `fit`, `usage` and `capacity` perform no I/O and must not depend on redb, tokio or kube (nor on
-//! `ledger`); for the same input they return the same answer.
+//! `model`, `fit`, `usage`, `capacity` and `idle` perform no I/O and must not depend on redb,
+//! tokio or kube (nor on `ledger`); for the same input they return the same answer.
 
 pub mod capacity;
 pub mod failpoint;
 pub mod fit;
 pub mod handle;
+pub mod idle;
 pub mod ledger;
 pub mod model;
 pub mod usage;

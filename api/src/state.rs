@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::FromRef;
+use dra_allocator::idle::IdleClaims;
 use dra_allocator::ledger::{Ledger, LedgerError};
 
 use crate::auth::AdminToken;
@@ -42,6 +43,7 @@ pub struct AppState {
     leadership: Option<Arc<dyn Leadership>>,
     forwarder: Forwarder,
     cordon: Option<Arc<dyn ClusterCordon>>,
+    idle: Option<Arc<IdleClaims>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -73,6 +75,7 @@ impl AppState {
             leadership: None,
             forwarder: Forwarder::default(),
             cordon: None,
+            idle: None,
         }
     }
 
@@ -136,6 +139,14 @@ impl AppState {
         self
     }
 
+    /// Answers `GET /v1/idle` and the idle gauge from `idle`, which the claim observer of
+    /// this process feeds.
+    #[must_use]
+    pub fn with_idle_claims(mut self, idle: Arc<IdleClaims>) -> Self {
+        self.idle = Some(idle);
+        self
+    }
+
     /// The metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
@@ -171,6 +182,13 @@ impl AppState {
 
     pub(crate) fn reconciler(&self) -> Option<&Arc<dyn Reconciler>> {
         self.reconciler.as_ref()
+    }
+
+    /// The idle claims, or 503 while no claim observer feeds them.
+    pub(crate) fn idle_claims(&self) -> Result<Arc<IdleClaims>, ErrorResponse> {
+        self.idle.clone().ok_or(ErrorResponse::NotReady {
+            waiting: vec!["claim observer"],
+        })
     }
 
     pub(crate) fn cluster_cordon(&self) -> Option<&Arc<dyn ClusterCordon>> {

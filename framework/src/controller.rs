@@ -245,13 +245,15 @@ impl<D: Driver> Controller<D> {
         result
     }
 
-    /// A claim was added or changed. An unallocated claim made for a pod also queues the pod's
-    /// PodSchedulingContext, if one exists: the context may have been synced before the claim
+    /// A claim was added or changed: the driver sees it first ([`Driver::claim_seen`]). An
+    /// unallocated claim made for a pod also queues the pod's PodSchedulingContext, if one
+    /// exists: the context may have been synced before the claim
     /// reached our cache, and would otherwise wait for the periodic recheck. A settled claim
     /// (allocated, neither being deleted nor asked to be deallocated) is not queued: its sync
     /// would end at once, and a start on a cluster of many allocated claims would queue and sync
     /// every one of them for nothing.
     pub fn claim_changed(&self, claim: &ResourceClaim) {
+        self.syncer.driver.claim_seen(claim);
         if is_settled(claim) {
             return;
         }
@@ -281,8 +283,9 @@ impl<D: Driver> Controller<D> {
         }
     }
 
-    /// A claim was deleted: only its backoff is reset.
+    /// A claim was deleted: the driver is told and the claim's backoff reset.
     pub fn claim_deleted(&self, claim: &ResourceClaim) {
+        self.syncer.driver.claim_gone(claim);
         self.syncer
             .queue
             .forget(&QueueKey::Claim(ObjectKey::of(claim)));

@@ -68,6 +68,19 @@ pub trait Driver: Send + Sync + 'static {
         let _ = claim;
     }
 
+    /// Called with every claim the claim informer delivers (added, changed, or listed at a
+    /// start or re-list), before the framework decides whether it needs a sync. Must not block:
+    /// a driver that tracks claims (which are allocated and reserved) records it here. The
+    /// default does nothing.
+    fn claim_seen(&self, claim: &ResourceClaim) {
+        let _ = claim;
+    }
+
+    /// Called with a claim the claim informer saw deleted. The default does nothing.
+    fn claim_gone(&self, claim: &ResourceClaim) {
+        let _ = claim;
+    }
+
     /// Fills [`ClaimAllocation::unsuitable_nodes`] of each pending claim of `pod`, using only nodes
     /// from `potential_nodes`. A node where not all claims fit should be unsuitable for all of them.
     /// An error means the whole check is repeated later.

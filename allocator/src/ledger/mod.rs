@@ -465,6 +465,11 @@ impl Ledger {
         ))
     }
 
+    /// The time now by the ledger's clock (unix milliseconds).
+    pub fn now_ms(&self) -> u64 {
+        (self.inner.clock)()
+    }
+
     /// The time (unix milliseconds, by the ledger's clock) before which ended holder intervals
     /// are rolled up into hourly totals: [`Ledger::holder_intervals`], the grouping by claim and
     /// [`Ledger::device_history`] no longer list them.

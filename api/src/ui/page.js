@@ -324,18 +324,21 @@
     $('usage-section').hidden = false;
   }
 
-  // The idle list as a table of whatever plain fields its items have.
+  // The idle list as a table of whatever plain fields its items have (lists, such as the
+  // devices, joined by commas).
   function drawIdle(idle) {
     const items = Array.isArray(idle) ? idle : (idle.items || []);
+    const plain = (v) => typeof v !== 'object' || Array.isArray(v);
     const columns = [];
     for (const item of items) {
       for (const [k, v] of Object.entries(item)) {
-        if (typeof v !== 'object' && !columns.includes(k)) columns.push(k);
+        if (plain(v) && !columns.includes(k)) columns.push(k);
       }
     }
+    const cell = (v) => (Array.isArray(v) ? v.join(', ') : v ?? '');
     const table = el('table', {}, el('tr', {}, ...columns.map((c) => el('th', {}, c))));
     for (const item of items) {
-      table.append(el('tr', {}, ...columns.map((c) => el('td', {}, item[c] ?? ''))));
+      table.append(el('tr', {}, ...columns.map((c) => el('td', {}, cell(item[c])))));
     }
     $('idle').replaceChildren(items.length ? table : el('p', {}, 'no idle allocations'));
     $('idle-section').hidden = false;

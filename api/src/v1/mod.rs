@@ -6,6 +6,7 @@
 //! - [`grid`]: the devices of a few named nodes and their claims, for the device page (no
 //!   token);
 //! - [`history`]: usage over a window and a device's history (no token);
+//! - [`idle`]: allocated claims no consumer uses (no token);
 //! - [`write`](mod@write): cordon, uncordon, reconcile, backup (bearer token);
 //! - [`types`]: the JSON shapes; [`paging`]: the `continue` token.
 //!
@@ -14,6 +15,7 @@
 
 pub mod grid;
 pub mod history;
+pub mod idle;
 pub mod paging;
 pub mod read;
 pub mod types;
@@ -89,6 +91,7 @@ pub(crate) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(grid::devices_of_nodes))
         .routes(routes!(history::usage))
         .routes(routes!(history::device_history))
+        .routes(routes!(idle::idle))
         .routes(routes!(write::cordon))
         .routes(routes!(write::uncordon))
         .routes(routes!(write::reconcile))

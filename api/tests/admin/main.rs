@@ -18,5 +18,6 @@ mod ui;
 mod v1_admin_access;
 mod v1_health;
 mod v1_history;
+mod v1_idle;
 mod v1_read;
 mod v1_write;

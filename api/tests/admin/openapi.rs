@@ -22,6 +22,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/utilisation"),
     ("GET", "/v1/devices"),
     ("GET", "/v1/usage"),
+    ("GET", "/v1/idle"),
     ("GET", "/v1/nodes/{node}/devices/{device}/history"),
     ("POST", "/v1/nodes/{node}/devices/{device}/cordon"),
     ("POST", "/v1/nodes/{node}/devices/{device}/uncordon"),

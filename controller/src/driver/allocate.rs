@@ -1,12 +1,13 @@
 //! [`dra_framework::Driver`] for [`LedgerDriver`]: parameters, allocate (one pod's claims in
 //! one ledger transaction, immediate claims by the class policy), deallocate (idempotent, aborts
 //! an allocation in flight; the devices of a claim that still shows them are released only once
-//! its status no longer does, in `deallocation_published`) and unsuitable nodes (in
-//! `unsuitable`).
+//! its status no longer does, in `deallocation_published`), unsuitable nodes (in
+//! `unsuitable`) and the claims seen, for the idle allocations.
 
 use std::time::Instant;
 
 use async_trait::async_trait;
+use dra_allocator::idle::ClaimUse;
 use dra_allocator::ledger::{AllocateRequest, Allocation, ClaimRef, LedgerError, PodClaimRequest};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1alpha2::{ResourceClaim, ResourceClass};
@@ -231,11 +232,38 @@ impl LedgerDriver {
     }
 }
 
+/// Whether a claim is allocated (and not being deallocated) and how many consumers
+/// `status.reservedFor` lists.
+fn claim_use(claim: &ResourceClaim) -> ClaimUse {
+    let status = claim.status.as_ref();
+    let allocated =
+        status.is_some_and(|s| s.allocation.is_some() && s.deallocation_requested != Some(true));
+    ClaimUse::of(
+        allocated,
+        status
+            .and_then(|s| s.reserved_for.as_ref())
+            .map_or(0, Vec::len),
+    )
+}
+
 #[async_trait]
 impl Driver for LedgerDriver {
     type ClassParameters = ClassParameters;
     type ClaimParameters = ClaimParameters;
     type Error = DriverError;
+
+    fn claim_seen(&self, claim: &ResourceClaim) {
+        if let Some(uid) = claim.uid() {
+            self.idle
+                .observe(&uid, claim_use(claim), self.ledger().now_ms());
+        }
+    }
+
+    fn claim_gone(&self, claim: &ResourceClaim) {
+        if let Some(uid) = claim.uid() {
+            self.idle.forget(&uid);
+        }
+    }
 
     async fn get_class_parameters(&self, class: &ResourceClass) -> Result<ClassParameters> {
         self.class_parameters(class).await

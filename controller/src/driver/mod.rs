@@ -9,6 +9,8 @@
 //! - unsuitable nodes: the gang check over the pod's pending claims against the ledger's
 //!   inventory (other pods' pending allocations count as taken; no soft reservations are made),
 //!   with a Warning event on the pod that says why when no node fits;
+//! - idle allocations: every claim the framework's informer delivers, as allocated and
+//!   reserved or not, into the [`IdleClaims`] that `GET /v1/idle` reads;
 //! - background: the ResourceSlice watch that keeps the ledger's inventory, and the periodic
 //!   reconcile of the ledger with the claims of the cluster ([`reconcile`]).
 //!
@@ -39,6 +41,7 @@ mod unsuitable;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dra_allocator::idle::IdleClaims;
 use dra_allocator::ledger::Ledger;
 use dra_allocator::model::EffectiveRequest;
 
@@ -108,6 +111,7 @@ pub struct LedgerDriver {
     /// list and its import of a claim the list showed allocated.
     reconcile_lock: tokio::sync::RwLock<()>,
     takeover: std::sync::atomic::AtomicBool,
+    idle: Arc<IdleClaims>,
 }
 
 impl std::fmt::Debug for LedgerDriver {
@@ -136,6 +140,7 @@ impl LedgerDriver {
             state: DriverState::default(),
             reconcile_lock: tokio::sync::RwLock::new(()),
             takeover: std::sync::atomic::AtomicBool::new(false),
+            idle: Arc::default(),
         }
     }
 
@@ -149,6 +154,11 @@ impl LedgerDriver {
     /// The ledger.
     pub fn ledger(&self) -> &Ledger {
         self.keeper.ledger()
+    }
+
+    /// The claims allocated without a consumer, as the claim informer delivers them.
+    pub fn idle_claims(&self) -> Arc<IdleClaims> {
+        self.idle.clone()
     }
 
     /// The settings.

@@ -21,6 +21,8 @@
 //! - health: the `<driver>/unhealthy` taints of our slices into `Ledger::set_node_health`
 //!   ([`health`]);
 //! - cordon: a `DeviceTaintRule` per cordoned device (`cordon`).
+//! - idle allocations: every claim the watch delivers, as allocated and reserved or not, into
+//!   the [`IdleClaims`] that `GET /v1/idle` reads (`watch`).
 //!
 //! - partitions and shares: the counter sets and multi-allocation devices of our slices and the
 //!   shares in claims' results, as the ledger counts them ([`parts`]).
@@ -43,6 +45,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use dra_allocator::idle::IdleClaims;
 use dra_allocator::ledger::{DeviceHealth, Ledger};
 use dra_allocator::model::Device;
 use dra_types::resource_v1::{ResourceClaim, ResourceSlice};
@@ -110,6 +113,7 @@ pub struct Mirror {
     recorder: EventRecorder,
     config: MirrorConfig,
     cache: tokio::sync::Mutex<Cache>,
+    idle: Arc<IdleClaims>,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -127,6 +131,7 @@ impl Mirror {
             client,
             config,
             cache: tokio::sync::Mutex::default(),
+            idle: Arc::default(),
         }
     }
 
@@ -140,6 +145,11 @@ impl Mirror {
     /// The ledger.
     pub fn ledger(&self) -> &Ledger {
         self.keeper.ledger()
+    }
+
+    /// The claims allocated without a consumer, as the claim watch sees them.
+    pub fn idle_claims(&self) -> Arc<IdleClaims> {
+        self.idle.clone()
     }
 
     /// The settings.

@@ -1,14 +1,16 @@
 //! The mirror's loop: the watches of this driver's v1 ResourceSlices and of every v1
 //! ResourceClaim, the first complete mirror once both have listed (after which the mirror is
 //! ready and events write the ledger as they come), the periodic reconcile and the explanation
-//! pass. Stops when the shutdown future completes, between two steps: a step that started
-//! finishes its ledger writes.
+//! pass; every claim delivered also goes to the idle claims (a listing replaces them). Stops
+//! when the shutdown future completes, between two steps: a step that started finishes its
+//! ledger writes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dra_allocator::idle::ClaimUse;
 use dra_types::resource_v1::{ResourceClaim, ResourceSlice};
 use futures::StreamExt;
 use kube::api::Api;
@@ -152,6 +154,15 @@ async fn on_slice(
     }
 }
 
+/// Whether a claim is allocated and how many consumers `status.reservedFor` lists.
+fn claim_use(claim: &ResourceClaim) -> ClaimUse {
+    let status = claim.status.as_ref();
+    ClaimUse::of(
+        status.is_some_and(|s| s.allocation.is_some()),
+        status.map_or(0, |s| s.reserved_for.len()),
+    )
+}
+
 async fn on_claim(
     mirror: &Mirror,
     listings: &mut Listings,
@@ -168,6 +179,12 @@ async fn on_claim(
         Ok(watcher::Event::InitDone) => {
             let listing = listings.claims.take().unwrap_or_default();
             listings.claims_listed = true;
+            mirror.idle.replace(
+                listing
+                    .iter()
+                    .map(|(uid, claim)| (uid.as_str(), claim_use(claim))),
+                mirror.ledger().now_ms(),
+            );
             let mut cache = mirror.cache.lock().await;
             cache.claims.clone_from(&listing);
             if ready {
@@ -181,6 +198,10 @@ async fn on_claim(
             }
         }
         Ok(watcher::Event::Apply(claim)) => {
+            if let Some(uid) = uid_of(&claim) {
+                let now_ms = mirror.ledger().now_ms();
+                mirror.idle.observe(&uid, claim_use(&claim), now_ms);
+            }
             let mut cache = mirror.cache.lock().await;
             if ready {
                 mirror.apply_claim(&mut cache, claim).await;
@@ -189,6 +210,9 @@ async fn on_claim(
             }
         }
         Ok(watcher::Event::Delete(claim)) => {
+            if let Some(uid) = uid_of(&claim) {
+                mirror.idle.forget(&uid);
+            }
             let mut cache = mirror.cache.lock().await;
             if ready {
                 mirror.forget_claim(&mut cache, &claim).await;

@@ -117,7 +117,8 @@ pub(super) fn generation_work(
             let depth_source = controller.clone();
             let state = state
                 .with_queue_depth(Arc::new(move || depth_source.queue().len()))
-                .with_reconciler(Arc::new(DriverReconciler(driver.clone())));
+                .with_reconciler(Arc::new(DriverReconciler(driver.clone())))
+                .with_idle_claims(driver.idle_claims());
             let work = LeaderWork::Allocate(Box::new(Allocator {
                 driver: driver.clone(),
                 controller,
@@ -139,7 +140,8 @@ pub(super) fn generation_work(
             );
             let state = state
                 .with_reconciler(Arc::new(MirrorReconciler(mirror.clone())))
-                .with_cluster_cordon(Arc::new(cordon));
+                .with_cluster_cordon(Arc::new(cordon))
+                .with_idle_claims(mirror.idle_claims());
             GenerationWork {
                 state,
                 work: LeaderWork::Mirror(mirror.clone()),

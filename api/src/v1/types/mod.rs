@@ -6,10 +6,12 @@ mod admin_access;
 mod claims;
 mod grid;
 mod history;
+mod idle;
 mod inventory;
 
 pub use admin_access::*;
 pub use claims::*;
 pub use grid::*;
 pub use history::*;
+pub use idle::*;
 pub use inventory::*;

@@ -51,7 +51,8 @@ pub fn fixture() -> Fixture {
     readiness.set_caches_synced();
     readiness.set_reconciled();
     let state = AppState::new(Arc::new(Metrics::new("0.0.0").unwrap()), readiness)
-        .with_ledger(ledger.clone());
+        .with_ledger(ledger.clone())
+        .with_idle_claims(Arc::default());
     Fixture { dir, ledger, state }
 }
 
