@@ -1,5 +1,6 @@
 //! End to end in process: the simulated cluster, the driver and the framework's controller with
-//! pods of claim templates (lifecycle, placement, restarts on the same ledger, node agents
+//! pods of claim templates (lifecycle, placement, restarts on the same ledger, idle
+//! allocations, node agents
 //! preparing the claims, on 1.30 and on 1.34, where the simulated kube-scheduler allocates from
 //! the agents' slices, and the controller there only mirrors the cluster into its ledger), and
 //! the manifests under deploy/ (schemas, RBAC against the requests
@@ -19,6 +20,7 @@ mod deploy_node;
 mod deploy_nvidia;
 mod deploy_releases;
 mod deploy_v1;
+mod idle;
 mod lifecycle;
 mod migration;
 mod node_agents;
