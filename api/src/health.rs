@@ -62,6 +62,20 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ErrorRes
             // Stale gauges are better than no metrics at all: log and serve the rest.
             tracing::warn!(%error, "Failed to refresh ledger gauges");
         }
+        if let Ok(idle) = state.idle_claims() {
+            let listed = state
+                .ledger_call(move |ledger| crate::v1::idle::idle_views(&idle, ledger, 0))
+                .await;
+            match listed {
+                Ok(items) => state.metrics().set_idle(
+                    &items
+                        .iter()
+                        .map(|item| (item.idle_seconds, item.devices.len()))
+                        .collect::<Vec<_>>(),
+                ),
+                Err(error) => tracing::warn!(%error, "Failed to refresh the idle gauge"),
+            }
+        }
     }
     let text = state
         .metrics()

@@ -14,8 +14,8 @@
 //! Beyond the thirteen core metrics ([`CORE_METRIC_NAMES`]: allocations, deallocations and their
 //! latencies, ledger commits, device and claim counts, pending intents, reconcile drift, the work
 //! queue, Kubernetes API requests, build info) the crate defines the breakdown gauges, `ready`
-//! (0 or 1, what `/readyz` answers), `leader` (0 on a standby) and
-//! `oldest_pending_intent_age_seconds`, which the dashboards and alert rules use.
+//! (0 or 1, what `/readyz` answers), `leader` (0 on a standby),
+//! `oldest_pending_intent_age_seconds` and `idle_allocated_devices` (by `idle_for`), which the dashboards and alert rules use.
 //!
 //! Depends on the ledger's read views and commit statistics (`dra-allocator`) and on prometheus;
 //! must not depend on the driver, the controller, the admin API or the Kubernetes client.
@@ -32,6 +32,7 @@ use prometheus::{
 mod apart;
 mod breakdown;
 mod error;
+mod idle;
 mod labels;
 
 pub use error::{Error, Result};
@@ -39,6 +40,7 @@ pub use error::{Error, Result};
 pub use breakdown::MAX_ATTRIBUTE_VALUES;
 
 pub use apart::HEALTH_VALUES;
+pub use idle::IDLE_FOR;
 pub use labels::{
     AllocationMode, AllocationOutcome, DeallocationOutcome, DriftKind, API_VERBS, DEVICE_STATES,
 };
@@ -65,7 +67,7 @@ pub const CORE_METRIC_NAMES: [&str; 13] = [
 ];
 
 /// The full names of the breakdown and operational gauges, beyond the core metrics.
-const GAUGE_NAMES: [&str; 8] = [
+const GAUGE_NAMES: [&str; 9] = [
     "dra_ledger_node_devices",
     "dra_ledger_attribute_devices",
     "dra_ledger_ready",
@@ -74,11 +76,12 @@ const GAUGE_NAMES: [&str; 8] = [
     "dra_ledger_admin_access_claims",
     "dra_ledger_unhealthy_devices",
     "dra_ledger_device_health_changes_total",
+    "dra_ledger_idle_allocated_devices",
 ];
 
 /// The full names of all metrics, as exposed on `/metrics`: the core metrics, then the
 /// breakdown and operational gauges.
-pub const METRIC_NAMES: [&str; 21] = concat_names(CORE_METRIC_NAMES, GAUGE_NAMES);
+pub const METRIC_NAMES: [&str; 22] = concat_names(CORE_METRIC_NAMES, GAUGE_NAMES);
 
 /// `first` followed by `then` (`N` must be their total length, checked at compile time).
 const fn concat_names<const A: usize, const B: usize, const N: usize>(
@@ -121,6 +124,7 @@ pub struct Metrics {
     leader: IntGauge,
     oldest_intent_age: Gauge,
     apart: apart::Apart,
+    idle: idle::Idle,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -235,6 +239,7 @@ impl Metrics {
                 "Age of the oldest allocation durable in the ledger but not yet seen in the cluster; 0 when none",
             )?,
             apart: apart::Apart::new()?,
+            idle: idle::Idle::new()?,
         };
         metrics.register_all()?;
         metrics.build_info.with_label_values(&[version]).set(1);
@@ -268,7 +273,7 @@ impl Metrics {
     }
 
     fn register_all(&self) -> Result<()> {
-        let collectors: [Box<dyn prometheus::core::Collector>; 21] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 22] = [
             Box::new(self.allocations.clone()),
             Box::new(self.deallocations.clone()),
             Box::new(self.allocate_duration.clone()),
@@ -290,6 +295,7 @@ impl Metrics {
             Box::new(self.apart.admin_access_claims.clone()),
             Box::new(self.apart.unhealthy_devices.clone()),
             Box::new(self.apart.health_changes.clone()),
+            Box::new(self.idle.devices.clone()),
         ];
         for collector in collectors {
             self.registry.register(collector)?;
@@ -408,6 +414,11 @@ impl Metrics {
     pub fn set_nodes(&self, nodes: &[NodeSummary]) {
         self.breakdown.set_nodes(nodes);
         self.apart.set_nodes(nodes);
+    }
+
+    /// Sets `idle_allocated_devices` from `(idle seconds, devices)` of every idle claim.
+    pub fn set_idle(&self, claims: &[(u64, usize)]) {
+        self.idle.set(claims);
     }
 
     /// Records one device health change on `node`, to unhealthy or back to healthy.

@@ -45,8 +45,9 @@ fn parse_for(text: &str) -> Result<Duration, ErrorResponse> {
     })
 }
 
-/// The idle allocated claims at the ledger's time `now_ms`.
-fn idle_views(
+/// The claims idle for longer than `for_ms` at the ledger's time, oldest first, with their
+/// allocations (the answer of `GET /v1/idle`, and what the idle gauge counts).
+pub(crate) fn idle_views(
     idle: &IdleClaims,
     ledger: &dra_allocator::ledger::Ledger,
     for_ms: u64,

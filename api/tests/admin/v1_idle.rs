@@ -121,3 +121,20 @@ async fn without_a_claim_observer_the_idle_list_is_not_ready() {
     assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answer.json()["error"]["code"], "not_ready");
 }
+
+#[tokio::test]
+async fn the_idle_gauge_counts_devices_by_how_long_their_claims_are_idle() {
+    let w = world();
+    w.idle.observe("b", ClaimUse::Unused, w.clock.now_ms());
+    w.clock.advance_secs(3000);
+    w.idle.observe("a", ClaimUse::Unused, w.clock.now_ms());
+    w.clock.advance_secs(601);
+
+    let text = String::from_utf8(get(&w.state, "/metrics").await.body).unwrap();
+
+    for (bucket, devices) in [("0s", 3), ("10m", 3), ("1h", 2), ("24h", 0)] {
+        let series =
+            format!("dra_ledger_idle_allocated_devices{{idle_for=\"{bucket}\"}} {devices}\n");
+        assert!(text.contains(&series), "{series}{text}");
+    }
+}

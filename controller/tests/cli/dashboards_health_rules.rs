@@ -3,28 +3,7 @@
 //! a node losing two devices within 10 minutes fires, one losing a device twice 20 minutes apart
 //! does not. Needs `promtool` on `PATH` (skipped loudly without it, a failure under CI).
 
-use std::process::Command;
-
-use crate::dashboards_support::{alert_rules, dashboards_file};
-
-/// The annotations of alert `name` as Prometheus renders them for `node` and `value`, as a
-/// flow mapping (promtool compares every annotation).
-fn annotations(name: &str, node: &str, value: &str) -> String {
-    let rule = alert_rules()
-        .into_iter()
-        .find(|rule| rule.alert == name)
-        .unwrap_or_else(|| panic!("no alert {name}"));
-    let mut rendered = serde_json::Map::new();
-    for (key, text) in rule.yaml["annotations"].as_mapping().unwrap() {
-        let text = text
-            .as_str()
-            .unwrap()
-            .replace("{{ $labels.node }}", node)
-            .replace("{{ $value }}", value);
-        rendered.insert(key.as_str().unwrap().to_owned(), text.into());
-    }
-    serde_json::Value::Object(rendered).to_string()
-}
+use crate::dashboards_support::{annotations, dashboards_file, promtool_test_rules};
 
 /// The promtool test file: series per case and the alerts expected at each evaluation time.
 fn rule_tests(rules: &str) -> String {
@@ -74,26 +53,6 @@ tests:
 
 #[test]
 fn health_alerts_fire_for_an_allocated_unhealthy_device_and_a_node_losing_devices() {
-    let Some(promtool) = testkit::require_tool(
-        "promtool",
-        "Debian's prometheus package provides promtool: apt-get install -y prometheus",
-    ) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let tests = dir.path().join("health_rules_test.yaml");
     let rules = dashboards_file("alerts.yaml");
-    std::fs::write(&tests, rule_tests(rules.to_str().unwrap())).unwrap();
-
-    let output = Command::new(promtool)
-        .args(["test", "rules", tests.to_str().unwrap()])
-        .output()
-        .unwrap();
-
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    promtool_test_rules(&rule_tests(rules.to_str().unwrap()));
 }

@@ -15,6 +15,7 @@ mod admin;
 mod admin_history;
 mod basics;
 mod dashboards_health_rules;
+mod dashboards_idle_rules;
 mod dashboards_prometheus;
 mod dashboards_static;
 mod demo;

@@ -379,3 +379,49 @@ pub fn sample_values(result: &[Value]) -> Vec<f64> {
         .filter_map(|text| text.parse().ok())
         .collect()
 }
+
+/// The annotations of alert `name` as Prometheus renders them for `node` and `value`, as a
+/// flow mapping (promtool compares every annotation).
+pub fn annotations(name: &str, node: &str, value: &str) -> String {
+    let rule = alert_rules()
+        .into_iter()
+        .find(|rule| rule.alert == name)
+        .unwrap_or_else(|| panic!("no alert {name}"));
+    let mut rendered = serde_json::Map::new();
+    for (key, text) in rule.yaml["annotations"].as_mapping().unwrap() {
+        let text = text
+            .as_str()
+            .unwrap()
+            .replace("{{ $labels.node }}", node)
+            .replace("{{ $value }}", value);
+        rendered.insert(key.as_str().unwrap().to_owned(), text.into());
+    }
+    serde_json::Value::Object(rendered).to_string()
+}
+
+/// Runs `promtool test rules` on the test file `tests` (YAML naming the rule files by absolute
+/// path); fails the test with promtool's output when a case fails. Skipped loudly without
+/// `promtool` (a failure under CI).
+pub fn promtool_test_rules(tests: &str) {
+    let Some(promtool) = testkit::require_tool(
+        "promtool",
+        "Debian's prometheus package provides promtool: apt-get install -y prometheus",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules_test.yaml");
+    std::fs::write(&path, tests).unwrap();
+
+    let output = std::process::Command::new(promtool)
+        .args(["test", "rules", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
