@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::Output;
 use std::sync::Arc;
 
+use dra_allocator::idle::{ClaimUse, IdleClaims};
 use dra_allocator::ledger::{AllocateRequest, ClaimRef, Ledger};
 use dra_allocator::model::{AttributeValue, Device, EffectiveRequest, Policy, Sharing};
 use dra_api::{AdminToken, AppState, Metrics, Readiness, Reconciler};
@@ -70,9 +71,14 @@ impl Server {
         readiness.set_ledger_open();
         readiness.set_caches_synced();
         readiness.set_reconciled();
+        // c3 is allocated without a consumer since the start.
+        let idle = Arc::new(IdleClaims::default());
+        idle.observe("c3", ClaimUse::Unused, ledger.now_ms());
+        idle.observe("c1", ClaimUse::InUse, ledger.now_ms());
         let mut state = AppState::new(Arc::new(Metrics::new("0.0.0").unwrap()), readiness)
             .with_ledger(ledger.clone())
-            .with_reconciler(Arc::new(NoDrift));
+            .with_reconciler(Arc::new(NoDrift))
+            .with_idle_claims(idle);
         if with_token {
             state = state.with_admin_token(AdminToken::new(TOKEN).unwrap());
         }

@@ -1,4 +1,4 @@
-//! `dra-ledger admin usage` and `admin history` against the admin router over the fixture
+//! `dra-ledger admin usage`, `admin history` and `admin idle` against the admin router over the fixture
 //! ledger of `admin.rs` (c1: two H100 of team-a, c3: one H100 of team-a, c2: one A100 of
 //! team-b, all held since the server started).
 
@@ -151,4 +151,46 @@ fn since_conflicts_with_from_and_help_documents_the_flags() {
     }
     assert!(history_help.contains("--at"), "{history_help}");
     assert!(history_help.contains("NODE/DEVICE"), "{history_help}");
+}
+
+#[test]
+fn idle_lists_the_claim_no_pod_uses_once_idle_for_longer_than_for() {
+    let server = Server::start(false);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+
+    let text = stdout(&server.admin(&["idle", "--for", "1s"]));
+
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0], "Claims no pod has used for longer than 1 s: 1",
+        "{text}"
+    );
+    assert_aligned(&lines[1..].join("\n"));
+    let header: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAMESPACE", "NAME", "NODE", "DEVICES", "IDLE-SINCE", "IDLE"]
+    );
+    let row: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(
+        &row[..4],
+        ["team-a", "claim-c3", "node-a", "gpu-2"],
+        "{text}"
+    );
+    assert!(row[4].ends_with('Z') && row[5].ends_with('s'), "{text}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&server.admin(&["idle", "-o", "json"]))).unwrap();
+    assert_eq!(json, serde_json::json!({"forSeconds": 600, "items": []}));
+}
+
+#[test]
+fn idle_with_a_for_that_is_not_a_duration_is_refused() {
+    let server = Server::start(false);
+
+    let output = server.admin(&["idle", "--for", "soon"]);
+
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not a duration"), "{stderr}");
 }

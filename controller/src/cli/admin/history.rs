@@ -1,15 +1,16 @@
-//! `dra-ledger admin usage` and `admin history`: the request paths (windows as RFC 3339 times,
-//! `--since` and `--at` turned into windows here) and the tables and CSV of the answers.
+//! `dra-ledger admin usage`, `admin history` and `admin idle`: the request paths (windows as
+//! RFC 3339 times, `--since` and `--at` turned into windows here) and the tables and CSV of the
+//! answers.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, SecondsFormat, Utc};
-use dra_api::v1::types::{DeviceHistoryView, UsageRowView, UsageView};
+use dra_api::v1::types::{DeviceHistoryView, IdleView, UsageRowView, UsageView};
 
 use super::client::encode;
-use super::table::Table;
+use super::table::{self, Table};
 
 /// Groupings of `admin usage`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -204,6 +205,27 @@ pub fn history_table(target: &str, at: Option<&str>, view: &DeviceHistoryView) -
         text.push_str(&events.render());
     }
     text
+}
+
+/// `admin idle`: the threshold, then one row per idle claim, longest idle first.
+pub fn idle_table(view: &IdleView) -> String {
+    let mut out = Table::new(&["namespace", "name", "node", "devices", "idle-since", "idle"]);
+    for item in &view.items {
+        out.row(vec![
+            item.namespace.clone(),
+            item.name.clone(),
+            item.node.clone(),
+            table::list(&item.devices),
+            item.idle_since.clone(),
+            table::age(item.idle_seconds * 1000, 0),
+        ]);
+    }
+    format!(
+        "Claims no pod has used for longer than {} s: {}\n{}",
+        view.for_seconds,
+        view.items.len(),
+        out.render()
+    )
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! 4xx/5xx with the server's message and the replica that answered) exit 1.
 //!
 //! - [`client`]: the HTTP client; [`render`]: the tables; [`table`](mod@table): alignment and ages;
-//!   [`history`]: the paths and tables of `usage` and `history`.
+//!   [`history`]: the paths and tables of `usage`, `history` and `idle`.
 //!
 //! Talks to the server only over HTTP; it does not open the ledger.
 
@@ -145,6 +145,16 @@ pub enum AdminCommand {
         #[arg(long, value_name = "TIME")]
         at: Option<String>,
     },
+    /// The allocated claims no pod has used for longer than --for (status.reservedFor empty:
+    /// their pods finished or are gone, or none ever used them), longest idle first, with
+    /// node, devices and since when. The leader notes when it first saw each claim unused, so
+    /// after a restart or a change of leader the times start again from then.
+    Idle {
+        /// How long a claim must have been unused to be listed, e.g. 90s, 10m or 1h.
+        #[arg(long = "for", value_parser = crate::cli::parse_duration, value_name = "DURATION",
+            default_value = "10m")]
+        idle_for: Duration,
+    },
     /// Take a device out of allocation (existing consumers keep it); on resource.k8s.io/v1
     /// clusters through a DeviceTaintRule (NoSchedule, key DRIVER/cordoned).
     Cordon {
@@ -226,6 +236,10 @@ fn request(command: &AdminCommand) -> anyhow::Result<Option<(Method, String)>> {
         AdminCommand::History { device, at } => {
             (Method::GET, history::history_path(device, at.as_deref())?)
         }
+        AdminCommand::Idle { idle_for } => (
+            Method::GET,
+            format!("/v1/idle?for={}ms", idle_for.as_millis()),
+        ),
         AdminCommand::Cordon { node, device } => (
             Method::POST,
             format!(
@@ -258,6 +272,7 @@ fn table(command: &AdminCommand, answer: serde_json::Value) -> anyhow::Result<St
         AdminCommand::Audit { .. } => render::audit(&render::decode(answer)?),
         AdminCommand::Utilisation => render::utilisation(&render::decode(answer)?),
         AdminCommand::Usage { .. } => history::usage_table(&render::decode(answer)?),
+        AdminCommand::Idle { .. } => history::idle_table(&render::decode(answer)?),
         AdminCommand::History { device, at } => {
             history::history_table(device, at.as_deref(), &render::decode(answer)?)
         }
