@@ -12,6 +12,8 @@
 //!   [`router`](mod@router): [`router()`] over it; [`health`]: the process endpoints;
 //!   [`limits`]: the body and time limits; [`v1`]: the ledger API.
 //! - [`ui`]: the device page (`GET /`, `GET /ui/`), compiled in, reading the `/v1` routes.
+//! - [`capacity`]: the partitions and shares the `v1` mirror publishes, shown beside the
+//!   ledger's counts.
 //! - [`auth`]: the bearer token; [`reconciler`]: the hook the controller provides.
 //! - [`readiness`]: the flags behind `/readyz`.
 //! - [`forward`]: `/v1` answered from the leader's ledger, forwarded there by a standby, and the
@@ -23,6 +25,7 @@
 //! through [`Metrics`], [`Readiness`] and [`Reconciler`].
 
 pub mod auth;
+pub mod capacity;
 pub mod client_layer;
 pub mod cordon;
 mod error;
@@ -38,6 +41,7 @@ pub mod ui;
 pub mod v1;
 
 pub use auth::AdminToken;
+pub use capacity::{CapacityView, SharedCapacity};
 pub use client_layer::{ApiCall, ApiCallLayer, ApiCallSink, ApiRequestsLayer};
 pub use cordon::{ClusterCordon, CordonError};
 pub use dra_metrics::{self as metrics, Metrics};

@@ -1,5 +1,5 @@
 //! What the admin API's handlers share: [`AppState`], built by the process that serves the
-//! API (its metrics, readiness flags, ledger, token, reconciler and leadership view) and handed
+//! API (its metrics, readiness flags, ledger, token, reconciler, leadership view and capacity) and handed
 //! to [`crate::router()`].
 //!
 //! A leaf of the crate: the handlers, the middleware and the router read it; it must not depend
@@ -13,6 +13,7 @@ use dra_allocator::idle::IdleClaims;
 use dra_allocator::ledger::{Ledger, LedgerError};
 
 use crate::auth::AdminToken;
+use crate::capacity::SharedCapacity;
 use crate::cordon::ClusterCordon;
 use crate::error_response::ErrorResponse;
 use crate::forward::proxy::Forwarder;
@@ -44,6 +45,7 @@ pub struct AppState {
     forwarder: Forwarder,
     cordon: Option<Arc<dyn ClusterCordon>>,
     idle: Option<Arc<IdleClaims>>,
+    capacity: SharedCapacity,
 }
 
 impl std::fmt::Debug for AppState {
@@ -76,6 +78,7 @@ impl AppState {
             forwarder: Forwarder::default(),
             cordon: None,
             idle: None,
+            capacity: SharedCapacity::default(),
         }
     }
 
@@ -145,6 +148,19 @@ impl AppState {
     pub fn with_idle_claims(mut self, idle: Arc<IdleClaims>) -> Self {
         self.idle = Some(idle);
         self
+    }
+
+    /// Shows the partitions and shares `capacity` is given (by the `v1` mirror) beside the
+    /// ledger's counts; without it, the answers leave capacity out.
+    #[must_use]
+    pub fn with_capacity(mut self, capacity: SharedCapacity) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// The capacity view, empty unless a publisher fills it.
+    pub fn capacity(&self) -> &SharedCapacity {
+        &self.capacity
     }
 
     /// The metrics.

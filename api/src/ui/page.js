@@ -123,6 +123,15 @@
     return typeof ms === 'number' ? new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z') : '?';
   }
 
+  // A model's partitions and shares: whole-GPU equivalents and each capacity, allocated of total.
+  function sharedCapacity(c) {
+    const parts = [`GPU-EQ ${Number(c.equivalentsAllocated).toFixed(1)}/${c.units}`];
+    for (const [name, use] of Object.entries(c.capacity || {})) {
+      parts.push(`${name} ${use.allocated}/${use.total}`);
+    }
+    return parts.join(' ');
+  }
+
   // `value` as short text: objects as `key=value` pairs (capacities, shares).
   function brief(value) {
     if (value === null || value === undefined) return '';
@@ -135,6 +144,11 @@
     const model = device.attributes && device.attributes.model;
     if (model) lines.push(`model ${model}`);
     if (device.capacity) lines.push(`capacity ${brief(device.capacity)}`);
+    if (device.parent) lines.push(`partition of ${device.parent}`);
+    for (const share of device.shares || []) {
+      const id = share.shareId ? ` share ${share.shareId}` : '';
+      lines.push(`share of claim ${share.namespace}/${share.name}${id}: ${brief(share.consumed)}`);
+    }
     for (const consumer of device.consumers || []) {
       const h = holders[consumer.claimUid];
       const who = h ? `${h.namespace}/${h.name} since ${when(h.sinceMs)}` : consumer.claimUid;
@@ -272,10 +286,12 @@
     const models = (utilisation.byAttribute || {}).model || {};
     const rows = Object.entries(models);
     if (rows.length === 0 && utilisation.totals) rows.push(['all devices', utilisation.totals]);
-    const capacityOf = (c) => Object.entries(c)
+    const byModel = utilisation.capacityByModel || {};
+    const capacityOf = (c, model) => Object.entries(c)
       .filter(([k]) => k.toLowerCase().includes('capacity'))
-      .map(([k, v]) => `${k} ${brief(v)}`).join('; ');
-    const withCapacity = rows.some(([, c]) => capacityOf(c) !== '');
+      .map(([k, v]) => `${k} ${brief(v)}`)
+      .concat(byModel[model] ? [sharedCapacity(byModel[model])] : []).join('; ');
+    const withCapacity = rows.some(([model, c]) => capacityOf(c, model) !== '');
     const table = el('table', {},
       el('tr', {}, el('th', {}, 'model'), el('th', {}, 'devices'), el('th', {}, 'allocated'),
         el('th', {}, 'shared'), el('th', {}, 'free'), el('th', {}, 'cordoned'),
@@ -292,7 +308,7 @@
         el('td', { class: 'num' }, `${c.allocated} (${pct}%)`), el('td', { class: 'num' }, c.shared || 0),
         el('td', { class: 'num' }, c.free), el('td', { class: 'num' }, c.cordoned || 0),
         el('td', { class: 'num' }, c.missing || 0),
-        ...(withCapacity ? [el('td', {}, capacityOf(c))] : []),
+        ...(withCapacity ? [el('td', {}, capacityOf(c, model))] : []),
         el('td', {}, picture)));
     }
     const claims = el('p', {}, `claims allocated: ${utilisation.claimsAllocated ?? 0}, `

@@ -12,7 +12,8 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::read::query;
-use super::types::{DeviceGrid, DeviceList, HolderItem};
+use super::types::{DeviceGrid, DeviceItem, DeviceList, HolderItem};
+use crate::capacity::CapacityView;
 use crate::error_response::{ErrorBody, ErrorResponse};
 use crate::state::AppState;
 
@@ -81,8 +82,9 @@ pub async fn devices_of_nodes(
     parsed: Result<Query<GridQuery>, QueryRejection>,
 ) -> Result<Json<DeviceGrid>, ErrorResponse> {
     let names = node_names(&query(parsed)?.nodes)?;
+    let view = state.capacity().view();
     let grid = state
-        .ledger_call(move |ledger| read_grid(ledger, names))
+        .ledger_call(move |ledger| read_grid(ledger, names, &view))
         .await?;
     Ok(Json(grid))
 }
@@ -91,6 +93,7 @@ pub async fn devices_of_nodes(
 fn read_grid(
     ledger: &Ledger,
     names: Vec<String>,
+    capacity: &CapacityView,
 ) -> Result<DeviceGrid, dra_allocator::ledger::LedgerError> {
     let mut grid = DeviceGrid::default();
     for node in names {
@@ -98,9 +101,13 @@ fn read_grid(
             grid.absent.push(node);
             continue;
         };
+        let of_node = capacity.nodes.get(&node);
         let list = DeviceList {
+            items: devices
+                .into_iter()
+                .map(|d| DeviceItem::from(d).with_capacity(of_node))
+                .collect(),
             node,
-            items: devices.into_iter().map(Into::into).collect(),
         };
         for device in &list.items {
             let uids = device

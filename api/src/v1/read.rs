@@ -10,8 +10,8 @@ use utoipa::IntoParams;
 
 use super::paging::Cursor;
 use super::types::{
-    AuditItem, AuditPage, ClaimDetailView, ClaimItem, ClaimList, DeviceList, IntentList, NodeList,
-    UtilisationView,
+    AuditItem, AuditPage, ClaimDetailView, ClaimItem, ClaimList, DeviceItem, DeviceList,
+    IntentList, NodeList, UtilisationView,
 };
 use crate::error_response::{ErrorBody, ErrorResponse};
 use crate::forward::serving::LedgerTerm;
@@ -47,7 +47,8 @@ fn page_limit(limit: Option<usize>) -> Result<usize, ErrorResponse> {
 }
 
 /// Per node: devices total, free, allocated, shared, cordoned and missing, the admin-access
-/// claims on its devices and its unhealthy devices.
+/// claims on its devices, its unhealthy devices, and its capacity where it has partitions or
+/// shared devices.
 #[utoipa::path(get, path = "/v1/nodes", tag = "ledger",
     responses(
         (status = 200, description = "Nodes by name", body = NodeList),
@@ -55,7 +56,9 @@ fn page_limit(limit: Option<usize>) -> Result<usize, ErrorResponse> {
     ))]
 pub async fn list_nodes(State(state): State<AppState>) -> Result<Json<NodeList>, ErrorResponse> {
     let nodes = state.ledger_call(Ledger::nodes).await?;
-    Ok(Json(nodes.into()))
+    Ok(Json(
+        NodeList::from(nodes).with_capacity(&state.capacity().view()),
+    ))
 }
 
 /// The devices of a node with their attributes, state, health, consumer claims and the
@@ -79,9 +82,14 @@ pub async fn node_devices(
         .ok_or_else(|| {
             ErrorResponse::UnknownObject(format!("node {node} has no devices in the ledger"))
         })?;
+    let view = state.capacity().view();
+    let capacity = view.nodes.get(&node);
     Ok(Json(DeviceList {
+        items: devices
+            .into_iter()
+            .map(|d| DeviceItem::from(d).with_capacity(capacity))
+            .collect(),
         node,
-        items: devices.into_iter().map(Into::into).collect(),
     }))
 }
 
@@ -269,5 +277,7 @@ pub async fn utilisation(
     State(state): State<AppState>,
 ) -> Result<Json<UtilisationView>, ErrorResponse> {
     let view = state.ledger_call(Ledger::utilisation).await?;
-    Ok(Json(view.into()))
+    Ok(Json(
+        UtilisationView::from(view).with_capacity(&state.capacity().view()),
+    ))
 }

@@ -16,6 +16,7 @@ mod openapi;
 mod router;
 mod ui;
 mod v1_admin_access;
+mod v1_capacity;
 mod v1_health;
 mod v1_history;
 mod v1_idle;

@@ -218,3 +218,32 @@ async fn protected_operations_declare_the_bearer_scheme() {
         .get("adminAccess")
         .is_some());
 }
+
+#[tokio::test]
+async fn capacity_fields_are_documented_and_optional() {
+    let json = served_document().await;
+    let schemas = &json["components"]["schemas"];
+    for (schema, field) in [
+        ("NodeItem", "capacity"),
+        ("UtilisationView", "capacityByModel"),
+        ("DeviceItem", "parent"),
+        ("DeviceItem", "shares"),
+        ("CapacityItem", "equivalentsAllocated"),
+        ("CapacityUseItem", "allocated"),
+        ("ShareItem", "consumed"),
+    ] {
+        assert!(
+            schemas[schema]["properties"].get(field).is_some(),
+            "{schema}.{field}"
+        );
+    }
+    for (schema, field) in [
+        ("NodeItem", "capacity"),
+        ("UtilisationView", "capacityByModel"),
+        ("DeviceItem", "parent"),
+        ("DeviceItem", "shares"),
+    ] {
+        let required = schemas[schema]["required"].as_array().unwrap();
+        assert!(!required.iter().any(|r| r == field), "{schema}.{field}");
+    }
+}

@@ -25,7 +25,8 @@
 //!   the [`IdleClaims`] that `GET /v1/idle` reads (`watch`).
 //!
 //! - partitions and shares: the counter sets and multi-allocation devices of our slices and the
-//!   shares in claims' results, as the ledger counts them ([`parts`]).
+//!   shares in claims' results, as the ledger counts them ([`parts`]), and the capacity view
+//!   built from them after every change for the admin API ([`Mirror::with_capacity`]).
 //!
 //! [`mapping`], [`parts`] and `explain` are pure; `sync` does the ledger calls and the reconcile, `watch`
 //! the watches and the loop. Must not depend on the `v1alpha2` framework: nothing here allocates.
@@ -48,6 +49,7 @@ use std::time::Duration;
 use dra_allocator::idle::IdleClaims;
 use dra_allocator::ledger::{DeviceHealth, Ledger};
 use dra_allocator::model::Device;
+use dra_api::SharedCapacity;
 use dra_types::resource_v1::{ResourceClaim, ResourceSlice};
 use kube::Client;
 
@@ -114,6 +116,7 @@ pub struct Mirror {
     config: MirrorConfig,
     cache: tokio::sync::Mutex<Cache>,
     idle: Arc<IdleClaims>,
+    capacity: Option<SharedCapacity>,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -132,6 +135,7 @@ impl Mirror {
             config,
             cache: tokio::sync::Mutex::default(),
             idle: Arc::default(),
+            capacity: None,
         }
     }
 
@@ -140,6 +144,25 @@ impl Mirror {
     pub fn with_observer(mut self, observer: Arc<dyn DriverObserver>) -> Self {
         self.keeper.set_observer(observer);
         self
+    }
+
+    /// Publishes the capacity view (partitions, shares and who holds them) to `capacity` after
+    /// every change, for the admin API.
+    #[must_use]
+    pub fn with_capacity(mut self, capacity: SharedCapacity) -> Self {
+        self.capacity = Some(capacity);
+        self
+    }
+
+    /// Publishes the capacity view of `cache`, if a handle was given.
+    fn publish_capacity(&self, cache: &Cache) {
+        if let Some(capacity) = &self.capacity {
+            capacity.publish(parts::capacity_view(
+                &self.config.driver_name,
+                &cache.inventory,
+                cache.claims.values(),
+            ));
+        }
     }
 
     /// The ledger.

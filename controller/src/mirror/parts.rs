@@ -4,7 +4,8 @@
 //! one that consumes none is its own unit), and what a claim's results hold ([`holds`]: the
 //! whole device, or a share with its `shareID` and `consumedCapacity`), and how a claim on
 //! multi-allocation devices is recorded ([`multi_allocation_sharing`]) with the fraction of its
-//! GPU each device it holds in part is ([`share_permille`]).
+//! GPU each device it holds in part is ([`share_permille`]); and the capacity view the admin
+//! API shows, from the inventory and every claim's results ([`capacity_view`]).
 //!
 //! Pure, no I/O; counter and capacity names lose our driver's domain as attributes do. An
 //! amount that is not a quantity is left out (the device's attributes report it).
@@ -12,13 +13,15 @@
 use std::collections::BTreeMap;
 
 use dra_allocator::capacity::{Amounts, DevicePart, Hold, NodeParts};
+use dra_allocator::ledger::ClaimRef;
 use dra_allocator::model::{Quantity, Sharing};
+use dra_api::capacity::{CapacityView, ClaimHold};
 use dra_types::resource_v1::{
-    Counter, DeviceAttribute, DeviceRequestAllocationResult, ResourceSlice,
+    Counter, DeviceAttribute, DeviceRequestAllocationResult, ResourceClaim, ResourceSlice,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 
-use super::mapping::local_name;
+use super::mapping::{local_name, SliceInventory};
 
 /// The amounts of `values` by local name, those that parse.
 fn amounts<'a, V: 'a>(
@@ -149,6 +152,50 @@ pub fn holds(
             consumed: amounts(driver, &result.consumed_capacity, |q| q),
         })
         .collect()
+}
+
+/// The capacity view of `inventory` under `claims`: every node with parts, and what each
+/// allocated claim holds there through its results of `driver` (admin access holds nothing and
+/// is left out), with the claim's name. Results on a node the inventory does not know are left
+/// out (the mirror reports them as drift).
+pub fn capacity_view<'a>(
+    driver: &str,
+    inventory: &SliceInventory,
+    claims: impl IntoIterator<Item = &'a ResourceClaim>,
+) -> CapacityView {
+    let mut view = CapacityView::default();
+    for (node, parts) in &inventory.parts {
+        view.nodes.entry(node.clone()).or_default().parts = parts.clone();
+    }
+    for claim in claims {
+        let Some(uid) = claim.metadata.uid.as_deref().filter(|u| !u.is_empty()) else {
+            continue;
+        };
+        let Some(allocation) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) else {
+            continue;
+        };
+        let claim_ref = ClaimRef::new(
+            uid,
+            claim.metadata.namespace.as_deref().unwrap_or_default(),
+            claim.metadata.name.as_deref().unwrap_or_default(),
+        );
+        for result in &allocation.devices.results {
+            if result.driver != driver || result.admin_access == Some(true) {
+                continue;
+            }
+            let node = inventory.node_of(&result.pool);
+            let Some(of_node) = view.nodes.get_mut(node) else {
+                continue;
+            };
+            for hold in holds(driver, uid, &[result]) {
+                of_node.holds.push(ClaimHold {
+                    claim: claim_ref.clone(),
+                    hold,
+                });
+            }
+        }
+    }
+    view
 }
 
 #[cfg(test)]

@@ -87,6 +87,7 @@ impl Mirror {
             }
         }
         self.sync_health(cache, every_node).await;
+        self.publish_capacity(cache);
     }
 
     /// Logs a claim's problem when it differs from the last one logged for it.
@@ -110,6 +111,7 @@ impl Mirror {
         let mirror = claim_mirror(&claim, &self.config.driver_name, &cache.inventory);
         Self::note_problem(cache, &uid, mirror.problem.as_deref());
         cache.claims.insert(uid.clone(), claim);
+        self.publish_capacity(cache);
         if let Err(error) = self.converge(&uid, mirror.allocation.as_ref()).await {
             warn!(%error, claim.uid = %uid, "Failed to mirror claim allocation; the next reconcile repairs it");
         }
@@ -127,6 +129,7 @@ impl Mirror {
         cache.claims.remove(&uid);
         cache.problems.remove(&uid);
         cache.explained.remove(&uid);
+        self.publish_capacity(cache);
         if let Err(error) = self.converge(&uid, None).await {
             warn!(%error, claim.uid = %uid, "Failed to release the allocation of a deleted claim; the next reconcile repairs it");
         }
@@ -197,6 +200,7 @@ impl Mirror {
             .filter(|(uid, _)| !unsettled.contains(*uid))
             .map(|(uid, claim)| (uid.clone(), claim_mirror(claim, driver, &cache.inventory)))
             .collect();
+        self.publish_capacity(cache);
         let mut report = DriftReport::new();
         report.claims_checked = listing.len() as u64;
         report.allocations_checked = held.len() as u64;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use dra_allocator::ledger::Ledger;
 use dra_api::reconciler::ReconcileError;
-use dra_api::{AppState, Reconciler};
+use dra_api::{AppState, Reconciler, SharedCapacity};
 use dra_framework::{Controller, ControllerConfig};
 use dra_types::api_mode::ApiMode;
 
@@ -134,11 +134,14 @@ pub(super) fn generation_work(
         }
         ApiMode::V1 => {
             let cordon = TaintRuleCordon::new(client.clone(), config.driver_name.clone());
+            let capacity = SharedCapacity::default();
             let mirror = Arc::new(
                 Mirror::new(ledger.clone(), client, config.mirror_config())
-                    .with_observer(observer.clone()),
+                    .with_observer(observer.clone())
+                    .with_capacity(capacity.clone()),
             );
             let state = state
+                .with_capacity(capacity)
                 .with_reconciler(Arc::new(MirrorReconciler(mirror.clone())))
                 .with_cluster_cordon(Arc::new(cordon))
                 .with_idle_claims(mirror.idle_claims());

@@ -8,6 +8,9 @@ use dra_allocator::ledger::{
 };
 use dra_allocator::model::Sharing;
 use serde::{Deserialize, Serialize};
+
+use super::capacity::{CapacityItem, ShareItem};
+use crate::capacity::{CapacityView, NodeCapacity};
 use utoipa::ToSchema;
 
 /// Device counts by state. A device counts once in `free` or `allocated`, and additionally in
@@ -43,7 +46,7 @@ impl From<DeviceCounts> for Counts {
 }
 
 /// One node's device counts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeItem {
     /// The node name.
@@ -56,10 +59,14 @@ pub struct NodeItem {
     /// Unhealthy devices (each also counted in `devices` by its state).
     #[serde(default)]
     pub unhealthy: u64,
+    /// Whole-device equivalents and capacity allocated of total, where the node has
+    /// partitions or devices given to several claims at once; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityItem>,
 }
 
 /// `GET /v1/nodes`: every node with devices in the ledger, by name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct NodeList {
     /// The nodes.
     pub items: Vec<NodeItem>,
@@ -75,9 +82,21 @@ impl From<Vec<NodeSummary>> for NodeList {
                     devices: n.counts.into(),
                     admin_access: n.admin_access,
                     unhealthy: n.unhealthy,
+                    capacity: None,
                 })
                 .collect(),
         }
+    }
+}
+
+impl NodeList {
+    /// Adds each node's capacity from `view`.
+    #[must_use]
+    pub fn with_capacity(mut self, view: &CapacityView) -> Self {
+        for node in &mut self.items {
+            node.capacity = CapacityItem::of_node(view.nodes.get(&node.name));
+        }
+        self
     }
 }
 
@@ -173,6 +192,25 @@ pub struct DeviceItem {
     /// The device's health as its node agent reports it.
     #[serde(default)]
     pub health: HealthItem,
+    /// Where the device is a partition: the GPU (counter set) it is part of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Where the device is given to several claims at once: the share each holds, in
+    /// allocation order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<ShareItem>,
+}
+
+impl DeviceItem {
+    /// Adds the device's parent and shares from its node's capacity, if any.
+    #[must_use]
+    pub fn with_capacity(mut self, node: Option<&NodeCapacity>) -> Self {
+        if let Some(node) = node {
+            self.parent = node.parent_of(&self.name).map(str::to_owned);
+            self.shares = node.shares_of(&self.name).map(ShareItem::from).collect();
+        }
+        self
+    }
 }
 
 /// A device's health: `healthy`, or `unhealthy` with the reason and since when.
@@ -237,6 +275,8 @@ impl From<DeviceStatus> for DeviceItem {
             consumers: d.consumers.into_iter().map(Into::into).collect(),
             admin_access: d.admin_access,
             health: d.health.into(),
+            parent: None,
+            shares: Vec::new(),
         }
     }
 }
@@ -251,7 +291,7 @@ pub struct DeviceList {
 }
 
 /// `GET /v1/utilisation`: totals and per attribute value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UtilisationView {
     /// All devices.
@@ -262,6 +302,26 @@ pub struct UtilisationView {
     pub claims_allocated: u64,
     /// Allocations still pending confirmation.
     pub intents_pending: u64,
+    /// Per model (`unknown` for units without one): whole-device equivalents and capacity
+    /// allocated of total on the nodes with partitions or shared devices; absent where none
+    /// has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_by_model: Option<BTreeMap<String, CapacityItem>>,
+}
+
+impl UtilisationView {
+    /// Adds the capacity per model from `view`.
+    #[must_use]
+    pub fn with_capacity(mut self, view: &CapacityView) -> Self {
+        let hidden = view.placement_counters();
+        self.capacity_by_model = view.shared_utilisation().map(|u| {
+            u.by_model
+                .iter()
+                .map(|(model, usage)| (model.clone(), CapacityItem::new(usage, &hidden)))
+                .collect()
+        });
+        self
+    }
 }
 
 impl From<Utilisation> for UtilisationView {
@@ -278,6 +338,7 @@ impl From<Utilisation> for UtilisationView {
                 .collect(),
             claims_allocated: u.claims_allocated,
             intents_pending: u.intents_pending,
+            capacity_by_model: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! the ledger's own types stay free to change. Depends on the ledger's view types only.
 
 mod admin_access;
+mod capacity;
 mod claims;
 mod grid;
 mod history;
@@ -10,6 +11,7 @@ mod idle;
 mod inventory;
 
 pub use admin_access::*;
+pub use capacity::*;
 pub use claims::*;
 pub use grid::*;
 pub use history::*;

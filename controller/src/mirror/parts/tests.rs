@@ -261,3 +261,69 @@ fn claims_on_multi_allocation_devices_are_recorded_shared_without_a_bound() {
         Sharing::Exclusive
     );
 }
+
+/// `claim(uid, ...)` on node-1's `gpu-0`, a share `share_id` consuming `memory`.
+fn share_claim(uid: &str, share_id: &str, memory: &str) -> dra_types::resource_v1::ResourceClaim {
+    let mut share = claim(uid, &[]);
+    let results = &mut share
+        .status
+        .as_mut()
+        .unwrap()
+        .allocation
+        .as_mut()
+        .unwrap()
+        .devices
+        .results;
+    let mut held = result("gpu-0", Some((share_id, memory)));
+    held.pool = "node-1".to_owned();
+    results.push(held);
+    share
+}
+
+#[test]
+fn the_capacity_view_shows_partitions_and_shares_with_the_claims_holding_them() {
+    let mut slices = partitioned_node("node-0");
+    slices.push(shared_node("node-1"));
+    let inventory = inventory_of(&slices);
+    let mut claims: Vec<_> = (0..7)
+        .map(|i| {
+            let device = format!("gpu-0-1g-{i}");
+            claim(&format!("p{i}"), &[("gpu", DRIVER, "node-0", &device)])
+        })
+        .collect();
+    claims.push(share_claim("s1", "share-1", "40Gi"));
+    claims.push(share_claim("s2", "share-2", "40Gi"));
+    // Admin access and another driver's results hold nothing of ours.
+    let mut looking = claim("admin", &[("gpu", DRIVER, "node-1", "gpu-1")]);
+    if let Some(allocation) = looking.status.as_mut().and_then(|s| s.allocation.as_mut()) {
+        allocation.devices.results[0].admin_access = Some(true);
+    }
+    claims.push(looking);
+    claims.push(claim(
+        "other",
+        &[("gpu", "other.example.com", "node-1", "gpu-1")],
+    ));
+
+    let view = capacity_view(DRIVER, &inventory, &claims);
+    let partitioned = &view.nodes["node-0"];
+    assert!(partitioned.has_shared_devices());
+    assert_eq!(partitioned.parent_of("gpu-0-1g-3"), Some("gpu-0"));
+    let used = partitioned.utilisation().total;
+    assert!((used.equivalents - 1.0).abs() < 1e-9, "{used:?}");
+    assert_eq!(used.capacity["memory"].allocated, q("70Gi"));
+
+    let multi = &view.nodes["node-1"];
+    let shares: Vec<_> = multi.shares_of("gpu-0").collect();
+    assert_eq!(shares.len(), 2);
+    assert_eq!(shares[0].claim.name, "claim-s1");
+    assert_eq!(shares[1].hold.share_id.as_deref(), Some("share-2"));
+    assert_eq!(multi.parent_of("gpu-0"), None);
+    assert_eq!(
+        multi.holds.len(),
+        2,
+        "admin access and other drivers hold nothing"
+    );
+    let used = multi.utilisation().total;
+    assert_eq!(used.capacity["memory"].allocated, q("80Gi"));
+    assert_eq!(used.capacity["memory"].total, q("160Gi"));
+}
