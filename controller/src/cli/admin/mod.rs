@@ -73,7 +73,8 @@ pub struct AdminArgs {
 /// The admin subcommands.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum AdminCommand {
-    /// Device counts per node.
+    /// Device counts per node, and where a node has partitions or shared GPUs its whole-GPU
+    /// equivalents and capacity (`gpu-eq`, `capacity`) allocated of total.
     Nodes,
     /// The devices of a node with their state, attributes and consumer claims.
     Devices {

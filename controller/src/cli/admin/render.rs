@@ -2,8 +2,8 @@
 //! (`dra_api::v1::types`), so the client reads exactly what the server writes.
 
 use dra_api::v1::types::{
-    AdminAccessItem, AuditPage, ClaimDetailView, ClaimItem, CordonResult, Counts, DeviceList,
-    IntentList, NodeList, SharingMode, SharingView, UtilisationView,
+    AdminAccessItem, AuditPage, CapacityItem, ClaimDetailView, ClaimItem, CordonResult, Counts,
+    DeviceList, IntentList, NodeList, SharingMode, SharingView, UtilisationView,
 };
 use serde::de::DeserializeOwned;
 
@@ -39,20 +39,50 @@ const COUNT_HEADERS: [&str; 6] = [
 ];
 
 /// `admin nodes`: the device counts, the unhealthy devices, then the admin-access claims (which
-/// hold no device).
+/// hold no device); where some node has partitions or shared devices, its whole-GPU
+/// equivalents (`gpu-eq`, allocated/GPUs) and capacity allocated of total (`-` for the others).
 pub fn nodes(view: &NodeList) -> String {
+    let with_capacity = view.items.iter().any(|n| n.capacity.is_some());
     let mut headers = vec!["node"];
     headers.extend(COUNT_HEADERS);
     headers.extend(["unhealthy", "admin-access"]);
+    if with_capacity {
+        headers.extend(["gpu-eq", "capacity"]);
+    }
     let mut table = Table::new(&headers);
     for node in &view.items {
         let mut row = vec![node.name.clone()];
         row.extend(counts(&node.devices));
         row.push(node.unhealthy.to_string());
         row.push(node.admin_access.to_string());
+        if with_capacity {
+            row.extend(capacity_cells(node.capacity.as_ref()));
+        }
         table.row(row);
     }
     table.render()
+}
+
+/// A node's capacity as two cells: equivalents allocated of its GPUs (`1.0/2`) and each
+/// capacity allocated of total (`memory=80Gi/160Gi`, comma-separated); `-` without one.
+fn capacity_cells(capacity: Option<&CapacityItem>) -> [String; 2] {
+    let Some(c) = capacity else {
+        return ["-".to_owned(), "-".to_owned()];
+    };
+    let amounts: Vec<String> = c
+        .capacity
+        .iter()
+        .map(|(name, used)| format!("{name}={}/{}", used.allocated, used.total))
+        .collect();
+    let amounts = if amounts.is_empty() {
+        "-".to_owned()
+    } else {
+        amounts.join(",")
+    };
+    [
+        format!("{:.1}/{}", c.equivalents_allocated, c.units),
+        amounts,
+    ]
 }
 
 fn sharing(s: &SharingView) -> String {
@@ -428,5 +458,39 @@ mod tests {
         let device_row: Vec<&str> = devices.lines().nth(1).unwrap().split_whitespace().collect();
         assert_eq!(device_row[device_row.len() - 2..], ["c-1", "a-1"]);
         assert_eq!(device_row[2], "unhealthy:XidCritical");
+    }
+
+    #[test]
+    fn nodes_with_partitions_or_shares_show_gpu_equivalents_and_capacity() {
+        let counts = serde_json::json!({"total": 2, "free": 0, "allocated": 2, "shared": 1, "cordoned": 0, "missing": 0});
+        let nodes: NodeList = decode(serde_json::json!({"items": [
+            {"name": "node-a", "devices": counts, "capacity": {
+                "units": 2, "equivalentsAllocated": 1.0,
+                "capacity": {
+                    "compute": {"allocated": "100", "total": "200"},
+                    "memory": {"allocated": "80Gi", "total": "160Gi"},
+                },
+            }},
+            {"name": "node-b", "devices": counts},
+        ]}))
+        .unwrap();
+        let text = self::nodes(&nodes);
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let header = text.lines().next().unwrap().to_lowercase();
+        let header: Vec<&str> = header.split_whitespace().collect();
+        assert_eq!(header[header.len() - 2..], ["gpu-eq", "capacity"]);
+        assert_eq!(
+            rows[1][rows[1].len() - 2..],
+            ["1.0/2", "compute=100/200,memory=80Gi/160Gi"]
+        );
+        assert_eq!(rows[2][rows[2].len() - 2..], ["-", "-"]);
+
+        let whole: NodeList =
+            decode(serde_json::json!({"items": [{"name": "node-b", "devices": counts}]})).unwrap();
+        let whole = self::nodes(&whole);
+        assert!(!whole.to_lowercase().contains("gpu-eq"), "{whole}");
     }
 }
