@@ -53,6 +53,14 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ErrorRes
     if let Some(source) = state.queue_depth() {
         state.metrics().set_workqueue_depth(source());
     }
+    let capacity = state.capacity().view();
+    let by_model = capacity
+        .shared_utilisation()
+        .map(|u| u.by_model)
+        .unwrap_or_default();
+    state
+        .metrics()
+        .set_capacity(&by_model, &capacity.placement_counters());
     if let Ok(ledger) = state.ledger() {
         let metrics = state.metrics().clone();
         let refreshed = tokio::task::spawn_blocking(move || metrics.refresh_from_ledger(&ledger))

@@ -15,7 +15,9 @@
 //! latencies, ledger commits, device and claim counts, pending intents, reconcile drift, the work
 //! queue, Kubernetes API requests, build info) the crate defines the breakdown gauges, `ready`
 //! (0 or 1, what `/readyz` answers), `leader` (0 on a standby),
-//! `oldest_pending_intent_age_seconds` and `idle_allocated_devices` (by `idle_for`), which the dashboards and alert rules use.
+//! `oldest_pending_intent_age_seconds` and `idle_allocated_devices` (by `idle_for`), which the
+//! dashboards and alert rules use, and the capacity gauges of partitions and shared GPUs by model
+//! ([`CAPACITY_METRIC_NAMES`]), which have series only where such GPUs are published.
 //!
 //! Depends on the ledger's read views and commit statistics (`dra-allocator`) and on prometheus;
 //! must not depend on the driver, the controller, the admin API or the Kubernetes client.
@@ -31,6 +33,7 @@ use prometheus::{
 
 mod apart;
 mod breakdown;
+mod capacity;
 mod error;
 mod idle;
 mod labels;
@@ -38,6 +41,7 @@ mod labels;
 pub use error::{Error, Result};
 
 pub use breakdown::MAX_ATTRIBUTE_VALUES;
+pub use capacity::CAPACITY_METRIC_NAMES;
 
 pub use apart::HEALTH_VALUES;
 pub use idle::IDLE_FOR;
@@ -125,6 +129,7 @@ pub struct Metrics {
     oldest_intent_age: Gauge,
     apart: apart::Apart,
     idle: idle::Idle,
+    capacity: capacity::Capacity,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -240,6 +245,7 @@ impl Metrics {
             )?,
             apart: apart::Apart::new()?,
             idle: idle::Idle::new()?,
+            capacity: capacity::Capacity::new()?,
         };
         metrics.register_all()?;
         metrics.build_info.with_label_values(&[version]).set(1);
@@ -273,7 +279,7 @@ impl Metrics {
     }
 
     fn register_all(&self) -> Result<()> {
-        let collectors: [Box<dyn prometheus::core::Collector>; 22] = [
+        let collectors: [Box<dyn prometheus::core::Collector>; 26] = [
             Box::new(self.allocations.clone()),
             Box::new(self.deallocations.clone()),
             Box::new(self.allocate_duration.clone()),
@@ -296,6 +302,10 @@ impl Metrics {
             Box::new(self.apart.unhealthy_devices.clone()),
             Box::new(self.apart.health_changes.clone()),
             Box::new(self.idle.devices.clone()),
+            Box::new(self.capacity.equivalents_allocated.clone()),
+            Box::new(self.capacity.equivalents_published.clone()),
+            Box::new(self.capacity.allocated.clone()),
+            Box::new(self.capacity.published.clone()),
         ];
         for collector in collectors {
             self.registry.register(collector)?;
@@ -419,6 +429,17 @@ impl Metrics {
     /// Sets `idle_allocated_devices` from `(idle seconds, devices)` of every idle claim.
     pub fn set_idle(&self, claims: &[(u64, usize)]) {
         self.idle.set(claims);
+    }
+
+    /// Sets the capacity gauges of partitions and shared GPUs from their utilisation per model,
+    /// leaving out the capacity names in `hidden` (counters that only mark where a partition
+    /// sits); models and names not listed lose their series.
+    pub fn set_capacity(
+        &self,
+        by_model: &std::collections::BTreeMap<String, dra_allocator::capacity::Utilisation>,
+        hidden: &std::collections::BTreeSet<String>,
+    ) {
+        self.capacity.set(by_model, hidden);
     }
 
     /// Records one device health change on `node`, to unhealthy or back to healthy.

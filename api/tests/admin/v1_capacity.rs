@@ -9,7 +9,7 @@ use dra_api::capacity::{CapacityView, ClaimHold, NodeCapacity};
 use dra_api::SharedCapacity;
 use serde_json::json;
 
-use crate::support::{fixture, get, Fixture};
+use crate::support::{fixture, get, scrape, series_value, Fixture};
 
 fn amounts(pairs: &[(&str, &str)]) -> Amounts {
     pairs
@@ -194,4 +194,41 @@ async fn without_a_published_view_capacity_is_left_out() {
         .all(|n| n.get("capacity").is_none()));
     let utilisation = get(&f.state, "/v1/utilisation").await.json();
     assert!(utilisation.get("capacityByModel").is_none());
+}
+
+#[tokio::test]
+async fn metrics_show_equivalents_and_capacity_by_model_without_placement_counters() {
+    let f = with_view();
+    let text = scrape(&f.state).await;
+    let value = |series: &str| series_value::<f64>(&text, series);
+    assert_eq!(
+        value("dra_ledger_device_equivalents_allocated{model=\"H100\"}"),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        value("dra_ledger_device_equivalents_published{model=\"H100\"}"),
+        Some(5.0)
+    );
+    let gib = f64::from(1u32 << 30);
+    assert_eq!(
+        value("dra_ledger_capacity_allocated{capacity=\"memory\",model=\"H100\"}"),
+        Some(230.0 * gib)
+    );
+    assert_eq!(
+        value("dra_ledger_capacity_published{capacity=\"memory\",model=\"H100\"}"),
+        Some(400.0 * gib)
+    );
+    assert_eq!(
+        value("dra_ledger_capacity_allocated{capacity=\"compute-slices\",model=\"H100\"}"),
+        Some(7.0)
+    );
+    assert!(!text.contains("memory-slice"), "{text}");
+
+    // Without partitions or shares the gauges have no series.
+    f.state.capacity().publish(CapacityView::default());
+    let text = scrape(&f.state).await;
+    for name in dra_api::metrics::CAPACITY_METRIC_NAMES {
+        assert!(!text.contains(&format!("{name}{{")), "{name}\n{text}");
+    }
 }

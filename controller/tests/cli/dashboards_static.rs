@@ -10,7 +10,7 @@ use crate::dashboards_support::{
     alert_rules, dashboard, metric_names, panel_queries, referenced_variables, variable_names,
     variable_queries, GRAFANA_BUILTINS,
 };
-use dra_api::metrics::METRIC_NAMES;
+use dra_api::metrics::{CAPACITY_METRIC_NAMES, METRIC_NAMES};
 use dra_api::Metrics;
 use dra_node::metrics::{NodeMetrics, METRIC_NAMES as NODE_METRIC_NAMES};
 
@@ -19,7 +19,10 @@ use dra_node::metrics::{NodeMetrics, METRIC_NAMES as NODE_METRIC_NAMES};
 fn defined_series() -> BTreeSet<String> {
     let text = Metrics::new("test").unwrap().encode().unwrap()
         + &NodeMetrics::new().unwrap().encode().unwrap();
-    let names = METRIC_NAMES.iter().chain(NODE_METRIC_NAMES.iter());
+    let names = METRIC_NAMES
+        .iter()
+        .chain(CAPACITY_METRIC_NAMES.iter())
+        .chain(NODE_METRIC_NAMES.iter());
     let mut out: BTreeSet<String> = names.clone().map(|name| (*name).to_owned()).collect();
     for name in names {
         if text.contains(&format!("# TYPE {name} histogram")) {
