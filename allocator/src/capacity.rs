@@ -256,6 +256,12 @@ pub struct Utilisation {
 }
 
 impl Utilisation {
+    /// [`equivalents`](Self::equivalents) rounded to thousandths, as they are shown: sums of
+    /// fractions such as seven sevenths come out a hair off a whole number.
+    pub fn equivalents_shown(&self) -> f64 {
+        (self.equivalents * 1000.0).round() / 1000.0
+    }
+
     /// Adds `other`'s units, equivalents and capacities to these.
     pub fn add(&mut self, other: &Utilisation) {
         self.units += other.units;

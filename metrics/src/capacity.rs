@@ -81,7 +81,7 @@ impl Capacity {
             let units = usage.units as f64;
             self.equivalents_allocated
                 .with_label_values(&[model.as_str()])
-                .set(usage.equivalents);
+                .set(usage.equivalents_shown());
             self.equivalents_published
                 .with_label_values(&[model.as_str()])
                 .set(units);

@@ -279,3 +279,16 @@ fn placement_counters_of_one_unit_each_count_together_not_as_a_whole_gpu() {
         3.0 / 7.0,
     );
 }
+
+#[test]
+#[allow(clippy::float_cmp)] // what is shown must be exactly the rounded number
+fn equivalents_are_shown_rounded_to_thousandths() {
+    let mut seven_sevenths = Utilisation::default();
+    for _ in 0..7 {
+        seven_sevenths.equivalents += 1.0 / 7.0;
+    }
+    assert_ne!(seven_sevenths.equivalents, 1.0, "the sum is a hair off");
+    assert_eq!(seven_sevenths.equivalents_shown(), 1.0);
+    seven_sevenths.equivalents = 1.0 / 7.0;
+    assert_eq!(seven_sevenths.equivalents_shown(), 0.143);
+}

@@ -9,6 +9,10 @@
 //! - Two claims of 40Gi share the 80Gi GPU, each prepared with its share ID and limits
 //!   (`DRA_LEDGER_SHARE_ID`, `DRA_LEDGER_MEMORY_LIMIT`, `DRA_LEDGER_COMPUTE_SHARE` from the
 //!   allocation's `consumedCapacity`); a third waits until one of them is gone.
+//! - With the mirror (`dra-ledger run`) following the cluster, seven held 1g partitions are one
+//!   GPU equivalent and two 40Gi shares are the shared GPU's 80Gi of 80Gi, in the node's
+//!   capacity, on the devices (each partition's GPU, each share with its claim) and in the
+//!   metrics.
 
 use std::fmt::Write;
 use std::time::Duration;
@@ -16,11 +20,13 @@ use std::time::Duration;
 use dra_node::local::LocalSettings;
 use dra_sim::cluster::ClusterHandle;
 use dra_sim::{ApiOverrides, KubernetesVersion};
+use dra_types::api_mode::DraApi;
 use kube::api::DeleteParams;
-use serde_json::json;
+use serde_json::{json, Value};
 use testkit::eventually;
 
 use crate::e2e_support::{DRIVER, WAIT};
+use crate::v1_mirror::{call_text, get, settings, start_ready};
 use crate::v1_support::{h100s, ClusterV1};
 
 /// The node's inventory: `gpu-0` as partitions over `gpu-0-counters`, `gpu-1` shared by
@@ -239,5 +245,109 @@ async fn two_claims_of_40gi_share_one_80gi_gpu_and_a_third_waits() {
         Some(shares[1].as_str()),
         "the other share stays"
     );
+    v1.shutdown().await;
+}
+
+/// The item of `node` in `GET /v1/nodes`.
+fn node_item(nodes: &Value, node: &str) -> Value {
+    nodes["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|n| n["name"] == node))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_mirror_shows_partitions_and_shares_as_capacity_in_the_api_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = cluster(dir.path()).await;
+    let controller = start_ready(&v1, settings(dir.path(), DraApi::V1)).await;
+    let small: Vec<String> = (0..7).map(|i| format!("small-{i}")).collect();
+    for pod in &small {
+        v1.pod_from_template(pod, "mig-1g").await;
+    }
+    for pod in ["half-0", "half-1"] {
+        v1.pod_from_template(pod, "shared-gpu").await;
+    }
+    for pod in small.iter().map(String::as_str).chain(["half-0", "half-1"]) {
+        wait_running(&v1, pod).await;
+    }
+
+    let capacity = eventually("both GPUs full in the node's capacity", WAIT, || async {
+        let capacity =
+            node_item(&get(&controller, "/v1/nodes").await, "node-0")["capacity"].clone();
+        (capacity["equivalentsAllocated"] == json!(2.0)).then_some(capacity)
+    })
+    .await;
+    assert_eq!(capacity["units"], 2, "{capacity}");
+    assert_eq!(
+        capacity["capacity"]["memory"],
+        json!({"allocated": "80Gi", "total": "80Gi"}),
+        "{capacity}"
+    );
+    assert_eq!(
+        capacity["capacity"]["compute-slices"],
+        json!({"allocated": "7", "total": "7"}),
+        "{capacity}"
+    );
+
+    let devices = get(&controller, "/v1/nodes/node-0/devices").await;
+    let device = |name: &str| {
+        devices["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    for i in 0..7 {
+        assert_eq!(
+            device(&format!("gpu-0-mig-1g-{i}"))["parent"],
+            "gpu-0-counters"
+        );
+    }
+    let shares = device("gpu-1")["shares"].as_array().unwrap().clone();
+    assert_eq!(shares.len(), 2, "{shares:?}");
+    let mut names: Vec<&str> = shares.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    let claim_names = [
+        v1.claim_of("half-0").await.metadata.name.unwrap(),
+        v1.claim_of("half-1").await.metadata.name.unwrap(),
+    ];
+    let mut expected: Vec<&str> = claim_names.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(names, expected);
+    for share in &shares {
+        assert_eq!(share["consumed"]["memory"], "40Gi", "{share}");
+        assert!(share["shareId"].is_string(), "{share}");
+    }
+
+    let utilisation = get(&controller, "/v1/utilisation").await;
+    assert_eq!(
+        utilisation["capacityByModel"]["H100"]["equivalentsAllocated"],
+        json!(2.0),
+        "{utilisation}"
+    );
+    let (_, metrics) = call_text(&controller, "GET", "/metrics", false).await;
+    let gib = 1u64 << 30;
+    for series in [
+        "dra_ledger_device_equivalents_allocated{model=\"H100\"} 2".to_owned(),
+        "dra_ledger_device_equivalents_published{model=\"H100\"} 2".to_owned(),
+        format!(
+            "dra_ledger_capacity_allocated{{capacity=\"memory\",model=\"H100\"}} {}",
+            80 * gib
+        ),
+        format!(
+            "dra_ledger_capacity_published{{capacity=\"memory\",model=\"H100\"}} {}",
+            80 * gib
+        ),
+    ] {
+        assert!(
+            metrics.contains(&series),
+            "{series} missing from\n{metrics}"
+        );
+    }
+    controller.shutdown().await.unwrap();
     v1.shutdown().await;
 }

@@ -49,7 +49,7 @@ impl CapacityItem {
     pub fn new(u: &Utilisation, hidden: &BTreeSet<String>) -> Self {
         CapacityItem {
             units: u.units,
-            equivalents_allocated: (u.equivalents * 1000.0).round() / 1000.0,
+            equivalents_allocated: u.equivalents_shown(),
             capacity: u
                 .capacity
                 .iter()
