@@ -74,6 +74,19 @@ pub enum PrepareError {
         /// The device name.
         device: String,
     },
+    /// The claim names a MIG partition for which no MIG device exists, so a container could not
+    /// be confined to it (it would see the whole GPU).
+    #[error(
+        "claim {uid}: device {device} is a MIG partition with no MIG device: a container would \
+         see the whole GPU; create the MIG instance (or give the partition's MIG UUID in a file \
+         inventory) before using it"
+    )]
+    UnconfinedPartition {
+        /// The claim UID.
+        uid: String,
+        /// The device name.
+        device: String,
+    },
     /// A device of the handle is prepared for other claims and cannot be shared with this one.
     #[error("claim {uid}: device {device} is prepared for claim {holder}")]
     DeviceInUse {

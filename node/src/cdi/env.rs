@@ -28,6 +28,22 @@ const NVIDIA_VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
 /// How a MIG device's UUID starts (`MIG-<uuid>`; whole GPUs are `GPU-<uuid>`).
 const MIG_UUID_PREFIX: &str = "MIG-";
 
+/// Whether `device` is a MIG partition a container cannot be confined to: a partition (`type`
+/// `mig` with a `parentUUID`, as the `nvml` source derives one per placement) that names no MIG
+/// device (`uuid` not `MIG-...`) and sets no `NVIDIA_VISIBLE_DEVICES` of its own. Its spec could
+/// only give the parent GPU's device nodes, so the container would see the whole GPU while the
+/// scheduler counts a fraction of it; the prepare refuses it instead.
+pub fn unconfined_mig_partition(device: &NodeDevice) -> bool {
+    let text = |name: &str| match device.attributes.get(name) {
+        Some(AttributeValue::String(value)) => Some(value.as_str()),
+        _ => None,
+    };
+    text("type") == Some("mig")
+        && text("parentUUID").is_some()
+        && !text("uuid").is_some_and(|uuid| uuid.starts_with(MIG_UUID_PREFIX))
+        && !device.env.contains_key(NVIDIA_VISIBLE_DEVICES)
+}
+
 /// The variables of claim `uid` holding `devices` and `shares` (of those devices).
 pub fn claim_env(
     uid: &str,

@@ -23,6 +23,7 @@ use dra_allocator::handle::{HandleData, HandleSharing};
 
 use super::fit::{blocker, Want};
 use super::{AllocatedClaim, ClaimPreparer, ClaimRequest, PrepareError, Recovery};
+use crate::cdi::env::unconfined_mig_partition;
 use crate::cdi::CdiDir;
 use crate::device::{DeviceShare, Inventory, NodeDevice};
 use crate::journal::{Entry, EntrySharing, EntryState, Journal, JournalError};
@@ -311,6 +312,16 @@ impl JournalPreparer {
             let inventory = self.inventory.read_or_recover();
             if let Some(device) = wanted.devices.iter().find(|d| !inventory.contains_key(*d)) {
                 return Err(PrepareError::UnknownDevice {
+                    uid: uid.to_owned(),
+                    device: device.clone(),
+                });
+            }
+            if let Some(device) = wanted
+                .devices
+                .iter()
+                .find(|d| inventory.get(*d).is_some_and(unconfined_mig_partition))
+            {
+                return Err(PrepareError::UnconfinedPartition {
                     uid: uid.to_owned(),
                     device: device.clone(),
                 });

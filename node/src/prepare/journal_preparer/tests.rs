@@ -1,7 +1,8 @@
 use std::sync::{Arc, RwLock};
 
 use super::*;
-use dra_allocator::model::Sharing;
+use dra_allocator::model::{AttributeValue, Sharing};
+use std::collections::BTreeMap;
 
 mod shares;
 
@@ -348,4 +349,56 @@ fn an_allocated_claim_prepared_with_other_devices_is_refused_naming_its_allocati
         error.to_string(),
         "claim m: allocation: prepared with devices [\"gpu-0\"]; unprepare it first"
     );
+}
+
+#[test]
+fn a_mig_partition_without_a_mig_device_is_refused_and_one_with_its_mig_uuid_is_prepared() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = |name: &str, uuid: Option<&str>| {
+        let text = |v: &str| AttributeValue::String(v.to_owned());
+        let mut attributes: BTreeMap<String, AttributeValue> = [
+            ("type".to_owned(), text("mig")),
+            ("parentUUID".to_owned(), text("GPU-0a1b")),
+        ]
+        .into();
+        if let Some(uuid) = uuid {
+            attributes.insert("uuid".into(), text(uuid));
+        }
+        let device = NodeDevice {
+            name: name.into(),
+            attributes,
+            device_nodes: vec!["/dev/nvidia0".into()],
+            ..NodeDevice::default()
+        };
+        (name.to_owned(), device)
+    };
+    let mut devices = inventory();
+    devices.extend([
+        partition("gpu-0-mig-1g10gb-19-0", None),
+        partition("gpu-0-mig-1g10gb-19-1", Some("MIG-5c6d")),
+    ]);
+    let journal = Journal::open(dir.path().join("journal.redb"), DRIVER).unwrap();
+    let cdi = CdiDir::new(dir.path().join("cdi"), DRIVER);
+    let preparer = JournalPreparer::new(journal, cdi, NODE, Arc::new(RwLock::new(devices)), "b");
+    let spec = |uid: &str| dir.path().join(format!("cdi/{DRIVER}-claim_{uid}.json"));
+
+    let refused = one_allocated(
+        &preparer,
+        allocated("p", &["gpu-0-mig-1g10gb-19-0"], Sharing::Exclusive),
+    );
+    assert!(
+        matches!(&refused, Err(PrepareError::UnconfinedPartition { device, .. })
+            if device == "gpu-0-mig-1g10gb-19-0"),
+        "{refused:?}"
+    );
+    assert!(refused.unwrap_err().to_string().contains("whole GPU"));
+    assert!(!spec("p").exists(), "nothing written for the refused claim");
+
+    one_allocated(
+        &preparer,
+        allocated("q", &["gpu-0-mig-1g10gb-19-1"], Sharing::Exclusive),
+    )
+    .expect("a partition naming its MIG device");
+    let text = std::fs::read_to_string(spec("q")).unwrap();
+    assert!(text.contains("NVIDIA_VISIBLE_DEVICES=MIG-5c6d"), "{text}");
 }
