@@ -72,7 +72,10 @@ async fn pods_limiting_implicit_and_explicit_names_get_a_claim_made_for_them_and
         "implicit",
         "deviceclass.resource.kubernetes.io/gpu",
         1,
-        "2",
+        // Held until the explicit pod has its device, so the two must differ; a busy machine
+        // took over 2 s between the two allocations, after which the first device is free
+        // again and may rightly be given twice.
+        "10",
     )
     .await;
     assert_eq!(bound(&client, "implicit").await, "node-1");
